@@ -1,0 +1,555 @@
+//! The loop ledger: a bounded sequence of iteration records toward a goal.
+//!
+//! [`Ledger`] is the snapshot: configuration, budgets, what has been spent,
+//! the status, and the few most recent records (so that `status` and the
+//! recovery view cost the same at 10 iterations as at 100,000). The full
+//! history is the journal of [`LedgerEvent`]s; [`audit`] folds it back.
+//!
+//! [`append_guard`] is the single statement of what may be appended. Both
+//! [`LedgerOwner::decide`] and the audit call it, so a ledger that passes
+//! `validate` is exactly one that could have been written by `decide`.
+
+pub mod arbiter;
+pub mod audit;
+pub mod budget;
+pub mod proof;
+pub mod view;
+pub mod vocabulary;
+
+use crate::digest::Digest;
+use crate::operation::{Decided, OperationId, Owner};
+use budget::{is_budget_number, Budget, Exhausted, Spent};
+use jiff::Timestamp;
+use proof::{artifact_problems, EvidenceFiles};
+use serde::{Deserialize, Serialize};
+use vocabulary::{
+    is_success_stop_reason, Decision, GoalFocusMode, LoopStatus, Mode, SUCCESS_STOP_REASONS,
+};
+
+/// The journal stream a loop's ledger lives in.
+pub const STREAM: &str = "ledger";
+
+/// How many of the latest records the snapshot carries for views.
+pub const RECENT_RECORDS: usize = 5;
+
+pub const DEFAULT_PLATEAU_RULE: &str =
+    "stop after three consecutive iterations with no new evidence or reduced uncertainty";
+
+/// The snapshot of one loop.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ledger {
+    /// This loop's lifetime id; a loop re-created elsewhere gets another.
+    pub run_id: String,
+    pub goal: String,
+    pub success_criteria: String,
+    pub default_mode: Mode,
+    pub plateau_rule: String,
+    /// A shell command that must pass before a success stop is banked
+    /// (run by the driver, never by the ledger).
+    pub success_check: String,
+    pub stop_conditions: StopConditions,
+    pub goal_focus_mode: GoalFocusMode,
+    pub budget: Budget,
+    pub spent: Spent,
+    pub status: LoopStatus,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// The latest records, oldest first, at most [`RECENT_RECORDS`].
+    pub recent: Vec<IterationRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct StopConditions {
+    /// Only the user (a sentinel) or a budget may end this loop; an agent's
+    /// own `stop` does not release it.
+    pub require_user_stop_only: bool,
+    pub user_overrides: Vec<String>,
+}
+
+/// `loopx init`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InitLoop {
+    pub goal: String,
+    pub success_criteria: String,
+    pub default_mode: Mode,
+    pub plateau_rule: String,
+    pub success_check: String,
+    pub stop_conditions: StopConditions,
+    pub goal_focus_mode: GoalFocusMode,
+    pub budget: Budget,
+}
+
+/// `loopx append-iteration`: what the agent says about the turn it did.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct IterationReport {
+    pub mode: Option<Mode>,
+    pub objective: String,
+    pub decision: Option<Decision>,
+    pub stop_reason: String,
+    pub evidence_checked: EvidenceChecked,
+    pub input_refs: Vec<String>,
+    pub actions_taken: Vec<String>,
+    pub remaining_gaps: Vec<String>,
+    pub output: String,
+    pub tokens: u64,
+    pub usd: f64,
+    pub wall_time_seconds: u64,
+    pub completed_summary: String,
+    pub current_summary: String,
+    pub next_action: String,
+    pub executor_provider: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct EvidenceChecked {
+    pub source_ids: Vec<String>,
+    pub claim_ids: Vec<String>,
+    pub evidence_ids: Vec<String>,
+    pub guard_refs: Vec<String>,
+}
+
+/// One banked iteration, as the journal and views hold it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IterationRecord {
+    pub iteration: u64,
+    pub timestamp: Timestamp,
+    pub operation_id: OperationId,
+    pub mode: Mode,
+    pub objective: String,
+    pub decision: Decision,
+    pub stop_reason: String,
+    pub evidence_checked: EvidenceChecked,
+    pub input_refs: Vec<String>,
+    pub actions_taken: Vec<String>,
+    pub remaining_gaps: Vec<String>,
+    pub output: String,
+    pub budget_delta: BudgetDelta,
+    pub completed_summary: String,
+    pub current_summary: String,
+    pub proposed_next_action: String,
+    pub executor_provider: String,
+}
+
+impl IterationRecord {
+    /// The report this record was banked from, as far as the guard reads it.
+    pub fn as_report(&self) -> IterationReport {
+        IterationReport {
+            mode: Some(self.mode),
+            objective: self.objective.clone(),
+            decision: Some(self.decision),
+            stop_reason: self.stop_reason.clone(),
+            evidence_checked: self.evidence_checked.clone(),
+            input_refs: self.input_refs.clone(),
+            actions_taken: self.actions_taken.clone(),
+            remaining_gaps: self.remaining_gaps.clone(),
+            output: self.output.clone(),
+            tokens: self.budget_delta.tokens,
+            usd: self.budget_delta.usd,
+            wall_time_seconds: self.budget_delta.wall_time_seconds,
+            completed_summary: self.completed_summary.clone(),
+            current_summary: self.current_summary.clone(),
+            next_action: self.proposed_next_action.clone(),
+            executor_provider: self.executor_provider.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetDelta {
+    pub iterations: u64,
+    pub tokens: u64,
+    pub usd: f64,
+    pub wall_time_seconds: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum LedgerRequest {
+    Init(InitLoop),
+    AppendIteration(IterationReport),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum LedgerEvent {
+    Initialized {
+        run_id: String,
+        at: Timestamp,
+        config: InitLoop,
+    },
+    IterationAppended {
+        record: Box<IterationRecord>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum LedgerReceipt {
+    Init {
+        run_id: String,
+        status: LoopStatus,
+        max_iterations: u64,
+    },
+    AppendIteration {
+        iteration: u64,
+        decision: Decision,
+        status: LoopStatus,
+        remaining_iterations: u64,
+    },
+}
+
+/// Everything the ledger refuses, each saying what to do instead.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LedgerError {
+    #[error("this directory already holds loop {run_id}; loopx never overwrites a ledger: choose a new --dir")]
+    AlreadyInitialized { run_id: String },
+    #[error("no loop is initialized here: run `loopx init --dir <DIR> --goal ... --success-criteria ...` first")]
+    NotInitialized,
+    #[error("{field} must not be empty")]
+    Empty { field: &'static str },
+    #[error("{field} must be a finite non-negative number (got {value})")]
+    NotABudgetNumber { field: &'static str, value: f64 },
+    #[error("--{field} is required (one of: {choices})")]
+    Missing {
+        field: &'static str,
+        choices: String,
+    },
+    #[error("Goal-Focus enforce mode requires a live host dispatch intent: append through `loopx drive`, or re-create the loop with --goal-focus-mode monitor")]
+    EnforceNeedsDispatch,
+    #[error("cannot append iteration after loop status is {status}: the loop has ended; start a new loop in a new --dir to continue the work")]
+    AfterTerminal { status: LoopStatus },
+    #[error(
+        "cannot append iteration because max_iterations is exhausted ({max} of {max} recorded)"
+    )]
+    IterationsExhausted { max: u64 },
+    #[error("final allowed iteration must use decision stop or blocked, not a continuing decision ({decision})")]
+    ContinueOnFinal { decision: Decision },
+    #[error("this iteration exhausts the {budget} budget, so it must use decision stop or blocked, not {decision}")]
+    ContinueOnExhausted {
+        budget: &'static str,
+        decision: Decision,
+    },
+    #[error("early blocked before max_iterations is not a valid stop under the enforcement policy: record the blocker and continue with decision revise or delegate")]
+    EarlyBlocked,
+    #[error("early stop before max_iterations requires a success/proof stop_reason (got {got:?}; accepted: {accepted}); put detail in --output")]
+    EarlyStopReason { got: String, accepted: String },
+    #[error("early stop before max_iterations requires at least one proof artifact evidence_id (--evidence-id <id> resolving to proof_artifacts/<id>.json)")]
+    EarlyStopWithoutEvidence,
+    #[error("early stop before max_iterations requires at least one evidence_id with a valid proof artifact: {}", problems.join("; "))]
+    EarlyStopWithoutProof { problems: Vec<String> },
+}
+
+impl LedgerError {
+    /// Machine-readable help that goes with an early-stop refusal.
+    pub fn details(&self) -> Option<serde_json::Value> {
+        match self {
+            LedgerError::EarlyStopReason { .. }
+            | LedgerError::EarlyStopWithoutEvidence
+            | LedgerError::EarlyStopWithoutProof { .. } => Some(serde_json::json!({
+                "accepted_stop_reasons": SUCCESS_STOP_REASONS,
+                "accepted_artifact_types": proof::ARTIFACT_TYPES,
+                "expected_proof_artifact": proof::expected_artifact_example("<evidence-id>"),
+            })),
+            _ => None,
+        }
+    }
+}
+
+/// What `decide` may look at besides the state and the request.
+pub struct LedgerContext<'a> {
+    pub now: Timestamp,
+    pub operation_id: &'a OperationId,
+    pub files: &'a dyn EvidenceFiles,
+}
+
+impl Ledger {
+    /// Seconds of wall time since `init`, as of `now`.
+    pub fn elapsed_seconds(&self, now: Timestamp) -> u64 {
+        now.duration_since(self.created_at).as_secs().max(0) as u64
+    }
+
+    pub fn last_record(&self) -> Option<&IterationRecord> {
+        self.recent.last()
+    }
+
+    pub fn remaining_iterations(&self) -> u64 {
+        self.budget.remaining_iterations(&self.spent)
+    }
+}
+
+/// Whether `report`, arriving at `now`, may be appended to `ledger`.
+///
+/// The rule of the reference runtime, generalised from the iteration cap to
+/// every budget: a record that spends the last of any budget must end the
+/// loop (`stop` or `blocked`); a `blocked` before that is refused; a `stop`
+/// before that is an early stop and must cite a passing proof artifact.
+pub fn append_guard(
+    ledger: &Ledger,
+    report: &IterationReport,
+    decision: Decision,
+    now: Timestamp,
+    files: &dyn EvidenceFiles,
+) -> Result<(), LedgerError> {
+    for (field, value) in [("usd", report.usd)] {
+        if !is_budget_number(value) {
+            return Err(LedgerError::NotABudgetNumber { field, value });
+        }
+    }
+    if report.objective.trim().is_empty() {
+        return Err(LedgerError::Empty { field: "objective" });
+    }
+    if ledger.goal_focus_mode == GoalFocusMode::Enforce {
+        return Err(LedgerError::EnforceNeedsDispatch);
+    }
+    if ledger.status.is_terminal() {
+        return Err(LedgerError::AfterTerminal {
+            status: ledger.status,
+        });
+    }
+    if ledger.spent.iterations >= ledger.budget.max_iterations {
+        return Err(LedgerError::IterationsExhausted {
+            max: ledger.budget.max_iterations,
+        });
+    }
+    let after = ledger.spent.plus(report.tokens, report.usd);
+    let exhausted = ledger.budget.exhausted(&after, ledger.elapsed_seconds(now));
+    if decision.is_continuing() {
+        return match exhausted.first() {
+            None => Ok(()),
+            Some(_) if exhausted.contains(&Exhausted::Iterations) => {
+                Err(LedgerError::ContinueOnFinal { decision })
+            }
+            Some(budget) => Err(LedgerError::ContinueOnExhausted {
+                budget: budget.describe(),
+                decision,
+            }),
+        };
+    }
+    if !exhausted.is_empty() {
+        // The loop ends because its budget does: no proof is owed.
+        return Ok(());
+    }
+    match decision {
+        Decision::Blocked => Err(LedgerError::EarlyBlocked),
+        _ => early_stop_guard(report, files),
+    }
+}
+
+fn early_stop_guard(
+    report: &IterationReport,
+    files: &dyn EvidenceFiles,
+) -> Result<(), LedgerError> {
+    if !is_success_stop_reason(&report.stop_reason) {
+        return Err(LedgerError::EarlyStopReason {
+            got: report.stop_reason.clone(),
+            accepted: SUCCESS_STOP_REASONS.join(", "),
+        });
+    }
+    let ids = &report.evidence_checked.evidence_ids;
+    if ids.is_empty() {
+        return Err(LedgerError::EarlyStopWithoutEvidence);
+    }
+    let mut problems = Vec::new();
+    for id in ids {
+        let found = artifact_problems(id, files);
+        if found.is_empty() {
+            return Ok(());
+        }
+        problems.extend(found);
+    }
+    Err(LedgerError::EarlyStopWithoutProof { problems })
+}
+
+/// The run id of a loop created by `operation_id` at `at`: stable under
+/// replay, different for every new loop.
+fn run_id_for(operation_id: &OperationId, at: Timestamp) -> String {
+    let digest = Digest::of_bytes(format!("{operation_id}\n{at}").as_bytes());
+    format!("run-{}", &digest.as_str()["sha256:".len()..][..20])
+}
+
+fn validate_init(init: &InitLoop) -> Result<(), LedgerError> {
+    if init.goal.trim().is_empty() {
+        return Err(LedgerError::Empty { field: "goal" });
+    }
+    if init.success_criteria.trim().is_empty() {
+        return Err(LedgerError::Empty {
+            field: "success_criteria",
+        });
+    }
+    if !is_budget_number(init.budget.max_usd) {
+        return Err(LedgerError::NotABudgetNumber {
+            field: "max_usd",
+            value: init.budget.max_usd,
+        });
+    }
+    Ok(())
+}
+
+fn required<T: Copy>(
+    value: Option<T>,
+    field: &'static str,
+    choices: Vec<&str>,
+) -> Result<T, LedgerError> {
+    value.ok_or_else(|| LedgerError::Missing {
+        field,
+        choices: choices.join(", "),
+    })
+}
+
+/// The pure owner of a loop's ledger.
+pub struct LedgerOwner;
+
+impl Owner for LedgerOwner {
+    type State = Ledger;
+    type Request = LedgerRequest;
+    type Event = LedgerEvent;
+    type Receipt = LedgerReceipt;
+    type Error = LedgerError;
+    type Context<'a> = LedgerContext<'a>;
+
+    fn decide(
+        state: Option<&Ledger>,
+        request: &LedgerRequest,
+        context: &LedgerContext<'_>,
+    ) -> Result<Decided<LedgerEvent, LedgerReceipt>, LedgerError> {
+        match (state, request) {
+            (Some(ledger), LedgerRequest::Init(_)) => Err(LedgerError::AlreadyInitialized {
+                run_id: ledger.run_id.clone(),
+            }),
+            (None, LedgerRequest::Init(init)) => {
+                validate_init(init)?;
+                let run_id = run_id_for(context.operation_id, context.now);
+                Ok(Decided {
+                    receipt: LedgerReceipt::Init {
+                        run_id: run_id.clone(),
+                        status: LoopStatus::Initialized,
+                        max_iterations: init.budget.max_iterations,
+                    },
+                    event: LedgerEvent::Initialized {
+                        run_id,
+                        at: context.now,
+                        config: init.clone(),
+                    },
+                })
+            }
+            (None, LedgerRequest::AppendIteration(_)) => Err(LedgerError::NotInitialized),
+            (Some(ledger), LedgerRequest::AppendIteration(report)) => {
+                let mode = required(report.mode, "mode", Mode::names())?;
+                let decision = required(report.decision, "decision", Decision::names())?;
+                append_guard(ledger, report, decision, context.now, context.files)?;
+                let record = record_from(ledger, report, mode, decision, context);
+                Ok(Decided {
+                    receipt: LedgerReceipt::AppendIteration {
+                        iteration: record.iteration,
+                        decision,
+                        status: decision.resulting_status(),
+                        remaining_iterations: ledger
+                            .budget
+                            .max_iterations
+                            .saturating_sub(record.iteration),
+                    },
+                    event: LedgerEvent::IterationAppended {
+                        record: Box::new(record),
+                    },
+                })
+            }
+        }
+    }
+
+    fn evolve(state: Option<Ledger>, event: &LedgerEvent) -> Ledger {
+        match (state, event) {
+            (_, LedgerEvent::Initialized { run_id, at, config }) => Ledger {
+                run_id: run_id.clone(),
+                goal: config.goal.clone(),
+                success_criteria: config.success_criteria.clone(),
+                default_mode: config.default_mode,
+                plateau_rule: config.plateau_rule.clone(),
+                success_check: config.success_check.clone(),
+                stop_conditions: config.stop_conditions.clone(),
+                goal_focus_mode: config.goal_focus_mode,
+                budget: config.budget.clone(),
+                spent: Spent::default(),
+                status: LoopStatus::Initialized,
+                created_at: *at,
+                updated_at: *at,
+                recent: Vec::new(),
+            },
+            (Some(mut ledger), LedgerEvent::IterationAppended { record }) => {
+                ledger.spent = ledger
+                    .spent
+                    .plus(record.budget_delta.tokens, record.budget_delta.usd);
+                ledger.status = record.decision.resulting_status();
+                ledger.updated_at = record.timestamp;
+                if ledger.recent.len() == RECENT_RECORDS {
+                    ledger.recent.remove(0);
+                }
+                ledger.recent.push(record.as_ref().clone());
+                ledger
+            }
+            (None, LedgerEvent::IterationAppended { .. }) => {
+                unreachable!("decide never appends to a loop that does not exist")
+            }
+        }
+    }
+
+    fn event_kind(event: &LedgerEvent) -> &'static str {
+        match event {
+            LedgerEvent::Initialized { .. } => "ledger.initialized",
+            LedgerEvent::IterationAppended { .. } => "ledger.iteration_appended",
+        }
+    }
+}
+
+fn record_from(
+    ledger: &Ledger,
+    report: &IterationReport,
+    mode: Mode,
+    decision: Decision,
+    context: &LedgerContext<'_>,
+) -> IterationRecord {
+    let keep = |values: &[String]| -> Vec<String> {
+        values
+            .iter()
+            .map(|v| v.trim())
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let evidence = &report.evidence_checked;
+    IterationRecord {
+        iteration: ledger.spent.iterations + 1,
+        timestamp: context.now,
+        operation_id: context.operation_id.clone(),
+        mode,
+        objective: report.objective.trim().to_owned(),
+        decision,
+        stop_reason: report.stop_reason.trim().to_owned(),
+        evidence_checked: EvidenceChecked {
+            source_ids: keep(&evidence.source_ids),
+            claim_ids: keep(&evidence.claim_ids),
+            evidence_ids: keep(&evidence.evidence_ids),
+            guard_refs: keep(&evidence.guard_refs),
+        },
+        input_refs: keep(&report.input_refs),
+        actions_taken: keep(&report.actions_taken),
+        remaining_gaps: keep(&report.remaining_gaps),
+        output: report.output.clone(),
+        budget_delta: BudgetDelta {
+            iterations: 1,
+            tokens: report.tokens,
+            usd: report.usd,
+            wall_time_seconds: report.wall_time_seconds,
+        },
+        completed_summary: if report.completed_summary.is_empty() {
+            report.output.clone()
+        } else {
+            report.completed_summary.clone()
+        },
+        current_summary: report.current_summary.clone(),
+        proposed_next_action: report.next_action.clone(),
+        executor_provider: report.executor_provider.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

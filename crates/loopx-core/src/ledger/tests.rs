@@ -1,0 +1,409 @@
+//! The ledger rules, driven through `decide`/`evolve` in memory.
+
+use super::arbiter::{arbitrate, Sentinels};
+use super::audit::Auditor;
+use super::budget::Budget;
+use super::proof::tests::MemoryFiles;
+use super::*;
+use crate::digest::canonical_json;
+use jiff::{SignedDuration, Timestamp};
+use proptest::prelude::*;
+
+const T0: Timestamp = Timestamp::UNIX_EPOCH;
+
+fn at(seconds: i64) -> Timestamp {
+    T0.checked_add(SignedDuration::from_secs(seconds)).unwrap()
+}
+
+fn init_request(max_iterations: u64) -> InitLoop {
+    InitLoop {
+        goal: "Prove lemma B".into(),
+        success_criteria: "checked proof".into(),
+        default_mode: Mode::BoundedResearch,
+        plateau_rule: DEFAULT_PLATEAU_RULE.into(),
+        success_check: String::new(),
+        stop_conditions: StopConditions::default(),
+        goal_focus_mode: GoalFocusMode::Monitor,
+        budget: Budget {
+            max_iterations,
+            max_wall_time_seconds: 0,
+            max_tokens: 0,
+            max_usd: 0.0,
+        },
+    }
+}
+
+fn report(decision: Decision) -> IterationReport {
+    IterationReport {
+        mode: Some(Mode::BoundedResearch),
+        objective: "Check evidence gaps".into(),
+        decision: Some(decision),
+        ..Default::default()
+    }
+}
+
+/// A ledger in memory plus its journal, written only through the owner.
+struct Harness {
+    state: Option<Ledger>,
+    journal: Vec<(String, String, String)>,
+    files: MemoryFiles,
+    clock: i64,
+}
+
+impl Harness {
+    fn new(init: InitLoop) -> Self {
+        let mut harness = Harness {
+            state: None,
+            journal: vec![],
+            files: MemoryFiles::with_valid_artifact("proof-1"),
+            clock: 0,
+        };
+        harness
+            .apply(LedgerRequest::Init(init))
+            .expect("init is accepted");
+        harness
+    }
+
+    fn apply(&mut self, request: LedgerRequest) -> Result<LedgerReceipt, LedgerError> {
+        self.clock += 1;
+        let operation_id = OperationId::parse(&format!("op-{}", self.journal.len() + 1)).unwrap();
+        let context = LedgerContext {
+            now: at(self.clock),
+            operation_id: &operation_id,
+            files: &self.files,
+        };
+        let decided = LedgerOwner::decide(self.state.as_ref(), &request, &context)?;
+        self.journal.push((
+            operation_id.to_string(),
+            LedgerOwner::event_kind(&decided.event).to_owned(),
+            canonical_json(&decided.event),
+        ));
+        self.state = Some(LedgerOwner::evolve(self.state.take(), &decided.event));
+        Ok(decided.receipt)
+    }
+
+    fn append(&mut self, report: IterationReport) -> Result<LedgerReceipt, LedgerError> {
+        self.apply(LedgerRequest::AppendIteration(report))
+    }
+
+    fn ledger(&self) -> &Ledger {
+        self.state.as_ref().unwrap()
+    }
+
+    fn audit_with(&self, snapshot: &str) -> audit::Audit {
+        let mut auditor = Auditor::new(&self.files, at(self.clock));
+        for (index, (operation_id, kind, event)) in self.journal.iter().enumerate() {
+            auditor.entry(index as u64 + 1, operation_id, kind, event);
+        }
+        auditor.finish(Some((self.journal.len() as u64, snapshot)))
+    }
+
+    fn audit(&self) -> audit::Audit {
+        self.audit_with(&canonical_json(self.ledger()))
+    }
+}
+
+fn early_success_stop(evidence: &str) -> IterationReport {
+    let mut stop = report(Decision::Stop);
+    stop.stop_reason = "proof_found".into();
+    stop.evidence_checked.evidence_ids = vec![evidence.into()];
+    stop
+}
+
+#[test]
+fn iterations_are_numbered_from_one_and_spend_is_summed() {
+    let mut h = Harness::new(init_request(5));
+    for n in 1..=3u64 {
+        let mut r = report(Decision::Continue);
+        r.tokens = 10;
+        r.usd = 0.25;
+        let receipt = h.append(r).unwrap();
+        assert!(
+            matches!(receipt, LedgerReceipt::AppendIteration { iteration, .. } if iteration == n)
+        );
+    }
+    assert_eq!(
+        h.ledger().spent,
+        Spent {
+            iterations: 3,
+            tokens: 30,
+            usd: 0.75
+        }
+    );
+    assert_eq!(h.ledger().status, LoopStatus::Running);
+    assert!(h.audit().is_valid(), "{:?}", h.audit());
+}
+
+#[test]
+fn the_final_allowed_iteration_must_stop_or_block() {
+    let mut h = Harness::new(init_request(2));
+    h.append(report(Decision::Continue)).unwrap();
+    assert!(matches!(
+        h.append(report(Decision::Revise)),
+        Err(LedgerError::ContinueOnFinal { .. })
+    ));
+    // On the final iteration neither a reason nor proof is owed.
+    h.append(report(Decision::Blocked)).unwrap();
+    assert_eq!(h.ledger().status, LoopStatus::Blocked);
+    assert!(h.audit().is_valid());
+}
+
+#[test]
+fn nothing_is_appended_after_a_terminal_decision_or_past_the_cap() {
+    let mut h = Harness::new(init_request(1));
+    h.append(report(Decision::Stop)).unwrap();
+    assert!(matches!(
+        h.append(report(Decision::Stop)),
+        Err(LedgerError::AfterTerminal {
+            status: LoopStatus::Stopped
+        })
+    ));
+    let mut zero = Harness::new(init_request(0));
+    assert!(matches!(
+        zero.append(report(Decision::Stop)),
+        Err(LedgerError::IterationsExhausted { max: 0 })
+    ));
+}
+
+#[test]
+fn an_early_blocked_is_refused() {
+    let mut h = Harness::new(init_request(5));
+    assert_eq!(
+        h.append(report(Decision::Blocked)),
+        Err(LedgerError::EarlyBlocked)
+    );
+    assert!(h.ledger().recent.is_empty());
+}
+
+#[test]
+fn an_early_stop_needs_a_success_reason_and_a_passing_artifact() {
+    let mut h = Harness::new(init_request(5));
+    let mut vague = report(Decision::Stop);
+    vague.stop_reason = "plateau".into();
+    assert!(matches!(
+        h.append(vague),
+        Err(LedgerError::EarlyStopReason { .. })
+    ));
+    let mut unproven = report(Decision::Stop);
+    unproven.stop_reason = "success".into();
+    assert_eq!(
+        h.append(unproven),
+        Err(LedgerError::EarlyStopWithoutEvidence)
+    );
+    let refused = h
+        .append(early_success_stop("no-such-artifact"))
+        .unwrap_err();
+    assert!(refused.to_string().contains("does not exist"), "{refused}");
+    assert!(refused.details().unwrap()["expected_proof_artifact"].is_object());
+    h.append(early_success_stop("proof-1")).unwrap();
+    assert_eq!(h.ledger().status, LoopStatus::Stopped);
+    assert!(h.audit().is_valid());
+}
+
+#[test]
+fn a_record_that_spends_the_token_budget_must_end_the_loop() {
+    let mut init = init_request(10);
+    init.budget.max_tokens = 100;
+    let mut h = Harness::new(init);
+    let mut big = report(Decision::Continue);
+    big.tokens = 100;
+    assert!(matches!(
+        h.append(big.clone()),
+        Err(LedgerError::ContinueOnExhausted {
+            budget: "token",
+            ..
+        })
+    ));
+    big.decision = Some(Decision::Stop);
+    h.append(big).unwrap();
+    let verdict = arbitrate(h.ledger(), Sentinels::default(), at(99));
+    assert!(verdict.done);
+    assert_eq!(
+        verdict.conditions,
+        ["credit_exhausted:tokens", "terminal_status:stopped"]
+    );
+}
+
+#[test]
+fn enforce_mode_refuses_direct_appends_and_init_is_once() {
+    let mut init = init_request(5);
+    init.goal_focus_mode = GoalFocusMode::Enforce;
+    let mut h = Harness::new(init.clone());
+    assert_eq!(
+        h.append(report(Decision::Continue)),
+        Err(LedgerError::EnforceNeedsDispatch)
+    );
+    assert!(matches!(
+        h.apply(LedgerRequest::Init(init)),
+        Err(LedgerError::AlreadyInitialized { .. })
+    ));
+}
+
+#[test]
+fn arbiter_checks_sentinels_then_budgets_then_user_only_then_status() {
+    let mut init = init_request(5);
+    init.stop_conditions.require_user_stop_only = true;
+    init.budget.max_wall_time_seconds = 100;
+    let mut h = Harness::new(init);
+    h.append(early_success_stop("proof-1")).unwrap();
+    let quiet = arbitrate(h.ledger(), Sentinels::default(), at(50));
+    assert!(
+        !quiet.done,
+        "an agent's stop does not release a user-stop-only loop"
+    );
+    assert_eq!(quiet.reason, Some("awaiting_user_stop"));
+    let late = arbitrate(
+        h.ledger(),
+        Sentinels {
+            paused: true,
+            ..Default::default()
+        },
+        at(101),
+    );
+    assert!(late.done && late.paused);
+    assert_eq!(late.reason, Some("credit_exhausted:wall_time"));
+    let stopped = arbitrate(
+        h.ledger(),
+        Sentinels {
+            stop_requested: true,
+            blocked: true,
+            paused: false,
+        },
+        at(1),
+    );
+    assert_eq!(
+        stopped.conditions[..2],
+        ["user_stop_requested", "operator_blocked"]
+    );
+}
+
+#[test]
+fn audit_reports_a_snapshot_the_journal_does_not_explain() {
+    let mut h = Harness::new(init_request(5));
+    h.append(report(Decision::Continue)).unwrap();
+    let mut tampered = h.ledger().clone();
+    tampered.spent.iterations = 4;
+    let audit = h.audit_with(&canonical_json(&tampered));
+    assert!(
+        audit
+            .errors
+            .iter()
+            .any(|e| e.contains("disagrees with the journal on spent")),
+        "{audit:?}"
+    );
+}
+
+#[test]
+fn audit_rechecks_proof_artifacts_and_record_order() {
+    let mut h = Harness::new(init_request(5));
+    h.append(early_success_stop("proof-1")).unwrap();
+    assert!(h.audit().is_valid());
+    h.files.artifacts.clear();
+    let audit = h.audit();
+    assert!(
+        audit
+            .errors
+            .iter()
+            .any(|e| e.starts_with("iteration 1: early stop")),
+        "{audit:?}"
+    );
+
+    // A record smuggled in after the terminal one is caught by the same guard.
+    let mut h = Harness::new(init_request(5));
+    h.append(early_success_stop("proof-1")).unwrap();
+    let (_, kind, event) = h.journal.last().unwrap().clone();
+    h.journal.push((
+        "op-3".into(),
+        kind,
+        event
+            .replace("\"iteration\":1", "\"iteration\":2")
+            .replace("op-2", "op-3"),
+    ));
+    let audit = h.audit();
+    assert!(
+        audit
+            .errors
+            .iter()
+            .any(|e| e.contains("after loop status is stopped")),
+        "{audit:?}"
+    );
+}
+
+#[test]
+fn audit_warns_but_does_not_fail_when_wall_time_runs_out() {
+    let mut init = init_request(5);
+    init.budget.max_wall_time_seconds = 2;
+    let mut h = Harness::new(init);
+    h.append(report(Decision::Continue)).unwrap();
+    h.clock += 10;
+    let audit = h.audit();
+    assert!(audit.is_valid() && audit.warnings.len() == 1, "{audit:?}");
+}
+
+#[test]
+fn views_carry_the_next_action_and_recent_records() {
+    let mut h = Harness::new(init_request(5));
+    let mut r = report(Decision::Continue);
+    r.next_action = "Compare bounds".into();
+    r.remaining_gaps = vec!["lemma C".into()];
+    h.append(r).unwrap();
+    let verdict = arbitrate(h.ledger(), Sentinels::default(), at(5));
+    let md = view::recovery_markdown(h.ledger(), &verdict);
+    assert!(md.contains("- Next safe action: Compare bounds"), "{md}");
+    assert!(md.contains("- Remaining evidence gaps: lemma C"));
+    assert!(md.contains("#1 continue (bounded-research) Check evidence gaps"));
+    for _ in 0..(RECENT_RECORDS + 2) {
+        if h.ledger().remaining_iterations() > 1 {
+            h.append(report(Decision::Continue)).unwrap();
+        }
+    }
+    assert!(h.ledger().recent.len() <= RECENT_RECORDS);
+}
+
+fn arbitrary_report() -> impl Strategy<Value = IterationReport> {
+    (
+        prop::sample::select(Decision::ALL.to_vec()),
+        0u64..60,
+        0u32..100,
+        prop::option::of(prop::sample::select(vec!["proof-1", "missing", "../bad"])),
+        prop::sample::select(vec!["", "success", "plateau", "Proof-Found"]),
+    )
+        .prop_map(|(decision, tokens, cents, evidence, reason)| {
+            let mut r = report(decision);
+            r.tokens = tokens;
+            r.usd = f64::from(cents) / 100.0;
+            r.stop_reason = reason.into();
+            r.evidence_checked.evidence_ids = evidence.into_iter().map(str::to_owned).collect();
+            r
+        })
+}
+
+proptest! {
+    /// Whatever agents throw at it, an accepted ledger is a valid ledger.
+    #[test]
+    fn random_appends_never_break_the_invariants(
+        max_iterations in 0u64..8,
+        max_tokens in prop::sample::select(vec![0u64, 50, 200]),
+        reports in prop::collection::vec(arbitrary_report(), 0..16),
+    ) {
+        let mut init = init_request(max_iterations);
+        init.budget.max_tokens = max_tokens;
+        let mut h = Harness::new(init);
+        for r in reports {
+            let before = h.ledger().clone();
+            let journal_len = h.journal.len();
+            if h.append(r).is_err() {
+                prop_assert_eq!(h.ledger(), &before, "a refusal changed the state");
+                prop_assert_eq!(h.journal.len(), journal_len);
+            }
+            let ledger = h.ledger();
+            prop_assert!(ledger.spent.iterations <= ledger.budget.max_iterations);
+            if ledger.status == LoopStatus::Running {
+                prop_assert!(ledger.budget.exhausted(&ledger.spent, 0).is_empty());
+            }
+        }
+        let audit = h.audit();
+        prop_assert!(audit.is_valid(), "{:?}", audit);
+        prop_assert_eq!(audit.iterations, h.ledger().spent.iterations);
+    }
+}

@@ -1,0 +1,13 @@
+//! Pure domain owners of loopx.
+//!
+//! Every durable state change is a typed operation applied by an
+//! [`operation::Owner`]: a pure function from the current state and a
+//! request to an event and a receipt, or a typed refusal. No IO happens
+//! here: clocks and file reads arrive as arguments from the adapters. This
+//! crate is what the CLI, the driver, MCP and HTTP all share; it is not a
+//! place for storage, processes or rendering to a terminal.
+
+pub mod digest;
+pub mod hook;
+pub mod ledger;
+pub mod operation;

@@ -1,0 +1,128 @@
+//! The durable authority of loopx.
+//!
+//! [`Store`] is what a backend must provide: a versioned snapshot per stream,
+//! a compare-and-swap commit that writes the new snapshot and one journal
+//! entry in a single transaction, receipt lookup by operation id, and a
+//! streaming read of the append-only journal. [`sqlite::SqliteStore`] is the
+//! embedded default; a shared PostgreSQL backend is a second implementation
+//! of the same trait.
+//!
+//! [`Authority`] is the one place that runs an operation end to end: replay
+//! check, pure `decide`/`evolve` from `loopx-core`, CAS commit, and a bounded
+//! retry when another writer won the race. It knows nothing about ledgers or
+//! goals; it only knows [`loopx_core::operation::Owner`].
+
+mod authority;
+mod failpoint;
+pub mod sqlite;
+
+pub use authority::{Authority, AuthorityError, Executed, Loaded, Receipt};
+
+/// The name of one independently versioned piece of state (`ledger`, later
+/// `goal:<id>`).
+pub type Stream = str;
+
+/// A snapshot as stored: its revision and its canonical JSON text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    pub revision: u64,
+    pub state: String,
+}
+
+/// One committed operation, as the journal holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalEntry {
+    pub revision: u64,
+    pub operation_id: String,
+    pub request_digest: String,
+    pub kind: String,
+    pub event: String,
+    pub receipt: String,
+    pub committed_at: String,
+}
+
+/// What a commit writes: the snapshot that results and the journal entry
+/// that explains it. `expected_revision` is the revision the writer read
+/// (0 when the stream did not exist); the entry's revision is one more.
+#[derive(Debug, Clone)]
+pub struct Commit<'a> {
+    pub stream: &'a Stream,
+    pub expected_revision: u64,
+    pub operation_id: &'a str,
+    pub request_digest: &'a str,
+    pub kind: &'a str,
+    pub event: &'a str,
+    pub receipt: &'a str,
+    pub state: &'a str,
+    pub committed_at: &'a str,
+}
+
+/// A receipt remembered under an operation id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredReceipt {
+    pub revision: u64,
+    pub request_digest: String,
+    pub receipt: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("stale revision on {stream}: read revision {expected}, the store is now at {actual}")]
+    StaleRevision {
+        stream: String,
+        expected: u64,
+        actual: u64,
+    },
+    #[error("operation id {operation_id} is already committed on {stream}")]
+    DuplicateOperation {
+        stream: String,
+        operation_id: String,
+    },
+    #[error("no loop database at {path}: run `loopx init --dir <DIR>` first")]
+    Missing { path: String },
+    #[error("the loop database at {path} is unreadable ({reason}); restore it from a backup or move it aside; nothing was changed")]
+    Corrupt { path: String, reason: String },
+    #[error("the loop database at {path} has schema version {found}, newer than this loopx understands ({known}); upgrade loopx")]
+    TooNew {
+        path: String,
+        found: u32,
+        known: u32,
+    },
+    #[error("the loop database at {path} has schema version {found}, older than this loopx ({known}); the next mutating command on this loop migrates it")]
+    TooOld {
+        path: String,
+        found: u32,
+        known: u32,
+    },
+    #[error("storage error: {0}")]
+    Backend(String),
+}
+
+/// A durable, transactional home for snapshots and their journal.
+pub trait Store {
+    /// The latest snapshot of `stream`, or `None` if nothing was committed.
+    fn load(&self, stream: &Stream) -> Result<Option<Snapshot>, StoreError>;
+
+    /// The receipt committed under `operation_id`, if any.
+    fn receipt(
+        &self,
+        stream: &Stream,
+        operation_id: &str,
+    ) -> Result<Option<StoredReceipt>, StoreError>;
+
+    /// Atomically check the revision, append the journal entry and replace
+    /// the snapshot. Returns the new revision. Fails with
+    /// [`StoreError::StaleRevision`] or [`StoreError::DuplicateOperation`]
+    /// without writing anything.
+    fn commit(&self, commit: &Commit<'_>) -> Result<u64, StoreError>;
+
+    /// Visit the journal of `stream` in revision order, starting after
+    /// `after_revision`. Streams: the journal can be much larger than memory
+    /// would like.
+    fn journal(
+        &self,
+        stream: &Stream,
+        after_revision: u64,
+        visit: &mut dyn FnMut(JournalEntry) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+}

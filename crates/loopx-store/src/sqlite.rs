@@ -1,0 +1,432 @@
+//! The embedded default backend: one SQLite file in the loop directory.
+//!
+//! WAL mode with `synchronous=FULL`, so a commit that returned is on disk and
+//! readers never block the writer. Commits run in `BEGIN IMMEDIATE`, which
+//! serializes writers across processes; the revision check still guards
+//! against a writer that read before another one committed.
+//!
+//! Migrations are the numbered files in `migrations/sqlite/`, tracked by
+//! `PRAGMA user_version`. Only a writable open migrates; a read-only open of
+//! an older or newer schema refuses with a clear error and touches nothing.
+
+use crate::{failpoint, Commit, JournalEntry, Snapshot, Store, StoreError, StoredReceipt, Stream};
+use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const MIGRATIONS: &[&str] = &[include_str!("../migrations/sqlite/0001_journal.sql")];
+
+/// The schema version this build writes and understands.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// How a database is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Create the file if it does not exist (only `init` does this).
+    Create,
+    /// Read and write an existing database.
+    ReadWrite,
+    /// Read an existing database; never writes a byte.
+    ReadOnly,
+}
+
+/// How hard a commit insists on reaching the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// `synchronous=FULL`: a returned commit survives power loss. The default.
+    Full,
+    /// `synchronous=OFF`: for seeding benchmark fixtures only.
+    Unsafe,
+}
+
+pub struct SqliteStore {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl SqliteStore {
+    pub fn open(path: &Path, access: Access) -> Result<Self, StoreError> {
+        Self::open_with(path, access, Durability::Full)
+    }
+
+    pub fn open_with(
+        path: &Path,
+        access: Access,
+        durability: Durability,
+    ) -> Result<Self, StoreError> {
+        let display = path.display().to_string();
+        if access != Access::Create && !path.is_file() {
+            return Err(StoreError::Missing { path: display });
+        }
+        let flags = match access {
+            Access::Create => OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
+            Access::ReadWrite => OpenFlags::SQLITE_OPEN_READ_WRITE,
+            Access::ReadOnly => OpenFlags::SQLITE_OPEN_READ_ONLY,
+        } | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| classify(&display, e))?;
+        conn.busy_timeout(Duration::from_secs(30))
+            .map_err(|e| classify(&display, e))?;
+        let store = SqliteStore {
+            conn,
+            path: path.to_owned(),
+        };
+        let version = store.user_version()?;
+        match access {
+            Access::ReadOnly => store.check_version(version)?,
+            Access::Create | Access::ReadWrite => {
+                if version > SCHEMA_VERSION {
+                    store.check_version(version)?;
+                }
+                let sync = match durability {
+                    Durability::Full => "FULL",
+                    Durability::Unsafe => "OFF",
+                };
+                store
+                    .conn
+                    .execute_batch(&format!(
+                        "PRAGMA journal_mode=WAL; PRAGMA synchronous={sync};"
+                    ))
+                    .map_err(|e| classify(&display, e))?;
+                store.migrate(version)?;
+            }
+        }
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn display(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn user_version(&self) -> Result<u32, StoreError> {
+        self.conn
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .map_err(|e| classify(&self.display(), e))
+    }
+
+    fn check_version(&self, found: u32) -> Result<(), StoreError> {
+        use std::cmp::Ordering::*;
+        match found.cmp(&SCHEMA_VERSION) {
+            Equal => Ok(()),
+            Greater => Err(StoreError::TooNew {
+                path: self.display(),
+                found,
+                known: SCHEMA_VERSION,
+            }),
+            Less if found == 0 => Err(StoreError::Corrupt {
+                path: self.display(),
+                reason: "not a loopx database (no schema)".into(),
+            }),
+            Less => Err(StoreError::TooOld {
+                path: self.display(),
+                found,
+                known: SCHEMA_VERSION,
+            }),
+        }
+    }
+
+    fn migrate(&self, from: u32) -> Result<(), StoreError> {
+        if from == SCHEMA_VERSION {
+            return Ok(());
+        }
+        let tx = self
+            .conn
+            .unchecked_transaction()
+            .map_err(|e| classify(&self.display(), e))?;
+        for (index, sql) in MIGRATIONS.iter().enumerate().skip(from as usize) {
+            tx.execute_batch(sql)
+                .map_err(|e| classify(&self.display(), e))?;
+            tx.pragma_update(None, "user_version", index as u32 + 1)
+                .map_err(|e| classify(&self.display(), e))?;
+        }
+        tx.commit().map_err(|e| classify(&self.display(), e))
+    }
+
+    fn current_revision(conn: &Connection, stream: &Stream) -> rusqlite::Result<u64> {
+        conn.query_row(
+            "SELECT revision FROM snapshots WHERE stream = ?1",
+            [stream],
+            |row| row.get::<_, i64>(0),
+        )
+        .optional()
+        .map(|revision| revision.map_or(0, from_sql_revision))
+    }
+}
+
+impl Store for SqliteStore {
+    fn load(&self, stream: &Stream) -> Result<Option<Snapshot>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT revision, state FROM snapshots WHERE stream = ?1",
+                [stream],
+                |row| {
+                    Ok(Snapshot {
+                        revision: from_sql_revision(row.get(0)?),
+                        state: row.get(1)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(|e| classify(&self.display(), e))
+    }
+
+    fn receipt(
+        &self,
+        stream: &Stream,
+        operation_id: &str,
+    ) -> Result<Option<StoredReceipt>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT revision, request_digest, receipt FROM journal
+                 WHERE stream = ?1 AND operation_id = ?2",
+                [stream, operation_id],
+                |row| {
+                    Ok(StoredReceipt {
+                        revision: from_sql_revision(row.get(0)?),
+                        request_digest: row.get(1)?,
+                        receipt: row.get(2)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(|e| classify(&self.display(), e))
+    }
+
+    fn commit(&self, commit: &Commit<'_>) -> Result<u64, StoreError> {
+        let display = self.display();
+        let fail = |e| classify(&display, e);
+        let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
+            .map_err(fail)?;
+        let actual = Self::current_revision(&tx, commit.stream).map_err(fail)?;
+        if actual != commit.expected_revision {
+            return Err(StoreError::StaleRevision {
+                stream: commit.stream.to_owned(),
+                expected: commit.expected_revision,
+                actual,
+            });
+        }
+        let taken: bool = tx
+            .query_row(
+                "SELECT EXISTS(SELECT 1 FROM journal WHERE stream = ?1 AND operation_id = ?2)",
+                [commit.stream, commit.operation_id],
+                |row| row.get(0),
+            )
+            .map_err(fail)?;
+        if taken {
+            return Err(StoreError::DuplicateOperation {
+                stream: commit.stream.to_owned(),
+                operation_id: commit.operation_id.to_owned(),
+            });
+        }
+        let revision = actual + 1;
+        failpoint::reached("sqlite.commit.before_journal");
+        tx.execute(
+            "INSERT INTO journal (stream, revision, operation_id, request_digest, kind, event, receipt, committed_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                commit.stream,
+                to_sql_revision(revision),
+                commit.operation_id,
+                commit.request_digest,
+                commit.kind,
+                commit.event,
+                commit.receipt,
+                commit.committed_at
+            ],
+        )
+        .map_err(fail)?;
+        failpoint::reached("sqlite.commit.before_snapshot");
+        tx.execute(
+            "INSERT INTO snapshots (stream, revision, state, updated_at) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (stream) DO UPDATE SET revision = excluded.revision,
+                 state = excluded.state, updated_at = excluded.updated_at",
+            params![
+                commit.stream,
+                to_sql_revision(revision),
+                commit.state,
+                commit.committed_at
+            ],
+        )
+        .map_err(fail)?;
+        failpoint::reached("sqlite.commit.before_commit");
+        tx.commit().map_err(fail)?;
+        failpoint::reached("sqlite.commit.after_commit");
+        Ok(revision)
+    }
+
+    fn journal(
+        &self,
+        stream: &Stream,
+        after_revision: u64,
+        visit: &mut dyn FnMut(JournalEntry) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let display = self.display();
+        let fail = |e| classify(&display, e);
+        let mut statement = self
+            .conn
+            .prepare_cached(
+                "SELECT revision, operation_id, request_digest, kind, event, receipt, committed_at
+                 FROM journal WHERE stream = ?1 AND revision > ?2 ORDER BY revision",
+            )
+            .map_err(fail)?;
+        let mut rows = statement
+            .query(params![stream, to_sql_revision(after_revision)])
+            .map_err(fail)?;
+        while let Some(row) = rows.next().map_err(fail)? {
+            visit(JournalEntry {
+                revision: from_sql_revision(row.get(0).map_err(fail)?),
+                operation_id: row.get(1).map_err(fail)?,
+                request_digest: row.get(2).map_err(fail)?,
+                kind: row.get(3).map_err(fail)?,
+                event: row.get(4).map_err(fail)?,
+                receipt: row.get(5).map_err(fail)?,
+                committed_at: row.get(6).map_err(fail)?,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+// SQLite integers are signed; revisions are positive (a CHECK enforces it)
+// and far below 2^63, so these conversions are lossless in practice.
+fn to_sql_revision(revision: u64) -> i64 {
+    i64::try_from(revision).expect("revision below 2^63")
+}
+
+fn from_sql_revision(revision: i64) -> u64 {
+    u64::try_from(revision).unwrap_or(0)
+}
+
+/// Turn SQLite's error into one that says what to do.
+fn classify(path: &str, error: rusqlite::Error) -> StoreError {
+    match error.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => StoreError::Corrupt {
+            path: path.to_owned(),
+            reason: error.to_string(),
+        },
+        _ => StoreError::Backend(format!("{path}: {error}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn commit<'a>(expected: u64, op: &'a str, state: &'a str) -> Commit<'a> {
+        Commit {
+            stream: "ledger",
+            expected_revision: expected,
+            operation_id: op,
+            request_digest: "sha256:r",
+            kind: "test.event",
+            event: "{}",
+            receipt: "{\"ok\":true}",
+            state,
+            committed_at: "2026-12-02T00:00:00Z",
+        }
+    }
+
+    fn fresh() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("loopx.sqlite"), Access::Create).unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn commit_appends_journal_and_replaces_snapshot() {
+        let (_dir, store) = fresh();
+        assert_eq!(store.commit(&commit(0, "a", "{\"n\":1}")).unwrap(), 1);
+        assert_eq!(store.commit(&commit(1, "b", "{\"n\":2}")).unwrap(), 2);
+        let snapshot = store.load("ledger").unwrap().unwrap();
+        assert_eq!(
+            snapshot,
+            Snapshot {
+                revision: 2,
+                state: "{\"n\":2}".into()
+            }
+        );
+        let mut seen = Vec::new();
+        store
+            .journal("ledger", 0, &mut |entry| {
+                seen.push(entry.operation_id);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(seen, ["a", "b"]);
+        assert_eq!(store.receipt("ledger", "b").unwrap().unwrap().revision, 2);
+    }
+
+    #[test]
+    fn stale_revision_is_rejected_and_writes_nothing() {
+        let (_dir, store) = fresh();
+        store.commit(&commit(0, "a", "{}")).unwrap();
+        let error = store.commit(&commit(0, "b", "{}")).unwrap_err();
+        assert!(matches!(
+            error,
+            StoreError::StaleRevision {
+                expected: 0,
+                actual: 1,
+                ..
+            }
+        ));
+        assert!(store.receipt("ledger", "b").unwrap().is_none());
+    }
+
+    #[test]
+    fn reused_operation_id_is_rejected() {
+        let (_dir, store) = fresh();
+        store.commit(&commit(0, "a", "{}")).unwrap();
+        let error = store.commit(&commit(1, "a", "{}")).unwrap_err();
+        assert!(matches!(error, StoreError::DuplicateOperation { .. }));
+        assert_eq!(store.load("ledger").unwrap().unwrap().revision, 1);
+    }
+
+    #[test]
+    fn journal_rows_cannot_be_rewritten() {
+        let (_dir, store) = fresh();
+        store.commit(&commit(0, "a", "{}")).unwrap();
+        let error = store.conn.execute("DELETE FROM journal", []).unwrap_err();
+        assert!(error.to_string().contains("append-only"), "{error}");
+    }
+
+    #[test]
+    fn missing_and_corrupt_files_are_reported_without_creating_anything() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("loopx.sqlite");
+        assert!(matches!(
+            SqliteStore::open(&path, Access::ReadWrite),
+            Err(StoreError::Missing { .. })
+        ));
+        assert!(!path.exists());
+        std::fs::write(
+            &path,
+            b"this is not a database, just some bytes ...........",
+        )
+        .unwrap();
+        let before = std::fs::read(&path).unwrap();
+        for access in [Access::ReadWrite, Access::ReadOnly] {
+            match SqliteStore::open(&path, access) {
+                Err(StoreError::Corrupt { .. }) => {}
+                other => panic!("expected Corrupt, got {:?}", other.err()),
+            }
+        }
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+    }
+
+    #[test]
+    fn read_only_open_leaves_the_file_untouched() {
+        let (dir, store) = fresh();
+        store.commit(&commit(0, "a", "{}")).unwrap();
+        drop(store);
+        let path = dir.path().join("loopx.sqlite");
+        let before = std::fs::read(&path).unwrap();
+        let reader = SqliteStore::open(&path, Access::ReadOnly).unwrap();
+        assert_eq!(reader.load("ledger").unwrap().unwrap().revision, 1);
+        assert!(reader.commit(&commit(1, "b", "{}")).is_err());
+        drop(reader);
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+    }
+}

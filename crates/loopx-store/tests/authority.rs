@@ -1,0 +1,164 @@
+//! The authority over a real SQLite file: replay, conflicts, races.
+
+use jiff::Timestamp;
+use loopx_core::ledger::budget::Budget;
+use loopx_core::ledger::proof::{EvidenceFiles, FileProblem};
+use loopx_core::ledger::vocabulary::{Decision, GoalFocusMode, Mode};
+use loopx_core::ledger::*;
+use loopx_core::operation::OperationId;
+use loopx_store::sqlite::{Access, SqliteStore};
+use loopx_store::{Authority, AuthorityError, Store};
+use proptest::prelude::*;
+use std::path::Path;
+
+struct NoFiles;
+impl EvidenceFiles for NoFiles {
+    fn proof_artifact(&self, _: &str) -> Result<Vec<u8>, FileProblem> {
+        Err(FileProblem::Missing)
+    }
+    fn regular_file(&self, _: &str) -> Result<(), FileProblem> {
+        Err(FileProblem::Missing)
+    }
+}
+
+fn init(max_iterations: u64) -> LedgerRequest {
+    LedgerRequest::Init(InitLoop {
+        goal: "g".into(),
+        success_criteria: "c".into(),
+        default_mode: Mode::BoundedResearch,
+        plateau_rule: DEFAULT_PLATEAU_RULE.into(),
+        success_check: String::new(),
+        stop_conditions: StopConditions::default(),
+        goal_focus_mode: GoalFocusMode::Monitor,
+        budget: Budget {
+            max_iterations,
+            max_wall_time_seconds: 0,
+            max_tokens: 0,
+            max_usd: 0.0,
+        },
+    })
+}
+
+fn append(objective: &str) -> LedgerRequest {
+    LedgerRequest::AppendIteration(IterationReport {
+        mode: Some(Mode::BoundedResearch),
+        objective: objective.into(),
+        decision: Some(Decision::Continue),
+        ..Default::default()
+    })
+}
+
+fn run(
+    store: &SqliteStore,
+    op: &str,
+    request: &LedgerRequest,
+) -> Result<loopx_store::Receipt<LedgerReceipt>, AuthorityError<LedgerError>> {
+    let operation_id = OperationId::parse(op).unwrap();
+    let now = Timestamp::now();
+    let context = LedgerContext {
+        now,
+        operation_id: &operation_id,
+        files: &NoFiles,
+    };
+    Authority::new(store).execute::<LedgerOwner>(STREAM, &operation_id, request, &context, now)
+}
+
+fn journal_len(store: &SqliteStore) -> usize {
+    let mut n = 0;
+    store
+        .journal(STREAM, 0, &mut |_| {
+            n += 1;
+            Ok(())
+        })
+        .unwrap();
+    n
+}
+
+fn fresh(dir: &Path) -> SqliteStore {
+    let store = SqliteStore::open(&dir.join("loopx.sqlite"), Access::Create).unwrap();
+    run(&store, "init", &init(1000)).unwrap();
+    store
+}
+
+#[test]
+fn exact_replay_writes_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fresh(dir.path());
+    let first = run(&store, "op-a", &append("one")).unwrap();
+    let again = run(&store, "op-a", &append("one")).unwrap();
+    assert!(!first.replayed && again.replayed);
+    assert_eq!((first.revision, &first.body), (again.revision, &again.body));
+    assert_eq!(journal_len(&store), 2);
+}
+
+#[test]
+fn conflicting_reuse_of_an_operation_id_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fresh(dir.path());
+    run(&store, "op-a", &append("one")).unwrap();
+    let error = run(&store, "op-a", &append("two")).unwrap_err();
+    assert!(
+        matches!(error, AuthorityError::Conflict { revision: 2, .. }),
+        "{error}"
+    );
+    assert_eq!(journal_len(&store), 2);
+}
+
+#[test]
+fn concurrent_writers_never_share_an_iteration_number() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(fresh(dir.path()));
+    let path = dir.path().join("loopx.sqlite");
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let store = SqliteStore::open(&path, Access::ReadWrite).unwrap();
+                (0..25)
+                    .map(|i| {
+                        match run(&store, &format!("t{t}-{i}"), &append("x"))
+                            .unwrap()
+                            .body
+                        {
+                            LedgerReceipt::AppendIteration { iteration, .. } => iteration,
+                            other => panic!("{other:?}"),
+                        }
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut numbers: Vec<u64> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    numbers.sort_unstable();
+    assert_eq!(numbers, (1..=100).collect::<Vec<_>>());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Replaying any earlier operation, in any order, returns its original
+    /// receipt and leaves the store exactly as it was.
+    #[test]
+    fn replay_is_idempotent(objectives in prop::collection::vec("[a-z]{1,6}", 1..8), replays in prop::collection::vec(any::<prop::sample::Index>(), 1..8)) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = fresh(dir.path());
+        let mut receipts = Vec::new();
+        for (i, objective) in objectives.iter().enumerate() {
+            let op = format!("op-{i}");
+            receipts.push((op.clone(), append(objective), run(&store, &op, &append(objective)).unwrap()));
+        }
+        let snapshot = store.load(STREAM).unwrap();
+        for index in replays {
+            let (op, request, original) = index.get(&receipts);
+            let replayed = run(&store, op, request).unwrap();
+            prop_assert!(replayed.replayed);
+            prop_assert_eq!(&replayed.body, &original.body);
+            prop_assert_eq!(replayed.revision, original.revision);
+        }
+        prop_assert_eq!(store.load(STREAM).unwrap(), snapshot);
+        prop_assert_eq!(journal_len(&store), objectives.len() + 1);
+    }
+}
