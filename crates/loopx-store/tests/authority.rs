@@ -2,7 +2,7 @@
 
 use jiff::Timestamp;
 use loopx_core::ledger::budget::Budget;
-use loopx_core::ledger::proof::{EvidenceFiles, FileProblem};
+use loopx_core::ledger::proof::NoFiles;
 use loopx_core::ledger::vocabulary::{Decision, GoalFocusMode, Mode};
 use loopx_core::ledger::*;
 use loopx_core::operation::OperationId;
@@ -10,16 +10,6 @@ use loopx_store::sqlite::{Access, SqliteStore};
 use loopx_store::{Authority, AuthorityError, Store};
 use proptest::prelude::*;
 use std::path::Path;
-
-struct NoFiles;
-impl EvidenceFiles for NoFiles {
-    fn proof_artifact(&self, _: &str) -> Result<Vec<u8>, FileProblem> {
-        Err(FileProblem::Missing)
-    }
-    fn regular_file(&self, _: &str) -> Result<(), FileProblem> {
-        Err(FileProblem::Missing)
-    }
-}
 
 fn init(max_iterations: u64) -> LedgerRequest {
     LedgerRequest::Init(InitLoop {

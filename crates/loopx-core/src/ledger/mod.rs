@@ -187,13 +187,13 @@ pub enum LedgerEvent {
 pub enum LedgerReceipt {
     Init {
         run_id: String,
-        status: LoopStatus,
+        state_status: LoopStatus,
         max_iterations: u64,
     },
     AppendIteration {
         iteration: u64,
         decision: Decision,
-        status: LoopStatus,
+        state_status: LoopStatus,
         remaining_iterations: u64,
     },
 }
@@ -422,7 +422,7 @@ impl Owner for LedgerOwner {
                 Ok(Decided {
                     receipt: LedgerReceipt::Init {
                         run_id: run_id.clone(),
-                        status: LoopStatus::Initialized,
+                        state_status: LoopStatus::Initialized,
                         max_iterations: init.budget.max_iterations,
                     },
                     event: LedgerEvent::Initialized {
@@ -442,7 +442,7 @@ impl Owner for LedgerOwner {
                     receipt: LedgerReceipt::AppendIteration {
                         iteration: record.iteration,
                         decision,
-                        status: decision.resulting_status(),
+                        state_status: decision.resulting_status(),
                         remaining_iterations: ledger
                             .budget
                             .max_iterations

@@ -51,6 +51,19 @@ pub trait EvidenceFiles {
     fn regular_file(&self, relative: &str) -> Result<(), FileProblem>;
 }
 
+/// A loop directory with nothing in it: for decisions that read no files
+/// (`init`) and for checks made before the directory exists.
+pub struct NoFiles;
+
+impl EvidenceFiles for NoFiles {
+    fn proof_artifact(&self, _: &str) -> Result<Vec<u8>, FileProblem> {
+        Err(FileProblem::Missing)
+    }
+    fn regular_file(&self, _: &str) -> Result<(), FileProblem> {
+        Err(FileProblem::Missing)
+    }
+}
+
 /// An id is 1-128 letters, digits, `_`, `-` or `.`, starting alphanumeric.
 pub fn is_valid_evidence_id(id: &str) -> bool {
     !id.is_empty()

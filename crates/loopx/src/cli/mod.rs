@@ -1,0 +1,178 @@
+//! Command-line definitions and the rendering every command shares.
+
+mod hook;
+mod ledger;
+mod selftest;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use loopx_core::ledger::LedgerError;
+use loopx_core::operation::OperationId;
+use loopx_store::AuthorityError;
+use serde_json::{json, Value};
+use std::io::Write as _;
+use std::process::ExitCode;
+
+/// loopx: a durable ledger, stop arbiter and driver for long-running agent loops.
+///
+/// State lives in SQLite inside the loop directory (`--dir`, default
+/// `.loopx`). Every mutating command takes `--operation-id`: repeating a
+/// command with the same id and the same flags returns the original receipt
+/// and writes nothing.
+#[derive(Debug, Parser)]
+#[command(
+    name = "loopx",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    /// Print one JSON object on stdout instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    Init(ledger::InitArgs),
+    AppendIteration(ledger::AppendArgs),
+    Validate(ledger::DirArgs),
+    Status(ledger::DirArgs),
+    Done(ledger::DirArgs),
+    Arm(hook::ArmArgs),
+    Disarm(hook::DisarmArgs),
+    Active(hook::RegistryArgs),
+    HookCheck(hook::HookCheckArgs),
+    Selftest,
+}
+
+/// What a command produced: the JSON object, the text for people, and
+/// the exit code.
+pub struct Reply {
+    pub json: Value,
+    pub text: String,
+    pub code: u8,
+}
+
+impl Reply {
+    pub fn ok(json: Value, text: impl Into<String>) -> Self {
+        Reply {
+            json,
+            text: text.into(),
+            code: 0,
+        }
+    }
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let json = cli.json;
+    let result = match cli.command {
+        // The Stop hook renders itself: it must fail open and speak the
+        // agent CLI's protocol (stderr + exit 2), whatever happens.
+        Command::HookCheck(args) => return hook::hook_check(&args, json),
+        command => dispatch(command),
+    };
+    match result {
+        Ok(reply) => {
+            emit(&reply, json);
+            ExitCode::from(reply.code)
+        }
+        Err(error) => {
+            let message = describe(&error);
+            if json {
+                let mut body = json!({"status": "failed", "error": message});
+                if let Some(details) = details(&error) {
+                    merge(&mut body, details);
+                }
+                print_json(&body);
+            }
+            eprintln!("error: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Run one parsed command (everything but the Stop hook).
+fn dispatch(command: Command) -> Result<Reply> {
+    match command {
+        Command::Init(args) => ledger::init(&args),
+        Command::AppendIteration(args) => ledger::append_iteration(&args),
+        Command::Validate(args) => ledger::validate(&args),
+        Command::Status(args) => ledger::status(&args),
+        Command::Done(args) => ledger::done(&args),
+        Command::Arm(args) => hook::arm(&args),
+        Command::Disarm(args) => hook::disarm(&args),
+        Command::Active(args) => hook::active(&args),
+        Command::HookCheck(args) => Ok(Reply::ok(json!(hook::decide(&args, &Value::Null)), "")),
+        Command::Selftest => selftest::run(),
+    }
+}
+
+fn emit(reply: &Reply, json: bool) {
+    if json {
+        print_json(&reply.json);
+    } else if !reply.text.is_empty() {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(reply.text.as_bytes());
+        if !reply.text.ends_with('\n') {
+            let _ = out.write_all(b"\n");
+        }
+    }
+}
+
+fn print_json(value: &Value) {
+    let mut text = serde_json::to_string_pretty(value).expect("JSON values print");
+    text.push('\n');
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
+fn merge(into: &mut Value, extra: Value) {
+    if let (Some(into), Value::Object(extra)) = (into.as_object_mut(), extra) {
+        into.extend(extra);
+    }
+}
+
+/// The full chain of an error, outermost first, without repetition.
+fn describe(error: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+    }
+    parts.join(": ")
+}
+
+fn details(error: &anyhow::Error) -> Option<Value> {
+    match error.downcast_ref::<AuthorityError<LedgerError>>() {
+        Some(AuthorityError::Rejected(refusal)) => refusal.details(),
+        _ => error
+            .downcast_ref::<LedgerError>()
+            .and_then(LedgerError::details),
+    }
+}
+
+/// The operation id given, or a fresh one: unique per invocation, so that
+/// only a deliberate repeat of `--operation-id` is a replay.
+pub fn operation_id(given: Option<&str>) -> Result<OperationId> {
+    use std::hash::{BuildHasher, Hasher};
+    match given {
+        Some(id) => Ok(OperationId::parse(id)?),
+        None => {
+            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+            hasher.write_u32(std::process::id());
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            hasher.write_u128(nanos);
+            Ok(OperationId::parse(&format!(
+                "auto-{nanos:x}-{:016x}",
+                hasher.finish()
+            ))?)
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! The loop directory: where the store lives, where views are written, and
+//! the only way loopx reads files an agent named.
+//!
+//! Layout: `loopx.sqlite` (the authority), `recovery.md` and `status.json`
+//! (views, rewritten after every commit), `proof_artifacts/`, and the
+//! operator's sentinels `STOP_REQUESTED`, `BLOCKED`, `PAUSE`.
+
+use crate::fsutil;
+use anyhow::{bail, Context as _, Result};
+use jiff::Timestamp;
+use loopx_core::ledger::arbiter::{arbitrate, Sentinels, Verdict};
+use loopx_core::ledger::proof::{EvidenceFiles, FileProblem};
+use loopx_core::ledger::{view, Ledger, LedgerOwner, STREAM};
+use loopx_store::sqlite::{Access, SqliteStore};
+use loopx_store::{Authority, Loaded};
+use std::path::{Component, Path, PathBuf};
+
+pub const DATABASE: &str = "loopx.sqlite";
+pub const RECOVERY: &str = "recovery.md";
+pub const STATUS: &str = "status.json";
+pub const PROOF_ARTIFACTS: &str = "proof_artifacts";
+pub const STOP_REQUESTED: &str = "STOP_REQUESTED";
+pub const BLOCKED: &str = "BLOCKED";
+pub const PAUSE: &str = "PAUSE";
+
+pub struct LoopDir {
+    root: PathBuf,
+    store: SqliteStore,
+}
+
+/// A ledger as read, with the revision it was read at.
+pub struct Reading {
+    pub revision: u64,
+    pub ledger: Ledger,
+}
+
+impl LoopDir {
+    /// Open an existing loop. Never creates anything.
+    pub fn open(dir: &Path, access: Access) -> Result<Self> {
+        let root = dir.canonicalize().map_err(|_| missing_loop(dir))?;
+        if !root.join(DATABASE).is_file() {
+            return Err(missing_loop(dir));
+        }
+        let store = SqliteStore::open(&root.join(DATABASE), access)?;
+        Ok(LoopDir { root, store })
+    }
+
+    /// Create the directory, `proof_artifacts/` and the database for `init`.
+    pub fn create(dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create loop directory {}", dir.display()))?;
+        let root = dir.canonicalize()?;
+        fsutil::create_private_dir(&root.join(PROOF_ARTIFACTS))?;
+        let store = SqliteStore::open(&root.join(DATABASE), Access::Create)?;
+        Ok(LoopDir { root, store })
+    }
+
+    pub fn display(&self) -> String {
+        self.root.display().to_string()
+    }
+
+    pub fn store(&self) -> &SqliteStore {
+        &self.store
+    }
+
+    pub fn authority(&self) -> Authority<'_, SqliteStore> {
+        Authority::new(&self.store)
+    }
+
+    /// The ledger, or an error that says how to create one.
+    pub fn read(&self) -> Result<Reading> {
+        match self.authority().load::<LedgerOwner>(STREAM)? {
+            Loaded { revision, state: Some(ledger) } => Ok(Reading { revision, ledger }),
+            Loaded { state: None, .. } => bail!(
+                "{} holds a database but no loop (an interrupted init?): run `loopx init --dir {}` again",
+                self.display(),
+                self.display()
+            ),
+        }
+    }
+
+    pub fn sentinels(&self) -> Sentinels {
+        let present = |name: &str| self.root.join(name).symlink_metadata().is_ok();
+        Sentinels {
+            stop_requested: present(STOP_REQUESTED),
+            blocked: present(BLOCKED),
+            paused: present(PAUSE),
+        }
+    }
+
+    pub fn verdict(&self, ledger: &Ledger, now: Timestamp) -> Verdict {
+        arbitrate(ledger, self.sentinels(), now)
+    }
+
+    /// Rewrite `recovery.md` and `status.json` from the store. A failure
+    /// here never undoes a commit: the views are projections, and the next
+    /// write (or `loopx status`) can regenerate them.
+    pub fn refresh_views(&self) -> Result<()> {
+        let Reading { revision, ledger } = self.read()?;
+        let verdict = self.verdict(&ledger, Timestamp::now());
+        fsutil::write_atomic(
+            &self.root.join(RECOVERY),
+            view::recovery_markdown(&ledger, &verdict).as_bytes(),
+        )?;
+        let mut status = view::status_json(&ledger, revision, &verdict);
+        status["dir"] = self.display().into();
+        let mut text = serde_json::to_string_pretty(&status)?;
+        text.push('\n');
+        fsutil::write_atomic(&self.root.join(STATUS), text.as_bytes())
+    }
+}
+
+fn missing_loop(dir: &Path) -> anyhow::Error {
+    anyhow::anyhow!(
+        "no loop at {}: there is no {DATABASE} there; create one with `loopx init --dir {} --goal ... --success-criteria ...`",
+        dir.display(),
+        dir.display()
+    )
+}
+
+impl EvidenceFiles for LoopDir {
+    fn proof_artifact(&self, evidence_id: &str) -> Result<Vec<u8>, FileProblem> {
+        let relative = format!("{PROOF_ARTIFACTS}/{evidence_id}.json");
+        self.regular_file(&relative)?;
+        fsutil::read_no_follow(&self.root.join(relative))
+            .map_err(|e| FileProblem::Unreadable(e.to_string()))
+    }
+
+    fn regular_file(&self, relative: &str) -> Result<(), FileProblem> {
+        confined_regular_file(&self.root, Path::new(relative))
+    }
+}
+
+/// Walk `relative` below `root` one component at a time, refusing symlinks
+/// and anything that is not a plain directory on the way or a regular file
+/// at the end.
+fn confined_regular_file(root: &Path, relative: &Path) -> Result<(), FileProblem> {
+    let mut path = root.to_path_buf();
+    let parts: Vec<_> = relative.components().collect();
+    for (index, part) in parts.iter().enumerate() {
+        match part {
+            Component::Normal(name) => path.push(name),
+            Component::CurDir => continue,
+            _ => return Err(FileProblem::OutsideLoopDir),
+        }
+        let meta = match path.symlink_metadata() {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(FileProblem::Missing),
+            Err(e) => return Err(FileProblem::Unreadable(e.to_string())),
+        };
+        let last = index + 1 == parts.len();
+        if meta.file_type().is_symlink() {
+            return Err(FileProblem::BehindSymlink);
+        }
+        if last && !meta.is_file() || !last && !meta.is_dir() {
+            return Err(FileProblem::NotARegularFile);
+        }
+    }
+    Ok(())
+}
