@@ -1,0 +1,204 @@
+//! Helpers shared by the integration tests: the real binary, real loop
+//! directories, and a fingerprint of everything a loop directory holds.
+
+#![allow(dead_code)]
+
+use assert_cmd::Command;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub fn loopx_path() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("loopx")
+}
+
+/// `loopx` with a private registry, so tests never touch the user's.
+pub fn loopx(registry: &Path) -> Command {
+    let mut command = Command::new(loopx_path());
+    command
+        .env("LOOPX_REGISTRY_DIR", registry)
+        .env_remove("LOOPX_DIR")
+        .env_remove("AUTOLOOP_DISABLE")
+        .env_remove("AUTOLOOP_DRIVER")
+        .env_remove("CLAUDE_PROJECT_DIR");
+    command
+}
+
+pub struct Fixture {
+    pub temp: tempfile::TempDir,
+    pub dir: PathBuf,
+    pub registry: PathBuf,
+}
+
+impl Fixture {
+    pub fn new() -> Self {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().join("run");
+        let registry = temp.path().join("registry");
+        Fixture {
+            temp,
+            dir,
+            registry,
+        }
+    }
+
+    pub fn loopx(&self) -> Command {
+        loopx(&self.registry)
+    }
+
+    pub fn d(&self) -> &str {
+        self.dir.to_str().unwrap()
+    }
+
+    /// `init` with `max_iterations` and the given extra flags; must succeed.
+    pub fn init(&self, max_iterations: u64, extra: &[&str]) {
+        self.loopx()
+            .args([
+                "init",
+                "--dir",
+                self.d(),
+                "--goal",
+                "Prove lemma B",
+                "--success-criteria",
+                "checked proof",
+            ])
+            .args(["--max-iterations", &max_iterations.to_string()])
+            .args(extra)
+            .assert()
+            .success();
+    }
+
+    /// `append-iteration` with a decision and extra flags; the assert is
+    /// left to the caller.
+    pub fn append(&self, decision: &str, extra: &[&str]) -> assert_cmd::assert::Assert {
+        self.loopx()
+            .args([
+                "append-iteration",
+                "--dir",
+                self.d(),
+                "--mode",
+                "bounded-research",
+            ])
+            .args(["--objective", "Check evidence gaps", "--decision", decision])
+            .args(extra)
+            .assert()
+    }
+
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let output = self.loopx().args(args).arg("--json").output().unwrap();
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{args:?} printed no JSON ({e}): {}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        })
+    }
+
+    pub fn fingerprint(&self) -> BTreeMap<String, Vec<u8>> {
+        fingerprint(&self.dir)
+    }
+
+    /// Write a valid proof artifact `id` (and its proof file).
+    pub fn write_proof(&self, id: &str) {
+        std::fs::create_dir_all(self.dir.join("proofs")).unwrap();
+        std::fs::write(
+            self.dir.join("proofs/lemma.lean"),
+            "theorem b : True := trivial\n",
+        )
+        .unwrap();
+        std::fs::write(
+            self.dir.join(format!("proof_artifacts/{id}.json")),
+            artifact(id, "proofs/lemma.lean").to_string(),
+        )
+        .unwrap();
+    }
+}
+
+pub fn artifact(id: &str, proof_path: &str) -> serde_json::Value {
+    serde_json::json!({
+        "schema_version": "1.0", "id": id, "artifact_type": "lean", "machine_checkable": true,
+        "target": "lemma B", "proof_path": proof_path,
+        "checker": {"name": "lean", "status": "passed"}
+    })
+}
+
+/// Every file's bytes under `dir`, plus the logical content of the
+/// database. SQLite's `-wal`/`-shm` companions are left out as files (a
+/// read-only reader may create the shared-memory index), but anything
+/// committed into them shows up in the logical dump.
+pub fn fingerprint(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    let db = dir.join("loopx.sqlite");
+    if let Ok(conn) =
+        rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+    {
+        let mut dump = Vec::new();
+        for table in ["journal", "snapshots"] {
+            if let Ok(mut statement) = conn.prepare(&format!("SELECT * FROM {table} ORDER BY 1, 2"))
+            {
+                let columns = statement.column_count();
+                let mut rows = statement.query([]).unwrap();
+                while let Ok(Some(row)) = rows.next() {
+                    for i in 0..columns {
+                        let value: rusqlite::types::Value = row.get(i).unwrap();
+                        dump.extend_from_slice(format!("{value:?}|").as_bytes());
+                    }
+                    dump.push(b'\n');
+                }
+            }
+        }
+        out.insert("<database rows>".into(), dump);
+    }
+    out
+}
+
+fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = path.strip_prefix(root).unwrap().display().to_string();
+        if name.ends_with("-wal") || name.ends_with("-shm") {
+            continue;
+        }
+        let meta = path.symlink_metadata().unwrap();
+        if meta.is_dir() {
+            out.insert(format!("{name}/"), Vec::new());
+            walk(root, &path, out);
+        } else if meta.file_type().is_symlink() {
+            out.insert(
+                format!("{name} ->"),
+                std::fs::read_link(&path)
+                    .unwrap()
+                    .display()
+                    .to_string()
+                    .into_bytes(),
+            );
+        } else {
+            out.insert(name, std::fs::read(&path).unwrap());
+        }
+    }
+}
+
+/// The iteration numbers the journal holds, in order.
+pub fn iteration_numbers(dir: &Path) -> Vec<u64> {
+    let conn = rusqlite::Connection::open_with_flags(
+        dir.join("loopx.sqlite"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let mut statement = conn
+        .prepare(
+            "SELECT event FROM journal WHERE kind = 'ledger.iteration_appended' ORDER BY revision",
+        )
+        .unwrap();
+    let rows = statement
+        .query_map([], |row| row.get::<_, String>(0))
+        .unwrap();
+    rows.map(|event| {
+        let event: serde_json::Value = serde_json::from_str(&event.unwrap()).unwrap();
+        event["record"]["iteration"].as_u64().unwrap()
+    })
+    .collect()
+}
