@@ -3,7 +3,7 @@
 use jiff::Timestamp;
 use loopx_core::ledger::budget::Budget;
 use loopx_core::ledger::proof::NoFiles;
-use loopx_core::ledger::vocabulary::{Decision, GoalFocusMode, Mode};
+use loopx_core::ledger::vocabulary::{Decision, Mode};
 use loopx_core::ledger::*;
 use loopx_core::operation::OperationId;
 use loopx_store::sqlite::{Access, SqliteStore};
@@ -12,21 +12,11 @@ use proptest::prelude::*;
 use std::path::Path;
 
 fn init(max_iterations: u64) -> LedgerRequest {
-    LedgerRequest::Init(InitLoop {
-        goal: "g".into(),
-        success_criteria: "c".into(),
-        default_mode: Mode::BoundedResearch,
-        plateau_rule: DEFAULT_PLATEAU_RULE.into(),
-        success_check: String::new(),
-        stop_conditions: StopConditions::default(),
-        goal_focus_mode: GoalFocusMode::Monitor,
-        budget: Budget {
-            max_iterations,
-            max_wall_time_seconds: 0,
-            max_tokens: 0,
-            max_usd: 0.0,
-        },
-    })
+    LedgerRequest::Init(InitLoop::new(
+        "g",
+        "c",
+        Budget::iterations_only(max_iterations),
+    ))
 }
 
 fn append(objective: &str) -> LedgerRequest {

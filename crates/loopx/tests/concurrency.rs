@@ -36,8 +36,5 @@ fn racing_processes_never_share_an_iteration_number_or_lose_a_record() {
     }
     let numbers = iteration_numbers(&f.dir);
     assert_eq!(numbers, (1..=(writers * each) as u64).collect::<Vec<_>>());
-    f.loopx()
-        .args(["validate", "--dir", f.d()])
-        .assert()
-        .success();
+    f.assert_valid();
 }

@@ -13,21 +13,8 @@ use std::time::Duration;
 fn append_command(f: &Fixture, operation_id: &str) -> Command {
     let mut command = Command::new(common::loopx_path());
     command
-        .args([
-            "append-iteration",
-            "--dir",
-            f.d(),
-            "--mode",
-            "bounded-research",
-        ])
-        .args([
-            "--objective",
-            "survive a crash",
-            "--decision",
-            "continue",
-            "--operation-id",
-            operation_id,
-        ])
+        .args(f.append_words("continue"))
+        .args(["--operation-id", operation_id])
         .env("LOOPX_REGISTRY_DIR", &f.registry)
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -67,10 +54,7 @@ fn a_kill_at_any_commit_boundary_leaves_the_old_or_the_new_record() {
         let before = iteration_numbers(&f.dir).len();
         let operation_id = format!("crash-{index}");
         kill_at(&f, failpoint, &operation_id);
-        f.loopx()
-            .args(["validate", "--dir", f.d()])
-            .assert()
-            .success();
+        f.assert_valid();
         let after = iteration_numbers(&f.dir).len();
         assert_eq!(after, before + usize::from(committed), "{failpoint}");
 
@@ -78,22 +62,8 @@ fn a_kill_at_any_commit_boundary_leaves_the_old_or_the_new_record() {
         // finishes (or returns) it, exactly once.
         let replay = f
             .loopx()
-            .args([
-                "append-iteration",
-                "--dir",
-                f.d(),
-                "--mode",
-                "bounded-research",
-            ])
-            .args([
-                "--objective",
-                "survive a crash",
-                "--decision",
-                "continue",
-                "--operation-id",
-                &operation_id,
-                "--json",
-            ])
+            .args(f.append_words("continue"))
+            .args(["--operation-id", &operation_id, "--json"])
             .output()
             .unwrap();
         assert!(
@@ -108,10 +78,7 @@ fn a_kill_at_any_commit_boundary_leaves_the_old_or_the_new_record() {
             (1..=before as u64 + 1).collect::<Vec<_>>(),
             "{failpoint}"
         );
-        f.loopx()
-            .args(["validate", "--dir", f.d()])
-            .assert()
-            .success();
+        f.assert_valid();
     }
 }
 
@@ -144,10 +111,7 @@ fn kills_at_random_moments_never_corrupt_the_ledger() {
             "round {round}"
         );
     }
-    f.loopx()
-        .args(["validate", "--dir", f.d()])
-        .assert()
-        .success();
+    f.assert_valid();
     assert!(
         killed_early > 0,
         "no append was interrupted: the delays are too long to test anything"

@@ -206,43 +206,16 @@ fn the_final_iteration_must_end_the_loop_and_nothing_follows() {
         recovery.contains("- Active blockers: needs credentials"),
         "{recovery}"
     );
-    f.loopx()
-        .args(["validate", "--dir", f.d()])
-        .assert()
-        .success();
+    f.assert_valid();
 }
 
 #[test]
 fn an_exact_replay_returns_the_receipt_and_writes_nothing() {
     let f = Fixture::new();
     f.init(5, &["--operation-id", "init-1"]);
-    let first = f.json(&[
-        "append-iteration",
-        "--dir",
-        f.d(),
-        "--mode",
-        "monitor",
-        "--objective",
-        "o",
-        "--decision",
-        "continue",
-        "--operation-id",
-        "op-7",
-    ]);
+    let first = f.json(&[f.append_words("continue"), vec!["--operation-id", "op-7"]].concat());
     let after_first = f.fingerprint();
-    let again = f.json(&[
-        "append-iteration",
-        "--dir",
-        f.d(),
-        "--mode",
-        "monitor",
-        "--objective",
-        "o",
-        "--decision",
-        "continue",
-        "--operation-id",
-        "op-7",
-    ]);
+    let again = f.json(&[f.append_words("continue"), vec!["--operation-id", "op-7"]].concat());
     assert_eq!(f.fingerprint(), after_first);
     assert_eq!(again["replayed"], true);
     for key in ["iteration", "revision", "committed_at", "operation_id"] {
@@ -273,17 +246,7 @@ fn a_missing_loop_is_reported_and_never_created() {
         vec!["status", "--dir", f.d()],
         vec!["done", "--dir", f.d()],
         vec!["validate", "--dir", f.d()],
-        vec![
-            "append-iteration",
-            "--dir",
-            f.d(),
-            "--mode",
-            "monitor",
-            "--objective",
-            "o",
-            "--decision",
-            "continue",
-        ],
+        f.append_words("continue"),
     ] {
         f.loopx()
             .args(&args)
@@ -347,17 +310,7 @@ fn a_corrupt_database_is_reported_and_left_alone() {
     for args in [
         vec!["status", "--dir", f.d()],
         vec!["validate", "--dir", f.d()],
-        vec![
-            "append-iteration",
-            "--dir",
-            f.d(),
-            "--mode",
-            "monitor",
-            "--objective",
-            "o",
-            "--decision",
-            "continue",
-        ],
+        f.append_words("continue"),
     ] {
         f.loopx()
             .args(&args)
@@ -477,10 +430,7 @@ fn a_spent_token_budget_ends_the_loop() {
         .success();
     let done = f.json(&["done", "--dir", f.d()]);
     assert_eq!(done["reason"], "credit_exhausted:tokens");
-    f.loopx()
-        .args(["validate", "--dir", f.d()])
-        .assert()
-        .success();
+    f.assert_valid();
 }
 
 #[test]
@@ -488,18 +438,7 @@ fn dry_run_checks_everything_and_writes_nothing() {
     let f = Fixture::new();
     f.init(3, &[]);
     let before = f.fingerprint();
-    let preview = f.json(&[
-        "append-iteration",
-        "--dir",
-        f.d(),
-        "--mode",
-        "monitor",
-        "--objective",
-        "o",
-        "--decision",
-        "continue",
-        "--dry-run",
-    ]);
+    let preview = f.json(&[f.append_words("continue"), vec!["--dry-run"]].concat());
     assert_eq!(
         (preview["dry_run"].as_bool(), preview["iteration"].as_u64()),
         (Some(true), Some(1))
@@ -516,20 +455,8 @@ fn refusals_in_json_carry_the_early_stop_contract() {
     f.init(3, &[]);
     let output = f
         .loopx()
-        .args([
-            "append-iteration",
-            "--dir",
-            f.d(),
-            "--mode",
-            "monitor",
-            "--objective",
-            "o",
-            "--decision",
-            "stop",
-            "--stop-reason",
-            "success",
-            "--json",
-        ])
+        .args(f.append_words("stop"))
+        .args(["--stop-reason", "success", "--json"])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1));

@@ -79,6 +79,35 @@ pub struct InitLoop {
     pub budget: Budget,
 }
 
+impl InitLoop {
+    /// A loop with these essentials and every other setting at the default
+    /// a plain `loopx init` uses (Goal Focus monitor, no success check).
+    pub fn new(goal: &str, success_criteria: &str, budget: Budget) -> Self {
+        InitLoop {
+            goal: goal.to_owned(),
+            success_criteria: success_criteria.to_owned(),
+            default_mode: Mode::BoundedResearch,
+            plateau_rule: DEFAULT_PLATEAU_RULE.to_owned(),
+            success_check: String::new(),
+            stop_conditions: StopConditions::default(),
+            goal_focus_mode: GoalFocusMode::Monitor,
+            budget,
+        }
+    }
+}
+
+impl Budget {
+    /// At most `max_iterations`, and no other limit.
+    pub fn iterations_only(max_iterations: u64) -> Self {
+        Budget {
+            max_iterations,
+            max_wall_time_seconds: 0,
+            max_tokens: 0,
+            max_usd: 0.0,
+        }
+    }
+}
+
 /// `loopx append-iteration`: what the agent says about the turn it did.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct IterationReport {

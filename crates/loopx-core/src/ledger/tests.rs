@@ -16,21 +16,11 @@ fn at(seconds: i64) -> Timestamp {
 }
 
 fn init_request(max_iterations: u64) -> InitLoop {
-    InitLoop {
-        goal: "Prove lemma B".into(),
-        success_criteria: "checked proof".into(),
-        default_mode: Mode::BoundedResearch,
-        plateau_rule: DEFAULT_PLATEAU_RULE.into(),
-        success_check: String::new(),
-        stop_conditions: StopConditions::default(),
-        goal_focus_mode: GoalFocusMode::Monitor,
-        budget: Budget {
-            max_iterations,
-            max_wall_time_seconds: 0,
-            max_tokens: 0,
-            max_usd: 0.0,
-        },
-    }
+    InitLoop::new(
+        "Prove lemma B",
+        "checked proof",
+        Budget::iterations_only(max_iterations),
+    )
 }
 
 fn report(decision: Decision) -> IterationReport {

@@ -67,20 +67,37 @@ impl Fixture {
             .success();
     }
 
+    /// The words of `append-iteration` on this loop with `decision`,
+    /// ready for more flags.
+    pub fn append_words<'a>(&'a self, decision: &'a str) -> Vec<&'a str> {
+        vec![
+            "append-iteration",
+            "--dir",
+            self.d(),
+            "--mode",
+            "bounded-research",
+            "--objective",
+            "Check evidence gaps",
+            "--decision",
+            decision,
+        ]
+    }
+
     /// `append-iteration` with a decision and extra flags; the assert is
     /// left to the caller.
     pub fn append(&self, decision: &str, extra: &[&str]) -> assert_cmd::assert::Assert {
         self.loopx()
-            .args([
-                "append-iteration",
-                "--dir",
-                self.d(),
-                "--mode",
-                "bounded-research",
-            ])
-            .args(["--objective", "Check evidence gaps", "--decision", decision])
+            .args(self.append_words(decision))
             .args(extra)
             .assert()
+    }
+
+    /// `validate` must pass.
+    pub fn assert_valid(&self) {
+        self.loopx()
+            .args(["validate", "--dir", self.d()])
+            .assert()
+            .success();
     }
 
     pub fn json(&self, args: &[&str]) -> serde_json::Value {
