@@ -5,7 +5,7 @@
 //! (views, rewritten after every commit), `proof_artifacts/`, and the
 //! operator's sentinels `STOP_REQUESTED`, `BLOCKED`, `PAUSE`.
 
-use crate::fsutil;
+use crate::{clock, fsutil};
 use anyhow::{bail, Context as _, Result};
 use jiff::Timestamp;
 use loopx_core::ledger::arbiter::{arbitrate, Sentinels, Verdict};
@@ -97,7 +97,7 @@ impl LoopDir {
     /// write (or `loopx status`) can regenerate them.
     pub fn refresh_views(&self) -> Result<()> {
         let Reading { revision, ledger } = self.read()?;
-        let verdict = self.verdict(&ledger, Timestamp::now());
+        let verdict = self.verdict(&ledger, clock::now());
         fsutil::write_atomic(
             &self.root.join(RECOVERY),
             view::recovery_markdown(&ledger, &verdict).as_bytes(),

@@ -6,6 +6,7 @@
 //! renders the result as text or `--json`.
 
 mod cli;
+mod clock;
 mod fsutil;
 mod loop_dir;
 mod registry;

@@ -243,7 +243,7 @@ pub enum LedgerError {
         field: &'static str,
         choices: String,
     },
-    #[error("Goal-Focus enforce mode requires a live host dispatch intent: append through `loopx drive`, or re-create the loop with --goal-focus-mode monitor")]
+    #[error("Goal-Focus enforce mode requires a live host dispatch intent: in enforce mode only the host driver banks iterations; to append by hand, use a loop created with --goal-focus-mode monitor")]
     EnforceNeedsDispatch,
     #[error("cannot append iteration after loop status is {status}: the loop has ended; start a new loop in a new --dir to continue the work")]
     AfterTerminal { status: LoopStatus },

@@ -1,11 +1,11 @@
 //! Interactive forcing: arm, disarm, active, and the Stop-hook check.
 
 use super::Reply;
+use crate::clock;
 use crate::loop_dir::LoopDir;
 use crate::registry::Registry;
 use anyhow::{bail, Result};
 use clap::Args;
-use jiff::Timestamp;
 use loopx_core::hook::{self, covers, ArmedLoop, HookSignals, LoopReading, ARMED_SCHEMA_VERSION};
 use loopx_store::sqlite::Access;
 use serde_json::json;
@@ -80,7 +80,7 @@ fn read_loop(entry: &ArmedLoop) -> LoopReading {
         return LoopReading::Missing;
     }
     match LoopDir::open(dir, Access::ReadOnly).and_then(|d| d.read().map(|r| (d, r))) {
-        Ok((dir, reading)) => LoopReading::Read(dir.verdict(&reading.ledger, Timestamp::now())),
+        Ok((dir, reading)) => LoopReading::Read(dir.verdict(&reading.ledger, clock::now())),
         Err(error) => LoopReading::Unreadable(error.to_string()),
     }
 }
@@ -111,7 +111,7 @@ pub fn arm(args: &ArmArgs) -> Result<Reply> {
         run_id: run_id.clone(),
         loop_dir: dir.display(),
         project_root: root.clone(),
-        armed_at: Timestamp::now(),
+        armed_at: clock::now(),
     };
     let path = registry.write(&entry)?;
     let json = json!({

@@ -1,11 +1,11 @@
 //! The ledger commands: init, append-iteration, validate, status, done.
 
 use super::{operation_id, Reply};
+use crate::clock;
 use crate::loop_dir::{LoopDir, Reading};
 use anyhow::{Context as _, Result};
 use clap::builder::PossibleValuesParser;
 use clap::Args;
-use jiff::Timestamp;
 use loopx_core::ledger::audit::Auditor;
 use loopx_core::ledger::budget::{is_budget_number, Budget};
 use loopx_core::ledger::proof::NoFiles;
@@ -213,7 +213,7 @@ pub fn init(args: &InitArgs) -> Result<Reply> {
             max_usd: args.max_usd,
         },
     });
-    let now = Timestamp::now();
+    let now = clock::now();
     // Refuse bad input before anything exists on disk.
     let precheck = LedgerContext {
         now,
@@ -289,7 +289,7 @@ pub fn append_iteration(args: &AppendArgs) -> Result<Reply> {
         next_action: args.next_action.clone(),
         executor_provider: args.executor_provider.clone(),
     });
-    let now = Timestamp::now();
+    let now = clock::now();
     let context = LedgerContext {
         now,
         operation_id: &operation_id,
@@ -379,7 +379,7 @@ fn receipt_json<R: serde::Serialize>(
 
 pub fn validate(args: &DirArgs) -> Result<Reply> {
     let dir = LoopDir::open(&args.dir, Access::ReadOnly)?;
-    let now = Timestamp::now();
+    let now = clock::now();
     let mut auditor = Auditor::new(&dir, now);
     dir.store().journal(STREAM, 0, &mut |entry| {
         auditor.entry(
@@ -427,7 +427,7 @@ pub fn validate(args: &DirArgs) -> Result<Reply> {
 pub fn status(args: &DirArgs) -> Result<Reply> {
     let dir = LoopDir::open(&args.dir, Access::ReadOnly)?;
     let Reading { revision, ledger } = dir.read()?;
-    let verdict = dir.verdict(&ledger, Timestamp::now());
+    let verdict = dir.verdict(&ledger, clock::now());
     let mut json = view::status_json(&ledger, revision, &verdict);
     json["dir"] = dir.display().into();
     Ok(Reply::ok(json, view::status_text(&ledger, &verdict)))
@@ -438,7 +438,7 @@ pub fn done(args: &DirArgs) -> Result<Reply> {
     let Reading { ledger, .. } = dir
         .read()
         .context("the done arbiter needs a readable ledger")?;
-    let verdict = dir.verdict(&ledger, Timestamp::now());
+    let verdict = dir.verdict(&ledger, clock::now());
     let text = match (verdict.done, verdict.reason) {
         (true, Some(reason)) => format!("done: {reason}"),
         (false, Some(reason)) => format!("not done: {reason}"),
