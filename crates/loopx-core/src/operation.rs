@@ -85,11 +85,28 @@ pub struct Clock {
 }
 
 /// The result of a successful `decide`: the event to journal and the body of
-/// the receipt handed back (and stored for replays).
+/// the receipt handed back (and stored for replays). No event means the
+/// request is already satisfied: nothing is written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decided<E, R> {
-    pub event: E,
+    pub event: Option<E>,
     pub receipt: R,
+}
+
+impl<E, R> Decided<E, R> {
+    pub fn write(event: E, receipt: R) -> Self {
+        Decided {
+            event: Some(event),
+            receipt,
+        }
+    }
+
+    pub fn unchanged(receipt: R) -> Self {
+        Decided {
+            event: None,
+            receipt,
+        }
+    }
 }
 
 /// A pure owner of one piece of durable state.
@@ -120,6 +137,13 @@ pub trait Owner {
 
     /// The journal's name for an event's kind (`ledger.iteration_appended`).
     fn event_kind(event: &Self::Event) -> &'static str;
+
+    /// The stream revision the request was based on, if it names one: the
+    /// authority refuses it when the store has moved on, instead of
+    /// re-deciding against state the caller never saw.
+    fn expected_revision(_request: &Self::Request) -> Option<u64> {
+        None
+    }
 }
 
 /// The digest under which a request is remembered for replay checks.

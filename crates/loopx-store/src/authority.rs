@@ -21,6 +21,9 @@ pub struct Receipt<R> {
     /// earlier identical request. Not part of the stored receipt.
     #[serde(skip_deserializing, default)]
     pub replayed: bool,
+    /// True when the request was already satisfied and nothing was written.
+    #[serde(default)]
+    pub unchanged: bool,
     pub body: R,
 }
 
@@ -47,6 +50,12 @@ pub enum AuthorityError<E> {
     Conflict {
         operation_id: OperationId,
         revision: u64,
+    },
+    #[error("stale base revision: the request was prepared against revision {expected} of {stream}, which is now at {actual}; read it again (e.g. `loopx goal-acceptance inspect`) and retry with the new revision")]
+    StaleBase {
+        stream: String,
+        expected: u64,
+        actual: u64,
     },
     #[error("gave up after {attempts} attempts: other writers kept committing to {stream}; retry with the same --operation-id")]
     Contended { stream: String, attempts: u32 },
@@ -104,7 +113,8 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
         request: &O::Request,
         context: &O::Context<'_>,
     ) -> Result<Preview<O>, AuthorityError<O::Error>> {
-        let Loaded { state, .. } = self.load::<O>(stream)?;
+        let Loaded { revision, state } = self.load::<O>(stream)?;
+        check_base::<O>(stream, request, revision)?;
         O::decide(state.as_ref(), request, context).map_err(AuthorityError::Rejected)
     }
 
@@ -135,16 +145,31 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
                 };
             }
             let Loaded { revision, state } = self.load::<O>(stream)?;
+            check_base::<O>(stream, request, revision)?;
             let decided =
                 O::decide(state.as_ref(), request, context).map_err(AuthorityError::Rejected)?;
-            let kind = O::event_kind(&decided.event);
-            let next = O::evolve(state, &decided.event);
+            let Some(event) = decided.event else {
+                // Already satisfied: nothing to write, and nothing stored,
+                // so a repeat decides (and finds it satisfied) again.
+                return Ok(Receipt {
+                    operation_id: operation_id.clone(),
+                    revision,
+                    kind: "unchanged".to_owned(),
+                    committed_at: now,
+                    replayed: false,
+                    unchanged: true,
+                    body: decided.receipt,
+                });
+            };
+            let kind = O::event_kind(&event);
+            let next = O::evolve(state, &event);
             let receipt = Receipt {
                 operation_id: operation_id.clone(),
                 revision: revision + 1,
                 kind: kind.to_owned(),
                 committed_at: now,
                 replayed: false,
+                unchanged: false,
                 body: decided.receipt,
             };
             let committed = self.store.commit(&Commit {
@@ -153,7 +178,7 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
                 operation_id: operation_id.as_str(),
                 request_digest: digest.as_str(),
                 kind,
-                event: &canonical_json(&decided.event),
+                event: &canonical_json(&event),
                 receipt: &canonical_json(&receipt),
                 state: &canonical_json(&next),
                 committed_at: &now.to_string(),
@@ -172,6 +197,21 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
             stream: stream.to_owned(),
             attempts: MAX_ATTEMPTS,
         })
+    }
+}
+
+fn check_base<O: Owner>(
+    stream: &Stream,
+    request: &O::Request,
+    actual: u64,
+) -> Result<(), AuthorityError<O::Error>> {
+    match O::expected_revision(request) {
+        Some(expected) if expected != actual => Err(AuthorityError::StaleBase {
+            stream: stream.to_owned(),
+            expected,
+            actual,
+        }),
+        _ => Ok(()),
     }
 }
 

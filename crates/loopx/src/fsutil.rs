@@ -7,9 +7,20 @@ use std::io::{Read, Write};
 use std::path::Path;
 
 /// Replace `path` with `bytes` so that readers see the old or the new file,
-/// never a torn one. The temporary file is created exclusively, so a
-/// pre-planted symlink at its name is never written through.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+/// never a torn one, and the new one survives a power cut.
+pub fn write_durable(path: &Path, bytes: &[u8]) -> Result<()> {
+    replace(path, bytes, true)
+}
+
+/// As [`write_durable`] without the fsync: for derived views, which the
+/// next write regenerates anyway.
+pub fn write_view(path: &Path, bytes: &[u8]) -> Result<()> {
+    replace(path, bytes, false)
+}
+
+/// The temporary file is created exclusively, so a pre-planted symlink at
+/// its name is never written through.
+fn replace(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
     let parent = path
         .parent()
         .context("a file to write has a parent directory")?;
@@ -25,7 +36,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .open(&temporary)
         .with_context(|| format!("cannot write {}", temporary.display()))?;
     file.write_all(bytes)?;
-    file.sync_data()?;
+    if sync {
+        file.sync_data()?;
+    }
     drop(file);
     fs::rename(&temporary, path).with_context(|| format!("cannot replace {}", path.display()))
 }

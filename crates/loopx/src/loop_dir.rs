@@ -98,7 +98,7 @@ impl LoopDir {
     pub fn refresh_views(&self) -> Result<()> {
         let Reading { revision, ledger } = self.read()?;
         let verdict = self.verdict(&ledger, clock::now());
-        fsutil::write_atomic(
+        fsutil::write_view(
             &self.root.join(RECOVERY),
             view::recovery_markdown(&ledger, &verdict).as_bytes(),
         )?;
@@ -106,7 +106,7 @@ impl LoopDir {
         status["dir"] = self.display().into();
         let mut text = serde_json::to_string_pretty(&status)?;
         text.push('\n');
-        fsutil::write_atomic(&self.root.join(STATUS), text.as_bytes())
+        fsutil::write_view(&self.root.join(STATUS), text.as_bytes())
     }
 }
 

@@ -77,7 +77,7 @@ impl Registry {
         let path = self.entry_path(&entry.run_id);
         let mut text = serde_json::to_string_pretty(entry)?;
         text.push('\n');
-        fsutil::write_atomic(&path, text.as_bytes())?;
+        fsutil::write_durable(&path, text.as_bytes())?;
         Ok(path)
     }
 

@@ -448,18 +448,18 @@ impl Owner for LedgerOwner {
             (None, LedgerRequest::Init(init)) => {
                 validate_init(init)?;
                 let run_id = run_id_for(context.operation_id, context.now);
-                Ok(Decided {
-                    receipt: LedgerReceipt::Init {
+                Ok(Decided::write(
+                    LedgerEvent::Initialized {
                         run_id: run_id.clone(),
-                        state_status: LoopStatus::Initialized,
-                        max_iterations: init.budget.max_iterations,
-                    },
-                    event: LedgerEvent::Initialized {
-                        run_id,
                         at: context.now,
                         config: init.clone(),
                     },
-                })
+                    LedgerReceipt::Init {
+                        run_id,
+                        state_status: LoopStatus::Initialized,
+                        max_iterations: init.budget.max_iterations,
+                    },
+                ))
             }
             (None, LedgerRequest::AppendIteration(_)) => Err(LedgerError::NotInitialized),
             (Some(ledger), LedgerRequest::AppendIteration(report)) => {
@@ -467,20 +467,21 @@ impl Owner for LedgerOwner {
                 let decision = required(report.decision, "decision", Decision::names())?;
                 append_guard(ledger, report, decision, context.now, context.files)?;
                 let record = record_from(ledger, report, mode, decision, context);
-                Ok(Decided {
-                    receipt: LedgerReceipt::AppendIteration {
-                        iteration: record.iteration,
-                        decision,
-                        state_status: decision.resulting_status(),
-                        remaining_iterations: ledger
-                            .budget
-                            .max_iterations
-                            .saturating_sub(record.iteration),
-                    },
-                    event: LedgerEvent::IterationAppended {
+                let receipt = LedgerReceipt::AppendIteration {
+                    iteration: record.iteration,
+                    decision,
+                    state_status: decision.resulting_status(),
+                    remaining_iterations: ledger
+                        .budget
+                        .max_iterations
+                        .saturating_sub(record.iteration),
+                };
+                Ok(Decided::write(
+                    LedgerEvent::IterationAppended {
                         record: Box::new(record),
                     },
-                })
+                    receipt,
+                ))
             }
         }
     }

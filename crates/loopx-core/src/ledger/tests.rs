@@ -63,12 +63,13 @@ impl Harness {
             files: &self.files,
         };
         let decided = LedgerOwner::decide(self.state.as_ref(), &request, &context)?;
+        let event = decided.event.expect("the ledger always writes");
         self.journal.push((
             operation_id.to_string(),
-            LedgerOwner::event_kind(&decided.event).to_owned(),
-            canonical_json(&decided.event),
+            LedgerOwner::event_kind(&event).to_owned(),
+            canonical_json(&event),
         ));
-        self.state = Some(LedgerOwner::evolve(self.state.take(), &decided.event));
+        self.state = Some(LedgerOwner::evolve(self.state.take(), &event));
         Ok(decided.receipt)
     }
 
