@@ -1,0 +1,344 @@
+//! `quota should-run`: whether another turn should run now, computed from
+//! the store alone (the ledger, its stop arbiter, and the goal frontier),
+//! never from prose.
+//!
+//! The answer follows LoopX's host contract: a `scheduler_hint` with an
+//! action, a reason and a reset identity (digests of exactly the state that
+//! must change before the answer changes), and a typed
+//! `goal_runtime_continuation_v0` disposition. Everything but a defer's
+//! countdown is a pure function of that state, so an unchanged state
+//! answers byte for byte the same and a host can stop polling.
+
+use super::gap::{gaps, Gap};
+use super::todo::{Availability, Todo};
+use super::{objective, Actor, Goal};
+use crate::digest::Digest;
+use crate::ledger::arbiter::{Sentinels, Verdict};
+use crate::ledger::Ledger;
+use jiff::Timestamp;
+use serde::Serialize;
+
+/// A defer with no known deadline rechecks after this long.
+pub const DEFAULT_RECHECK_SECONDS: u64 = 900;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    RunNow,
+    StopUntilExplicitResume,
+    BackoffUntilStateChange,
+    BackoffWaitingForUser,
+    BackoffUntilFreshEvidence,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Disposition {
+    ContinueNow,
+    Defer,
+    Complete,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Continuation {
+    pub schema: &'static str,
+    pub disposition: Disposition,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recheck_after_seconds: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recheck_at: Option<Timestamp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wake_policy: Option<&'static str>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResetIdentity {
+    pub digest: Digest,
+    pub ledger: Digest,
+    pub frontier: Digest,
+    pub gaps: Digest,
+    pub objective: Digest,
+    pub controls: Digest,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SchedulerHint {
+    pub source: &'static str,
+    pub action: Action,
+    pub reason_code: String,
+    pub reason: String,
+    pub reset_identity: ResetIdentity,
+    pub goal_runtime_continuation: Continuation,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SelectedTodo {
+    pub id: String,
+    pub title: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ShouldRun {
+    pub should_run: bool,
+    pub scheduler_hint: SchedulerHint,
+    pub selected_todo: Option<SelectedTodo>,
+    pub next_action: String,
+    pub open_gaps: Vec<Gap>,
+}
+
+struct Answer {
+    action: Action,
+    code: &'static str,
+    reason: String,
+    deadline: Option<Timestamp>,
+    selected: Option<&'static str>,
+}
+
+fn identity(
+    ledger: &Ledger,
+    goal: &Goal,
+    sentinels: Sentinels,
+    gaps: &[Gap],
+    actor: &Actor,
+) -> ResetIdentity {
+    let ledger_part = Digest::of_json(&serde_json::json!({
+        "run_id": ledger.run_id, "status": ledger.status, "spent": ledger.spent,
+        "budget": ledger.budget, "stop_conditions": ledger.stop_conditions,
+    }));
+    let todos: Vec<_> = goal
+        .todos
+        .iter()
+        .map(|t| (&t.id, t.status, &t.lease, &t.deferred_until))
+        .collect();
+    let frontier =
+        Digest::of_json(&serde_json::json!({"instance": goal.instance_id, "todos": todos}));
+    let gaps_part = Digest::of_json(
+        &gaps
+            .iter()
+            .map(|g| (&g.outcome_id, &g.checkpoint, g.acknowledged))
+            .collect::<Vec<_>>(),
+    );
+    let objective_part = Digest::of_json(&serde_json::json!({
+        "current": objective::current_digest(goal),
+        "adopted": actor.agent_id().map(|a| objective::has_adopted(goal, a)),
+        "multi_agent": goal.is_multi_agent(),
+    }));
+    let controls = Digest::of_json(&sentinels);
+    let digest = Digest::of_json(&[
+        &ledger_part,
+        &frontier,
+        &gaps_part,
+        &objective_part,
+        &controls,
+    ]);
+    ResetIdentity {
+        digest,
+        ledger: ledger_part,
+        frontier,
+        gaps: gaps_part,
+        objective: objective_part,
+        controls,
+    }
+}
+
+/// The first todo anyone may take now, in priority order.
+pub fn next_runnable(goal: &Goal, now: Timestamp) -> Option<&Todo> {
+    goal.todos
+        .iter()
+        .find(|t| t.availability(now) == Availability::Runnable)
+}
+
+pub fn should_run(
+    ledger: &Ledger,
+    verdict: &Verdict,
+    sentinels: Sentinels,
+    goal: &Goal,
+    actor: &Actor,
+    now: Timestamp,
+) -> ShouldRun {
+    let all_gaps = gaps(goal, now);
+    let open_gaps: Vec<Gap> = all_gaps
+        .iter()
+        .filter(|g| !g.acknowledged)
+        .cloned()
+        .collect();
+    let runnable = next_runnable(goal, now);
+    let answer = decide(ledger, verdict, goal, actor, now, runnable, &open_gaps);
+    let continuation = match answer.action {
+        Action::RunNow => Continuation {
+            schema: "goal_runtime_continuation_v0",
+            disposition: Disposition::ContinueNow,
+            recheck_after_seconds: None,
+            recheck_at: None,
+            wake_policy: None,
+        },
+        Action::StopUntilExplicitResume => Continuation {
+            schema: "goal_runtime_continuation_v0",
+            disposition: Disposition::Complete,
+            recheck_after_seconds: None,
+            recheck_at: None,
+            wake_policy: None,
+        },
+        _ => {
+            let seconds = answer.deadline.map_or(DEFAULT_RECHECK_SECONDS, |deadline| {
+                let left = deadline.duration_since(now).as_secs_f64().ceil();
+                (left.max(1.0)) as u64
+            });
+            Continuation {
+                schema: "goal_runtime_continuation_v0",
+                disposition: Disposition::Defer,
+                recheck_after_seconds: Some(seconds),
+                recheck_at: answer.deadline,
+                wake_policy: Some("state_change_or_deadline"),
+            }
+        }
+    };
+    let selected_todo = answer.selected.and(runnable).map(|t| SelectedTodo {
+        id: t.id.clone(),
+        title: t.title.clone(),
+    });
+    let next_action = match (&selected_todo, answer.action) {
+        (Some(todo), _) => format!("claim and work todo {}: {}", todo.id, todo.title),
+        (None, Action::RunNow) => answer.reason.clone(),
+        (None, Action::StopUntilExplicitResume) => "report stop status".into(),
+        (None, _) => format!("wait: {}", answer.reason),
+    };
+    ShouldRun {
+        should_run: answer.action == Action::RunNow,
+        scheduler_hint: SchedulerHint {
+            source: "quota.should-run",
+            action: answer.action,
+            reason_code: answer.code.to_owned(),
+            reason: answer.reason,
+            reset_identity: identity(ledger, goal, sentinels, &all_gaps, actor),
+            goal_runtime_continuation: continuation,
+        },
+        selected_todo,
+        next_action,
+        open_gaps,
+    }
+}
+
+fn decide(
+    ledger: &Ledger,
+    verdict: &Verdict,
+    goal: &Goal,
+    actor: &Actor,
+    now: Timestamp,
+    runnable: Option<&Todo>,
+    open_gaps: &[Gap],
+) -> Answer {
+    let answer = |action, code, reason: String| Answer {
+        action,
+        code,
+        reason,
+        deadline: None,
+        selected: None,
+    };
+    if verdict.done {
+        let reason = verdict.reason.unwrap_or("done");
+        return answer(
+            Action::StopUntilExplicitResume,
+            "loop_done",
+            format!("the done arbiter reports {reason}; resume only by an explicit user action"),
+        );
+    }
+    if verdict.paused {
+        return answer(
+            Action::BackoffWaitingForUser,
+            "paused",
+            "the loop is paused (PAUSE sentinel); remove it to resume".into(),
+        );
+    }
+    if ledger.status.is_terminal() {
+        // Only reachable under require_user_stop_only: the agent stopped, the user has not.
+        return answer(
+            Action::BackoffWaitingForUser,
+            "awaiting_user_stop",
+            format!(
+                "the ledger is {} but only the user may end this loop (STOP_REQUESTED)",
+                ledger.status
+            ),
+        );
+    }
+    if let Actor::Agent(agent) = actor {
+        if goal.is_multi_agent() && !objective::has_adopted(goal, agent) {
+            return answer(
+                Action::RunNow,
+                "objective_adoption_required",
+                format!("adopt objective revision {} before taking new work (loopx goal-acceptance inspect, then adopt-objective)", goal.objective.current_revision()),
+            );
+        }
+    }
+    if let Some(todo) = runnable {
+        return Answer {
+            selected: Some("todo"),
+            ..answer(
+                Action::RunNow,
+                "runnable_todo",
+                format!("todo {} is runnable", todo.id),
+            )
+        };
+    }
+    if let Some(gap) = open_gaps.first() {
+        return answer(
+            Action::RunNow,
+            "outcome_gap_replan",
+            format!("outcome {} has unresolved requirements and no open linked work: plan work for it or acknowledge checkpoint {}", gap.outcome_id, gap.checkpoint),
+        );
+    }
+    let availability: Vec<Availability> = goal.todos.iter().map(|t| t.availability(now)).collect();
+    let earliest =
+        |pick: fn(&Availability) -> Option<Timestamp>| availability.iter().filter_map(pick).min();
+    if let Some(until) = earliest(|a| {
+        if let Availability::Held(t) = a {
+            Some(*t)
+        } else {
+            None
+        }
+    }) {
+        return Answer {
+            deadline: Some(until),
+            ..answer(
+                Action::BackoffUntilStateChange,
+                "leases_held",
+                format!("every open todo is leased; the first lease expires at {until}"),
+            )
+        };
+    }
+    if let Some(until) = earliest(|a| {
+        if let Availability::Waiting(t) = a {
+            Some(*t)
+        } else {
+            None
+        }
+    }) {
+        return Answer {
+            deadline: Some(until),
+            ..answer(
+                Action::BackoffUntilStateChange,
+                "todos_deferred",
+                format!("every open todo is deferred; the first is due at {until}"),
+            )
+        };
+    }
+    if availability.contains(&Availability::Blocked) {
+        return answer(
+            Action::BackoffUntilFreshEvidence,
+            "todos_blocked",
+            "every open todo is blocked; unblock one with new evidence or add work".into(),
+        );
+    }
+    if goal.todos.is_empty() {
+        return answer(
+            Action::RunNow,
+            "ledger_next_iteration",
+            "no todos: run the next bounded iteration of the loop".into(),
+        );
+    }
+    answer(
+        Action::RunNow,
+        "frontier_complete_review",
+        "every todo is done: review the outcomes against the success criteria and record the loop's decision".into(),
+    )
+}

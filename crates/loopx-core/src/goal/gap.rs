@@ -1,0 +1,114 @@
+//! Gap projection: an outcome with requirements not reviewed as met and no
+//! linked open work is a gap planning must see.
+//!
+//! Its checkpoint digests the requirements, the linked work and the review
+//! conclusions with their evidence, but not sources or review wording: an
+//! acknowledged gap stays acknowledged through bookkeeping and is raised
+//! again when something material changes.
+
+use super::outcome::{Conclusion, Outcome};
+use super::Goal;
+use crate::digest::Digest;
+use jiff::Timestamp;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequirementState {
+    Met,
+    Unmet,
+    Uncertain,
+    Unreviewed,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnresolvedRequirement {
+    pub id: String,
+    pub state: RequirementState,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Gap {
+    pub kind: &'static str,
+    pub outcome_id: String,
+    pub responsible_agent: String,
+    pub unresolved: Vec<UnresolvedRequirement>,
+    pub checkpoint: Digest,
+    pub acknowledged: bool,
+}
+
+/// Each requirement of `outcome` with the state its current review gives it.
+pub fn requirement_states(outcome: &Outcome) -> Vec<(String, RequirementState)> {
+    let basis = outcome.basis();
+    outcome
+        .requirements
+        .iter()
+        .map(|requirement| {
+            let state = match outcome
+                .current_review(&requirement.id, &basis)
+                .map(|r| r.conclusion)
+            {
+                Some(Conclusion::Met) => RequirementState::Met,
+                Some(Conclusion::Unmet) => RequirementState::Unmet,
+                Some(Conclusion::Uncertain) => RequirementState::Uncertain,
+                None => RequirementState::Unreviewed,
+            };
+            (requirement.id.clone(), state)
+        })
+        .collect()
+}
+
+/// The digest a gap acknowledgement binds.
+pub fn checkpoint(goal: &Goal, outcome: &Outcome) -> Digest {
+    let basis = outcome.basis();
+    let requirements: Vec<_> = outcome
+        .requirements
+        .iter()
+        .map(|r| (&r.id, &r.description))
+        .collect();
+    let work: Vec<_> = outcome
+        .linked_todos
+        .iter()
+        .map(|id| (id, goal.todo(id).map(|t| t.status)))
+        .collect();
+    let reviews: Vec<_> = outcome
+        .requirements
+        .iter()
+        .filter_map(|r| outcome.current_review(&r.id, &basis))
+        .map(|r| (&r.requirement_id, r.conclusion, &r.evidence_refs))
+        .collect();
+    Digest::of_json(&serde_json::json!({
+        "outcome": outcome.id, "requirements": requirements, "work": work, "reviews": reviews,
+    }))
+}
+
+/// Every gap of `goal`, acknowledged or not, in outcome order.
+pub fn gaps(goal: &Goal, _now: Timestamp) -> Vec<Gap> {
+    goal.outcomes
+        .iter()
+        .filter_map(|outcome| {
+            let unresolved: Vec<_> = requirement_states(outcome)
+                .into_iter()
+                .filter(|(_, state)| *state != RequirementState::Met)
+                .map(|(id, state)| UnresolvedRequirement { id, state })
+                .collect();
+            let covered = outcome
+                .linked_todos
+                .iter()
+                .any(|id| goal.todo(id).is_some_and(|t| t.status.is_open_work()));
+            if unresolved.is_empty() || covered {
+                return None;
+            }
+            let checkpoint = checkpoint(goal, outcome);
+            let acknowledged = goal.gap_acknowledgements.get(&outcome.id) == Some(&checkpoint);
+            Some(Gap {
+                kind: "goal_outcome_uncovered",
+                outcome_id: outcome.id.clone(),
+                responsible_agent: outcome.responsible_agent.clone(),
+                unresolved,
+                checkpoint,
+                acknowledged,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,192 @@
+//! The next turn's prompt, rendered from state alone.
+//!
+//! No clock, no host memory: the same frontier gives the same bytes, so a
+//! host can tell "nothing changed" from the prompt itself. Long lists are
+//! cut with a pointer to the full read, keeping the default body small.
+
+use super::continuation::ShouldRun;
+use super::gap::requirement_states;
+use super::{objective, Goal};
+use crate::ledger::{view, Ledger};
+use std::fmt::Write as _;
+
+/// The default body stays under this many bytes.
+pub const TARGET_BYTES: usize = 8 * 1024;
+const MAX_OUTCOMES: usize = 6;
+const MAX_REQUIREMENTS: usize = 8;
+const MAX_NOTES: usize = 3;
+
+fn clip(text: &str, max: usize) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() <= max {
+        line
+    } else {
+        format!("{}…", line.chars().take(max).collect::<String>())
+    }
+}
+
+pub fn render(dir: &str, ledger: &Ledger, goal: &Goal, decision: &ShouldRun) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    let _ = writeln!(w, "# loopx: one bounded turn toward the goal\n");
+    let _ = writeln!(
+        w,
+        "Loop directory: {dir} (loopx commands read it from LOOPX_DIR or --dir)\n"
+    );
+    let _ = writeln!(w, "## Goal\n");
+    let _ = writeln!(
+        w,
+        "- Original objective: {}",
+        clip(&goal.original_objective, 600)
+    );
+    let revision = goal.objective.current_revision();
+    if revision > 0 {
+        let _ = writeln!(
+            w,
+            "- Current operating objective (revision {revision}): {}",
+            clip(objective::current_text(goal), 600)
+        );
+    }
+    let _ = writeln!(
+        w,
+        "- Success criteria: {}",
+        clip(&ledger.success_criteria, 400)
+    );
+    for (label, items) in [
+        ("Acceptance", &goal.commitments.acceptance_criteria),
+        ("Non-goal", &goal.commitments.non_goals),
+        ("Permission", &goal.commitments.permissions),
+    ] {
+        for item in items.iter().take(5) {
+            let _ = writeln!(w, "- {label}: {}", clip(item, 200));
+        }
+    }
+    let budget = &ledger.budget;
+    let _ = writeln!(
+        w,
+        "- Budget: iteration {} of {}; tokens {}{}; usd {:.2}{}",
+        ledger.spent.iterations + 1,
+        budget.max_iterations,
+        ledger.spent.tokens,
+        if budget.max_tokens > 0 {
+            format!(" of {}", budget.max_tokens)
+        } else {
+            String::new()
+        },
+        ledger.spent.usd,
+        if budget.max_usd > 0.0 {
+            format!(" of {:.2}", budget.max_usd)
+        } else {
+            String::new()
+        },
+    );
+
+    let _ = writeln!(w, "\n## This turn\n");
+    let hint = &decision.scheduler_hint;
+    let _ = writeln!(
+        w,
+        "- Decision: {:?} ({}): {}",
+        hint.action,
+        hint.reason_code,
+        clip(&hint.reason, 300)
+    );
+    match &decision.selected_todo {
+        Some(todo) => {
+            let _ = writeln!(w, "- Selected todo: {} {}", todo.id, clip(&todo.title, 300));
+            let _ = writeln!(
+                w,
+                "- Claim it first: `loopx todo claim {} --ttl 3600`",
+                todo.id
+            );
+        }
+        None => {
+            let _ = writeln!(w, "- Next action: {}", clip(&decision.next_action, 300));
+        }
+    }
+    if let Some(last) = ledger.last_record() {
+        let _ = writeln!(w, "- Last iteration: {}", clip(&view::one_line(last), 300));
+        if !last.proposed_next_action.trim().is_empty() {
+            let _ = writeln!(
+                w,
+                "- It proposed: {}",
+                clip(&last.proposed_next_action, 300)
+            );
+        }
+    }
+
+    if !goal.outcomes.is_empty() {
+        let _ = writeln!(
+            w,
+            "\n## Outcomes (cumulative requirements; keep every one)\n"
+        );
+        for outcome in goal.outcomes.iter().take(MAX_OUTCOMES) {
+            let _ = writeln!(
+                w,
+                "- {} ({}): {}",
+                outcome.id,
+                outcome.responsible_agent,
+                clip(&outcome.original_objective, 200)
+            );
+            let states = requirement_states(outcome);
+            for (requirement, (_, state)) in outcome
+                .requirements
+                .iter()
+                .zip(&states)
+                .take(MAX_REQUIREMENTS)
+            {
+                let _ = writeln!(
+                    w,
+                    "  - {} [{:?}] {}",
+                    requirement.id,
+                    state,
+                    clip(&requirement.description, 200)
+                );
+            }
+            if outcome.requirements.len() > MAX_REQUIREMENTS {
+                let _ = writeln!(
+                    w,
+                    "  - (+{} more requirements)",
+                    outcome.requirements.len() - MAX_REQUIREMENTS
+                );
+            }
+        }
+        if goal.outcomes.len() > MAX_OUTCOMES {
+            let _ = writeln!(
+                w,
+                "- (+{} more outcomes)",
+                goal.outcomes.len() - MAX_OUTCOMES
+            );
+        }
+        let _ = writeln!(w, "- Full read: `loopx goal-acceptance inspect`");
+    }
+    if !decision.open_gaps.is_empty() {
+        let _ = writeln!(w, "\n## Gaps to plan for\n");
+        for gap in decision.open_gaps.iter().take(MAX_OUTCOMES) {
+            let ids: Vec<&str> = gap.unresolved.iter().map(|r| r.id.as_str()).collect();
+            let _ = writeln!(
+                w,
+                "- {}: unresolved {} (checkpoint {})",
+                gap.outcome_id,
+                clip(&ids.join(", "), 200),
+                gap.checkpoint
+            );
+        }
+    }
+    let notes: Vec<_> = goal.notes.iter().rev().take(MAX_NOTES).collect();
+    if !notes.is_empty() {
+        let _ = writeln!(w, "\n## Recent evidence\n");
+        for note in notes {
+            let _ = writeln!(w, "- {} ({}): {}", note.at, note.by, clip(&note.note, 300));
+        }
+    }
+    let _ = writeln!(w, "\n## The one-iteration contract\n");
+    let _ = writeln!(
+        w,
+        "1. Read {dir}/recovery.md and `loopx status`; do not rely on memory of earlier turns."
+    );
+    let _ = writeln!(w, "2. Do the one action above, within the goal's non-goals and permissions; verify it independently.");
+    let _ = writeln!(w, "3. Write back: `loopx refresh-state --note ... [--complete TODO] [--goal-outcome-update-json FILE]`.");
+    let _ = writeln!(w, "4. Record exactly one iteration: `loopx append-iteration --mode ... --objective ... --decision ...`.");
+    let _ = writeln!(w, "5. Stop. The next turn is a fresh session.");
+    out
+}

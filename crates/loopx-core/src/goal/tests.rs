@@ -1,0 +1,917 @@
+//! The goal owner's rules, driven through decide/evolve in memory.
+
+use super::continuation::{should_run, Action, Disposition};
+use super::gap::gaps;
+use super::objective::{current_digest, work_digest, ObjectiveDocument};
+use super::outcome::{Conclusion, OutcomeUpdate, RequirementInput, ReviewInput, SourceInput};
+use super::todo::{TodoAction, TodoStatus};
+use super::*;
+use crate::ledger::arbiter::{arbitrate, Sentinels};
+use crate::ledger::budget::Budget;
+use crate::ledger::{InitLoop, LedgerEvent, LedgerOwner};
+use jiff::{SignedDuration, Timestamp};
+use proptest::prelude::*;
+
+fn at(seconds: i64) -> Timestamp {
+    Timestamp::UNIX_EPOCH
+        .checked_add(SignedDuration::from_secs(1_000_000 + seconds))
+        .unwrap()
+}
+
+fn agent(id: &str) -> Actor {
+    Actor::Agent(id.into())
+}
+
+struct Harness {
+    goal: Option<Goal>,
+    writes: usize,
+    clock: i64,
+}
+
+impl Harness {
+    fn new() -> Self {
+        let mut h = Harness {
+            goal: None,
+            writes: 0,
+            clock: 0,
+        };
+        h.run(
+            Actor::Owner,
+            GoalRequest::Create {
+                goal_id: "main".into(),
+                objective: "Prove lemma B".into(),
+                commitments: RootCommitments::default(),
+            },
+        )
+        .unwrap();
+        h
+    }
+
+    fn run(&mut self, actor: Actor, request: GoalRequest) -> Result<GoalReceipt, GoalError> {
+        self.run_as(actor, None, request)
+    }
+
+    fn run_as(
+        &mut self,
+        actor: Actor,
+        expected_instance: Option<&str>,
+        request: GoalRequest,
+    ) -> Result<GoalReceipt, GoalError> {
+        let command = GoalCommand {
+            actor,
+            expected_instance: expected_instance.map(str::to_owned),
+            request,
+        };
+        let decided = GoalOwner::decide(
+            self.goal.as_ref(),
+            &command,
+            &GoalContext {
+                now: at(self.clock),
+            },
+        )?;
+        if let Some(event) = decided.event {
+            self.writes += 1;
+            self.goal = Some(GoalOwner::evolve(self.goal.take(), &event));
+        }
+        Ok(decided.receipt)
+    }
+
+    fn goal(&self) -> &Goal {
+        self.goal.as_ref().unwrap()
+    }
+
+    fn add_todo(&mut self, title: &str) -> String {
+        let receipt = self
+            .run(
+                Actor::Owner,
+                GoalRequest::AddTodo {
+                    id: None,
+                    title: title.into(),
+                },
+            )
+            .unwrap();
+        receipt.values["todo_id"].as_str().unwrap().to_owned()
+    }
+
+    fn todo(
+        &mut self,
+        actor: Actor,
+        id: &str,
+        action: TodoAction,
+    ) -> Result<GoalReceipt, GoalError> {
+        self.run(
+            actor,
+            GoalRequest::Todo {
+                id: id.into(),
+                action,
+                note: String::new(),
+            },
+        )
+    }
+
+    fn refine(&mut self, actor: Actor, update: OutcomeUpdate) -> Result<GoalReceipt, GoalError> {
+        self.run(actor, GoalRequest::RefineOutcome { update })
+    }
+}
+
+fn requirement(id: &str, description: &str) -> RequirementInput {
+    RequirementInput {
+        id: id.into(),
+        description: description.into(),
+    }
+}
+
+fn source(reference: &str) -> Option<SourceInput> {
+    Some(SourceInput {
+        source_ref: reference.into(),
+        summary: "user message".into(),
+    })
+}
+
+fn create_outcome(owner: &str, todo: &str) -> OutcomeUpdate {
+    OutcomeUpdate {
+        outcome_id: "deck".into(),
+        objective: Some("A talk deck that keeps the accepted introduction".into()),
+        add_requirements: vec![requirement(
+            "R1",
+            "Keep the accepted introduction slide first",
+        )],
+        link_todos: vec![todo.into()],
+        source: source(&format!("msg-1-{owner}")),
+        ..Default::default()
+    }
+}
+
+fn review(id: &str, conclusion: Conclusion) -> ReviewInput {
+    ReviewInput {
+        requirement_id: id.into(),
+        conclusion,
+        reasoning: "compared the artifact".into(),
+        evidence_refs: vec!["deck.pdf".into()],
+    }
+}
+
+#[test]
+fn refinements_accumulate_and_never_rewrite() {
+    let mut h = Harness::new();
+    let todo = h.add_todo("Build the deck");
+    h.refine(agent("a"), create_outcome("a", &todo)).unwrap();
+    let before = h.goal().outcome("deck").unwrap().clone();
+    // A second user correction adds R2; R1 and the objective stay byte-for-byte.
+    h.refine(
+        agent("a"),
+        OutcomeUpdate {
+            outcome_id: "deck".into(),
+            add_requirements: vec![requirement("R2", "Move the results before the methods")],
+            source: source("msg-2"),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let after = h.goal().outcome("deck").unwrap();
+    assert_eq!(after.original_objective, before.original_objective);
+    assert_eq!(after.requirements[0], before.requirements[0]);
+    assert_eq!(after.requirements[1].id, "R2");
+    assert_eq!(
+        after
+            .sources
+            .iter()
+            .map(|s| s.source_ref.as_str())
+            .collect::<Vec<_>>(),
+        ["msg-1-a", "msg-2"]
+    );
+    assert_eq!(h.goal().original_objective, "Prove lemma B");
+}
+
+#[test]
+fn every_unsafe_refinement_is_refused_without_a_write() {
+    let mut h = Harness::new();
+    let todo = h.add_todo("Build the deck");
+    h.refine(agent("a"), create_outcome("a", &todo)).unwrap();
+    let writes = h.writes;
+    let base = || OutcomeUpdate {
+        outcome_id: "deck".into(),
+        source: source("msg-3"),
+        ..Default::default()
+    };
+    let cases: Vec<(Actor, OutcomeUpdate, &str)> = vec![
+        (
+            agent("a"),
+            OutcomeUpdate {
+                requirements: Some(vec![requirement("R9", "new")]),
+                ..base()
+            },
+            "RequirementLost",
+        ),
+        (
+            agent("a"),
+            OutcomeUpdate {
+                add_requirements: vec![requirement("R1", "Different text")],
+                ..base()
+            },
+            "RequirementChanged",
+        ),
+        (
+            agent("b"),
+            OutcomeUpdate {
+                add_requirements: vec![requirement("R2", "x")],
+                ..base()
+            },
+            "ForeignOutcome",
+        ),
+        (
+            agent("a"),
+            OutcomeUpdate {
+                link_todos: vec!["t99".into()],
+                ..base()
+            },
+            "NoTodo",
+        ),
+        (
+            agent("a"),
+            OutcomeUpdate {
+                objective: Some("Another objective".into()),
+                ..base()
+            },
+            "ObjectiveImmutable",
+        ),
+        (
+            agent("a"),
+            OutcomeUpdate {
+                add_requirements: vec![requirement("R2", "x")],
+                source: None,
+                ..base()
+            },
+            "SourceRequired",
+        ),
+        (
+            agent("a"),
+            OutcomeUpdate {
+                reviews: vec![ReviewInput {
+                    evidence_refs: vec![],
+                    ..review("R1", Conclusion::Met)
+                }],
+                ..base()
+            },
+            "ReviewNeedsEvidence",
+        ),
+        (
+            agent("a"),
+            OutcomeUpdate {
+                reviews: vec![review("R7", Conclusion::Met)],
+                ..base()
+            },
+            "NoRequirement",
+        ),
+        (
+            agent("a"),
+            OutcomeUpdate {
+                outcome_id: "new".into(),
+                ..base()
+            },
+            "NoOutcome",
+        ),
+    ];
+    for (actor, update, expected) in cases {
+        let error = h.refine(actor, update).unwrap_err();
+        assert!(
+            format!("{error:?}").starts_with(expected),
+            "expected {expected}, got {error:?}"
+        );
+    }
+    assert_eq!(h.writes, writes);
+    // Restating everything unchanged is accepted and writes nothing new.
+    h.refine(
+        agent("a"),
+        OutcomeUpdate {
+            requirements: Some(vec![requirement(
+                "R1",
+                "Keep the accepted introduction slide first",
+            )]),
+            ..base()
+        },
+    )
+    .unwrap();
+    assert_eq!(h.goal().outcome("deck").unwrap().requirements.len(), 1);
+}
+
+#[test]
+fn sources_are_bounded_and_overflow_names_the_limit() {
+    let mut h = Harness::new();
+    let todo = h.add_todo("t");
+    h.refine(agent("a"), create_outcome("a", &todo)).unwrap();
+    for i in 0..63 {
+        h.refine(
+            agent("a"),
+            OutcomeUpdate {
+                outcome_id: "deck".into(),
+                add_requirements: vec![requirement(&format!("S{i}"), "r")],
+                source: source(&format!("src-{i}")),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    }
+    let error = h
+        .refine(
+            agent("a"),
+            OutcomeUpdate {
+                outcome_id: "deck".into(),
+                add_requirements: vec![requirement("S99", "r")],
+                source: source("one-too-many"),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert!(error.to_string().contains("limit is 64"), "{error}");
+}
+
+#[test]
+fn an_oversized_declaration_fails_before_commit() {
+    let mut h = Harness::new();
+    let todo = h.add_todo("t");
+    h.refine(agent("a"), create_outcome("a", &todo)).unwrap();
+    let before = h.goal().clone();
+    let huge = "x".repeat(outcome::DECLARATION_BUDGET);
+    let error = h
+        .refine(
+            agent("a"),
+            OutcomeUpdate {
+                outcome_id: "deck".into(),
+                add_requirements: vec![requirement("big", &huge)],
+                source: source("s"),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            GoalError::BudgetExceeded {
+                which: "outcome declaration",
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert_eq!(h.goal(), &before);
+}
+
+#[test]
+fn a_closed_linked_todo_never_meets_an_outcome_and_the_gap_stays() {
+    let mut h = Harness::new();
+    let todo = h.add_todo("Build the deck");
+    h.refine(agent("a"), create_outcome("a", &todo)).unwrap();
+    assert!(
+        gaps(h.goal(), at(0)).is_empty(),
+        "open linked work covers the outcome"
+    );
+    h.todo(agent("a"), &todo, TodoAction::Complete).unwrap();
+    let open = gaps(h.goal(), at(0));
+    assert_eq!(open.len(), 1);
+    assert_eq!(
+        open[0].unresolved[0].state,
+        gap::RequirementState::Unreviewed
+    );
+    h.refine(
+        agent("a"),
+        OutcomeUpdate {
+            outcome_id: "deck".into(),
+            reviews: vec![review("R1", Conclusion::Unmet)],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let open = gaps(h.goal(), at(0));
+    assert_eq!(open[0].unresolved[0].state, gap::RequirementState::Unmet);
+    h.refine(
+        agent("a"),
+        OutcomeUpdate {
+            outcome_id: "deck".into(),
+            reviews: vec![review("R1", Conclusion::Met)],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(gaps(h.goal(), at(0)).is_empty());
+}
+
+#[test]
+fn an_acknowledged_gap_stays_discharged_until_something_material_changes() {
+    let mut h = Harness::new();
+    let todo = h.add_todo("Build the deck");
+    h.refine(agent("a"), create_outcome("a", &todo)).unwrap();
+    h.todo(agent("a"), &todo, TodoAction::Complete).unwrap();
+    let checkpoint = gaps(h.goal(), at(0))[0].checkpoint.clone();
+    h.run(
+        agent("a"),
+        GoalRequest::AcknowledgeGap {
+            outcome_id: "deck".into(),
+            checkpoint: checkpoint.clone(),
+        },
+    )
+    .unwrap();
+    let writes = h.writes;
+    assert!(gaps(h.goal(), at(0))[0].acknowledged);
+    // Acknowledging again writes nothing.
+    h.run(
+        agent("a"),
+        GoalRequest::AcknowledgeGap {
+            outcome_id: "deck".into(),
+            checkpoint,
+        },
+    )
+    .unwrap();
+    assert_eq!(h.writes, writes);
+    // A source-only refinement is bookkeeping: still discharged.
+    h.refine(
+        agent("a"),
+        OutcomeUpdate {
+            outcome_id: "deck".into(),
+            source: source("msg-9"),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(gaps(h.goal(), at(0))[0].acknowledged);
+    // A review changes a conclusion: raised again.
+    h.refine(
+        agent("a"),
+        OutcomeUpdate {
+            outcome_id: "deck".into(),
+            reviews: vec![review("R1", Conclusion::Uncertain)],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(!gaps(h.goal(), at(0))[0].acknowledged);
+    let checkpoint = gaps(h.goal(), at(0))[0].checkpoint.clone();
+    h.run(
+        agent("a"),
+        GoalRequest::AcknowledgeGap {
+            outcome_id: "deck".into(),
+            checkpoint,
+        },
+    )
+    .unwrap();
+    // Rewording the same conclusion is not material.
+    let reworded = ReviewInput {
+        reasoning: "looked again".into(),
+        ..review("R1", Conclusion::Uncertain)
+    };
+    h.refine(
+        agent("a"),
+        OutcomeUpdate {
+            outcome_id: "deck".into(),
+            reviews: vec![reworded],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(gaps(h.goal(), at(0))[0].acknowledged);
+    // A new requirement is.
+    h.refine(
+        agent("a"),
+        OutcomeUpdate {
+            outcome_id: "deck".into(),
+            add_requirements: vec![requirement("R2", "More")],
+            source: source("msg-10"),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(!gaps(h.goal(), at(0))[0].acknowledged);
+}
+
+fn ledger(max_iterations: u64) -> crate::ledger::Ledger {
+    let event = LedgerEvent::Initialized {
+        run_id: "run-1".into(),
+        at: at(0),
+        config: InitLoop::new(
+            "Prove lemma B",
+            "checked proof",
+            Budget::iterations_only(max_iterations),
+        ),
+    };
+    LedgerOwner::evolve(None, &event)
+}
+
+fn decide_now(h: &Harness, actor: &Actor, seconds: i64) -> continuation::ShouldRun {
+    let ledger = ledger(10);
+    let verdict = arbitrate(&ledger, Sentinels::default(), at(seconds));
+    should_run(
+        &ledger,
+        &verdict,
+        Sentinels::default(),
+        h.goal(),
+        actor,
+        at(seconds),
+    )
+}
+
+#[test]
+fn outcome_states_never_change_admission_or_the_next_runnable_action() {
+    let mut h = Harness::new();
+    let deck = h.add_todo("Build the deck");
+    let other = h.add_todo("Unrelated work");
+    let baseline = decide_now(&h, &Actor::Owner, 1);
+    assert_eq!(baseline.selected_todo.as_ref().unwrap().id, deck);
+    let root = (
+        h.goal().original_objective.clone(),
+        h.goal().commitments.clone(),
+    );
+    h.refine(agent("a"), create_outcome("a", &other)).unwrap();
+    for conclusion in [
+        None,
+        Some(Conclusion::Uncertain),
+        Some(Conclusion::Unmet),
+        Some(Conclusion::Met),
+    ] {
+        if let Some(conclusion) = conclusion {
+            h.refine(
+                agent("a"),
+                OutcomeUpdate {
+                    outcome_id: "deck".into(),
+                    reviews: vec![review("R1", conclusion)],
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        }
+        let now = decide_now(&h, &Actor::Owner, 1);
+        assert_eq!(now.selected_todo, baseline.selected_todo, "{conclusion:?}");
+        assert_eq!(now.scheduler_hint.action, Action::RunNow);
+        assert_eq!(
+            (
+                h.goal().original_objective.clone(),
+                h.goal().commitments.clone()
+            ),
+            root
+        );
+    }
+}
+
+#[test]
+fn should_run_is_byte_identical_for_an_unchanged_state_and_defers_to_lease_expiry() {
+    let mut h = Harness::new();
+    let todo = h.add_todo("Only work");
+    let first = serde_json::to_string(&decide_now(&h, &Actor::Owner, 5)).unwrap();
+    assert_eq!(
+        first,
+        serde_json::to_string(&decide_now(&h, &Actor::Owner, 50)).unwrap()
+    );
+    let unclaimed_frontier = decide_now(&h, &Actor::Owner, 5)
+        .scheduler_hint
+        .reset_identity
+        .frontier;
+    h.todo(agent("a"), &todo, TodoAction::Claim { ttl_seconds: 600 })
+        .unwrap();
+    let held = decide_now(&h, &agent("b"), 100);
+    let hint = &held.scheduler_hint;
+    assert_eq!(
+        (hint.action, hint.reason_code.as_str()),
+        (Action::BackoffUntilStateChange, "leases_held")
+    );
+    let continuation = &hint.goal_runtime_continuation;
+    assert_eq!(continuation.disposition, Disposition::Defer);
+    assert_eq!(continuation.recheck_after_seconds, Some(500));
+    assert_eq!(continuation.wake_policy, Some("state_change_or_deadline"));
+    assert_ne!(
+        hint.reset_identity.frontier, unclaimed_frontier,
+        "a claim changes the frontier identity"
+    );
+    // After expiry the todo is runnable again, by anyone.
+    let later = decide_now(&h, &agent("b"), 700);
+    assert_eq!(later.selected_todo.unwrap().id, todo);
+}
+
+#[test]
+fn leases_are_exclusive_expire_and_done_is_final() {
+    let mut h = Harness::new();
+    let todo = h.add_todo("Work");
+    h.todo(agent("a"), &todo, TodoAction::Claim { ttl_seconds: 60 })
+        .unwrap();
+    assert!(matches!(
+        h.todo(agent("b"), &todo, TodoAction::Claim { ttl_seconds: 60 }),
+        Err(GoalError::LeaseHeld { .. })
+    ));
+    assert!(matches!(
+        h.todo(agent("b"), &todo, TodoAction::Complete),
+        Err(GoalError::NotHolder { .. })
+    ));
+    h.clock = 61;
+    h.todo(agent("b"), &todo, TodoAction::Claim { ttl_seconds: 60 })
+        .unwrap();
+    assert!(matches!(
+        h.todo(agent("a"), &todo, TodoAction::Renew { ttl_seconds: 60 }),
+        Err(GoalError::NotHolder { .. })
+    ));
+    h.todo(agent("b"), &todo, TodoAction::Complete).unwrap();
+    for action in [
+        TodoAction::Claim { ttl_seconds: 5 },
+        TodoAction::Release,
+        TodoAction::Block { reason: "x".into() },
+    ] {
+        assert!(matches!(
+            h.todo(agent("a"), &todo, action),
+            Err(GoalError::TodoDone { .. })
+        ));
+    }
+    assert_eq!(h.goal().todo(&todo).unwrap().status, TodoStatus::Done);
+}
+
+#[test]
+fn objective_revisions_are_owner_applied_digest_linked_and_fence_new_work() {
+    let mut h = Harness::new();
+    let todo = h.add_todo("Work");
+    let held = h.add_todo("Held");
+    // One agent: no ceremony.
+    h.run(
+        Actor::Owner,
+        GoalRequest::RegisterAgent {
+            agent_id: "a".into(),
+        },
+    )
+    .unwrap();
+    h.todo(agent("a"), &held, TodoAction::Claim { ttl_seconds: 3600 })
+        .unwrap();
+    let document = ObjectiveDocument {
+        objective: "Prove lemma B for all n".into(),
+        reason: "user widened scope".into(),
+        source_ref: "msg-7".into(),
+    };
+    h.run(
+        agent("a"),
+        GoalRequest::PrepareObjective {
+            document: document.clone(),
+        },
+    )
+    .unwrap();
+    assert_eq!(h.goal().objective.proposals.len(), 1);
+    assert_eq!(
+        h.goal().objective.current_revision(),
+        0,
+        "preparing saves only"
+    );
+    let writes = h.writes;
+    h.run(
+        agent("a"),
+        GoalRequest::PrepareObjective {
+            document: document.clone(),
+        },
+    )
+    .unwrap();
+    assert_eq!(h.writes, writes, "the same pending proposal is reused");
+    assert!(matches!(
+        h.run(
+            agent("a"),
+            GoalRequest::ReviseObjective {
+                document: document.clone(),
+                expected_provider_revision: 0
+            }
+        ),
+        Err(GoalError::OwnerOnly { .. })
+    ));
+    let whitespace = ObjectiveDocument {
+        objective: "  Prove   lemma B ".into(),
+        ..document.clone()
+    };
+    assert!(matches!(
+        h.run(
+            Actor::Owner,
+            GoalRequest::ReviseObjective {
+                document: whitespace,
+                expected_provider_revision: 0
+            }
+        ),
+        Err(GoalError::IdenticalObjective { .. })
+    ));
+    let previous = current_digest(h.goal());
+    h.run(
+        Actor::Owner,
+        GoalRequest::ReviseObjective {
+            document,
+            expected_provider_revision: 0,
+        },
+    )
+    .unwrap();
+    let revision = h.goal().objective.revisions[0].clone();
+    assert_eq!(revision.previous_digest, previous);
+    assert!(
+        h.goal().objective.proposals.is_empty(),
+        "the applied proposal is settled"
+    );
+    // A second agent registers: now the fence applies to both.
+    h.run(
+        Actor::Owner,
+        GoalRequest::RegisterAgent {
+            agent_id: "b".into(),
+        },
+    )
+    .unwrap();
+    assert!(matches!(
+        h.todo(agent("b"), &todo, TodoAction::Claim { ttl_seconds: 60 }),
+        Err(GoalError::NotAdopted { .. })
+    ));
+    assert!(matches!(
+        decide_now(&h, &agent("b"), 1)
+            .scheduler_hint
+            .reason_code
+            .as_str(),
+        "objective_adoption_required"
+    ));
+    // What a holder already has stays workable.
+    h.todo(agent("a"), &held, TodoAction::Renew { ttl_seconds: 3600 })
+        .unwrap();
+    h.todo(agent("a"), &held, TodoAction::Release).unwrap();
+    // Adoption needs the current revision, digest and work digest.
+    let adopt = |h: &Harness, agent_id: &str, rev: u64| GoalRequest::AdoptObjective {
+        revision: rev,
+        digest: current_digest(h.goal()),
+        work_digest: work_digest(h.goal(), agent_id),
+        review_summary: "reviewed my todos against the new scope".into(),
+    };
+    assert!(matches!(
+        h.run(agent("b"), adopt(&h, "b", 0)),
+        Err(GoalError::AdoptionMismatch { .. })
+    ));
+    h.run(agent("b"), adopt(&h, "b", 1)).unwrap();
+    h.todo(agent("b"), &todo, TodoAction::Claim { ttl_seconds: 60 })
+        .unwrap();
+    let writes = h.writes;
+    h.run(agent("b"), adopt(&h, "b", 1)).unwrap();
+    assert_eq!(
+        h.writes, writes,
+        "an unchanged repeated adoption writes nothing"
+    );
+    let readback = inspect::readback(h.goal(), 0, None, at(0));
+    let states: Vec<_> = readback
+        .objective
+        .adoption
+        .iter()
+        .map(|a| (a.agent_id, a.state))
+        .collect();
+    assert_eq!(states, [("a", "pending"), ("b", "adopted")]);
+}
+
+#[test]
+fn a_successor_lifetime_inherits_no_outcomes_and_refuses_old_instances() {
+    let mut h = Harness::new();
+    let todo = h.add_todo("Work");
+    h.refine(agent("a"), create_outcome("a", &todo)).unwrap();
+    let old = h.goal().instance_id.clone();
+    assert!(matches!(
+        h.run(
+            agent("a"),
+            GoalRequest::Recreate {
+                objective: "x".into(),
+                reason: "y".into()
+            }
+        ),
+        Err(GoalError::OwnerOnly { .. })
+    ));
+    h.run(
+        Actor::Owner,
+        GoalRequest::Recreate {
+            objective: "Prove lemma C".into(),
+            reason: "new goal".into(),
+        },
+    )
+    .unwrap();
+    let goal = h.goal();
+    assert_eq!(
+        (
+            goal.lifetime,
+            goal.instance_id.as_str(),
+            goal.outcomes.len()
+        ),
+        (2, "main#2", 0)
+    );
+    assert_eq!(goal.retired[0].instance_id, old);
+    let stale = h.run_as(
+        agent("a"),
+        Some(&old),
+        GoalRequest::RefineOutcome {
+            update: create_outcome("a", "t1"),
+        },
+    );
+    assert!(
+        matches!(stale, Err(GoalError::LifetimeMismatch { .. })),
+        "{stale:?}"
+    );
+}
+
+#[test]
+fn the_task_body_is_stable_and_small() {
+    let mut h = Harness::new();
+    let todo = h.add_todo("Build the deck");
+    h.refine(agent("a"), create_outcome("a", &todo)).unwrap();
+    let ledger = ledger(10);
+    let body = |h: &Harness, now| {
+        let verdict = arbitrate(&ledger, Sentinels::default(), at(now));
+        let decision = should_run(
+            &ledger,
+            &verdict,
+            Sentinels::default(),
+            h.goal(),
+            &Actor::Owner,
+            at(now),
+        );
+        task_body::render("/p/.loopx", &ledger, h.goal(), &decision)
+    };
+    let first = body(&h, 1);
+    assert_eq!(first, body(&h, 99));
+    assert!(
+        first.contains("Selected todo: t1 Build the deck") && first.contains("R1 [Unreviewed]"),
+        "{first}"
+    );
+    assert!(
+        first.len() < task_body::TARGET_BYTES,
+        "{} bytes",
+        first.len()
+    );
+    h.todo(Actor::Owner, &todo, TodoAction::Complete).unwrap();
+    assert_ne!(first, body(&h, 1));
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Add,
+    Todo(usize, usize, TodoAction),
+    Refine(usize, Vec<(u8, bool)>, bool),
+    Clock(i64),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let action = prop_oneof![
+        (1u64..120).prop_map(|ttl| TodoAction::Claim { ttl_seconds: ttl }),
+        (1u64..120).prop_map(|ttl| TodoAction::Renew { ttl_seconds: ttl }),
+        Just(TodoAction::Release),
+        Just(TodoAction::Complete),
+        Just(TodoAction::Block {
+            reason: "waiting".into()
+        }),
+        (1u64..120).prop_map(|s| TodoAction::Defer { seconds: s }),
+    ];
+    prop_oneof![
+        Just(Step::Add),
+        (0usize..4, 0usize..3, action).prop_map(|(t, a, x)| Step::Todo(t, a, x)),
+        (
+            0usize..3,
+            prop::collection::vec((0u8..5, any::<bool>()), 0..3),
+            any::<bool>()
+        )
+            .prop_map(|(a, r, s)| Step::Refine(a, r, s)),
+        (0i64..200).prop_map(Step::Clock),
+    ]
+}
+
+proptest! {
+    /// Random operation sequences never break the goal's invariants.
+    #[test]
+    fn random_operations_keep_the_invariants(steps in prop::collection::vec(step(), 1..40)) {
+        let mut h = Harness::new();
+        let agents = ["a", "b", "c"];
+        let mut seen_requirements: Vec<(String, String)> = Vec::new();
+        let mut done: Vec<String> = Vec::new();
+        for s in steps {
+            let before = h.goal().clone();
+            let result = match s {
+                Step::Add => h.run(Actor::Owner, GoalRequest::AddTodo { id: None, title: "work".into() }).map(|_| ()),
+                Step::Todo(t, a, action) => {
+                    let id = format!("t{}", t + 1);
+                    h.todo(agent(agents[a]), &id, action).map(|_| ())
+                }
+                Step::Refine(a, reqs, with_source) => h.refine(agent(agents[a]), OutcomeUpdate {
+                    outcome_id: "o".into(),
+                    objective: Some("objective".into()),
+                    add_requirements: reqs.iter().map(|(n, alt)| requirement(&format!("R{n}"), if *alt { "alt" } else { "text" })).collect(),
+                    source: if with_source { source("s") } else { None },
+                    ..Default::default()
+                }).map(|_| ()),
+                Step::Clock(d) => { h.clock += d; Ok(()) }
+            };
+            if result.is_err() {
+                prop_assert_eq!(h.goal(), &before, "a refusal changed the goal");
+            }
+            let goal = h.goal();
+            for todo in &goal.todos {
+                if done.contains(&todo.id) {
+                    prop_assert_eq!(todo.status, TodoStatus::Done, "a done todo was reopened");
+                }
+                if todo.status == TodoStatus::Done && !done.contains(&todo.id) {
+                    done.push(todo.id.clone());
+                }
+                prop_assert_eq!(todo.lease.is_some(), todo.status == TodoStatus::Claimed);
+            }
+            if let Some(outcome) = goal.outcome("o") {
+                prop_assert_eq!(outcome.original_objective.as_str(), "objective");
+                for (id, text) in &seen_requirements {
+                    let kept = outcome.requirements.iter().find(|r| &r.id == id);
+                    prop_assert_eq!(kept.map(|r| r.description.as_str()), Some(text.as_str()), "requirement lost or rewritten");
+                }
+                seen_requirements = outcome.requirements.iter().map(|r| (r.id.clone(), r.description.clone())).collect();
+            }
+        }
+    }
+}
