@@ -142,3 +142,97 @@ proptest! {
         prop_assert_eq!(journal_len(&store), objectives.len() + 1);
     }
 }
+
+mod goal_replay {
+    use super::*;
+    use loopx_core::goal::todo::TodoAction;
+    use loopx_core::goal::{
+        stream, Actor, GoalCommand, GoalContext, GoalOwner, GoalReceipt, GoalRequest,
+        RootCommitments,
+    };
+
+    fn run_goal(
+        store: &SqliteStore,
+        op: &str,
+        command: &GoalCommand,
+    ) -> Result<loopx_store::Receipt<GoalReceipt>, String> {
+        let operation_id = OperationId::parse(op).unwrap();
+        let now = Timestamp::now();
+        Authority::new(store)
+            .execute::<GoalOwner>(
+                &stream("main"),
+                &operation_id,
+                command,
+                &GoalContext { now },
+                now,
+            )
+            .map_err(|e| e.to_string())
+    }
+
+    fn command(agent: &str, request: GoalRequest) -> GoalCommand {
+        GoalCommand {
+            actor: Actor::Agent(agent.into()),
+            expected_instance: None,
+            request,
+        }
+    }
+
+    fn request(kind: u8, n: u8) -> GoalRequest {
+        let id = format!("t{}", n % 3 + 1);
+        match kind % 4 {
+            0 => GoalRequest::AddTodo {
+                id: None,
+                title: format!("work {n}"),
+            },
+            1 => GoalRequest::Todo {
+                id,
+                action: TodoAction::Claim { ttl_seconds: 60 },
+                note: String::new(),
+            },
+            2 => GoalRequest::Todo {
+                id,
+                action: TodoAction::Release,
+                note: String::new(),
+            },
+            _ => GoalRequest::Todo {
+                id,
+                action: TodoAction::Complete,
+                note: format!("done {n}"),
+            },
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        /// Replaying any committed goal operation returns its receipt and
+        /// changes nothing, whatever happened after it.
+        #[test]
+        fn goal_replay_is_idempotent(ops in prop::collection::vec((any::<u8>(), any::<u8>(), 0usize..2), 1..12), replays in prop::collection::vec(any::<prop::sample::Index>(), 1..6)) {
+            let dir = tempfile::tempdir().unwrap();
+            let store = SqliteStore::open(&dir.path().join("loopx.sqlite"), Access::Create).unwrap();
+            let create = GoalCommand { actor: Actor::Owner, expected_instance: None, request: GoalRequest::Create { goal_id: "main".into(), objective: "g".into(), commitments: RootCommitments::default() } };
+            run_goal(&store, "create", &create).unwrap();
+            let mut committed = Vec::new();
+            for (i, (kind, n, agent)) in ops.into_iter().enumerate() {
+                let cmd = command(["a", "b"][agent], request(kind, n));
+                let op = format!("op-{i}");
+                if let Ok(receipt) = run_goal(&store, &op, &cmd) {
+                    if !receipt.unchanged {
+                        committed.push((op, cmd, receipt));
+                    }
+                }
+            }
+            prop_assume!(!committed.is_empty());
+            let snapshot = store.load(&stream("main")).unwrap();
+            for index in replays {
+                let (op, cmd, original) = index.get(&committed);
+                let again = run_goal(&store, op, cmd).unwrap();
+                prop_assert!(again.replayed);
+                prop_assert_eq!(&again.body, &original.body);
+                prop_assert_eq!(again.revision, original.revision);
+            }
+            prop_assert_eq!(store.load(&stream("main")).unwrap(), snapshot);
+        }
+    }
+}

@@ -8,11 +8,13 @@
 use crate::{clock, fsutil};
 use anyhow::{bail, Context as _, Result};
 use jiff::Timestamp;
+use loopx_core::goal::{self, Goal, GoalCommand, GoalContext, GoalOwner, GoalRequest};
 use loopx_core::ledger::arbiter::{arbitrate, Sentinels, Verdict};
 use loopx_core::ledger::proof::{EvidenceFiles, FileProblem};
 use loopx_core::ledger::{view, Ledger, LedgerOwner, STREAM};
+use loopx_core::operation::{OperationId, Owner as _};
 use loopx_store::sqlite::{Access, SqliteStore};
-use loopx_store::{Authority, Loaded};
+use loopx_store::{Authority, Loaded, Store as _};
 use std::path::{Component, Path, PathBuf};
 
 pub const DATABASE: &str = "loopx.sqlite";
@@ -32,6 +34,37 @@ pub struct LoopDir {
 pub struct Reading {
     pub revision: u64,
     pub ledger: Ledger,
+}
+
+/// A goal as read. `revision` 0 means the loop's default goal was never
+/// written yet and this is what its first write will create.
+pub struct GoalReading {
+    pub revision: u64,
+    pub goal: Goal,
+}
+
+/// The request that creates a loop's default goal from its ledger. It is
+/// deterministic, so every process that needs the goal first commits the
+/// same operation and all but one of them merely replay it.
+fn bootstrap(ledger: &Ledger) -> (OperationId, GoalCommand, GoalContext) {
+    let command = GoalCommand {
+        actor: goal::Actor::Owner,
+        expected_instance: None,
+        request: GoalRequest::Create {
+            goal_id: goal::DEFAULT_GOAL_ID.into(),
+            objective: ledger.goal.clone(),
+            commitments: ledger.commitments.clone(),
+        },
+    };
+    let id = OperationId::parse(&format!("goal-bootstrap.{}", ledger.run_id))
+        .expect("run ids make valid operation ids");
+    (
+        id,
+        command,
+        GoalContext {
+            now: ledger.created_at,
+        },
+    )
 }
 
 impl LoopDir {
@@ -77,6 +110,41 @@ impl LoopDir {
                 self.display()
             ),
         }
+    }
+
+    /// The goal `goal_id`, or what the default goal will be when first written.
+    pub fn goal(&self, goal_id: &str) -> Result<GoalReading> {
+        match self.authority().load::<GoalOwner>(&goal::stream(goal_id))? {
+            Loaded {
+                revision,
+                state: Some(goal),
+            } => Ok(GoalReading { revision, goal }),
+            Loaded { state: None, .. } if goal_id == goal::DEFAULT_GOAL_ID => {
+                let (_, command, context) = bootstrap(&self.read()?.ledger);
+                let decided = GoalOwner::decide(None, &command, &context)?;
+                let event = decided.event.expect("creating a goal writes");
+                Ok(GoalReading {
+                    revision: 0,
+                    goal: GoalOwner::evolve(None, &event),
+                })
+            }
+            Loaded { state: None, .. } => bail!(
+                "this loop has no goal {goal_id:?}; its goal is {:?}",
+                goal::DEFAULT_GOAL_ID
+            ),
+        }
+    }
+
+    /// Make sure the goal a write targets exists in the store.
+    pub fn ensure_goal(&self, goal_id: &str) -> Result<()> {
+        let stream = goal::stream(goal_id);
+        if self.store.load(&stream)?.is_some() || goal_id != goal::DEFAULT_GOAL_ID {
+            return Ok(());
+        }
+        let (id, command, context) = bootstrap(&self.read()?.ledger);
+        self.authority()
+            .execute::<GoalOwner>(&stream, &id, &command, &context, context.now)?;
+        Ok(())
     }
 
     pub fn sentinels(&self) -> Sentinels {

@@ -31,6 +31,18 @@ pub enum Action {
     BackoffUntilFreshEvidence,
 }
 
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::RunNow => "run_now",
+            Action::StopUntilExplicitResume => "stop_until_explicit_resume",
+            Action::BackoffUntilStateChange => "backoff_until_state_change",
+            Action::BackoffWaitingForUser => "backoff_waiting_for_user",
+            Action::BackoffUntilFreshEvidence => "backoff_until_fresh_evidence",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Disposition {

@@ -21,6 +21,17 @@ pub enum RequirementState {
     Unreviewed,
 }
 
+impl RequirementState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequirementState::Met => "met",
+            RequirementState::Unmet => "unmet",
+            RequirementState::Uncertain => "uncertain",
+            RequirementState::Unreviewed => "unreviewed",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct UnresolvedRequirement {
     pub id: String,

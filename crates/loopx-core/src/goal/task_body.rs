@@ -85,8 +85,8 @@ pub fn render(dir: &str, ledger: &Ledger, goal: &Goal, decision: &ShouldRun) -> 
     let hint = &decision.scheduler_hint;
     let _ = writeln!(
         w,
-        "- Decision: {:?} ({}): {}",
-        hint.action,
+        "- Decision: {} ({}): {}",
+        hint.action.as_str(),
         hint.reason_code,
         clip(&hint.reason, 300)
     );
@@ -136,9 +136,9 @@ pub fn render(dir: &str, ledger: &Ledger, goal: &Goal, decision: &ShouldRun) -> 
             {
                 let _ = writeln!(
                     w,
-                    "  - {} [{:?}] {}",
+                    "  - {} [{}] {}",
                     requirement.id,
-                    state,
+                    state.as_str(),
                     clip(&requirement.description, 200)
                 );
             }

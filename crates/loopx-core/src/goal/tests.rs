@@ -487,11 +487,11 @@ fn ledger(max_iterations: u64) -> crate::ledger::Ledger {
     let event = LedgerEvent::Initialized {
         run_id: "run-1".into(),
         at: at(0),
-        config: InitLoop::new(
+        config: Box::new(InitLoop::new(
             "Prove lemma B",
             "checked proof",
             Budget::iterations_only(max_iterations),
-        ),
+        )),
     };
     LedgerOwner::evolve(None, &event)
 }
@@ -822,7 +822,7 @@ fn the_task_body_is_stable_and_small() {
     let first = body(&h, 1);
     assert_eq!(first, body(&h, 99));
     assert!(
-        first.contains("Selected todo: t1 Build the deck") && first.contains("R1 [Unreviewed]"),
+        first.contains("Selected todo: t1 Build the deck") && first.contains("R1 [unreviewed]"),
         "{first}"
     );
     assert!(

@@ -19,6 +19,16 @@ pub enum TodoStatus {
 }
 
 impl TodoStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TodoStatus::Open => "open",
+            TodoStatus::Claimed => "claimed",
+            TodoStatus::Blocked => "blocked",
+            TodoStatus::Deferred => "deferred",
+            TodoStatus::Done => "done",
+        }
+    }
+
     /// Linked work that is active or waiting (anything but done).
     pub fn is_open_work(self) -> bool {
         self != TodoStatus::Done

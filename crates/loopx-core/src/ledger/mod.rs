@@ -50,6 +50,9 @@ pub struct Ledger {
     pub stop_conditions: StopConditions,
     pub goal_focus_mode: GoalFocusMode,
     pub budget: Budget,
+    /// The root commitments the loop's goal is created with.
+    #[serde(default)]
+    pub commitments: crate::goal::RootCommitments,
     pub spent: Spent,
     pub status: LoopStatus,
     pub created_at: Timestamp,
@@ -77,6 +80,9 @@ pub struct InitLoop {
     pub stop_conditions: StopConditions,
     pub goal_focus_mode: GoalFocusMode,
     pub budget: Budget,
+    /// Root commitments of the loop's goal: no refinement changes them.
+    #[serde(default)]
+    pub commitments: crate::goal::RootCommitments,
 }
 
 impl InitLoop {
@@ -92,6 +98,7 @@ impl InitLoop {
             stop_conditions: StopConditions::default(),
             goal_focus_mode: GoalFocusMode::Monitor,
             budget,
+            commitments: crate::goal::RootCommitments::default(),
         }
     }
 }
@@ -204,7 +211,7 @@ pub enum LedgerEvent {
     Initialized {
         run_id: String,
         at: Timestamp,
-        config: InitLoop,
+        config: Box<InitLoop>,
     },
     IterationAppended {
         record: Box<IterationRecord>,
@@ -452,7 +459,7 @@ impl Owner for LedgerOwner {
                     LedgerEvent::Initialized {
                         run_id: run_id.clone(),
                         at: context.now,
-                        config: init.clone(),
+                        config: Box::new(init.clone()),
                     },
                     LedgerReceipt::Init {
                         run_id,
@@ -498,6 +505,7 @@ impl Owner for LedgerOwner {
                 stop_conditions: config.stop_conditions.clone(),
                 goal_focus_mode: config.goal_focus_mode,
                 budget: config.budget.clone(),
+                commitments: config.commitments.clone(),
                 spent: Spent::default(),
                 status: LoopStatus::Initialized,
                 created_at: *at,
@@ -530,6 +538,16 @@ impl Owner for LedgerOwner {
     }
 }
 
+/// The values trimmed, with the empty ones dropped (repeatable flags).
+pub fn nonblank(values: &[String]) -> Vec<String> {
+    values
+        .iter()
+        .map(|v| v.trim())
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 fn record_from(
     ledger: &Ledger,
     report: &IterationReport,
@@ -537,14 +555,7 @@ fn record_from(
     decision: Decision,
     context: &LedgerContext<'_>,
 ) -> IterationRecord {
-    let keep = |values: &[String]| -> Vec<String> {
-        values
-            .iter()
-            .map(|v| v.trim())
-            .filter(|v| !v.is_empty())
-            .map(str::to_owned)
-            .collect()
-    };
+    let keep = nonblank;
     let evidence = &report.evidence_checked;
     IterationRecord {
         iteration: ledger.spent.iterations + 1,

@@ -6,13 +6,14 @@ use crate::loop_dir::{LoopDir, Reading};
 use anyhow::{Context as _, Result};
 use clap::builder::PossibleValuesParser;
 use clap::Args;
+use loopx_core::goal::RootCommitments;
 use loopx_core::ledger::audit::Auditor;
 use loopx_core::ledger::budget::{is_budget_number, Budget};
 use loopx_core::ledger::proof::NoFiles;
 use loopx_core::ledger::vocabulary::{Decision, GoalFocusMode, Mode, SUCCESS_STOP_REASONS};
 use loopx_core::ledger::{
-    view, EvidenceChecked, InitLoop, IterationReport, LedgerContext, LedgerOwner, LedgerReceipt,
-    LedgerRequest, StopConditions, DEFAULT_PLATEAU_RULE, STREAM,
+    nonblank, view, EvidenceChecked, InitLoop, IterationReport, LedgerContext, LedgerOwner,
+    LedgerReceipt, LedgerRequest, StopConditions, DEFAULT_PLATEAU_RULE, STREAM,
 };
 use loopx_core::operation::Owner;
 use loopx_store::sqlite::Access;
@@ -77,6 +78,15 @@ pub struct InitArgs {
     /// the driver's dispatch.
     #[arg(long, default_value = "monitor", value_parser = PossibleValuesParser::new(GoalFocusMode::names()))]
     pub goal_focus_mode: String,
+    /// A root acceptance criterion of the goal (repeatable).
+    #[arg(long = "acceptance")]
+    pub acceptance_criteria: Vec<String>,
+    /// Something the goal must not do or become (repeatable).
+    #[arg(long = "non-goal")]
+    pub non_goals: Vec<String>,
+    /// A permission the agents hold for this goal (repeatable).
+    #[arg(long = "permission")]
+    pub permissions: Vec<String>,
     /// Stable id for this operation; repeating it replays the receipt.
     #[arg(long)]
     pub operation_id: Option<String>,
@@ -173,7 +183,7 @@ fn budget_number(text: &str) -> Result<f64, String> {
     }
 }
 
-fn parse_duration(text: &str) -> Result<u64, String> {
+pub fn parse_duration(text: &str) -> Result<u64, String> {
     if text.trim() == "0" {
         return Ok(0);
     }
@@ -197,12 +207,7 @@ pub fn init(args: &InitArgs) -> Result<Reply> {
         success_check: args.success_check.clone(),
         stop_conditions: StopConditions {
             require_user_stop_only: args.require_user_stop_only,
-            user_overrides: args
-                .stop_conditions
-                .iter()
-                .filter(|s| !s.trim().is_empty())
-                .cloned()
-                .collect(),
+            user_overrides: nonblank(&args.stop_conditions),
         },
         goal_focus_mode: GoalFocusMode::parse(&args.goal_focus_mode)
             .expect("clap checked the mode"),
@@ -211,6 +216,11 @@ pub fn init(args: &InitArgs) -> Result<Reply> {
             max_wall_time_seconds: args.max_wall.unwrap_or(args.max_wall_time_seconds),
             max_tokens: args.max_tokens,
             max_usd: args.max_usd,
+        },
+        commitments: RootCommitments {
+            acceptance_criteria: nonblank(&args.acceptance_criteria),
+            non_goals: nonblank(&args.non_goals),
+            permissions: nonblank(&args.permissions),
         },
     });
     let now = clock::now();

@@ -1,5 +1,6 @@
 //! Command-line definitions and the rendering every command shares.
 
+mod goal;
 mod hook;
 mod ledger;
 mod selftest;
@@ -46,6 +47,17 @@ enum Command {
     Active(hook::RegistryArgs),
     HookCheck(hook::HookCheckArgs),
     Selftest,
+    /// Goal acceptance: outcomes, requirements, objective revisions and adoption.
+    #[command(subcommand)]
+    GoalAcceptance(goal::AcceptanceCommand),
+    /// The todo frontier: add, list, claim, renew, release, complete, block, defer.
+    #[command(subcommand)]
+    Todo(goal::TodoCommand),
+    /// Continuation decisions for hosts.
+    #[command(subcommand)]
+    Quota(goal::QuotaCommand),
+    RefreshState(goal::RefreshArgs),
+    TaskBody(goal::TaskBodyArgs),
 }
 
 /// What a command produced: the JSON object, the text for people, and
@@ -108,6 +120,11 @@ fn dispatch(command: Command) -> Result<Reply> {
         Command::Active(args) => hook::active(&args),
         Command::HookCheck(args) => Ok(Reply::ok(json!(hook::decide(&args, &Value::Null)), "")),
         Command::Selftest => selftest::run(),
+        Command::GoalAcceptance(command) => goal::acceptance(&command),
+        Command::Todo(command) => goal::todo(&command),
+        Command::Quota(command) => goal::quota(&command),
+        Command::RefreshState(args) => goal::refresh_state(&args),
+        Command::TaskBody(args) => goal::task_body(&args),
     }
 }
 
