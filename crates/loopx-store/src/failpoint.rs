@@ -7,7 +7,7 @@
 
 use std::sync::OnceLock;
 
-pub(crate) fn reached(name: &str) {
+pub fn reached(name: &str) {
     static ARMED: OnceLock<Option<String>> = OnceLock::new();
     let armed = ARMED.get_or_init(|| std::env::var("LOOPX_FAILPOINTS").ok());
     if let Some(list) = armed {

@@ -13,7 +13,7 @@
 //! goals; it only knows [`loopx_core::operation::Owner`].
 
 mod authority;
-mod failpoint;
+pub mod failpoint;
 pub mod sqlite;
 
 pub use authority::{Authority, AuthorityError, Executed, Loaded, Receipt};

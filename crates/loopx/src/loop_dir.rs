@@ -8,6 +8,8 @@
 use crate::{clock, fsutil};
 use anyhow::{bail, Context as _, Result};
 use jiff::Timestamp;
+use loopx_core::dispatch::{self, DriverOwner, DriverState};
+use loopx_core::goal::continuation::{should_run, ShouldRun};
 use loopx_core::goal::{self, Goal, GoalCommand, GoalContext, GoalOwner, GoalRequest};
 use loopx_core::ledger::arbiter::{arbitrate, Sentinels, Verdict};
 use loopx_core::ledger::proof::{EvidenceFiles, FileProblem};
@@ -24,6 +26,8 @@ pub const PROOF_ARTIFACTS: &str = "proof_artifacts";
 pub const STOP_REQUESTED: &str = "STOP_REQUESTED";
 pub const BLOCKED: &str = "BLOCKED";
 pub const PAUSE: &str = "PAUSE";
+pub const DRIVER_LOGS: &str = "driver_logs";
+pub const DRIVER_LOCK: &str = "driver.lock";
 
 pub struct LoopDir {
     root: PathBuf,
@@ -88,6 +92,10 @@ impl LoopDir {
         Ok(LoopDir { root, store })
     }
 
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     pub fn display(&self) -> String {
         self.root.display().to_string()
     }
@@ -145,6 +153,42 @@ impl LoopDir {
         self.authority()
             .execute::<GoalOwner>(&stream, &id, &command, &context, context.now)?;
         Ok(())
+    }
+
+    /// The driver's journal state (empty if no driver ever ran).
+    pub fn driver(&self) -> Result<(u64, DriverState)> {
+        let Loaded { revision, state } = self.authority().load::<DriverOwner>(dispatch::STREAM)?;
+        Ok((revision, state.unwrap_or_default()))
+    }
+
+    /// The continuation decision for `actor` on goal `goal_id`, from the store.
+    pub fn decision(
+        &self,
+        goal_id: &str,
+        actor: &goal::Actor,
+    ) -> Result<(Reading, GoalReading, ShouldRun)> {
+        let reading = self.read()?;
+        let goal = self.goal(goal_id)?;
+        let now = clock::now();
+        let sentinels = self.sentinels();
+        let verdict = self.verdict(&reading.ledger, now);
+        let decision = should_run(&reading.ledger, &verdict, sentinels, &goal.goal, actor, now);
+        Ok((reading, goal, decision))
+    }
+
+    /// The next turn's prompt, rendered from state.
+    pub fn task_body(&self, goal_id: &str, actor: &goal::Actor) -> Result<String> {
+        let (reading, goal, decision) = self.decision(goal_id, actor)?;
+        Ok(goal::task_body::render(
+            &self.display(),
+            &reading.ledger,
+            &goal.goal,
+            &decision,
+        ))
+    }
+
+    pub fn path(&self, relative: &str) -> PathBuf {
+        self.root.join(relative)
     }
 
     pub fn sentinels(&self) -> Sentinels {

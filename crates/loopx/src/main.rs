@@ -7,8 +7,10 @@
 
 mod cli;
 mod clock;
+mod drive;
 mod fsutil;
 mod loop_dir;
+mod platform;
 mod registry;
 
 fn main() -> std::process::ExitCode {

@@ -78,9 +78,19 @@ impl<'a> Auditor<'a> {
                     "journal revision {revision} initializes the loop a second time"
                 ));
             }
-            (None, LedgerEvent::IterationAppended { .. }) => {
-                return self.error(format!("journal revision {revision} appends an iteration before the loop was initialized"));
+            (None, LedgerEvent::IterationAppended { .. } | LedgerEvent::Charged { .. }) => {
+                return self.error(format!(
+                    "journal revision {revision} changes the loop before it was initialized"
+                ));
             }
+            (Some(_), LedgerEvent::Charged { usd, .. })
+                if !super::budget::is_budget_number(*usd) =>
+            {
+                self.error(format!(
+                    "journal revision {revision} charges a USD amount that is not a budget number"
+                ));
+            }
+            (Some(_), LedgerEvent::Charged { .. }) => {}
             (Some(ledger), LedgerEvent::IterationAppended { record }) => {
                 self.audit.iterations += 1;
                 let k = ledger.spent.iterations + 1;
@@ -166,15 +176,17 @@ impl<'a> Auditor<'a> {
         let elapsed = ledger.elapsed_seconds(self.now);
         for exhausted in ledger.budget.exhausted(&ledger.spent, elapsed) {
             match exhausted {
-                // Time passes with no writer: running out of it is expected,
-                // and the arbiter already stops the loop for it.
-                Exhausted::WallTime => self.audit.warnings.push(format!(
-                    "wall-time budget exhausted ({elapsed}s of {}s) while the loop is running: `loopx done` reports credit_exhausted:wall_time",
-                    ledger.budget.max_wall_time_seconds
-                )),
-                other => self.error(format!(
-                    "loop status cannot be running when the {} budget is exhausted",
-                    other.describe()
+                // Only a record can spend an iteration, and the guard makes
+                // the last one end the loop.
+                Exhausted::Iterations => self.error(
+                    "loop status cannot be running when the iteration budget is exhausted".into(),
+                ),
+                // Time passes, and a driver charges measured cost, with no
+                // record to end the loop: expected, and the arbiter stops it.
+                other => self.audit.warnings.push(format!(
+                    "the {} budget is exhausted while the loop is running: `loopx done` reports {}",
+                    other.describe(),
+                    other.reason_code()
                 )),
             }
         }

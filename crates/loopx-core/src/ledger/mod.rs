@@ -134,6 +134,9 @@ pub struct IterationReport {
     pub current_summary: String,
     pub next_action: String,
     pub executor_provider: String,
+    /// The driver dispatch this turn ran under (`LOOPX_DISPATCH_ID`), if any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub dispatch_id: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -164,6 +167,8 @@ pub struct IterationRecord {
     pub current_summary: String,
     pub proposed_next_action: String,
     pub executor_provider: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub dispatch_id: String,
 }
 
 impl IterationRecord {
@@ -186,6 +191,7 @@ impl IterationRecord {
             current_summary: self.current_summary.clone(),
             next_action: self.proposed_next_action.clone(),
             executor_provider: self.executor_provider.clone(),
+            dispatch_id: self.dispatch_id.clone(),
         }
     }
 }
@@ -203,6 +209,13 @@ pub struct BudgetDelta {
 pub enum LedgerRequest {
     Init(InitLoop),
     AppendIteration(IterationReport),
+    /// The driver's measured cost of one dispatch, charged once: whatever
+    /// the dispatch's own records already reported is not charged again.
+    Charge {
+        dispatch_id: String,
+        tokens: u64,
+        usd: f64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -215,6 +228,12 @@ pub enum LedgerEvent {
     },
     IterationAppended {
         record: Box<IterationRecord>,
+    },
+    Charged {
+        dispatch_id: String,
+        tokens: u64,
+        usd: f64,
+        at: Timestamp,
     },
 }
 
@@ -231,6 +250,11 @@ pub enum LedgerReceipt {
         decision: Decision,
         state_status: LoopStatus,
         remaining_iterations: u64,
+    },
+    Charge {
+        dispatch_id: String,
+        tokens: u64,
+        usd: f64,
     },
 }
 
@@ -468,7 +492,48 @@ impl Owner for LedgerOwner {
                     },
                 ))
             }
-            (None, LedgerRequest::AppendIteration(_)) => Err(LedgerError::NotInitialized),
+            (None, LedgerRequest::AppendIteration(_) | LedgerRequest::Charge { .. }) => {
+                Err(LedgerError::NotInitialized)
+            }
+            (
+                Some(ledger),
+                LedgerRequest::Charge {
+                    dispatch_id,
+                    tokens,
+                    usd,
+                },
+            ) => {
+                if !is_budget_number(*usd) {
+                    return Err(LedgerError::NotABudgetNumber {
+                        field: "usd",
+                        value: *usd,
+                    });
+                }
+                let reported = ledger
+                    .recent
+                    .iter()
+                    .filter(|r| !dispatch_id.is_empty() && &r.dispatch_id == dispatch_id);
+                let (told_tokens, told_usd) = reported.fold((0u64, 0.0f64), |(t, u), r| {
+                    (t + r.budget_delta.tokens, u + r.budget_delta.usd)
+                });
+                let tokens = tokens.saturating_sub(told_tokens);
+                let usd = (usd - told_usd).max(0.0);
+                let receipt = LedgerReceipt::Charge {
+                    dispatch_id: dispatch_id.clone(),
+                    tokens,
+                    usd,
+                };
+                if tokens == 0 && usd == 0.0 {
+                    return Ok(Decided::unchanged(receipt));
+                }
+                let event = LedgerEvent::Charged {
+                    dispatch_id: dispatch_id.clone(),
+                    tokens,
+                    usd,
+                    at: context.now,
+                };
+                Ok(Decided::write(event, receipt))
+            }
             (Some(ledger), LedgerRequest::AppendIteration(report)) => {
                 let mode = required(report.mode, "mode", Mode::names())?;
                 let decision = required(report.decision, "decision", Decision::names())?;
@@ -524,7 +589,18 @@ impl Owner for LedgerOwner {
                 ledger.recent.push(record.as_ref().clone());
                 ledger
             }
-            (None, LedgerEvent::IterationAppended { .. }) => {
+            (
+                Some(mut ledger),
+                LedgerEvent::Charged {
+                    tokens, usd, at, ..
+                },
+            ) => {
+                ledger.spent.tokens = ledger.spent.tokens.saturating_add(*tokens);
+                ledger.spent.usd += usd;
+                ledger.updated_at = *at;
+                ledger
+            }
+            (None, LedgerEvent::IterationAppended { .. } | LedgerEvent::Charged { .. }) => {
                 unreachable!("decide never appends to a loop that does not exist")
             }
         }
@@ -534,6 +610,7 @@ impl Owner for LedgerOwner {
         match event {
             LedgerEvent::Initialized { .. } => "ledger.initialized",
             LedgerEvent::IterationAppended { .. } => "ledger.iteration_appended",
+            LedgerEvent::Charged { .. } => "ledger.charged",
         }
     }
 }
@@ -589,6 +666,7 @@ fn record_from(
         current_summary: report.current_summary.clone(),
         proposed_next_action: report.next_action.clone(),
         executor_provider: report.executor_provider.clone(),
+        dispatch_id: report.dispatch_id.trim().to_owned(),
     }
 }
 

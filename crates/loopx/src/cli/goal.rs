@@ -4,15 +4,14 @@
 use super::ledger::DirArgs;
 use super::{operation_id, Reply};
 use crate::clock;
-use crate::loop_dir::{GoalReading, LoopDir, Reading};
+use crate::loop_dir::{GoalReading, LoopDir};
 use anyhow::{Context as _, Result};
 use clap::{Args, Subcommand};
 use loopx_core::digest::Digest;
-use loopx_core::goal::continuation::{should_run, ShouldRun};
 use loopx_core::goal::outcome::OutcomeUpdate;
 use loopx_core::goal::todo::TodoAction;
 use loopx_core::goal::{
-    self, inspect, task_body, Actor, GoalCommand, GoalContext, GoalOwner, GoalReceipt, GoalRequest,
+    self, inspect, Actor, GoalCommand, GoalContext, GoalOwner, GoalReceipt, GoalRequest,
 };
 use loopx_core::operation::OperationId;
 use loopx_store::sqlite::Access;
@@ -674,28 +673,10 @@ fn todo_request(args: &TodoNoteArgs, action: TodoAction) -> (&GoalArgs, &WriteAr
     )
 }
 
-/// The continuation decision for `args`, read from the store.
-pub fn decision(dir: &LoopDir, args: &GoalArgs) -> Result<(Reading, GoalReading, ShouldRun)> {
-    let reading = dir.read()?;
-    let goal = dir.goal(&args.goal_id)?;
-    let now = clock::now();
-    let sentinels = dir.sentinels();
-    let verdict = dir.verdict(&reading.ledger, now);
-    let decision = should_run(
-        &reading.ledger,
-        &verdict,
-        sentinels,
-        &goal.goal,
-        &args.actor(),
-        now,
-    );
-    Ok((reading, goal, decision))
-}
-
 pub fn quota(command: &QuotaCommand) -> Result<Reply> {
     let QuotaCommand::ShouldRun(args) = command;
     let dir = open(&args.dir, Access::ReadOnly)?;
-    let (_, _, decision) = decision(&dir, args)?;
+    let (_, _, decision) = dir.decision(&args.goal_id, &args.actor())?;
     let hint = &decision.scheduler_hint;
     let text = format!(
         "{} ({}): {}",
@@ -711,8 +692,7 @@ pub fn quota(command: &QuotaCommand) -> Result<Reply> {
 
 pub fn task_body(args: &TaskBodyArgs) -> Result<Reply> {
     let dir = open(&args.goal.dir, Access::ReadOnly)?;
-    let (reading, goal, decision) = decision(&dir, &args.goal)?;
-    let body = task_body::render(&dir.display(), &reading.ledger, &goal.goal, &decision);
+    let body = dir.task_body(&args.goal.goal_id, &args.goal.actor())?;
     let json = json!({"status": "ok", "action": "task-body", "bytes": body.len(), "digest": Digest::of_bytes(body.as_bytes()), "body": body});
     Ok(Reply::ok(json, body))
 }

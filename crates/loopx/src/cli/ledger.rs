@@ -146,8 +146,11 @@ pub struct AppendArgs {
     /// The next bounded action (shown in recovery.md for the next session).
     #[arg(long, default_value = "")]
     pub next_action: String,
-    #[arg(long, default_value = "")]
+    #[arg(long, env = "AAS_AUTOLOOP_PRIMARY_PROVIDER", default_value = "")]
     pub executor_provider: String,
+    /// The driver dispatch this turn runs under (set by `loopx drive`).
+    #[arg(long, env = "LOOPX_DISPATCH_ID", default_value = "", hide = true)]
+    pub dispatch_id: String,
     /// Run every check and show the record, but write nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -298,6 +301,7 @@ pub fn append_iteration(args: &AppendArgs) -> Result<Reply> {
         current_summary: args.current_summary.clone(),
         next_action: args.next_action.clone(),
         executor_provider: args.executor_provider.clone(),
+        dispatch_id: args.dispatch_id.clone(),
     });
     let now = clock::now();
     let context = LedgerContext {
@@ -440,7 +444,12 @@ pub fn status(args: &DirArgs) -> Result<Reply> {
     let verdict = dir.verdict(&ledger, clock::now());
     let mut json = view::status_json(&ledger, revision, &verdict);
     json["dir"] = dir.display().into();
-    Ok(Reply::ok(json, view::status_text(&ledger, &verdict)))
+    let (_, driver) = dir.driver()?;
+    let driver = loopx_core::dispatch::summary(&driver, crate::platform::alive);
+    let mut text = view::status_text(&ledger, &verdict);
+    text.push_str(&format!("  driver      {}\n", driver.line()));
+    json["driver"] = serde_json::to_value(&driver)?;
+    Ok(Reply::ok(json, text))
 }
 
 pub fn done(args: &DirArgs) -> Result<Reply> {

@@ -1,5 +1,6 @@
 //! Command-line definitions and the rendering every command shares.
 
+mod drive;
 mod goal;
 mod hook;
 mod ledger;
@@ -58,6 +59,9 @@ enum Command {
     Quota(goal::QuotaCommand),
     RefreshState(goal::RefreshArgs),
     TaskBody(goal::TaskBodyArgs),
+    Drive(drive::DriveArgs),
+    AgentCmd(drive::AgentCmdArgs),
+    Recover(drive::RecoverArgs),
 }
 
 /// What a command produced: the JSON object, the text for people, and
@@ -125,6 +129,9 @@ fn dispatch(command: Command) -> Result<Reply> {
         Command::Quota(command) => goal::quota(&command),
         Command::RefreshState(args) => goal::refresh_state(&args),
         Command::TaskBody(args) => goal::task_body(&args),
+        Command::Drive(args) => drive::drive(&args),
+        Command::AgentCmd(args) => drive::agent_cmd(&args),
+        Command::Recover(args) => drive::recover(&args),
     }
 }
 

@@ -1,0 +1,614 @@
+//! The driver's durable side: its registration, the dispatch intent it
+//! writes before each turn, and the settlement after.
+//!
+//! An intent that is still open when a driver starts means the previous
+//! one died mid-turn. [`recovery_plan`] reads it against the ledger and the
+//! workspace and says what is safe: settle without re-running, cancel, or
+//! stop and let a person look.
+
+pub mod classify;
+pub mod provider;
+pub mod session;
+
+use crate::operation::{Decided, Owner};
+use classify::{FailureClass, Usage};
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+pub const STREAM: &str = "driver";
+pub const RECENT_SETTLEMENTS: usize = 10;
+
+/// Where the agent works: the repository and what it looked like.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Workspace {
+    pub root: String,
+    /// `None` outside a git repository.
+    pub head: Option<String>,
+    /// Digest of the uncommitted changes (`git status` + `git diff`).
+    pub changes: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Registration {
+    pub pid: u32,
+    pub started_at: Timestamp,
+    pub providers: Vec<String>,
+    pub command: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Intent {
+    pub dispatch_id: String,
+    /// The ledger iteration this turn is expected to record.
+    pub iteration: u64,
+    pub provider: String,
+    pub prompt_digest: String,
+    /// Ledger revision and recorded iterations when the turn began.
+    pub ledger_revision: u64,
+    pub iterations_before: u64,
+    pub workspace: Workspace,
+    /// The turn's log, relative to the loop directory.
+    pub log: String,
+    pub started_at: Timestamp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Advanced,
+    NoAdvance,
+    Failed(FailureClass),
+    TimedOut,
+    /// Found after a crash: the agent had written the ledger.
+    RecoveredAdvanced,
+    /// Cancelled by the operator or by a recovery that proved no effect.
+    Cancelled,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Settlement {
+    pub dispatch_id: String,
+    pub iteration: u64,
+    pub provider: String,
+    pub outcome: Outcome,
+    pub exit_status: Option<i32>,
+    pub usage: Usage,
+    pub settled_at: Timestamp,
+    pub note: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Waiting {
+    pub until: Timestamp,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct DriverState {
+    pub registration: Option<Registration>,
+    pub current_provider: Option<String>,
+    pub open: Option<Intent>,
+    pub waiting: Option<Waiting>,
+    pub dispatches: u64,
+    pub recent: Vec<Settlement>,
+    /// The repository root first driven; a later driver must find the same.
+    pub workspace_root: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum DriverRequest {
+    Register {
+        registration: Registration,
+        workspace_root: String,
+    },
+    Unregister {
+        pid: u32,
+    },
+    Intend {
+        intent: Box<Intent>,
+    },
+    Settle {
+        settlement: Box<Settlement>,
+    },
+    Cancel {
+        dispatch_id: String,
+        reason: String,
+    },
+    Wait {
+        pid: u32,
+        waiting: Option<Waiting>,
+        provider: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum DriverEvent {
+    Registered {
+        registration: Registration,
+        workspace_root: String,
+        reclaimed_from: Option<u32>,
+    },
+    Unregistered,
+    Intended {
+        intent: Box<Intent>,
+    },
+    Settled {
+        settlement: Box<Settlement>,
+    },
+    Cancelled {
+        dispatch_id: String,
+        reason: String,
+        at: Timestamp,
+    },
+    Waiting {
+        waiting: Option<Waiting>,
+        provider: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DriverReceipt {
+    pub effect: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaimed_from: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DriverError {
+    #[error("dispatch {dispatch_id} (iteration {iteration}) is still open from an earlier driver: run `loopx recover --dir <DIR>` to see what it did before dispatching again")]
+    OpenDispatch { dispatch_id: String, iteration: u64 },
+    #[error("no open dispatch {dispatch_id}{}", open.as_ref().map(|o| format!(" (the open one is {o})")).unwrap_or_default())]
+    NotOpen {
+        dispatch_id: String,
+        open: Option<String>,
+    },
+    #[error("this loop was driven in workspace {recorded}, not {found}: drive it from --root {recorded}, or start a new loop for this workspace")]
+    WorkspaceMismatch { recorded: String, found: String },
+    #[error("driver pid {pid} is not this loop's registered driver")]
+    NotRegistered { pid: u32 },
+}
+
+pub struct DriverOwner;
+
+fn receipt(effect: &str, dispatch_id: Option<&str>) -> DriverReceipt {
+    DriverReceipt {
+        effect: effect.to_owned(),
+        dispatch_id: dispatch_id.map(str::to_owned),
+        reclaimed_from: None,
+    }
+}
+
+impl Owner for DriverOwner {
+    type State = DriverState;
+    type Request = DriverRequest;
+    type Event = DriverEvent;
+    type Receipt = DriverReceipt;
+    type Error = DriverError;
+    type Context<'a> = Timestamp;
+
+    fn decide(
+        state: Option<&DriverState>,
+        request: &DriverRequest,
+        now: &Timestamp,
+    ) -> Result<Decided<DriverEvent, DriverReceipt>, DriverError> {
+        let empty = DriverState::default();
+        let state = state.unwrap_or(&empty);
+        let open_id = || state.open.as_ref().map(|o| o.dispatch_id.clone());
+        match request {
+            DriverRequest::Register {
+                registration,
+                workspace_root,
+            } => {
+                if let Some(recorded) = state
+                    .workspace_root
+                    .as_ref()
+                    .filter(|r| *r != workspace_root)
+                {
+                    return Err(DriverError::WorkspaceMismatch {
+                        recorded: recorded.clone(),
+                        found: workspace_root.clone(),
+                    });
+                }
+                // The adapter holds the loop's driver lock, so any earlier
+                // registration belongs to a driver that is gone.
+                let reclaimed_from = state
+                    .registration
+                    .as_ref()
+                    .map(|r| r.pid)
+                    .filter(|pid| *pid != registration.pid);
+                let mut r = receipt("registered", None);
+                r.reclaimed_from = reclaimed_from;
+                Ok(Decided::write(
+                    DriverEvent::Registered {
+                        registration: registration.clone(),
+                        workspace_root: workspace_root.clone(),
+                        reclaimed_from,
+                    },
+                    r,
+                ))
+            }
+            DriverRequest::Unregister { pid } => match &state.registration {
+                Some(r) if r.pid == *pid => Ok(Decided::write(
+                    DriverEvent::Unregistered,
+                    receipt("unregistered", None),
+                )),
+                _ => Ok(Decided::unchanged(receipt("not_registered", None))),
+            },
+            DriverRequest::Intend { intent } => {
+                if let Some(open) = &state.open {
+                    return Err(DriverError::OpenDispatch {
+                        dispatch_id: open.dispatch_id.clone(),
+                        iteration: open.iteration,
+                    });
+                }
+                Ok(Decided::write(
+                    DriverEvent::Intended {
+                        intent: intent.clone(),
+                    },
+                    receipt("intended", Some(&intent.dispatch_id)),
+                ))
+            }
+            DriverRequest::Settle { settlement } => {
+                if open_id().as_deref() != Some(settlement.dispatch_id.as_str()) {
+                    return Err(DriverError::NotOpen {
+                        dispatch_id: settlement.dispatch_id.clone(),
+                        open: open_id(),
+                    });
+                }
+                Ok(Decided::write(
+                    DriverEvent::Settled {
+                        settlement: settlement.clone(),
+                    },
+                    receipt("settled", Some(&settlement.dispatch_id)),
+                ))
+            }
+            DriverRequest::Cancel {
+                dispatch_id,
+                reason,
+            } => {
+                if open_id().as_deref() != Some(dispatch_id.as_str()) {
+                    return Err(DriverError::NotOpen {
+                        dispatch_id: dispatch_id.clone(),
+                        open: open_id(),
+                    });
+                }
+                Ok(Decided::write(
+                    DriverEvent::Cancelled {
+                        dispatch_id: dispatch_id.clone(),
+                        reason: reason.clone(),
+                        at: *now,
+                    },
+                    receipt("cancelled", Some(dispatch_id)),
+                ))
+            }
+            DriverRequest::Wait {
+                pid,
+                waiting,
+                provider,
+            } => {
+                if state.registration.as_ref().map(|r| r.pid) != Some(*pid) {
+                    return Err(DriverError::NotRegistered { pid: *pid });
+                }
+                if &state.waiting == waiting && &state.current_provider == provider {
+                    return Ok(Decided::unchanged(receipt("unchanged", None)));
+                }
+                Ok(Decided::write(
+                    DriverEvent::Waiting {
+                        waiting: waiting.clone(),
+                        provider: provider.clone(),
+                    },
+                    receipt("waiting", None),
+                ))
+            }
+        }
+    }
+
+    fn evolve(state: Option<DriverState>, event: &DriverEvent) -> DriverState {
+        let mut state = state.unwrap_or_default();
+        let settle = |state: &mut DriverState, settlement: Settlement| {
+            state.open = None;
+            state.dispatches += 1;
+            if state.recent.len() == RECENT_SETTLEMENTS {
+                state.recent.remove(0);
+            }
+            state.recent.push(settlement);
+        };
+        match event {
+            DriverEvent::Registered {
+                registration,
+                workspace_root,
+                ..
+            } => {
+                state.registration = Some(registration.clone());
+                state.workspace_root = Some(workspace_root.clone());
+                state.waiting = None;
+                state.current_provider = registration.providers.first().cloned();
+            }
+            DriverEvent::Unregistered => {
+                state.registration = None;
+                state.waiting = None;
+            }
+            DriverEvent::Intended { intent } => {
+                state.current_provider = Some(intent.provider.clone());
+                state.waiting = None;
+                state.open = Some((**intent).clone());
+            }
+            DriverEvent::Settled { settlement } => settle(&mut state, (**settlement).clone()),
+            DriverEvent::Cancelled {
+                dispatch_id,
+                reason,
+                at,
+            } => {
+                if let Some(open) = state.open.clone().filter(|o| &o.dispatch_id == dispatch_id) {
+                    settle(
+                        &mut state,
+                        Settlement {
+                            dispatch_id: open.dispatch_id,
+                            iteration: open.iteration,
+                            provider: open.provider,
+                            outcome: Outcome::Cancelled,
+                            exit_status: None,
+                            usage: Usage::default(),
+                            settled_at: *at,
+                            note: reason.clone(),
+                        },
+                    );
+                }
+            }
+            DriverEvent::Waiting { waiting, provider } => {
+                state.waiting = waiting.clone();
+                state.current_provider = provider.clone();
+            }
+        }
+        state
+    }
+
+    fn event_kind(event: &DriverEvent) -> &'static str {
+        match event {
+            DriverEvent::Registered { .. } => "driver.registered",
+            DriverEvent::Unregistered => "driver.unregistered",
+            DriverEvent::Intended { .. } => "driver.intended",
+            DriverEvent::Settled { .. } => "driver.settled",
+            DriverEvent::Cancelled { .. } => "driver.cancelled",
+            DriverEvent::Waiting { .. } => "driver.waiting",
+        }
+    }
+}
+
+/// What a starting driver should do about an open intent.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum RecoveryPlan {
+    /// Nothing is open.
+    Clear,
+    /// The agent recorded its iteration: settle the intent, do not re-run.
+    SettleAdvanced { dispatch_id: String, iteration: u64 },
+    /// No iteration, no workspace change, no live agent: safe to cancel
+    /// and dispatch afresh once.
+    CancelUnstarted { dispatch_id: String },
+    /// Stop: a person must look (exit 4).
+    FailClosed {
+        dispatch_id: String,
+        inspect: String,
+    },
+}
+
+/// What the store and the workspace say about `open`.
+pub struct Observed<'a> {
+    pub iterations_now: u64,
+    pub ledger_revision_now: u64,
+    pub workspace_now: &'a Workspace,
+    pub agent_alive: bool,
+}
+
+pub fn recovery_plan(open: Option<&Intent>, seen: &Observed<'_>) -> RecoveryPlan {
+    let Some(intent) = open else {
+        return RecoveryPlan::Clear;
+    };
+    let id = intent.dispatch_id.clone();
+    let fail = |inspect: String| RecoveryPlan::FailClosed {
+        dispatch_id: id.clone(),
+        inspect,
+    };
+    if seen.agent_alive {
+        return fail(format!("the agent of dispatch {id} may still be running; wait for it or stop it, then run `loopx recover --dir <DIR>` again"));
+    }
+    if seen.ledger_revision_now < intent.ledger_revision
+        || seen.iterations_now < intent.iterations_before
+    {
+        return fail(format!(
+            "the ledger is behind the journal (intent saw revision {}, {} iterations; the store has revision {}, {} iterations): the journal contradicts the ledger; inspect loopx.sqlite and {}",
+            intent.ledger_revision, intent.iterations_before, seen.ledger_revision_now, seen.iterations_now, intent.log
+        ));
+    }
+    match seen.iterations_now - intent.iterations_before {
+        0 if seen.workspace_now == &intent.workspace => RecoveryPlan::CancelUnstarted { dispatch_id: id },
+        0 => fail(format!(
+            "dispatch {id} changed the workspace but recorded no iteration: inspect {} and `git -C {} status`, then append the iteration by hand or `loopx recover --dir <DIR> --cancel --dispatch-id {id}`",
+            intent.log, intent.workspace.root
+        )),
+        1 => RecoveryPlan::SettleAdvanced { dispatch_id: id, iteration: intent.iteration },
+        n => fail(format!("dispatch {id} expected one iteration but the ledger gained {n}: the journal contradicts the ledger; inspect `loopx validate` and {}", intent.log)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workspace(changes: &str) -> Workspace {
+        Workspace {
+            root: "/p".into(),
+            head: Some("abc".into()),
+            changes: Some(changes.into()),
+        }
+    }
+
+    fn intent() -> Intent {
+        Intent {
+            dispatch_id: "d1".into(),
+            iteration: 4,
+            provider: "claude".into(),
+            prompt_digest: "sha256:x".into(),
+            ledger_revision: 10,
+            iterations_before: 3,
+            workspace: workspace("clean"),
+            log: "driver_logs/d1.log".into(),
+            started_at: Timestamp::UNIX_EPOCH,
+        }
+    }
+
+    fn seen<'a>(iterations: u64, revision: u64, ws: &'a Workspace, alive: bool) -> Observed<'a> {
+        Observed {
+            iterations_now: iterations,
+            ledger_revision_now: revision,
+            workspace_now: ws,
+            agent_alive: alive,
+        }
+    }
+
+    #[test]
+    fn the_retry_table() {
+        let clean = workspace("clean");
+        let dirty = workspace("dirty");
+        let i = intent();
+        assert_eq!(
+            recovery_plan(None, &seen(3, 10, &clean, false)),
+            RecoveryPlan::Clear
+        );
+        assert_eq!(
+            recovery_plan(Some(&i), &seen(4, 11, &dirty, false)),
+            RecoveryPlan::SettleAdvanced {
+                dispatch_id: "d1".into(),
+                iteration: 4
+            }
+        );
+        assert_eq!(
+            recovery_plan(Some(&i), &seen(3, 10, &clean, false)),
+            RecoveryPlan::CancelUnstarted {
+                dispatch_id: "d1".into()
+            }
+        );
+        for observed in [
+            seen(3, 10, &dirty, false),
+            seen(5, 12, &clean, false),
+            seen(2, 9, &clean, false),
+            seen(3, 10, &clean, true),
+        ] {
+            assert!(matches!(
+                recovery_plan(Some(&i), &observed),
+                RecoveryPlan::FailClosed { .. }
+            ));
+        }
+    }
+
+    #[test]
+    fn one_intent_at_a_time_and_settlement_must_match() {
+        let now = Timestamp::UNIX_EPOCH;
+        let state = DriverOwner::evolve(
+            None,
+            &DriverEvent::Intended {
+                intent: Box::new(intent()),
+            },
+        );
+        let again = DriverOwner::decide(
+            Some(&state),
+            &DriverRequest::Intend {
+                intent: Box::new(intent()),
+            },
+            &now,
+        );
+        assert!(matches!(again, Err(DriverError::OpenDispatch { .. })));
+        let wrong = DriverOwner::decide(
+            Some(&state),
+            &DriverRequest::Cancel {
+                dispatch_id: "d2".into(),
+                reason: String::new(),
+            },
+            &now,
+        );
+        assert!(matches!(wrong, Err(DriverError::NotOpen { .. })));
+        let cancel = DriverOwner::decide(
+            Some(&state),
+            &DriverRequest::Cancel {
+                dispatch_id: "d1".into(),
+                reason: "operator".into(),
+            },
+            &now,
+        )
+        .unwrap();
+        let after = DriverOwner::evolve(Some(state), &cancel.event.unwrap());
+        assert!(after.open.is_none());
+        assert_eq!(after.recent[0].outcome, Outcome::Cancelled);
+    }
+}
+
+/// What `status` shows of the driver.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DriverSummary {
+    pub running: bool,
+    pub pid: Option<u32>,
+    pub provider: Option<String>,
+    pub since: Option<Timestamp>,
+    /// The iteration the open dispatch is working on.
+    pub iteration: Option<u64>,
+    pub waiting: Option<Waiting>,
+    pub dispatches: u64,
+    pub last: Option<Settlement>,
+}
+
+/// The driver as `alive` says its registered pid is.
+pub fn summary(state: &DriverState, alive: impl Fn(u32) -> bool) -> DriverSummary {
+    let running = state.registration.as_ref().is_some_and(|r| alive(r.pid));
+    DriverSummary {
+        running,
+        pid: state
+            .registration
+            .as_ref()
+            .map(|r| r.pid)
+            .filter(|_| running),
+        provider: state.current_provider.clone().filter(|_| running),
+        since: state
+            .registration
+            .as_ref()
+            .map(|r| r.started_at)
+            .filter(|_| running),
+        iteration: state.open.as_ref().map(|o| o.iteration),
+        waiting: state.waiting.clone().filter(|_| running),
+        dispatches: state.dispatches,
+        last: state.recent.last().cloned(),
+    }
+}
+
+impl DriverSummary {
+    /// One line for `loopx status`.
+    pub fn line(&self) -> String {
+        match (self.running, &self.waiting) {
+            (true, Some(waiting)) => format!(
+                "running (pid {}, {}), {} until {}",
+                self.pid.unwrap_or(0),
+                self.provider.as_deref().unwrap_or("?"),
+                waiting.reason,
+                waiting.until
+            ),
+            (true, None) => format!(
+                "running (pid {}, {}, since {}){}",
+                self.pid.unwrap_or(0),
+                self.provider.as_deref().unwrap_or("?"),
+                self.since.map(|s| s.to_string()).unwrap_or_default(),
+                self.iteration
+                    .map(|i| format!(", on iteration {i}"))
+                    .unwrap_or_default()
+            ),
+            (false, _) if self.iteration.is_some() => format!(
+                "not running; dispatch for iteration {} is open (run `loopx recover`)",
+                self.iteration.unwrap_or(0)
+            ),
+            (false, _) => format!("not running ({} dispatches so far)", self.dispatches),
+        }
+    }
+}

@@ -1,0 +1,359 @@
+//! One `drive` run as a state machine: what happens after each turn.
+//!
+//! Consecutive hard failures stop the run (exit 3). Quota signals wait and
+//! retry (until the reported reset, else with backoff) and, with a cap,
+//! exclude the provider; so do auth failures (at once) and a missing binary.
+//! An excluded provider is gone for the rest of the run; the next one in
+//! the list takes over, and when none is left the run exits with the last
+//! cause.
+
+use super::classify::FailureClass;
+use jiff::Timestamp;
+use serde::Serialize;
+
+/// `drive`'s exit codes, as the runtime spec numbers them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Exit {
+    Done,
+    BadArguments,
+    MaxFailures,
+    RuntimeError,
+    QuotaExhausted,
+    ProviderUnavailable,
+    AuthDead,
+}
+
+impl Exit {
+    pub fn code(self) -> u8 {
+        match self {
+            Exit::Done => 0,
+            Exit::BadArguments => 2,
+            Exit::MaxFailures => 3,
+            Exit::RuntimeError => 4,
+            Exit::QuotaExhausted => 5,
+            Exit::ProviderUnavailable => 6,
+            Exit::AuthDead => 7,
+        }
+    }
+
+    pub fn reason(self) -> &'static str {
+        match self {
+            Exit::Done => "done",
+            Exit::BadArguments => "bad_arguments",
+            Exit::MaxFailures => "max_failures",
+            Exit::RuntimeError => "runtime_error",
+            Exit::QuotaExhausted => "quota_wait_exhausted",
+            Exit::ProviderUnavailable => "provider_unavailable",
+            Exit::AuthDead => "auth_or_session_dead",
+        }
+    }
+}
+
+/// What a turn came to, as far as the run is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnResult {
+    /// The ledger advanced.
+    Advanced,
+    /// Exit 0 but no iteration recorded: a failure.
+    NoAdvance,
+    Failed(FailureClass),
+    TimedOut,
+    /// The provider's binary is not on PATH.
+    Unavailable,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub max_failures: u32,
+    /// 0 waits indefinitely.
+    pub max_quota_waits: u32,
+    pub quota_backoff_seconds: u64,
+    /// The longest wait for a reported reset.
+    pub max_quota_wait_seconds: u64,
+}
+
+pub const MAX_BACKOFF_SECONDS: u64 = 900;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    Continue,
+    Wait {
+        seconds: u64,
+        until: Option<Timestamp>,
+        reason: String,
+    },
+    Switch {
+        excluded: String,
+        next: String,
+        cause: Exit,
+    },
+    Exit {
+        exit: Exit,
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct Session {
+    providers: Vec<String>,
+    excluded: Vec<String>,
+    limits: Limits,
+    failures: u32,
+    quota_waits: u32,
+}
+
+impl Session {
+    pub fn new(providers: Vec<String>, limits: Limits) -> Self {
+        Session {
+            providers,
+            excluded: Vec::new(),
+            limits,
+            failures: 0,
+            quota_waits: 0,
+        }
+    }
+
+    /// The provider the next turn uses: the first one not excluded.
+    pub fn current(&self) -> Option<&str> {
+        self.providers
+            .iter()
+            .find(|p| !self.excluded.contains(p))
+            .map(String::as_str)
+    }
+
+    pub fn excluded(&self) -> &[String] {
+        &self.excluded
+    }
+
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+
+    fn exclude(&mut self, cause: Exit, why: String) -> Next {
+        let Some(current) = self.current().map(str::to_owned) else {
+            return Next::Exit {
+                exit: cause,
+                reason: why,
+            };
+        };
+        self.excluded.push(current.clone());
+        self.failures = 0;
+        self.quota_waits = 0;
+        match self.current() {
+            Some(next) => Next::Switch {
+                excluded: current,
+                next: next.to_owned(),
+                cause,
+            },
+            None => Next::Exit {
+                exit: cause,
+                reason: format!("{why}; no provider left"),
+            },
+        }
+    }
+
+    pub fn after(
+        &mut self,
+        result: TurnResult,
+        resets_at: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Next {
+        let provider = self.current().unwrap_or("?").to_owned();
+        match result {
+            TurnResult::Advanced => {
+                self.failures = 0;
+                self.quota_waits = 0;
+                Next::Continue
+            }
+            TurnResult::NoAdvance
+            | TurnResult::TimedOut
+            | TurnResult::Failed(FailureClass::Failure) => {
+                self.quota_waits = 0;
+                self.failures += 1;
+                if self.failures >= self.limits.max_failures {
+                    Next::Exit {
+                        exit: Exit::MaxFailures,
+                        reason: format!(
+                            "{} consecutive failed turns (last: {result:?})",
+                            self.failures
+                        ),
+                    }
+                } else {
+                    Next::Continue
+                }
+            }
+            TurnResult::Failed(FailureClass::Auth) => {
+                self.exclude(Exit::AuthDead, format!("{provider}: authentication failed"))
+            }
+            TurnResult::Unavailable => self.exclude(
+                Exit::ProviderUnavailable,
+                format!("{provider}: binary not found on PATH"),
+            ),
+            TurnResult::Failed(FailureClass::Quota) => {
+                self.failures = 0;
+                self.quota_waits += 1;
+                let capped = self.limits.max_quota_waits > 0
+                    && self.quota_waits >= self.limits.max_quota_waits;
+                if capped {
+                    return self.exclude(
+                        Exit::QuotaExhausted,
+                        format!("{provider}: {} consecutive quota signals", self.quota_waits),
+                    );
+                }
+                if let Some(until) = resets_at.filter(|t| *t > now) {
+                    let seconds = until.duration_since(now).as_secs().max(1) as u64;
+                    if seconds > self.limits.max_quota_wait_seconds {
+                        return self.exclude(
+                            Exit::QuotaExhausted,
+                            format!("{provider}: quota resets at {until}, beyond --max-quota-wait"),
+                        );
+                    }
+                    return Next::Wait {
+                        seconds,
+                        until: Some(until),
+                        reason: format!("waiting for quota reset until {until}"),
+                    };
+                }
+                let doublings = (self.quota_waits - 1).min(16);
+                let seconds = self
+                    .limits
+                    .quota_backoff_seconds
+                    .saturating_mul(1 << doublings)
+                    .clamp(
+                        1,
+                        MAX_BACKOFF_SECONDS.max(self.limits.quota_backoff_seconds),
+                    );
+                Next::Wait {
+                    seconds,
+                    until: None,
+                    reason: format!(
+                        "quota signal {} from {provider}; backing off {seconds}s",
+                        self.quota_waits
+                    ),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits {
+            max_failures: 3,
+            max_quota_waits: 2,
+            quota_backoff_seconds: 10,
+            max_quota_wait_seconds: 3600,
+        }
+    }
+
+    fn now() -> Timestamp {
+        "2026-12-02T12:00:00Z".parse().unwrap()
+    }
+
+    #[test]
+    fn consecutive_failures_stop_the_run_and_success_resets_the_count() {
+        let mut s = Session::new(vec!["claude".into()], limits());
+        assert_eq!(s.after(TurnResult::NoAdvance, None, now()), Next::Continue);
+        assert_eq!(s.after(TurnResult::TimedOut, None, now()), Next::Continue);
+        assert_eq!(s.after(TurnResult::Advanced, None, now()), Next::Continue);
+        s.after(TurnResult::Failed(FailureClass::Failure), None, now());
+        s.after(TurnResult::NoAdvance, None, now());
+        assert!(matches!(
+            s.after(TurnResult::TimedOut, None, now()),
+            Next::Exit {
+                exit: Exit::MaxFailures,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn auth_and_missing_binaries_fail_over_then_exit_with_the_last_cause() {
+        let mut s = Session::new(vec!["claude".into(), "codex".into()], limits());
+        assert_eq!(
+            s.after(TurnResult::Failed(FailureClass::Auth), None, now()),
+            Next::Switch {
+                excluded: "claude".into(),
+                next: "codex".into(),
+                cause: Exit::AuthDead
+            }
+        );
+        assert_eq!(s.current(), Some("codex"));
+        assert!(matches!(
+            s.after(TurnResult::Unavailable, None, now()),
+            Next::Exit {
+                exit: Exit::ProviderUnavailable,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn quota_waits_back_off_honour_resets_and_are_capped() {
+        let mut s = Session::new(vec!["claude".into()], limits());
+        match s.after(TurnResult::Failed(FailureClass::Quota), None, now()) {
+            Next::Wait {
+                seconds: 10,
+                until: None,
+                ..
+            } => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            s.after(TurnResult::Failed(FailureClass::Quota), None, now()),
+            Next::Exit {
+                exit: Exit::QuotaExhausted,
+                ..
+            }
+        ));
+        let mut unlimited = Session::new(
+            vec!["claude".into()],
+            Limits {
+                max_quota_waits: 0,
+                ..limits()
+            },
+        );
+        let reset = now()
+            .checked_add(jiff::SignedDuration::from_secs(120))
+            .unwrap();
+        assert_eq!(
+            unlimited.after(TurnResult::Failed(FailureClass::Quota), Some(reset), now()),
+            Next::Wait {
+                seconds: 120,
+                until: Some(reset),
+                reason: format!("waiting for quota reset until {reset}")
+            }
+        );
+        let far = now()
+            .checked_add(jiff::SignedDuration::from_secs(7200))
+            .unwrap();
+        assert!(matches!(
+            unlimited.after(TurnResult::Failed(FailureClass::Quota), Some(far), now()),
+            Next::Exit {
+                exit: Exit::QuotaExhausted,
+                ..
+            }
+        ));
+        let mut backoff = Session::new(
+            vec!["x".into()],
+            Limits {
+                max_quota_waits: 0,
+                ..limits()
+            },
+        );
+        let waits: Vec<u64> = (0..4)
+            .map(
+                |_| match backoff.after(TurnResult::Failed(FailureClass::Quota), None, now()) {
+                    Next::Wait { seconds, .. } => seconds,
+                    other => panic!("{other:?}"),
+                },
+            )
+            .collect();
+        assert_eq!(waits, [10, 20, 40, 80]);
+    }
+}

@@ -1,0 +1,256 @@
+//! drive, agent-cmd and recover.
+
+use super::ledger::DirArgs;
+use super::Reply;
+use crate::drive::{self, Options, Target};
+use crate::loop_dir::LoopDir;
+use anyhow::{bail, Result};
+use clap::Args;
+use loopx_core::dispatch::provider;
+use loopx_core::dispatch::session::Limits;
+use loopx_core::dispatch::{DriverRequest, RecoveryPlan};
+use loopx_core::goal::{self, Actor};
+use loopx_store::sqlite::Access;
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Run unattended turns until the loop should stop.
+///
+/// Each turn spawns a fresh agent (its own process group, cwd = --root)
+/// with the prompt regenerated from state, and must record one iteration.
+/// Exit codes: 0 stopped cleanly, 2 bad arguments, 3 --max-failures
+/// consecutive failures, 4 runtime error (including a crash recovery that
+/// needs a person), 5 quota waits exhausted, 6 provider binary unavailable,
+/// 7 authentication/session dead.
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("target").required(true).args(["provider", "cmd"]))]
+pub struct DriveArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    /// Providers to use, first available first: claude, codex, deepseek,
+    /// opencode, copilot, antigravity (comma-separated for failover).
+    #[arg(long, value_delimiter = ',')]
+    pub provider: Vec<String>,
+    /// A shell command run per turn instead; the prompt is on its stdin.
+    #[arg(long)]
+    pub cmd: Option<String>,
+    /// The project root the agent works in (default: the current directory).
+    #[arg(long)]
+    pub root: Option<PathBuf>,
+    /// Consecutive failed turns before exit 3.
+    #[arg(long, default_value_t = 3)]
+    pub max_failures: u32,
+    /// Consecutive quota signals before a provider is excluded (0 = wait indefinitely).
+    #[arg(long, default_value_t = 0)]
+    pub max_quota_waits: u32,
+    /// First backoff after a quota signal without a reset time, in seconds (doubles, up to 15 min).
+    #[arg(long, default_value_t = 60)]
+    pub quota_backoff: u64,
+    /// The longest wait for a reported quota reset (e.g. 6h).
+    #[arg(long, default_value = "6h", value_parser = super::ledger::parse_duration)]
+    pub max_quota_wait: u64,
+    /// Kill a turn (its whole process group) after this many seconds.
+    #[arg(long, default_value_t = 3600)]
+    pub iteration_timeout: u64,
+    /// Run at most this many turns in this run.
+    #[arg(long)]
+    pub max_iterations: Option<u64>,
+    /// The agent id turns act as (LOOPX_AGENT_ID in the agent's environment).
+    #[arg(long, default_value = "agent")]
+    pub agent_id: String,
+    #[arg(long, default_value = goal::DEFAULT_GOAL_ID)]
+    pub goal_id: String,
+}
+
+/// Print the command `drive --provider P` would run for one turn, after an
+/// offline PATH probe. Executes nothing. A missing binary exits 6.
+#[derive(Debug, Args)]
+pub struct AgentCmdArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    #[arg(long)]
+    pub provider: String,
+    /// Also print the prompt the turn would get.
+    #[arg(long)]
+    pub print_prompt: bool,
+}
+
+/// Show what a restarted driver would do about an open dispatch, or cancel
+/// the exact open dispatch.
+#[derive(Debug, Args)]
+pub struct RecoverArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    /// Cancel the open dispatch (needs --dispatch-id).
+    #[arg(long, requires = "dispatch_id")]
+    pub cancel: bool,
+    #[arg(long)]
+    pub dispatch_id: Option<String>,
+}
+
+pub fn drive(args: &DriveArgs) -> Result<Reply> {
+    for name in &args.provider {
+        if provider::find(name).is_none() {
+            return Ok(bad_arguments(format!(
+                "unknown provider {name:?}; known: {}",
+                provider::names().join(", ")
+            )));
+        }
+    }
+    if args.max_failures == 0 || args.iteration_timeout == 0 {
+        return Ok(bad_arguments(
+            "--max-failures and --iteration-timeout must be positive".into(),
+        ));
+    }
+    let target = match &args.cmd {
+        Some(cmd) if cmd.trim().is_empty() => {
+            return Ok(bad_arguments("--cmd must not be empty".into()))
+        }
+        Some(cmd) => Target::Command(cmd.clone()),
+        None => Target::Providers(args.provider.clone()),
+    };
+    let options = Options {
+        dir: args.dir.dir.clone(),
+        root: args.root.clone().unwrap_or(std::env::current_dir()?),
+        target,
+        goal_id: args.goal_id.clone(),
+        agent_id: args.agent_id.clone(),
+        limits: Limits {
+            max_failures: args.max_failures,
+            max_quota_waits: args.max_quota_waits,
+            quota_backoff_seconds: args.quota_backoff.max(1),
+            max_quota_wait_seconds: args.max_quota_wait,
+        },
+        iteration_timeout: Duration::from_secs(args.iteration_timeout),
+        max_iterations: args.max_iterations,
+        pause_poll: Duration::from_secs(5),
+    };
+    let ended = match drive::drive(&options) {
+        Ok(ended) => ended,
+        Err(error) => {
+            let message = super::describe(&error);
+            let json = json!({"status": "failed", "action": "drive", "exit_code": 4, "reason": "runtime_error", "error": message});
+            return Ok(Reply {
+                json,
+                text: format!("drive stopped: runtime error: {message}"),
+                code: 4,
+            });
+        }
+    };
+    let json = json!({
+        "status": if ended.exit.code() == 0 { "ok" } else { "failed" },
+        "action": "drive", "exit_code": ended.exit.code(), "reason": ended.exit.reason(), "detail": ended.reason, "turns": ended.turns,
+    });
+    let text = format!(
+        "drive stopped after {} turns: {} ({}; exit {})",
+        ended.turns,
+        ended.reason,
+        ended.exit.reason(),
+        ended.exit.code()
+    );
+    Ok(Reply {
+        json,
+        text,
+        code: ended.exit.code(),
+    })
+}
+
+fn bad_arguments(message: String) -> Reply {
+    Reply {
+        json: json!({"status": "failed", "action": "drive", "exit_code": 2, "reason": "bad_arguments", "error": message}),
+        text: format!("error: {message}"),
+        code: 2,
+    }
+}
+
+pub fn agent_cmd(args: &AgentCmdArgs) -> Result<Reply> {
+    let Some(known) = provider::find(&args.provider) else {
+        bail!(
+            "unknown provider {:?}; known: {}",
+            args.provider,
+            provider::names().join(", ")
+        );
+    };
+    let dir = LoopDir::open(&args.dir.dir, Access::ReadOnly)?;
+    let Some(launcher) = provider::resolve(known, |b| drive::which(b).is_some()) else {
+        let wanted: Vec<&str> = known.launchers.iter().map(|l| l.binary).collect();
+        let json = json!({"status": "failed", "action": "agent-cmd", "provider": known.name, "exit_code": 6, "error": format!("none of {} is on PATH", wanted.join(", "))});
+        return Ok(Reply {
+            json,
+            text: format!(
+                "provider {} unavailable: none of {} is on PATH",
+                known.name,
+                wanted.join(", ")
+            ),
+            code: 6,
+        });
+    };
+    let prompt = dir.task_body(goal::DEFAULT_GOAL_ID, &Actor::Agent("agent".into()))?;
+    let argv = launcher.argv("<prompt>");
+    let quoted: Vec<String> = std::iter::once(launcher.binary.to_owned())
+        .chain(argv.iter().map(|a| {
+            if a.contains(' ') || a.contains('<') {
+                format!("'{a}'")
+            } else {
+                a.clone()
+            }
+        }))
+        .collect();
+    let mut text = quoted.join(" ");
+    if args.print_prompt {
+        text.push_str(&format!("\n\n{prompt}"));
+    }
+    let json = json!({
+        "status": "ok", "action": "agent-cmd", "provider": known.name, "binary": drive::which(launcher.binary),
+        "argv": argv, "prompt_bytes": prompt.len(), "prompt": if args.print_prompt { Some(prompt) } else { None },
+    });
+    Ok(Reply::ok(json, text))
+}
+
+pub fn recover(args: &RecoverArgs) -> Result<Reply> {
+    let dir = LoopDir::open(&args.dir.dir, Access::ReadWrite)?;
+    let _lock = drive::take_lock(&dir)?;
+    let (_, state) = dir.driver()?;
+    if args.cancel {
+        let id = args.dispatch_id.clone().unwrap_or_default();
+        let request = DriverRequest::Cancel {
+            dispatch_id: id.clone(),
+            reason: "cancelled by the operator (loopx recover --cancel)".into(),
+        };
+        let now = crate::clock::now();
+        let op = loopx_core::operation::OperationId::parse(&format!("cancel.{id}"))?;
+        dir.authority()
+            .execute::<loopx_core::dispatch::DriverOwner>(
+                loopx_core::dispatch::STREAM,
+                &op,
+                &request,
+                &now,
+                now,
+            )?;
+        return Ok(Reply::ok(
+            json!({"status": "ok", "action": "recover", "cancelled": id}),
+            format!("cancelled dispatch {id}"),
+        ));
+    }
+    let plan = match &state.open {
+        None => RecoveryPlan::Clear,
+        Some(_) => drive::recover(&dir, Duration::ZERO)?,
+    };
+    let text = match &plan {
+        RecoveryPlan::Clear => "no open dispatch: nothing to recover".to_owned(),
+        RecoveryPlan::SettleAdvanced { dispatch_id, iteration } => format!("settled {dispatch_id}: the agent had recorded iteration {iteration}; it will not be re-run"),
+        RecoveryPlan::CancelUnstarted { dispatch_id } => format!("cancelled {dispatch_id}: no iteration, no workspace change, no live agent; the next drive dispatches afresh"),
+        RecoveryPlan::FailClosed { inspect, .. } => format!("needs a person: {inspect}"),
+    };
+    let code = if matches!(plan, RecoveryPlan::FailClosed { .. }) {
+        4
+    } else {
+        0
+    };
+    Ok(Reply {
+        json: json!({"status": if code == 0 { "ok" } else { "failed" }, "action": "recover", "plan": plan, "open": state.open}),
+        text,
+        code,
+    })
+}

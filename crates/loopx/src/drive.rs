@@ -1,0 +1,685 @@
+//! `loopx drive`: run unattended turns until the loop should stop.
+//!
+//! Each turn is a fresh agent process in its own process group, in the
+//! project root, with the prompt regenerated from state. Before it starts,
+//! the driver commits a dispatch intent; after it exits, a settlement.
+//! The decisions (classification, failover, recovery) are the core's; this
+//! module does the processes, files and clocks.
+
+use crate::loop_dir::{LoopDir, DRIVER_LOCK, DRIVER_LOGS};
+use crate::{clock, platform};
+use anyhow::{bail, Context as _, Result};
+use loopx_core::digest::Digest;
+use loopx_core::dispatch::classify::{self, Reading as OutputReading, END_OF_PROMPT};
+use loopx_core::dispatch::provider::{self, Launcher, Structured};
+use loopx_core::dispatch::session::{Exit, Limits, Next, Session, TurnResult};
+use loopx_core::dispatch::{
+    self, DriverOwner, DriverRequest, Intent, Observed, Outcome, RecoveryPlan, Registration,
+    Settlement, Waiting, Workspace,
+};
+use loopx_core::goal::Actor;
+use loopx_core::ledger::{LedgerOwner, LedgerRequest, STREAM};
+use loopx_core::operation::OperationId;
+use loopx_store::failpoint;
+use loopx_store::sqlite::Access;
+use std::fs::{File, OpenOptions};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What runs each turn.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// Named providers, first available first.
+    Providers(Vec<String>),
+    /// A shell command; the prompt arrives on its stdin.
+    Command(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub dir: PathBuf,
+    pub root: PathBuf,
+    pub target: Target,
+    pub goal_id: String,
+    pub agent_id: String,
+    pub limits: Limits,
+    pub iteration_timeout: Duration,
+    pub max_iterations: Option<u64>,
+    /// How often a paused loop is looked at again.
+    pub pause_poll: Duration,
+}
+
+/// How a drive run ended.
+pub struct Ended {
+    pub exit: Exit,
+    pub reason: String,
+    pub turns: u64,
+}
+
+/// The executable `binary` on PATH, if any.
+pub fn which(binary: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(binary))
+        .find(|candidate| {
+            candidate
+                .metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// What the project root looks like now.
+pub fn workspace(root: &Path) -> Workspace {
+    let git = |args: &[&str]| -> Option<String> {
+        let output = Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        output
+            .status
+            .success()
+            .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
+    };
+    let top = git(&["rev-parse", "--show-toplevel"]).map(|s| s.trim().to_owned());
+    let Some(top) = top else {
+        return Workspace {
+            root: root.display().to_string(),
+            head: None,
+            changes: None,
+        };
+    };
+    let head = git(&["rev-parse", "HEAD"]).map(|s| s.trim().to_owned());
+    let status = git(&["status", "--porcelain=v1", "-uall"]).unwrap_or_default();
+    let diff = git(&["diff", "HEAD"]).unwrap_or_default();
+    let changes = Digest::of_bytes(format!("{status}\n{diff}").as_bytes()).to_string();
+    Workspace {
+        root: top,
+        head,
+        changes: Some(changes),
+    }
+}
+
+fn op(prefix: &str, id: &str) -> Result<OperationId> {
+    Ok(OperationId::parse(&format!("{prefix}.{id}"))?)
+}
+
+fn unique() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    format!("{:08x}", hasher.finish() as u32)
+}
+
+fn driver_write(dir: &LoopDir, id: &OperationId, request: &DriverRequest) -> Result<()> {
+    let now = clock::now();
+    dir.authority()
+        .execute::<DriverOwner>(dispatch::STREAM, id, request, &now, now)?;
+    Ok(())
+}
+
+/// Hold the loop's driver lock for as long as the value lives. The lock
+/// dies with the process, so a dead driver never blocks the next one.
+pub fn take_lock(dir: &LoopDir) -> Result<File> {
+    let path = dir.path(DRIVER_LOCK);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let (_, state) = dir.driver()?;
+            let who = state
+                .registration
+                .map(|r| format!(" (pid {}, since {})", r.pid, r.started_at))
+                .unwrap_or_default();
+            bail!("another driver{who} is running this loop; one driver per loop: stop it first, or watch it with `loopx status --dir {}`", dir.display())
+        }
+        Err(std::fs::TryLockError::Error(error)) => {
+            Err(error).context("cannot lock the driver lock")
+        }
+    }
+}
+
+fn log_dir(dir: &LoopDir) -> Result<PathBuf> {
+    let logs = dir.path(DRIVER_LOGS);
+    match logs.symlink_metadata() {
+        Ok(meta) if meta.file_type().is_symlink() || !meta.is_dir() => {
+            bail!(
+                "{} must be a real directory, not a symlink or a file",
+                logs.display()
+            )
+        }
+        Ok(_) => Ok(logs),
+        Err(_) => {
+            crate::fsutil::create_private_dir(&logs)?;
+            Ok(logs)
+        }
+    }
+}
+
+fn pid_file(logs: &Path, dispatch_id: &str) -> PathBuf {
+    logs.join(format!("{dispatch_id}.pid"))
+}
+
+/// The agent process group recorded for a dispatch, if it is still alive.
+fn live_agent(dir: &LoopDir, dispatch_id: &str) -> Option<u32> {
+    let text = std::fs::read_to_string(pid_file(&dir.path(DRIVER_LOGS), dispatch_id)).ok()?;
+    let pgid: u32 = text.trim().parse().ok()?;
+    platform::group_alive(pgid).then_some(pgid)
+}
+
+/// Reconcile an open intent left by a driver that died. Returns the plan
+/// it followed; `FailClosed` means stop and let a person look.
+pub fn recover(dir: &LoopDir, wait_for_agent: Duration) -> Result<RecoveryPlan> {
+    let (_, state) = dir.driver()?;
+    let Some(intent) = state.open.clone() else {
+        return Ok(RecoveryPlan::Clear);
+    };
+    let deadline = Instant::now() + wait_for_agent;
+    while live_agent(dir, &intent.dispatch_id).is_some() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let reading = dir.read()?;
+    let observed_workspace = workspace(Path::new(&intent.workspace.root));
+    let plan = dispatch::recovery_plan(
+        Some(&intent),
+        &Observed {
+            iterations_now: reading.ledger.spent.iterations,
+            ledger_revision_now: reading.revision,
+            workspace_now: &observed_workspace,
+            agent_alive: live_agent(dir, &intent.dispatch_id).is_some(),
+        },
+    );
+    match &plan {
+        RecoveryPlan::SettleAdvanced {
+            dispatch_id,
+            iteration,
+        } => {
+            let structured = structured_for(&intent.provider);
+            let output = std::fs::read_to_string(dir.path(&intent.log)).unwrap_or_default();
+            let read = classify::read(classify::agent_output(&output), structured, clock::now());
+            charge(dir, dispatch_id, &read)?;
+            let settlement = Settlement {
+                dispatch_id: dispatch_id.clone(),
+                iteration: *iteration,
+                provider: intent.provider.clone(),
+                outcome: Outcome::RecoveredAdvanced,
+                exit_status: None,
+                usage: read.usage,
+                settled_at: clock::now(),
+                note: "settled after a driver restart: the agent had recorded its iteration; not re-run".into(),
+            };
+            driver_write(
+                dir,
+                &op("settle", dispatch_id)?,
+                &DriverRequest::Settle {
+                    settlement: Box::new(settlement),
+                },
+            )?;
+        }
+        RecoveryPlan::CancelUnstarted { dispatch_id } => {
+            let reason = "cancelled after a driver restart: no iteration recorded, workspace unchanged, agent gone".to_owned();
+            driver_write(
+                dir,
+                &op("cancel", dispatch_id)?,
+                &DriverRequest::Cancel {
+                    dispatch_id: dispatch_id.clone(),
+                    reason,
+                },
+            )?;
+        }
+        RecoveryPlan::Clear | RecoveryPlan::FailClosed { .. } => {}
+    }
+    Ok(plan)
+}
+
+fn structured_for(provider: &str) -> Structured {
+    provider::find(provider)
+        .and_then(|p| p.launchers.first())
+        .map_or(Structured::Text, |l| l.structured)
+}
+
+/// Charge a dispatch's measured cost to the ledger, once.
+fn charge(dir: &LoopDir, dispatch_id: &str, read: &OutputReading) -> Result<()> {
+    if read.usage.tokens == 0 && read.usage.usd == 0.0 {
+        return Ok(());
+    }
+    let request = LedgerRequest::Charge {
+        dispatch_id: dispatch_id.to_owned(),
+        tokens: read.usage.tokens,
+        usd: read.usage.usd,
+    };
+    let now = clock::now();
+    let context = loopx_core::ledger::LedgerContext {
+        now,
+        operation_id: &op("charge", dispatch_id)?,
+        files: dir,
+    };
+    dir.authority().execute::<LedgerOwner>(
+        STREAM,
+        &op("charge", dispatch_id)?,
+        &request,
+        &context,
+        now,
+    )?;
+    dir.refresh_views()
+}
+
+/// One turn's process and what came of it.
+struct Turn {
+    exit_status: Option<i32>,
+    timed_out: bool,
+    elapsed: Duration,
+}
+
+fn spawn_and_wait(
+    mut command: Command,
+    stdin: Option<String>,
+    timeout: Duration,
+    logs: &Path,
+    dispatch_id: &str,
+) -> Result<Turn> {
+    let started = Instant::now();
+    platform::in_new_group(&mut command);
+    command.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    let mut child = command.spawn().context("cannot start the agent")?;
+    let pgid = child.id();
+    // Non-authoritative: lets a restarted driver see whether the agent lives.
+    let _ = std::fs::write(pid_file(logs, dispatch_id), pgid.to_string());
+    if let (Some(prompt), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        std::thread::spawn(move || {
+            let _ = pipe.write_all(prompt.as_bytes());
+        });
+    }
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = send.send(child.wait());
+    });
+    let (status, timed_out) = match receive.recv_timeout(timeout) {
+        Ok(status) => (status?, false),
+        Err(_) => {
+            platform::kill_group(pgid);
+            (
+                receive.recv().context("the agent's waiter vanished")??,
+                true,
+            )
+        }
+    };
+    // A turn is bounded: nothing it started outlives it.
+    platform::kill_group(pgid);
+    let _ = std::fs::remove_file(pid_file(logs, dispatch_id));
+    Ok(Turn {
+        exit_status: status.code(),
+        timed_out,
+        elapsed: started.elapsed(),
+    })
+}
+
+fn classify_turn(turn: &Turn, advanced: bool, read: &OutputReading) -> TurnResult {
+    use classify::FailureClass;
+    if turn.timed_out {
+        return TurnResult::TimedOut;
+    }
+    if advanced {
+        return TurnResult::Advanced;
+    }
+    match (turn.exit_status, read.class) {
+        (_, Some(class @ (FailureClass::Auth | FailureClass::Quota))) => TurnResult::Failed(class),
+        (Some(0), None) if read.reported_error.is_none() => TurnResult::NoAdvance,
+        _ => TurnResult::Failed(FailureClass::Failure),
+    }
+}
+
+fn outcome_of(result: TurnResult) -> Outcome {
+    match result {
+        TurnResult::Advanced => Outcome::Advanced,
+        TurnResult::NoAdvance => Outcome::NoAdvance,
+        TurnResult::Failed(class) => Outcome::Failed(class),
+        TurnResult::TimedOut => Outcome::TimedOut,
+        TurnResult::Unavailable => Outcome::Cancelled,
+    }
+}
+
+/// Sleep up to `seconds`, waking early when the loop must stop.
+fn wait(dir: &LoopDir, seconds: u64) -> Result<()> {
+    let until = Instant::now() + Duration::from_secs(seconds);
+    while Instant::now() < until {
+        let reading = dir.read()?;
+        if dir.verdict(&reading.ledger, clock::now()).done {
+            return Ok(());
+        }
+        std::thread::sleep(
+            Duration::from_millis(250).min(until.saturating_duration_since(Instant::now())),
+        );
+    }
+    Ok(())
+}
+
+fn progress(message: &str) {
+    eprintln!("loopx drive: {message}");
+}
+
+pub fn drive(options: &Options) -> Result<Ended> {
+    let dir = LoopDir::open(&options.dir, Access::ReadWrite)?;
+    let root = options
+        .root
+        .canonicalize()
+        .with_context(|| format!("--root {} does not exist", options.root.display()))?;
+    let _lock = take_lock(&dir)?;
+    let logs = log_dir(&dir)?;
+    let pid = std::process::id();
+    let (providers, command) = match &options.target {
+        Target::Providers(names) => (names.clone(), None),
+        Target::Command(cmd) => (vec!["cmd".to_owned()], Some(cmd.clone())),
+    };
+    let registration = Registration {
+        pid,
+        started_at: clock::now(),
+        providers: providers.clone(),
+        command: command.clone(),
+    };
+    let root_identity = workspace(&root);
+    driver_write(
+        &dir,
+        &op("register", &format!("{pid}-{}", unique()))?,
+        &DriverRequest::Register {
+            registration,
+            workspace_root: root_identity.root.clone(),
+        },
+    )?;
+    let ended = run(
+        &dir,
+        options,
+        &root,
+        &logs,
+        Session::new(providers, options.limits),
+    );
+    let _ = driver_write(
+        &dir,
+        &op("unregister", &format!("{pid}-{}", unique()))?,
+        &DriverRequest::Unregister { pid },
+    );
+    ended
+}
+
+fn run(
+    dir: &LoopDir,
+    options: &Options,
+    root: &Path,
+    logs: &Path,
+    mut session: Session,
+) -> Result<Ended> {
+    let pid = std::process::id();
+    let mut turns = 0u64;
+    let ended = |exit: Exit, reason: String, turns: u64| {
+        Ok(Ended {
+            exit,
+            reason,
+            turns,
+        })
+    };
+    match recover(dir, options.iteration_timeout)? {
+        RecoveryPlan::FailClosed { inspect, .. } => {
+            return ended(Exit::RuntimeError, inspect, turns)
+        }
+        RecoveryPlan::Clear => {}
+        plan => progress(&format!(
+            "recovered an open dispatch: {}",
+            serde_json::to_string(&plan)?
+        )),
+    }
+    loop {
+        let reading = dir.read()?;
+        let verdict = dir.verdict(&reading.ledger, clock::now());
+        if verdict.done {
+            return ended(
+                Exit::Done,
+                format!("done: {}", verdict.reason.unwrap_or("done")),
+                turns,
+            );
+        }
+        if verdict.paused {
+            let until =
+                clock::now().checked_add(jiff::SignedDuration::try_from(options.pause_poll)?)?;
+            set_waiting(
+                dir,
+                pid,
+                Some(Waiting {
+                    until,
+                    reason: "paused (PAUSE sentinel)".into(),
+                }),
+                session.current(),
+            )?;
+            std::thread::sleep(options.pause_poll);
+            continue;
+        }
+        if options.max_iterations.is_some_and(|max| turns >= max) {
+            return ended(
+                Exit::Done,
+                format!("ran the {turns} turns --max-iterations allowed for this run"),
+                turns,
+            );
+        }
+        let Some(provider_name) = session.current().map(str::to_owned) else {
+            return ended(Exit::ProviderUnavailable, "no provider left".into(), turns);
+        };
+        let launcher = match &options.target {
+            Target::Command(_) => None,
+            Target::Providers(_) => match provider::find(&provider_name)
+                .and_then(|p| provider::resolve(p, |b| which(b).is_some()))
+            {
+                Some(launcher) => Some(launcher),
+                None => match session.after(TurnResult::Unavailable, None, clock::now()) {
+                    Next::Switch { excluded, next, .. } => {
+                        progress(&format!("{excluded} is not installed; switching to {next}"));
+                        continue;
+                    }
+                    Next::Exit { exit, reason } => return ended(exit, reason, turns),
+                    _ => unreachable!("a missing binary excludes its provider"),
+                },
+            },
+        };
+        set_waiting(dir, pid, None, Some(&provider_name))?;
+        let (turn_result, read) =
+            turn(dir, options, root, logs, &provider_name, launcher, &reading)?;
+        turns += 1;
+        match session.after(turn_result, read.resets_at, clock::now()) {
+            Next::Continue => {}
+            Next::Wait {
+                seconds,
+                until,
+                reason,
+            } => {
+                let until = until.unwrap_or_else(|| {
+                    clock::now()
+                        .checked_add(jiff::SignedDuration::from_secs(seconds as i64))
+                        .unwrap_or(clock::now())
+                });
+                progress(&reason);
+                set_waiting(
+                    dir,
+                    pid,
+                    Some(Waiting { until, reason }),
+                    Some(&provider_name),
+                )?;
+                wait(dir, seconds)?;
+            }
+            Next::Switch {
+                excluded,
+                next,
+                cause,
+            } => progress(&format!(
+                "{excluded} excluded for this run ({}); switching to {next}",
+                cause.reason()
+            )),
+            Next::Exit { exit, reason } => return ended(exit, reason, turns),
+        }
+    }
+}
+
+fn set_waiting(
+    dir: &LoopDir,
+    pid: u32,
+    waiting: Option<Waiting>,
+    provider: Option<&str>,
+) -> Result<()> {
+    let request = DriverRequest::Wait {
+        pid,
+        waiting,
+        provider: provider.map(str::to_owned),
+    };
+    driver_write(
+        dir,
+        &op(
+            "wait",
+            &format!("{pid}-{}-{}", unique(), clock::now().as_millisecond()),
+        )?,
+        &request,
+    )
+}
+
+/// Run one turn end to end: intent, agent, reading, charge, settlement.
+fn turn(
+    dir: &LoopDir,
+    options: &Options,
+    root: &Path,
+    logs: &Path,
+    provider_name: &str,
+    launcher: Option<&Launcher>,
+    before: &crate::loop_dir::Reading,
+) -> Result<(TurnResult, OutputReading)> {
+    let iteration = before.ledger.spent.iterations + 1;
+    let prompt = dir.task_body(&options.goal_id, &Actor::Agent(options.agent_id.clone()))?;
+    let dispatch_id = format!(
+        "d{iteration}-{}{:04x}",
+        unique(),
+        clock::now().as_millisecond() as u16
+    );
+    let log_name = format!("{DRIVER_LOGS}/{dispatch_id}.log");
+    failpoint::reached("drive.before_intent");
+    let intent = Intent {
+        dispatch_id: dispatch_id.clone(),
+        iteration,
+        provider: provider_name.to_owned(),
+        prompt_digest: Digest::of_bytes(prompt.as_bytes()).to_string(),
+        ledger_revision: before.revision,
+        iterations_before: before.ledger.spent.iterations,
+        workspace: workspace(root),
+        log: log_name.clone(),
+        started_at: clock::now(),
+    };
+    driver_write(
+        dir,
+        &op("intent", &dispatch_id)?,
+        &DriverRequest::Intend {
+            intent: Box::new(intent),
+        },
+    )?;
+    failpoint::reached("drive.after_intent");
+
+    // Created exclusively: never written through a planted file or symlink.
+    let mut log = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(dir.path(&log_name))
+        .with_context(|| format!("cannot create {log_name}"))?;
+    writeln!(log, "{prompt}\n{END_OF_PROMPT}")?;
+    let (mut command, stdin) = match (launcher, &options.target) {
+        (Some(launcher), _) => {
+            let mut command = Command::new(launcher.binary);
+            command.args(launcher.argv(&prompt));
+            (command, None)
+        }
+        (None, Target::Command(cmd)) => {
+            let mut command = Command::new("sh");
+            command.arg("-c").arg(cmd);
+            (command, Some(prompt.clone()))
+        }
+        (None, Target::Providers(_)) => unreachable!("a provider turn has a launcher"),
+    };
+    let exe_dir = std::env::current_exe()?
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let path = std::env::join_paths(std::iter::once(exe_dir).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))?;
+    command
+        .current_dir(root)
+        .env("PATH", path)
+        .env("AUTOLOOP_DRIVER", "1")
+        .env("LOOPX_DIR", dir.root())
+        .env("LOOPX_AGENT_ID", &options.agent_id)
+        .env("LOOPX_DISPATCH_ID", &dispatch_id)
+        .env("AAS_AUTOLOOP_PRIMARY_PROVIDER", provider_name)
+        .stdout(log.try_clone()?)
+        .stderr(log.try_clone()?);
+    drop(log);
+    progress(&format!(
+        "iteration {iteration} [{provider_name}] started ({dispatch_id})"
+    ));
+    let turn = spawn_and_wait(
+        command,
+        stdin,
+        options.iteration_timeout,
+        logs,
+        &dispatch_id,
+    )?;
+    failpoint::reached("drive.after_agent");
+
+    let output = std::fs::read_to_string(dir.path(&log_name)).unwrap_or_default();
+    let structured = launcher.map_or(Structured::Text, |l| l.structured);
+    let read = classify::read(classify::agent_output(&output), structured, clock::now());
+    let after = dir.read()?;
+    let advanced = after.ledger.spent.iterations > before.ledger.spent.iterations;
+    let result = classify_turn(&turn, advanced, &read);
+    charge(dir, &dispatch_id, &read)?;
+    let settlement = Settlement {
+        dispatch_id: dispatch_id.clone(),
+        iteration,
+        provider: provider_name.to_owned(),
+        outcome: outcome_of(result),
+        exit_status: turn.exit_status,
+        usage: read.usage.clone(),
+        settled_at: clock::now(),
+        note: read.reported_error.clone().unwrap_or_default(),
+    };
+    driver_write(
+        dir,
+        &op("settle", &dispatch_id)?,
+        &DriverRequest::Settle {
+            settlement: Box::new(settlement),
+        },
+    )?;
+    failpoint::reached("drive.after_settle");
+    let usd = if read.usage.usd > 0.0 {
+        format!(", ${:.4}", read.usage.usd)
+    } else {
+        String::new()
+    };
+    progress(&format!(
+        "iteration {iteration} [{provider_name}] {} in {:.1}s (exit {}{usd}); {} iterations left",
+        serde_json::to_value(outcome_of(result))?
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("{:?}", outcome_of(result))),
+        turn.elapsed.as_secs_f64(),
+        turn.exit_status
+            .map_or("killed".to_owned(), |c| c.to_string()),
+        after.ledger.remaining_iterations()
+    ));
+    Ok((result, read))
+}
