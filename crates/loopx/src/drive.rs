@@ -672,10 +672,7 @@ fn turn(
     };
     progress(&format!(
         "iteration {iteration} [{provider_name}] {} in {:.1}s (exit {}{usd}); {} iterations left",
-        serde_json::to_value(outcome_of(result))?
-            .as_str()
-            .map(str::to_owned)
-            .unwrap_or_else(|| format!("{:?}", outcome_of(result))),
+        outcome_of(result).label(),
         turn.elapsed.as_secs_f64(),
         turn.exit_status
             .map_or("killed".to_owned(), |c| c.to_string()),

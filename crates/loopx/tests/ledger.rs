@@ -388,7 +388,7 @@ fn validate_lists_what_a_tampered_database_no_longer_explains() {
         .args(["validate", "--dir", f.d()])
         .assert()
         .code(1)
-        .stdout(contains("invalid"));
+        .stderr(contains("invalid"));
 }
 
 #[test]

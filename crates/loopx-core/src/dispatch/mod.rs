@@ -65,6 +65,26 @@ pub enum Outcome {
     Cancelled,
 }
 
+impl Outcome {
+    /// `advanced`, `failed:quota`, ...
+    pub fn label(self) -> String {
+        match self {
+            Outcome::Advanced => "advanced".into(),
+            Outcome::NoAdvance => "no_advance".into(),
+            Outcome::Failed(class) => format!(
+                "failed:{}",
+                serde_json::to_value(class)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default()
+            ),
+            Outcome::TimedOut => "timed_out".into(),
+            Outcome::RecoveredAdvanced => "recovered_advanced".into(),
+            Outcome::Cancelled => "cancelled".into(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Settlement {
     pub dispatch_id: String,

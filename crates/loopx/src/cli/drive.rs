@@ -133,7 +133,7 @@ pub fn drive(args: &DriveArgs) -> Result<Reply> {
             let json = json!({"status": "failed", "action": "drive", "exit_code": 4, "reason": "runtime_error", "error": message});
             return Ok(Reply {
                 json,
-                text: format!("drive stopped: runtime error: {message}"),
+                text: format!("loopx drive: stopped by a runtime error: {message}"),
                 code: 4,
             });
         }

@@ -138,12 +138,22 @@ fn dispatch(command: Command) -> Result<Reply> {
 fn emit(reply: &Reply, json: bool) {
     if json {
         print_json(&reply.json);
-    } else if !reply.text.is_empty() {
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(reply.text.as_bytes());
-        if !reply.text.ends_with('\n') {
-            let _ = out.write_all(b"\n");
+        if reply.code == 0 {
+            return;
         }
+    }
+    if reply.text.is_empty() {
+        return;
+    }
+    let mut text = reply.text.clone();
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    // A command that fails says why where errors go, even with --json.
+    if reply.code == 0 {
+        let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    } else {
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
     }
 }
 

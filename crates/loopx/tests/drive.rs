@@ -1,0 +1,641 @@
+//! The driver with real child processes: fake agents (shell scripts) for
+//! each outcome, and SIGKILL of the real driver at every durable boundary.
+
+mod common;
+
+use common::{iteration_numbers, Fixture};
+use predicates::str::contains;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Append one iteration through the CLI, as a real agent would.
+const APPEND: &str = r#"loopx append-iteration --mode bounded-research --objective "fake turn" --decision continue >/dev/null"#;
+
+struct Drive {
+    f: Fixture,
+    root: PathBuf,
+    bin: PathBuf,
+}
+
+impl Drive {
+    fn new(max_iterations: u64) -> Self {
+        let f = Fixture::new();
+        f.init(max_iterations, &[]);
+        let root = f.temp.path().join("project");
+        let bin = f.temp.path().join("bin");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(&bin).unwrap();
+        Drive { f, root, bin }
+    }
+
+    /// Write an executable script `name` whose body is `body`.
+    fn script(&self, name: &str, body: &str) -> String {
+        let path = self.bin.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path.display().to_string()
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(common::loopx_path());
+        let path = format!("{}:{}", self.bin.display(), std::env::var("PATH").unwrap());
+        command
+            .args([
+                "drive",
+                "--dir",
+                self.f.d(),
+                "--root",
+                self.root.to_str().unwrap(),
+            ])
+            .args(args)
+            .env("PATH", path)
+            .env("LOOPX_REGISTRY_DIR", &self.f.registry)
+            .env_remove("LOOPX_DIR")
+            .env_remove("AUTOLOOP_DRIVER");
+        command
+    }
+
+    /// Run drive to the end; (exit code, stderr).
+    fn run(&self, args: &[&str]) -> (i32, String) {
+        let output = self.command(args).output().unwrap();
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+
+    fn iterations(&self) -> usize {
+        iteration_numbers(&self.f.dir).len()
+    }
+
+    fn status(&self) -> Value {
+        self.f.json(&["status", "--dir", self.f.d()])
+    }
+
+    /// Every driver journal event, as (kind, dispatch id).
+    fn journal(&self) -> Vec<(String, String)> {
+        let conn = rusqlite::Connection::open_with_flags(
+            self.f.dir.join("loopx.sqlite"),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .unwrap();
+        let mut statement = conn
+            .prepare("SELECT kind, event FROM journal WHERE stream = 'driver' ORDER BY revision")
+            .unwrap();
+        let rows = statement
+            .query_map([], |row| {
+                Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+            })
+            .unwrap();
+        rows.map(|row| {
+            let (kind, event) = row.unwrap();
+            let event: Value = serde_json::from_str(&event).unwrap();
+            let id = [
+                "/intent/dispatch_id",
+                "/settlement/dispatch_id",
+                "/dispatch_id",
+            ]
+            .iter()
+            .find_map(|p| event.pointer(p))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+            (kind, id)
+        })
+        .collect()
+    }
+
+    /// Each dispatch has exactly one intent and exactly one terminal event.
+    fn assert_one_result_per_dispatch(&self) {
+        let journal = self.journal();
+        let intents: Vec<_> = journal
+            .iter()
+            .filter(|(k, _)| k == "driver.intended")
+            .map(|(_, id)| id.clone())
+            .collect();
+        for id in &intents {
+            let ends = journal
+                .iter()
+                .filter(|(k, d)| d == id && (k == "driver.settled" || k == "driver.cancelled"))
+                .count();
+            assert_eq!(
+                ends, 1,
+                "dispatch {id} has {ends} terminal results: {journal:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_working_agent_runs_until_the_loop_is_done() {
+    let d = Drive::new(3);
+    let check_env = r#"[ "$AUTOLOOP_DRIVER" = 1 ] && [ -n "$LOOPX_DIR" ] && [ "$LOOPX_AGENT_ID" = agent ] && [ -n "$LOOPX_DISPATCH_ID" ] || { echo "bad env"; exit 9; }
+env | grep -q 'END HOST PROMPT' && { echo "prompt leaked into the environment"; exit 9; }
+[ "$(pwd -P)" = "$ROOT" ] || { echo "wrong cwd $(pwd)"; exit 9; }
+grep -q 'one-iteration contract' || { echo "no prompt on stdin"; exit 9; }"#;
+    let decision = r#"if [ "$(loopx status --json | grep -c '"remaining_iterations": 1')" = 1 ]; then D=stop; else D=continue; fi"#;
+    let agent = d.script("agent", &format!("{check_env}\n{decision}\nloopx append-iteration --mode bounded-research --objective turn --decision $D >/dev/null"));
+    let root = d.root.canonicalize().unwrap();
+    let (code, stderr) = d.run_with_env(&["--cmd", &agent], "ROOT", root.to_str().unwrap());
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(d.iterations(), 3);
+    assert!(stderr.contains("iteration 3 [cmd] advanced"), "{stderr}");
+    let logs: Vec<_> = std::fs::read_dir(d.f.dir.join("driver_logs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(logs.len(), 3);
+    let log = std::fs::read_to_string(&logs[0]).unwrap();
+    assert!(
+        log.contains("# loopx: one bounded turn") && log.contains("\n# --- END HOST PROMPT ---\n"),
+        "{log}"
+    );
+    d.assert_one_result_per_dispatch();
+    assert_eq!(d.status()["driver"]["running"], false);
+}
+
+impl Drive {
+    fn run_with_env(&self, args: &[&str], key: &str, value: &str) -> (i32, String) {
+        let output = self.command(args).env(key, value).output().unwrap();
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+}
+
+#[test]
+fn auth_failure_exits_7_at_once_and_changes_no_ledger() {
+    let d = Drive::new(5);
+    let agent = d.script(
+        "agent",
+        "echo 'Error: 401 Unauthorized. Please sign in again.'; exit 1",
+    );
+    let (code, stderr) = d.run(&["--cmd", &agent]);
+    assert_eq!(code, 7, "{stderr}");
+    assert_eq!(d.iterations(), 0);
+    d.assert_one_result_per_dispatch();
+}
+
+#[test]
+fn quota_signals_wait_and_exit_5_after_the_cap() {
+    let d = Drive::new(5);
+    let agent = d.script("agent", "echo 'You have hit your usage limit.' >&2; exit 1");
+    let started = Instant::now();
+    let (code, stderr) = d.run(&[
+        "--cmd",
+        &agent,
+        "--max-quota-waits",
+        "2",
+        "--quota-backoff",
+        "1",
+    ]);
+    assert_eq!(code, 5, "{stderr}");
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "no wait between quota signals"
+    );
+    assert_eq!(
+        d.journal()
+            .iter()
+            .filter(|(k, _)| k == "driver.intended")
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn a_reported_reset_is_waited_for_and_shown_then_the_loop_resumes() {
+    let d = Drive::new(5);
+    let flag = d.f.temp.path().join("limited-once");
+    let agent = d.script("agent", &format!(
+        "if [ ! -e {f} ]; then touch {f}; echo 'usage limit reached; resets in 2 seconds'; exit 1; fi\nloopx append-iteration --mode monitor --objective resumed --decision continue >/dev/null",
+        f = flag.display()
+    ));
+    let mut child = d
+        .command(&["--cmd", &agent, "--max-iterations", "2"])
+        .stderr(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = String::new();
+    while Instant::now() < deadline && !seen.contains("waiting for quota reset until") {
+        seen = d.status()["driver"]["waiting"]["reason"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        seen.contains("waiting for quota reset until"),
+        "status never showed the wait: {seen:?}"
+    );
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert_eq!(d.iterations(), 1);
+}
+
+#[test]
+fn hard_failures_no_advance_and_timeouts_stop_after_max_failures() {
+    for (name, body, extra) in [
+        ("hard", "echo boom; exit 1", vec![]),
+        ("no-advance", "echo 'all done!'; exit 0", vec![]),
+        (
+            "timeout",
+            "sleep 30 & echo $! > \"$PIDFILE\"; sleep 30",
+            vec!["--iteration-timeout", "1"],
+        ),
+    ] {
+        let d = Drive::new(5);
+        let pidfile = d.f.temp.path().join("background.pid");
+        let agent = d.script("agent", body);
+        let mut args = vec!["--cmd", agent.as_str(), "--max-failures", "3"];
+        args.extend(extra);
+        let started = Instant::now();
+        let (code, stderr) = d.run_with_env(&args, "PIDFILE", pidfile.to_str().unwrap());
+        assert_eq!(code, 3, "{name}: {stderr}");
+        assert_eq!(d.iterations(), 0, "{name}");
+        d.assert_one_result_per_dispatch();
+        if name == "timeout" {
+            assert!(
+                started.elapsed() < Duration::from_secs(15),
+                "timeouts did not kill the turn"
+            );
+            let pid: i32 = std::fs::read_to_string(&pidfile)
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            // A killed orphan may linger as a zombie until init reaps it.
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let running = state
+                .rsplit(')')
+                .next()
+                .is_some_and(|rest| !rest.trim_start().starts_with('Z'));
+            assert!(
+                !running || state.is_empty(),
+                "the agent's background child outlived the timeout: {state}"
+            );
+        }
+    }
+}
+
+/// A fake `claude` on PATH that reports cost in stream-json and appends.
+fn fake_claude(d: &Drive, append: bool) {
+    let work = if append { APPEND } else { "true" };
+    d.script("claude", &format!(
+        r#"case "$1" in -p) ;; *) echo "the prompt must follow -p directly"; exit 9;; esac
+{work}
+echo '{{"type":"result","subtype":"success","is_error":false,"total_cost_usd":0.25,"usage":{{"input_tokens":1000,"output_tokens":200}}}}'"#
+    ));
+}
+
+#[test]
+fn structured_cost_is_charged_once_per_dispatch_and_budgets_stop_the_next_one() {
+    let d = Drive::new(10);
+    fake_claude(&d, true);
+    let (code, stderr) = d.run(&["--provider", "claude", "--max-iterations", "2"]);
+    assert_eq!(code, 0, "{stderr}");
+    let spent = &d.status()["spent"];
+    assert_eq!(
+        (
+            spent["iterations"].as_u64(),
+            spent["tokens"].as_u64(),
+            spent["usd"].as_f64()
+        ),
+        (Some(2), Some(2400), Some(0.5))
+    );
+    // A USD budget that the next charge exhausts stops the loop before another dispatch.
+    let d2 = Drive {
+        f: Fixture::new(),
+        root: d.root.clone(),
+        bin: d.bin.clone(),
+    };
+    d2.f.init(10, &["--max-usd", "0.4"]);
+    let (code, stderr) = d2.run(&["--provider", "claude"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        d2.iterations(),
+        2,
+        "the second charge crosses 0.4 and the arbiter stops the third"
+    );
+    assert_eq!(
+        d2.f.json(&["done", "--dir", d2.f.d()])["reason"],
+        "credit_exhausted:usd"
+    );
+}
+
+#[test]
+fn an_api_error_with_exit_zero_is_a_failure() {
+    let d = Drive::new(5);
+    d.script("claude", r#"echo '{"type":"result","subtype":"error_during_execution","is_error":true,"total_cost_usd":0.01}'"#);
+    let (code, stderr) = d.run(&["--provider", "claude", "--max-failures", "2"]);
+    assert_eq!(code, 3, "{stderr}");
+    assert_eq!(d.iterations(), 0);
+}
+
+#[test]
+fn missing_binaries_fail_over_and_exit_6_when_none_is_left() {
+    let d = Drive::new(3);
+    // Only claude exists: codex is skipped for the rest of the run.
+    fake_claude(&d, true);
+    let (code, stderr) = d.run(&["--provider", "codex,claude", "--max-iterations", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("codex is not installed; switching to claude"),
+        "{stderr}"
+    );
+    let (code, _) = d.run(&["--provider", "opencode"]);
+    assert_eq!(code, 6);
+    // agent-cmd probes offline and executes nothing.
+    let path = format!("{}:/usr/bin:/bin", d.bin.display());
+    d.f.loopx()
+        .args(["agent-cmd", "--provider", "opencode", "--dir", d.f.d()])
+        .env("PATH", &path)
+        .assert()
+        .code(6);
+    d.f.loopx()
+        .args(["agent-cmd", "--provider", "claude", "--dir", d.f.d()])
+        .env("PATH", &path)
+        .assert()
+        .success()
+        .stdout(contains(
+            "claude -p '<prompt>' --dangerously-skip-permissions",
+        ));
+    d.f.loopx()
+        .args([
+            "drive",
+            "--dir",
+            d.f.d(),
+            "--provider",
+            "claude",
+            "--cmd",
+            "x",
+        ])
+        .assert()
+        .code(2);
+    d.f.loopx()
+        .args(["drive", "--dir", d.f.d(), "--provider", "nope"])
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn one_driver_per_loop_and_a_dead_one_is_reclaimed() {
+    let d = Drive::new(5);
+    let agent = d.script("agent", &format!("sleep 2\n{APPEND}"));
+    let mut first = d
+        .command(&["--cmd", &agent])
+        .stderr(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while d.status()["driver"]["running"] != true && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(d.status()["driver"]["pid"], first.id());
+    let (code, stderr) = d.run(&["--cmd", &agent]);
+    assert_eq!(code, 4);
+    assert!(
+        stderr.contains("another driver") && stderr.contains(&first.id().to_string()),
+        "{stderr}"
+    );
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // The dead driver's lock is gone with it; its open dispatch is recovered.
+    let (code, stderr) = d.run(&["--cmd", &agent, "--max-iterations", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    d.assert_one_result_per_dispatch();
+    let numbers = iteration_numbers(&d.f.dir);
+    assert_eq!(numbers, (1..=numbers.len() as u64).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_planted_symlink_for_the_logs_is_refused() {
+    let d = Drive::new(3);
+    std::os::unix::fs::symlink(d.f.temp.path(), d.f.dir.join("driver_logs")).unwrap();
+    let agent = d.script("agent", APPEND);
+    let (code, stderr) = d.run(&["--cmd", &agent]);
+    assert_eq!(code, 4, "{stderr}");
+    assert_eq!(d.iterations(), 0);
+}
+
+/// Start drive paused at `failpoint`, then SIGKILL it there.
+fn kill_driver_at(d: &Drive, args: &[&str], failpoint: &str) {
+    let mut child = d
+        .command(args)
+        .env("LOOPX_FAILPOINTS", failpoint)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut reached = false;
+    for line in stderr.lines() {
+        if line.unwrap().contains(&format!("failpoint: {failpoint}")) {
+            reached = true;
+            break;
+        }
+    }
+    assert!(reached, "drive never reached {failpoint}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+fn git(root: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap()
+        .status
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+#[test]
+fn killing_the_driver_at_any_boundary_never_duplicates_an_iteration_or_a_charge() {
+    for failpoint in [
+        "drive.before_intent",
+        "drive.after_intent",
+        "drive.after_agent",
+        "drive.after_settle",
+    ] {
+        let d = Drive::new(10);
+        git(&d.root, &["init", "-q"]);
+        git(&d.root, &["commit", "-q", "--allow-empty", "-m", "start"]);
+        fake_claude(&d, true);
+        d.f.loopx()
+            .args(["todo", "add", "--dir", d.f.d(), "--title", "first"])
+            .assert()
+            .success();
+        let selected =
+            d.f.json(&["quota", "should-run", "--dir", d.f.d()])["selected_todo"].clone();
+        kill_driver_at(&d, &["--provider", "claude"], failpoint);
+        let before = d.iterations();
+        // Stage A: a fresh process reconstructs the same frontier from the store.
+        assert_eq!(
+            d.f.json(&["quota", "should-run", "--dir", d.f.d()])["selected_todo"],
+            selected,
+            "{failpoint}"
+        );
+        let (code, stderr) = d.run(&["--provider", "claude", "--max-iterations", "1"]);
+        assert_eq!(code, 0, "{failpoint}: {stderr}");
+        let after = d.iterations();
+        assert_eq!(
+            after,
+            before + 1,
+            "{failpoint}: the restart ran exactly one new turn"
+        );
+        d.assert_one_result_per_dispatch();
+        let spent = &d.status()["spent"];
+        assert_eq!(
+            spent["tokens"].as_u64(),
+            Some(1200 * after as u64),
+            "{failpoint}: a charge was lost or doubled"
+        );
+        d.f.assert_valid();
+    }
+}
+
+#[test]
+fn killing_the_driver_mid_turn_lets_the_agent_finish_and_settles_it_without_rerunning() {
+    let d = Drive::new(10);
+    git(&d.root, &["init", "-q"]);
+    git(&d.root, &["commit", "-q", "--allow-empty", "-m", "start"]);
+    let runs = d.f.temp.path().join("runs");
+    let agent = d.script(
+        "agent",
+        &format!("echo run >> {}\nsleep 1\n{APPEND}", runs.display()),
+    );
+    let mut driver = d
+        .command(&["--cmd", &agent])
+        .stderr(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !runs.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    driver.kill().unwrap();
+    driver.wait().unwrap();
+    // Stage D: the restarted driver waits for the orphaned agent, sees its
+    // iteration, settles it, and does not run that turn again.
+    let (code, stderr) = d.run(&["--cmd", &agent, "--max-iterations", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("recovered an open dispatch") && stderr.contains("settle_advanced"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&runs).unwrap().lines().count(),
+        2,
+        "one orphaned run plus one new turn"
+    );
+    assert_eq!(d.iterations(), 2);
+    d.assert_one_result_per_dispatch();
+}
+
+#[test]
+fn a_turn_that_changed_the_workspace_without_recording_fails_closed() {
+    let d = Drive::new(10);
+    git(&d.root, &["init", "-q"]);
+    git(&d.root, &["commit", "-q", "--allow-empty", "-m", "start"]);
+    let agent = d.script("agent", "echo half-done > work.txt; sleep 30");
+    let mut driver = d
+        .command(&["--cmd", &agent])
+        .stderr(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !d.root.join("work.txt").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    driver.kill().unwrap();
+    driver.wait().unwrap();
+    // Kill the orphan too: the agent is gone, its effect is not.
+    let pid_files: Vec<_> = std::fs::read_dir(d.f.dir.join("driver_logs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pid"))
+        .collect();
+    let pgid: i32 = std::fs::read_to_string(&pid_files[0])
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: kill(2) on the orphaned agent's process group.
+    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    std::thread::sleep(Duration::from_millis(200));
+    let before = d.f.fingerprint();
+    let (code, stderr) = d.run(&["--cmd", &agent]);
+    assert_eq!(code, 4, "{stderr}");
+    d.f.loopx()
+        .args(["recover", "--dir", d.f.d()])
+        .assert()
+        .code(4)
+        .stderr(contains("changed the workspace but recorded no iteration"));
+    let open = d.f.json(&["recover", "--dir", d.f.d()])["open"]["dispatch_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(d.iterations(), 0);
+    let _ = before;
+    d.f.loopx()
+        .args([
+            "recover",
+            "--dir",
+            d.f.d(),
+            "--cancel",
+            "--dispatch-id",
+            "d-wrong",
+        ])
+        .assert()
+        .failure()
+        .stderr(contains("no open dispatch d-wrong"));
+    d.f.loopx()
+        .args([
+            "recover",
+            "--dir",
+            d.f.d(),
+            "--cancel",
+            "--dispatch-id",
+            &open,
+        ])
+        .assert()
+        .success();
+    d.assert_one_result_per_dispatch();
+    // Stage B: the workspace identity is the recorded one; another root is refused.
+    let elsewhere = d.f.temp.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let output = Command::new(common::loopx_path())
+        .args([
+            "drive",
+            "--dir",
+            d.f.d(),
+            "--root",
+            elsewhere.to_str().unwrap(),
+            "--cmd",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(4));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("was driven in workspace"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
