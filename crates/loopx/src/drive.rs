@@ -18,7 +18,7 @@ use loopx_core::dispatch::{
     Settlement, Waiting, Workspace,
 };
 use loopx_core::goal::Actor;
-use loopx_core::ledger::{LedgerOwner, LedgerRequest, STREAM};
+use loopx_core::ledger::{CheckRun, LedgerOwner, LedgerRequest, STREAM};
 use loopx_core::operation::OperationId;
 use loopx_store::failpoint;
 use loopx_store::sqlite::Access;
@@ -274,6 +274,60 @@ fn charge(dir: &LoopDir, dispatch_id: &str, read: &OutputReading) -> Result<()> 
     dir.refresh_views()
 }
 
+/// Run the loop's `success_check` on a pending success claim and settle
+/// it. `None` when no claim is pending.
+pub fn verify_claim(dir: &LoopDir, root: &Path, timeout: Duration) -> Result<Option<bool>> {
+    let ledger = dir.read()?.ledger;
+    let Some(iteration) = ledger.pending_claim else {
+        return Ok(None);
+    };
+    let logs = log_dir(dir)?;
+    let name = format!(
+        "claim-{iteration}-{}{:04x}",
+        unique(),
+        clock::now().as_millisecond() as u16
+    );
+    let log_name = format!("{DRIVER_LOGS}/{name}.check.log");
+    let log = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(dir.path(&log_name))
+        .with_context(|| format!("cannot create {log_name}"))?;
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(&ledger.success_check)
+        .current_dir(root)
+        .env("LOOPX_DIR", dir.root())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    let turn = spawn_and_wait(command, None, timeout, &logs, &name)?;
+    let check = CheckRun {
+        command: ledger.success_check.clone(),
+        exit_code: turn.exit_status,
+        timed_out: turn.timed_out,
+        log: log_name,
+        duration_ms: turn.elapsed.as_millis() as u64,
+    };
+    let verified = check.passed();
+    let id = op("claim", &name)?;
+    let now = clock::now();
+    let context = loopx_core::ledger::LedgerContext {
+        now,
+        operation_id: &id,
+        files: dir,
+    };
+    dir.authority().execute::<LedgerOwner>(
+        STREAM,
+        &id,
+        &LedgerRequest::SettleClaim { iteration, check },
+        &context,
+        now,
+    )?;
+    dir.refresh_views()?;
+    Ok(Some(verified))
+}
+
 /// One turn's process and what came of it.
 struct Turn {
     exit_status: Option<i32>,
@@ -442,6 +496,14 @@ fn run(
         )),
     }
     loop {
+        // An agent's own "done" is never enough: verify before the arbiter.
+        if let Some(verified) = verify_claim(dir, root, options.iteration_timeout)? {
+            progress(if verified {
+                "success claim verified by the success_check; banking the stop"
+            } else {
+                "success claim refused: the success_check failed (its log is in driver_logs/); the loop goes on"
+            });
+        }
         let reading = dir.read()?;
         let verdict = dir.verdict(&reading.ledger, clock::now());
         if verdict.done {

@@ -23,8 +23,12 @@ struct Drive {
 
 impl Drive {
     fn new(max_iterations: u64) -> Self {
+        Self::with_init(max_iterations, &[])
+    }
+
+    fn with_init(max_iterations: u64, extra: &[&str]) -> Self {
         let f = Fixture::new();
-        f.init(max_iterations, &[]);
+        f.init(max_iterations, extra);
         let root = f.temp.path().join("project");
         let bin = f.temp.path().join("bin");
         std::fs::create_dir_all(&root).unwrap();
@@ -310,12 +314,8 @@ fn structured_cost_is_charged_once_per_dispatch_and_budgets_stop_the_next_one() 
         (Some(2), Some(2400), Some(0.5))
     );
     // A USD budget that the next charge exhausts stops the loop before another dispatch.
-    let d2 = Drive {
-        f: Fixture::new(),
-        root: d.root.clone(),
-        bin: d.bin.clone(),
-    };
-    d2.f.init(10, &["--max-usd", "0.4"]);
+    let d2 = Drive::with_init(10, &["--max-usd", "0.4"]);
+    fake_claude(&d2, true);
     let (code, stderr) = d2.run(&["--provider", "claude"]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(
@@ -638,4 +638,62 @@ fn a_turn_that_changed_the_workspace_without_recording_fails_closed() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+#[test]
+fn an_agents_success_claim_is_banked_only_when_the_host_check_passes() {
+    let d = Drive::with_init(5, &["--success-check", "test -f verified.txt"]);
+    // The agent claims success every turn, with a valid proof artifact;
+    // only from its second turn on is the check's file there.
+    let turns = d.f.temp.path().join("turns");
+    let agent = d.script("agent", &format!(
+        r#"echo turn >> {turns}
+[ "$(wc -l < {turns})" -ge 2 ] && touch verified.txt
+mkdir -p "$LOOPX_DIR/proofs" && echo ok > "$LOOPX_DIR/proofs/p.txt"
+cat > "$LOOPX_DIR/proof_artifacts/p.json" <<'JSON'
+{{"schema_version":"1.0","id":"p","artifact_type":"external-verifier","machine_checkable":true,"target":"t","proof_path":"proofs/p.txt","checker":{{"name":"c","status":"passed"}}}}
+JSON
+loopx append-iteration --mode bounded-research --objective claim --decision stop --stop-reason success --evidence-id p >/dev/null"#,
+        turns = turns.display()
+    ));
+    let (code, stderr) = d.run(&["--cmd", &agent]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("success claim refused") && stderr.contains("success claim verified"),
+        "{stderr}"
+    );
+    let status = d.status();
+    assert_eq!(
+        (
+            status["state_status"].as_str(),
+            status["iterations"].as_u64()
+        ),
+        (Some("stopped"), Some(2))
+    );
+    assert_eq!(status["last_iteration"]["claim"], "verified");
+    d.f.assert_valid();
+    // A manual claim waits for `loopx verify`, and nothing else is recorded meanwhile.
+    let m = Fixture::new();
+    m.init(5, &["--success-check", "false"]);
+    m.write_proof("q");
+    m.append("stop", &["--stop-reason", "success", "--evidence-id", "q"])
+        .success();
+    assert_eq!(
+        m.json(&["quota", "should-run", "--dir", m.d()])["scheduler_hint"]["reason_code"],
+        "success_claim_pending"
+    );
+    m.append("continue", &[])
+        .failure()
+        .stderr(contains("awaits its success_check"));
+    m.loopx()
+        .args(["verify", "--dir", m.d()])
+        .assert()
+        .code(1)
+        .stderr(contains("refused"));
+    assert_eq!(
+        m.json(&["status", "--dir", m.d()])["state_status"],
+        "running"
+    );
+    m.append("continue", &[]).success();
+    m.assert_valid();
 }

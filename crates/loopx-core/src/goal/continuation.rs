@@ -247,6 +247,13 @@ fn decide(
         deadline: None,
         selected: None,
     };
+    if let Some(iteration) = ledger.pending_claim {
+        return answer(
+            Action::BackoffUntilStateChange,
+            "success_claim_pending",
+            format!("iteration {iteration} claims success; the host must run the success_check (`loopx verify`) before anything else"),
+        );
+    }
     if verdict.done {
         let reason = verdict.reason.unwrap_or("done");
         return answer(

@@ -78,7 +78,12 @@ impl<'a> Auditor<'a> {
                     "journal revision {revision} initializes the loop a second time"
                 ));
             }
-            (None, LedgerEvent::IterationAppended { .. } | LedgerEvent::Charged { .. }) => {
+            (
+                None,
+                LedgerEvent::IterationAppended { .. }
+                | LedgerEvent::Charged { .. }
+                | LedgerEvent::ClaimSettled { .. },
+            ) => {
                 return self.error(format!(
                     "journal revision {revision} changes the loop before it was initialized"
                 ));
@@ -91,6 +96,12 @@ impl<'a> Auditor<'a> {
                 ));
             }
             (Some(_), LedgerEvent::Charged { .. }) => {}
+            (Some(ledger), LedgerEvent::ClaimSettled { iteration, .. })
+                if ledger.pending_claim != Some(*iteration) =>
+            {
+                self.error(format!("journal revision {revision} settles a claim of iteration {iteration} that was not pending"));
+            }
+            (Some(_), LedgerEvent::ClaimSettled { .. }) => {}
             (Some(ledger), LedgerEvent::IterationAppended { record }) => {
                 self.audit.iterations += 1;
                 let k = ledger.spent.iterations + 1;
@@ -170,7 +181,7 @@ impl<'a> Auditor<'a> {
     }
 
     fn check_final_state(&mut self, ledger: &Ledger) {
-        if ledger.status != LoopStatus::Running {
+        if ledger.status != LoopStatus::Running || ledger.pending_claim.is_some() {
             return;
         }
         let elapsed = ledger.elapsed_seconds(self.now);

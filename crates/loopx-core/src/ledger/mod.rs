@@ -59,6 +59,9 @@ pub struct Ledger {
     pub updated_at: Timestamp,
     /// The latest records, oldest first, at most [`RECENT_RECORDS`].
     pub recent: Vec<IterationRecord>,
+    /// A success stop waiting for the host to run `success_check`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_claim: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -169,6 +172,35 @@ pub struct IterationRecord {
     pub executor_provider: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub dispatch_id: String,
+    /// Set on a success stop of a loop with a `success_check`: the stop is
+    /// a claim until the host's check settles it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<ClaimState>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClaimState {
+    Pending,
+    Verified,
+    Refused,
+}
+
+/// What the host's run of `success_check` found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckRun {
+    pub command: String,
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    /// The check's output, relative to the loop directory.
+    pub log: String,
+    pub duration_ms: u64,
+}
+
+impl CheckRun {
+    pub fn passed(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out
+    }
 }
 
 impl IterationRecord {
@@ -216,6 +248,11 @@ pub enum LedgerRequest {
         tokens: u64,
         usd: f64,
     },
+    /// The host ran `success_check` on the pending claim of `iteration`.
+    SettleClaim {
+        iteration: u64,
+        check: CheckRun,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -233,6 +270,11 @@ pub enum LedgerEvent {
         dispatch_id: String,
         tokens: u64,
         usd: f64,
+        at: Timestamp,
+    },
+    ClaimSettled {
+        iteration: u64,
+        check: CheckRun,
         at: Timestamp,
     },
 }
@@ -255,6 +297,11 @@ pub enum LedgerReceipt {
         dispatch_id: String,
         tokens: u64,
         usd: f64,
+    },
+    SettleClaim {
+        iteration: u64,
+        verified: bool,
+        state_status: LoopStatus,
     },
 }
 
@@ -297,6 +344,10 @@ pub enum LedgerError {
     EarlyStopWithoutEvidence,
     #[error("early stop before max_iterations requires at least one evidence_id with a valid proof artifact: {}", problems.join("; "))]
     EarlyStopWithoutProof { problems: Vec<String> },
+    #[error("iteration {iteration} claimed success and awaits its success_check: run `loopx verify --dir <DIR>` (the driver does it by itself) before recording more")]
+    ClaimPending { iteration: u64 },
+    #[error("no success claim is pending for iteration {iteration}")]
+    NoClaim { iteration: u64 },
 }
 
 impl LedgerError {
@@ -360,6 +411,9 @@ pub fn append_guard(
     }
     if ledger.goal_focus_mode == GoalFocusMode::Enforce {
         return Err(LedgerError::EnforceNeedsDispatch);
+    }
+    if let Some(iteration) = ledger.pending_claim {
+        return Err(LedgerError::ClaimPending { iteration });
     }
     if ledger.status.is_terminal() {
         return Err(LedgerError::AfterTerminal {
@@ -492,9 +546,12 @@ impl Owner for LedgerOwner {
                     },
                 ))
             }
-            (None, LedgerRequest::AppendIteration(_) | LedgerRequest::Charge { .. }) => {
-                Err(LedgerError::NotInitialized)
-            }
+            (
+                None,
+                LedgerRequest::AppendIteration(_)
+                | LedgerRequest::Charge { .. }
+                | LedgerRequest::SettleClaim { .. },
+            ) => Err(LedgerError::NotInitialized),
             (
                 Some(ledger),
                 LedgerRequest::Charge {
@@ -534,6 +591,25 @@ impl Owner for LedgerOwner {
                 };
                 Ok(Decided::write(event, receipt))
             }
+            (Some(ledger), LedgerRequest::SettleClaim { iteration, check }) => {
+                if ledger.pending_claim != Some(*iteration) {
+                    return Err(LedgerError::NoClaim {
+                        iteration: *iteration,
+                    });
+                }
+                let verified = check.passed();
+                let receipt = LedgerReceipt::SettleClaim {
+                    iteration: *iteration,
+                    verified,
+                    state_status: status_after_claim(ledger, verified),
+                };
+                let event = LedgerEvent::ClaimSettled {
+                    iteration: *iteration,
+                    check: check.clone(),
+                    at: context.now,
+                };
+                Ok(Decided::write(event, receipt))
+            }
             (Some(ledger), LedgerRequest::AppendIteration(report)) => {
                 let mode = required(report.mode, "mode", Mode::names())?;
                 let decision = required(report.decision, "decision", Decision::names())?;
@@ -542,7 +618,11 @@ impl Owner for LedgerOwner {
                 let receipt = LedgerReceipt::AppendIteration {
                     iteration: record.iteration,
                     decision,
-                    state_status: decision.resulting_status(),
+                    state_status: if record.claim.is_some() {
+                        LoopStatus::Running
+                    } else {
+                        decision.resulting_status()
+                    },
                     remaining_iterations: ledger
                         .budget
                         .max_iterations
@@ -576,12 +656,18 @@ impl Owner for LedgerOwner {
                 created_at: *at,
                 updated_at: *at,
                 recent: Vec::new(),
+                pending_claim: None,
             },
             (Some(mut ledger), LedgerEvent::IterationAppended { record }) => {
                 ledger.spent = ledger
                     .spent
                     .plus(record.budget_delta.tokens, record.budget_delta.usd);
-                ledger.status = record.decision.resulting_status();
+                ledger.status = if record.claim.is_some() {
+                    LoopStatus::Running
+                } else {
+                    record.decision.resulting_status()
+                };
+                ledger.pending_claim = record.claim.map(|_| record.iteration);
                 ledger.updated_at = record.timestamp;
                 if ledger.recent.len() == RECENT_RECORDS {
                     ledger.recent.remove(0);
@@ -600,7 +686,33 @@ impl Owner for LedgerOwner {
                 ledger.updated_at = *at;
                 ledger
             }
-            (None, LedgerEvent::IterationAppended { .. } | LedgerEvent::Charged { .. }) => {
+            (
+                Some(mut ledger),
+                LedgerEvent::ClaimSettled {
+                    iteration,
+                    check,
+                    at,
+                },
+            ) => {
+                let verified = check.passed();
+                ledger.status = status_after_claim(&ledger, verified);
+                ledger.pending_claim = None;
+                ledger.updated_at = *at;
+                if let Some(record) = ledger.recent.iter_mut().find(|r| r.iteration == *iteration) {
+                    record.claim = Some(if verified {
+                        ClaimState::Verified
+                    } else {
+                        ClaimState::Refused
+                    });
+                }
+                ledger
+            }
+            (
+                None,
+                LedgerEvent::IterationAppended { .. }
+                | LedgerEvent::Charged { .. }
+                | LedgerEvent::ClaimSettled { .. },
+            ) => {
                 unreachable!("decide never appends to a loop that does not exist")
             }
         }
@@ -611,7 +723,28 @@ impl Owner for LedgerOwner {
             LedgerEvent::Initialized { .. } => "ledger.initialized",
             LedgerEvent::IterationAppended { .. } => "ledger.iteration_appended",
             LedgerEvent::Charged { .. } => "ledger.charged",
+            LedgerEvent::ClaimSettled { .. } => "ledger.claim_settled",
         }
+    }
+}
+
+/// Whether a record with `decision` and `stop_reason` is a success claim
+/// that the loop's `success_check` must verify before it ends the loop.
+fn claims_success(ledger: &Ledger, decision: Decision, stop_reason: &str) -> bool {
+    decision == Decision::Stop
+        && is_success_stop_reason(stop_reason)
+        && !ledger.success_check.trim().is_empty()
+}
+
+/// The status a settled claim leaves: verified ends the loop; refused lets
+/// it go on, unless no iteration is left to go on with.
+fn status_after_claim(ledger: &Ledger, verified: bool) -> LoopStatus {
+    if verified {
+        LoopStatus::Stopped
+    } else if ledger.remaining_iterations() == 0 {
+        LoopStatus::Blocked
+    } else {
+        LoopStatus::Running
     }
 }
 
@@ -667,6 +800,7 @@ fn record_from(
         proposed_next_action: report.next_action.clone(),
         executor_provider: report.executor_provider.clone(),
         dispatch_id: report.dispatch_id.trim().to_owned(),
+        claim: claims_success(ledger, decision, &report.stop_reason).then_some(ClaimState::Pending),
     }
 }
 

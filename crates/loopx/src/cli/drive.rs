@@ -76,6 +76,20 @@ pub struct AgentCmdArgs {
     pub print_prompt: bool,
 }
 
+/// Run the loop's success_check on a pending success claim and settle it:
+/// a pass ends the loop, a failure records the claim as refused.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    /// Where the check runs (default: the current directory).
+    #[arg(long)]
+    pub root: Option<PathBuf>,
+    /// Kill the check after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+}
+
 /// Show what a restarted driver would do about an open dispatch, or cancel
 /// the exact open dispatch.
 #[derive(Debug, Args)]
@@ -250,6 +264,26 @@ pub fn recover(args: &RecoverArgs) -> Result<Reply> {
     };
     Ok(Reply {
         json: json!({"status": if code == 0 { "ok" } else { "failed" }, "action": "recover", "plan": plan, "open": state.open}),
+        text,
+        code,
+    })
+}
+
+pub fn verify(args: &VerifyArgs) -> Result<Reply> {
+    let dir = LoopDir::open(&args.dir.dir, Access::ReadWrite)?;
+    let root = args.root.clone().unwrap_or(std::env::current_dir()?);
+    let outcome = drive::verify_claim(&dir, &root, Duration::from_secs(args.timeout.max(1)))?;
+    let status = dir.read()?.ledger.status;
+    let (text, code) = match outcome {
+        None => ("no success claim is pending".to_owned(), 0),
+        Some(true) => (format!("success claim verified; the loop is {status}"), 0),
+        Some(false) => (
+            format!("success claim refused: the success_check failed; the loop is {status}"),
+            1,
+        ),
+    };
+    Ok(Reply {
+        json: json!({"status": if code == 0 { "ok" } else { "failed" }, "action": "verify", "verified": outcome, "state_status": status}),
         text,
         code,
     })

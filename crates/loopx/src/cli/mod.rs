@@ -62,6 +62,7 @@ enum Command {
     Drive(drive::DriveArgs),
     AgentCmd(drive::AgentCmdArgs),
     Recover(drive::RecoverArgs),
+    Verify(drive::VerifyArgs),
 }
 
 /// What a command produced: the JSON object, the text for people, and
@@ -132,6 +133,7 @@ fn dispatch(command: Command) -> Result<Reply> {
         Command::Drive(args) => drive::drive(&args),
         Command::AgentCmd(args) => drive::agent_cmd(&args),
         Command::Recover(args) => drive::recover(&args),
+        Command::Verify(args) => drive::verify(&args),
     }
 }
 
