@@ -184,3 +184,64 @@ mod tests {
         assert!(!verdict(None, LoopReading::NoneArmed).block);
     }
 }
+
+/// How many times in a row the hook blocks a stop without the ledger
+/// moving before it lets the session go: forcing must never become a trap.
+pub const MAX_CONSECUTIVE_BLOCKS: u32 = 5;
+
+/// The hook's memory of its recent blocks for one loop.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct BlockStreak {
+    /// The ledger's iteration count when the streak began.
+    pub iterations: u64,
+    pub blocks: u32,
+}
+
+/// Whether another block is allowed, and the streak to remember. Progress
+/// (a new iteration) starts a fresh streak.
+pub fn next_block(previous: Option<&BlockStreak>, iterations_now: u64) -> (bool, BlockStreak) {
+    let blocks = match previous {
+        Some(streak) if streak.iterations == iterations_now => streak.blocks,
+        _ => 0,
+    };
+    if blocks >= MAX_CONSECUTIVE_BLOCKS {
+        (
+            false,
+            BlockStreak {
+                iterations: iterations_now,
+                blocks,
+            },
+        )
+    } else {
+        (
+            true,
+            BlockStreak {
+                iterations: iterations_now,
+                blocks: blocks + 1,
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod streak_tests {
+    use super::*;
+
+    #[test]
+    fn blocks_stop_after_a_streak_without_progress_and_progress_resets_it() {
+        let mut streak = None;
+        for _ in 0..MAX_CONSECUTIVE_BLOCKS {
+            let (allowed, next) = next_block(streak.as_ref(), 3);
+            assert!(allowed);
+            streak = Some(next);
+        }
+        assert!(
+            !next_block(streak.as_ref(), 3).0,
+            "the sixth block without progress is refused"
+        );
+        assert!(
+            next_block(streak.as_ref(), 4).0,
+            "a new iteration starts a fresh streak"
+        );
+    }
+}

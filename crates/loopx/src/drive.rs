@@ -426,6 +426,53 @@ fn progress(message: &str) {
     eprintln!("loopx drive: {message}");
 }
 
+/// A one-line spinner with the turn's elapsed time, on a terminal only;
+/// it clears itself when dropped.
+struct Ticker {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Ticker {
+    fn start(label: String) -> Self {
+        use std::io::IsTerminal;
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        if !std::io::stderr().is_terminal() {
+            return Ticker { stop, thread: None };
+        }
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let started = Instant::now();
+            let frames = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+            let mut n = 0;
+            while !flag.load(Ordering::Relaxed) {
+                eprint!(
+                    "\r{} {label} {:.0}s ",
+                    frames[n % frames.len()],
+                    started.elapsed().as_secs_f64()
+                );
+                n += 1;
+                std::thread::sleep(Duration::from_millis(120));
+            }
+            eprint!("\r\x1b[2K");
+        });
+        Ticker {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 pub fn drive(options: &Options) -> Result<Ended> {
     let dir = LoopDir::open(&options.dir, Access::ReadWrite)?;
     let root = options
@@ -693,13 +740,16 @@ fn turn(
     progress(&format!(
         "iteration {iteration} [{provider_name}] started ({dispatch_id})"
     ));
+    let ticker = Ticker::start(format!("iteration {iteration} [{provider_name}] running"));
     let turn = spawn_and_wait(
         command,
         stdin,
         options.iteration_timeout,
         logs,
         &dispatch_id,
-    )?;
+    );
+    drop(ticker);
+    let turn = turn?;
     failpoint::reached("drive.after_agent");
 
     let output = std::fs::read_to_string(dir.path(&log_name)).unwrap_or_default();

@@ -4,7 +4,7 @@
 
 use crate::fsutil;
 use anyhow::{Context as _, Result};
-use loopx_core::hook::ArmedLoop;
+use loopx_core::hook::{ArmedLoop, BlockStreak};
 use std::path::{Path, PathBuf};
 
 pub struct Registry {
@@ -79,6 +79,22 @@ impl Registry {
         text.push('\n');
         fsutil::write_durable(&path, text.as_bytes())?;
         Ok(path)
+    }
+
+    fn streak_path(&self, run_id: &str) -> PathBuf {
+        self.base.join("blocks").join(format!("{run_id}.json"))
+    }
+
+    /// The Stop hook's current block streak for a loop (none if unreadable).
+    pub fn streak(&self, run_id: &str) -> Option<BlockStreak> {
+        let bytes = fsutil::read_no_follow(&self.streak_path(run_id)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    pub fn save_streak(&self, run_id: &str, streak: &BlockStreak) -> Result<()> {
+        let path = self.streak_path(run_id);
+        fsutil::create_private_dir(path.parent().context("a streak file has a directory")?)?;
+        fsutil::write_durable(&path, serde_json::to_string(streak)?.as_bytes())
     }
 
     pub fn remove(&self, run_id: &str) -> Result<bool> {

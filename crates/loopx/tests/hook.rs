@@ -172,3 +172,17 @@ fn xdg_state_home_is_the_default_registry() {
         1
     );
 }
+
+#[test]
+fn the_hook_never_blocks_the_same_stalled_loop_forever() {
+    let (f, root) = armed_fixture();
+    for _ in 0..loopx_core::hook::MAX_CONSECUTIVE_BLOCKS {
+        hook(&f, &root, "{}").code(2);
+    }
+    hook(&f, &root, "{}")
+        .code(0)
+        .stderr(contains("standing down after 5 blocked stops"));
+    // Progress starts a fresh streak.
+    f.append("continue", &[]).success();
+    hook(&f, &root, "{}").code(2);
+}

@@ -254,9 +254,40 @@ pub fn decide(args: &HookCheckArgs, payload: &serde_json::Value) -> hook::HookVe
         };
         let root = resolve(&root);
         let (entries, _) = registry.entries();
-        match entries.iter().find(|e| covers(&e.project_root, &root)) {
-            Some(entry) => hook::verdict(Some(entry), read_loop(entry)),
-            None => hook::verdict(None, LoopReading::NoneArmed),
+        let Some(entry) = entries.iter().find(|e| covers(&e.project_root, &root)) else {
+            return hook::verdict(None, LoopReading::NoneArmed);
+        };
+        let verdict = hook::verdict(Some(entry), read_loop(entry));
+        if !verdict.block {
+            return verdict;
         }
+        bounded(&registry, entry, verdict)
     })
+}
+
+/// Let the block through only while the streak without progress is short.
+fn bounded(
+    registry: &Registry,
+    entry: &ArmedLoop,
+    verdict: hook::HookVerdict,
+) -> hook::HookVerdict {
+    let iterations = LoopDir::open(Path::new(&entry.loop_dir), Access::ReadOnly)
+        .and_then(|dir| dir.read())
+        .map(|reading| reading.ledger.spent.iterations)
+        .unwrap_or(0);
+    let (allowed, streak) = hook::next_block(registry.streak(&entry.run_id).as_ref(), iterations);
+    // Fail open: if the streak cannot be saved, the block still stands once.
+    let _ = registry.save_streak(&entry.run_id, &streak);
+    if allowed {
+        return verdict;
+    }
+    eprintln!(
+        "loopx hook-check: standing down after {} blocked stops without a new iteration in {}; the loop stays armed (`loopx disarm` to end it)",
+        streak.blocks, entry.loop_dir
+    );
+    hook::HookVerdict {
+        block: false,
+        reason: "block_limit_reached".into(),
+        message: None,
+    }
 }
