@@ -1,24 +1,42 @@
 //! `loopx-bench`: wall-clock latency of the real `loopx` release binary on
-//! large ledgers.
+//! large ledgers and crowded goals, and of the pure goal owner in process.
 //!
-//! What it is for: answering "does `status` and `append-iteration` stay
-//! flat, and does `validate` stay fast, as a loop grows to 100,000
-//! iterations?" with end-to-end numbers a user would see. For each ledger
-//! size it seeds a loop directory in-process through the same owner code the
-//! CLI uses (`Authority::execute::<LedgerOwner>`, see [`seed`]), then spawns
-//! the `loopx` binary repeatedly (`status`, `append-iteration`, `validate`,
-//! and `--version` as the process-spawn baseline) and reports median, p95
-//! and minimum wall time, spawn to exit, as a Markdown table. Timed
-//! `append-iteration` runs are real durable commits (`synchronous=FULL`,
-//! WAL) plus the view rewrites the CLI does after every commit.
+//! Suites (the first argument; without one, `ledger` runs, as before):
+//! - `ledger`: does `status` and `append-iteration` stay flat, and does
+//!   `validate` stay fast, as a loop grows to 100,000 iterations? For each
+//!   ledger size it seeds a loop directory in-process through the same owner
+//!   code the CLI uses (`Authority::execute::<LedgerOwner>`, see [`seed`]),
+//!   then spawns the `loopx` binary repeatedly (`status`,
+//!   `append-iteration`, `validate`, and `--version` as the process-spawn
+//!   baseline) and reports median, p95 and minimum wall time, spawn to exit,
+//!   as a Markdown table. Timed `append-iteration` runs are real durable
+//!   commits (`synchronous=FULL`, WAL) plus the view rewrites the CLI does
+//!   after every commit.
+//! - `goal-owner`: the pure goal owner in process on the RFC's crowded goal
+//!   (20 outcomes, 100 requirements, about 130 KB of declarations, a review
+//!   per requirement; see [`crowded`]): p50/p95 in µs of one refinement
+//!   (`GoalOwner::decide` + `evolve`) plus the full typed projection
+//!   (`inspect::readback` + `gap::gaps`), over `--samples` samples, with
+//!   the sub-steps and the public functions they spend their time in timed
+//!   on their own (see [`goal_owner`]).
+//! - `goal-cli`: the real binary on a loop whose default goal is seeded with
+//!   the same crowded goal: `quota should-run`, `goal-acceptance
+//!   refine-outcome`, `task-body` and `goal-acceptance inspect --json`, the
+//!   task-body size, and the refinement's steps timed in process (see
+//!   [`goal_cli`]).
+//! - `goal`: `goal-owner` then `goal-cli`.
 //!
-//! What it is not: a micro-benchmark of the library (nothing here isolates
-//! decide/evolve or SQLite from process start-up), a statistically rigorous
-//! harness (no outlier rejection, no confidence intervals, no CPU pinning),
-//! a load or concurrency test (one writer, one process at a time), or a
-//! test of crash safety (seeding deliberately uses `synchronous=OFF`). It is
-//! not run by `cargo test`; run it with `benches/cli_latency.sh`.
+//! What it is not: a statistically rigorous harness (no outlier rejection,
+//! no confidence intervals, no CPU pinning), a load or concurrency test (one
+//! writer, one process at a time), or a test of crash safety (seeding
+//! deliberately uses `synchronous=OFF`). Only `goal-owner` isolates the
+//! owner from process start-up and SQLite; the CLI suites time whole
+//! processes. It is not run by `cargo test`; run it with
+//! `benches/cli_latency.sh [SUITE] [FLAGS]`.
 
+mod crowded;
+mod goal_cli;
+mod goal_owner;
 mod measure;
 mod seed;
 
@@ -31,8 +49,23 @@ use std::time::Instant;
 pub type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 const USAGE: &str = "\
-usage: loopx-bench [--loopx PATH] [--runs N] [--sizes N,N,...] [--validate-runs N]
-                   [--markdown-out FILE] [--keep]
+usage: loopx-bench [ledger] [--loopx PATH] [--runs N] [--sizes N,N,...]
+                   [--validate-runs N] [--markdown-out FILE] [--keep]
+       loopx-bench goal-owner [--samples N] [--warmup N] [--markdown-out FILE]
+       loopx-bench goal-cli [--loopx PATH] [--runs N] [--markdown-out FILE] [--keep]
+       loopx-bench goal [any goal-owner or goal-cli flag]
+
+suites:
+  ledger                the loopx CLI on seeded ledgers (the default):
+                        status, append-iteration and validate
+  goal-owner            the pure goal owner in process on the crowded goal
+                        (20 outcomes, 100 requirements, ~130 KB declared):
+                        one refinement (decide + evolve) plus the full
+                        projection (inspect::readback + gap::gaps), in µs
+  goal-cli              the loopx CLI on a loop seeded with the crowded goal:
+                        quota should-run, goal-acceptance refine-outcome,
+                        task-body and goal-acceptance inspect --json
+  goal                  goal-owner, then goal-cli
 
   --loopx PATH          the loopx binary to time (default: the loopx next to
                         this executable, i.e. target/release/loopx)
@@ -40,7 +73,9 @@ usage: loopx-bench [--loopx PATH] [--runs N] [--sizes N,N,...] [--validate-runs 
   --sizes LIST          ledger sizes in iterations (default 1000,10000,100000)
   --validate-runs N     timed validate runs per size (default: --runs, but at
                         most 10 for sizes of 100,000 and more)
-  --markdown-out FILE   also write the result table to FILE
+  --samples N           goal-owner: timed samples (default 2000)
+  --warmup N            goal-owner: untimed warm-up samples (default 200)
+  --markdown-out FILE   also write the result tables to FILE
   --keep                keep the seeded loop directories (default: delete)
 ";
 
@@ -49,25 +84,49 @@ usage: loopx-bench [--loopx PATH] [--runs N] [--sizes N,N,...] [--validate-runs 
 const LARGE: u64 = 100_000;
 const LARGE_VALIDATE_RUNS: usize = 10;
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Suite {
+    Ledger,
+    GoalOwner,
+    GoalCli,
+    Goal,
+}
+
 struct Options {
+    suite: Suite,
     loopx: PathBuf,
     runs: usize,
     sizes: Vec<u64>,
     validate_runs: Option<usize>,
+    samples: usize,
+    warmup: usize,
     markdown_out: Option<PathBuf>,
     keep: bool,
 }
 
 fn parse_options() -> Result<Option<Options>> {
+    let mut args = std::env::args().skip(1).peekable();
+    let suite = match args.peek().map(String::as_str) {
+        Some("ledger") => Some(Suite::Ledger),
+        Some("goal-owner") => Some(Suite::GoalOwner),
+        Some("goal-cli") => Some(Suite::GoalCli),
+        Some("goal") => Some(Suite::Goal),
+        _ => None,
+    };
+    if suite.is_some() {
+        args.next();
+    }
     let mut options = Options {
+        suite: suite.unwrap_or(Suite::Ledger),
         loopx: default_loopx()?,
         runs: 30,
         sizes: vec![1_000, 10_000, 100_000],
         validate_runs: None,
+        samples: 2_000,
+        warmup: 200,
         markdown_out: None,
         keep: false,
     };
-    let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = || {
             args.next()
@@ -83,6 +142,14 @@ fn parse_options() -> Result<Option<Options>> {
                     .map(|s| positive(&flag, s).map(|n| n as u64))
                     .collect::<Result<_>>()?
             }
+            "--samples" => options.samples = positive(&flag, &value()?)?,
+            "--warmup" => {
+                options.warmup = value()?
+                    .trim()
+                    .replace('_', "")
+                    .parse()
+                    .map_err(|_| format!("{flag} expects a non-negative integer"))?
+            }
             "--markdown-out" => options.markdown_out = Some(PathBuf::from(value()?)),
             "--keep" => options.keep = true,
             "-h" | "--help" => {
@@ -92,7 +159,7 @@ fn parse_options() -> Result<Option<Options>> {
             other => return Err(format!("unknown argument {other:?}\n\n{USAGE}").into()),
         }
     }
-    if !options.loopx.is_file() {
+    if options.suite != Suite::GoalOwner && !options.loopx.is_file() {
         return Err(format!(
             "no loopx binary at {}: build it with `cargo build --release -p loopx` or pass --loopx PATH",
             options.loopx.display()
@@ -138,6 +205,53 @@ fn run() -> Result<()> {
     let Some(options) = parse_options()? else {
         return Ok(());
     };
+    let report = match options.suite {
+        Suite::Ledger => run_ledger(&options)?,
+        Suite::GoalOwner => run_goal_owner(&options)?,
+        Suite::GoalCli => run_goal_cli(&options)?,
+        Suite::Goal => format!("{}\n{}", run_goal_owner(&options)?, run_goal_cli(&options)?),
+    };
+    print!("{report}");
+    if let Some(path) = &options.markdown_out {
+        std::fs::write(path, &report)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        eprintln!("loopx-bench: table written to {}", path.display());
+    }
+    Ok(())
+}
+
+fn run_goal_owner(options: &Options) -> Result<String> {
+    goal_owner::run(&goal_owner::Options {
+        samples: options.samples,
+        warmup: options.warmup,
+    })
+}
+
+fn run_goal_cli(options: &Options) -> Result<String> {
+    let loopx = options.loopx.canonicalize()?;
+    let work = std::env::temp_dir().join(format!("loopx-bench-goal-{}", std::process::id()));
+    eprintln!(
+        "loopx-bench: goal-cli: timing {}, {} runs per command, in {}",
+        loopx.display(),
+        options.runs,
+        work.display()
+    );
+    let result = goal_cli::run(
+        &goal_cli::Options {
+            loopx: &loopx,
+            runs: options.runs,
+        },
+        &work,
+    );
+    if options.keep || result.is_err() {
+        eprintln!("loopx-bench: loop directories kept in {}", work.display());
+    } else {
+        std::fs::remove_dir_all(&work)?;
+    }
+    result
+}
+
+fn run_ledger(options: &Options) -> Result<String> {
     let loopx = options.loopx.canonicalize()?;
     let version = String::from_utf8_lossy(
         &std::process::Command::new(&loopx)
@@ -167,7 +281,7 @@ fn run() -> Result<()> {
     let result = options.sizes.iter().try_for_each(|&size| {
         bench_size(
             &loopx,
-            &options,
+            options,
             &work.join(size.to_string()),
             size,
             &mut rows,
@@ -179,15 +293,7 @@ fn run() -> Result<()> {
         std::fs::remove_dir_all(&work)?;
     }
     result?;
-
-    let table = markdown_table(&rows);
-    print!("{table}");
-    if let Some(path) = &options.markdown_out {
-        std::fs::write(path, &table)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        eprintln!("loopx-bench: table written to {}", path.display());
-    }
-    Ok(())
+    Ok(markdown_table(&rows))
 }
 
 fn bench_size(
