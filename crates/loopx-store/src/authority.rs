@@ -180,7 +180,9 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
                 kind,
                 event: &canonical_json(&event),
                 receipt: &canonical_json(&receipt),
-                state: &canonical_json(&next),
+                // The snapshot is stored state, never digested: plain JSON
+                // (readers compare parsed values, not bytes).
+                state: &serde_json::to_string(&next).expect("states serialize"),
                 committed_at: &now.to_string(),
             });
             match committed {

@@ -87,6 +87,9 @@ impl SqliteStore {
                         "PRAGMA journal_mode=WAL; PRAGMA synchronous={sync};"
                     ))
                     .map_err(|e| classify(&display, e))?;
+                // Checkpointing on close (SQLite's default) is kept on
+                // purpose: after every command the main file alone holds the
+                // whole ledger, so copying loopx.sqlite is a complete backup.
                 store.migrate(version)?;
             }
         }

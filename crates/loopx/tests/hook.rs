@@ -79,8 +79,9 @@ fn the_hook_fails_open_on_damage() {
     let (f, root) = armed_fixture();
     // A payload that is not JSON is ignored: the loop is still unfinished.
     hook(&f, &root, "not json").code(2);
-    // Corrupt loop state lets the session go.
+    // Corrupt loop state (the database and its write-ahead log) lets the session go.
     std::fs::write(f.dir.join("loopx.sqlite"), b"garbage garbage garbage").unwrap();
+    std::fs::write(f.dir.join("loopx.sqlite-wal"), b"garbage").unwrap();
     hook(&f, &root, "{}").code(0);
     // A missing registry, or one with a corrupt entry, blocks nothing.
     let other = Fixture::new();

@@ -49,7 +49,7 @@ pub struct Gap {
 }
 
 /// Each requirement of `outcome` with the state its current review gives it.
-pub fn requirement_states(outcome: &Outcome) -> Vec<(String, RequirementState)> {
+pub fn requirement_states(outcome: &Outcome) -> Vec<(&str, RequirementState)> {
     let basis = outcome.basis();
     outcome
         .requirements
@@ -64,33 +64,33 @@ pub fn requirement_states(outcome: &Outcome) -> Vec<(String, RequirementState)> 
                 Some(Conclusion::Uncertain) => RequirementState::Uncertain,
                 None => RequirementState::Unreviewed,
             };
-            (requirement.id.clone(), state)
+            (requirement.id.as_str(), state)
         })
         .collect()
 }
 
-/// The digest a gap acknowledgement binds.
+/// The digest a gap acknowledgement binds: the requirements and linked
+/// declarations (through the outcome's basis), the linked work's state,
+/// and the current review conclusions with their evidence.
 pub fn checkpoint(goal: &Goal, outcome: &Outcome) -> Digest {
-    let basis = outcome.basis();
-    let requirements: Vec<_> = outcome
-        .requirements
-        .iter()
-        .map(|r| (&r.id, &r.description))
-        .collect();
-    let work: Vec<_> = outcome
-        .linked_todos
-        .iter()
-        .map(|id| (id, goal.todo(id).map(|t| t.status)))
-        .collect();
-    let reviews: Vec<_> = outcome
-        .requirements
-        .iter()
-        .filter_map(|r| outcome.current_review(&r.id, &basis))
-        .map(|r| (&r.requirement_id, r.conclusion, &r.evidence_refs))
-        .collect();
-    Digest::of_json(&serde_json::json!({
-        "outcome": outcome.id, "requirements": requirements, "work": work, "reviews": reviews,
-    }))
+    /// Fields in key order, no maps: its plain JSON is canonical.
+    #[derive(Serialize)]
+    struct Checkpoint<'a> {
+        basis: Digest,
+        outcome: &'a str,
+        reviews: Digest,
+        work: Vec<(&'a str, Option<super::todo::TodoStatus>)>,
+    }
+    Digest::of_ordered_json(&Checkpoint {
+        basis: outcome.basis(),
+        outcome: &outcome.id,
+        reviews: outcome.reviews_digest(),
+        work: outcome
+            .linked_todos
+            .iter()
+            .map(|id| (id.as_str(), goal.todo(id).map(|t| t.status)))
+            .collect(),
+    })
 }
 
 /// Every gap of `goal`, acknowledged or not, in outcome order.
@@ -98,16 +98,22 @@ pub fn gaps(goal: &Goal, _now: Timestamp) -> Vec<Gap> {
     goal.outcomes
         .iter()
         .filter_map(|outcome| {
-            let unresolved: Vec<_> = requirement_states(outcome)
-                .into_iter()
-                .filter(|(_, state)| *state != RequirementState::Met)
-                .map(|(id, state)| UnresolvedRequirement { id, state })
-                .collect();
             let covered = outcome
                 .linked_todos
                 .iter()
                 .any(|id| goal.todo(id).is_some_and(|t| t.status.is_open_work()));
-            if unresolved.is_empty() || covered {
+            if covered {
+                return None;
+            }
+            let unresolved: Vec<_> = requirement_states(outcome)
+                .into_iter()
+                .filter(|(_, state)| *state != RequirementState::Met)
+                .map(|(id, state)| UnresolvedRequirement {
+                    id: id.to_owned(),
+                    state,
+                })
+                .collect();
+            if unresolved.is_empty() {
                 return None;
             }
             let checkpoint = checkpoint(goal, outcome);

@@ -8,7 +8,7 @@
 //! todo never marks anything met.
 
 use super::{Actor, Goal, GoalError};
-use crate::digest::{canonical_json, Digest};
+use crate::digest::{canonical_json, canonical_len, Digest};
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
@@ -64,6 +64,42 @@ pub struct Outcome {
     /// The latest review of each requirement, in requirement order.
     pub reviews: Vec<Review>,
     pub created_at: Timestamp,
+    /// Recomputed by [`Outcome::refresh`] whenever the outcome changes.
+    #[serde(default)]
+    pub derived: Derived,
+}
+
+/// Facts computed from an outcome when it changes, so that reads and budget
+/// checks never re-serialize or re-hash the outcomes a write did not touch.
+/// Never an input: [`Outcome::refresh`] derives them from the fields above.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Derived {
+    pub basis: Option<Digest>,
+    /// The current reviews' conclusions and evidence (what a gap
+    /// checkpoint binds of them).
+    pub reviews: Option<Digest>,
+    pub declaration_bytes: usize,
+    pub review_bytes: usize,
+}
+
+/// What a basis digests. Fields in key order and no maps, so its plain JSON
+/// is its canonical JSON.
+#[derive(Serialize)]
+struct Basis<'a> {
+    linked_todos: &'a [String],
+    requirements: Vec<(&'a str, &'a str)>,
+}
+
+/// The declaration part of an outcome, as its budget counts it.
+#[derive(Serialize)]
+struct Declaration<'a> {
+    id: &'a str,
+    responsible_agent: &'a str,
+    original_objective: &'a str,
+    requirements: &'a [Requirement],
+    linked_todos: &'a [String],
+    sources: &'a [Source],
+    created_at: Timestamp,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -167,14 +203,77 @@ impl Outcome {
     /// What reviews are bound to: the cumulative requirements and the
     /// linked work declarations.
     pub fn basis(&self) -> Digest {
-        let requirements: Vec<_> = self
+        match &self.derived.basis {
+            Some(basis) => basis.clone(),
+            None => self.compute_basis(),
+        }
+    }
+
+    fn compute_basis(&self) -> Digest {
+        let requirements = self
             .requirements
             .iter()
-            .map(|r| (&r.id, &r.description))
+            .map(|r| (r.id.as_str(), r.description.as_str()))
             .collect();
-        Digest::of_json(
-            &serde_json::json!({"requirements": requirements, "linked_todos": self.linked_todos}),
-        )
+        Digest::of_ordered_json(&Basis {
+            linked_todos: &self.linked_todos,
+            requirements,
+        })
+    }
+
+    /// The digest of the current reviews' conclusions and evidence.
+    pub fn reviews_digest(&self) -> Digest {
+        match &self.derived.reviews {
+            Some(digest) => digest.clone(),
+            None => self.compute_reviews_digest(&self.basis()),
+        }
+    }
+
+    fn compute_reviews_digest(&self, basis: &Digest) -> Digest {
+        let current: Vec<_> = self
+            .reviews
+            .iter()
+            .filter(|r| &r.basis == basis)
+            .map(|r| (&r.requirement_id, r.conclusion, &r.evidence_refs))
+            .collect();
+        Digest::of_json(&current)
+    }
+
+    /// Recompute [`Derived`] after a change.
+    pub fn refresh(&mut self) {
+        let basis = self.compute_basis();
+        self.refresh_with(basis);
+    }
+
+    /// As [`Outcome::refresh`], with the basis already known for the
+    /// outcome's current requirements and links.
+    fn refresh_with(&mut self, basis: Digest) {
+        let declaration = Declaration {
+            id: &self.id,
+            responsible_agent: &self.responsible_agent,
+            original_objective: &self.original_objective,
+            requirements: &self.requirements,
+            linked_todos: &self.linked_todos,
+            sources: &self.sources,
+            created_at: self.created_at,
+        };
+        self.derived = Derived {
+            reviews: Some(self.compute_reviews_digest(&basis)),
+            basis: Some(basis),
+            declaration_bytes: canonical_len(&declaration),
+            review_bytes: canonical_len(&self.reviews),
+        };
+    }
+
+    /// (declaration, review) bytes, from the cache when it is there.
+    fn sizes(&self) -> (usize, usize) {
+        if self.derived.basis.is_some() {
+            (self.derived.declaration_bytes, self.derived.review_bytes)
+        } else {
+            let mut fresh = self.clone();
+            fresh.refresh();
+            (fresh.derived.declaration_bytes, fresh.derived.review_bytes)
+        }
     }
 
     /// The review of `requirement_id` that still applies, if any.
@@ -183,27 +282,17 @@ impl Outcome {
             .iter()
             .find(|r| r.requirement_id == requirement_id && &r.basis == basis)
     }
-
-    fn declaration(&self) -> Outcome {
-        Outcome {
-            reviews: Vec::new(),
-            ..self.clone()
-        }
-    }
 }
 
 /// Bytes of canonical JSON the declarations and the reviews of `outcomes` take.
-pub fn budget_bytes(goal_identity: usize, outcomes: &[Outcome]) -> (usize, usize) {
-    let declarations = goal_identity
-        + outcomes
-            .iter()
-            .map(|o| canonical_json(&o.declaration()).len())
-            .sum::<usize>();
-    let reviews = outcomes
-        .iter()
-        .map(|o| canonical_json(&o.reviews).len())
-        .sum::<usize>();
-    (declarations, reviews)
+pub fn budget_bytes<'a>(
+    goal_identity: usize,
+    outcomes: impl IntoIterator<Item = &'a Outcome>,
+) -> (usize, usize) {
+    outcomes
+        .into_iter()
+        .map(Outcome::sizes)
+        .fold((goal_identity, 0), |(d, r), (od, or)| (d + od, r + or))
 }
 
 fn identity_bytes(goal: &Goal) -> usize {
@@ -372,7 +461,8 @@ pub fn decide(
     // Reviews bind the outcome as it will be after this refinement.
     let mut after = existing.cloned().unwrap_or_else(|| blank(id, now));
     extend(&mut after, &refined);
-    let basis = after.basis();
+    let basis = after.compute_basis();
+    after.derived.basis = Some(basis.clone());
     for input in &update.reviews {
         if !after
             .requirements
@@ -407,20 +497,20 @@ pub fn decide(
         });
     }
     record_reviews(&mut after, &refined.reviews);
+    after.refresh_with(basis);
     check_budgets(goal, &after)?;
     Ok(refined)
 }
 
-/// Refuse a refinement whose outcome set would exceed either budget.
+/// Refuse a refinement whose outcome set would exceed either budget. Only
+/// the changed outcome is measured; the others bring their cached sizes.
 fn check_budgets(goal: &Goal, changed: &Outcome) -> Result<(), GoalError> {
-    let others: Vec<Outcome> = goal
+    let outcomes = goal
         .outcomes
         .iter()
         .filter(|o| o.id != changed.id)
-        .cloned()
-        .chain([changed.clone()])
-        .collect();
-    let (declarations, reviews) = budget_bytes(identity_bytes(goal), &others);
+        .chain([changed]);
+    let (declarations, reviews) = budget_bytes(identity_bytes(goal), outcomes);
     if declarations > DECLARATION_BUDGET {
         return Err(GoalError::BudgetExceeded {
             which: "outcome declaration",
@@ -448,6 +538,7 @@ fn blank(id: &str, now: Timestamp) -> Outcome {
         sources: Vec::new(),
         reviews: Vec::new(),
         created_at: now,
+        derived: Derived::default(),
     }
 }
 
@@ -497,4 +588,9 @@ pub fn evolve(goal: &mut Goal, refined: &RefinedOutcome, at: Timestamp) {
     let outcome = &mut goal.outcomes[index];
     extend(outcome, refined);
     record_reviews(outcome, &refined.reviews);
+    // Reviews are bound to the outcome as this refinement leaves it.
+    match refined.reviews.first() {
+        Some(review) => outcome.refresh_with(review.basis.clone()),
+        None => outcome.refresh(),
+    }
 }

@@ -15,6 +15,8 @@ pub const TARGET_BYTES: usize = 8 * 1024;
 const MAX_OUTCOMES: usize = 6;
 const MAX_REQUIREMENTS: usize = 8;
 const MAX_NOTES: usize = 3;
+/// The outcomes section stops adding lines past this many bytes.
+const OUTCOME_BYTES: usize = 3 * 1024;
 
 fn clip(text: &str, max: usize) -> String {
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -119,7 +121,20 @@ pub fn render(dir: &str, ledger: &Ledger, goal: &Goal, decision: &ShouldRun) -> 
             w,
             "\n## Outcomes (cumulative requirements; keep every one)\n"
         );
-        for outcome in goal.outcomes.iter().take(MAX_OUTCOMES) {
+        // The outcomes the selected work serves come first; the section has
+        // a byte budget, and what does not fit is counted, never dropped
+        // silently.
+        let selected = decision.selected_todo.as_ref().map(|t| t.id.as_str());
+        let mut ordered: Vec<_> = goal.outcomes.iter().collect();
+        ordered.sort_by_key(|o| !selected.is_some_and(|id| o.linked_todos.iter().any(|l| l == id)));
+        let start = w.len();
+        let (mut omitted_requirements, mut omitted_outcomes) = (0usize, 0usize);
+        for (shown, outcome) in ordered.into_iter().enumerate() {
+            if shown >= MAX_OUTCOMES || w.len() - start > OUTCOME_BYTES {
+                omitted_outcomes += 1;
+                omitted_requirements += outcome.requirements.len();
+                continue;
+            }
             let _ = writeln!(
                 w,
                 "- {} ({}): {}",
@@ -128,34 +143,24 @@ pub fn render(dir: &str, ledger: &Ledger, goal: &Goal, decision: &ShouldRun) -> 
                 clip(&outcome.original_objective, 200)
             );
             let states = requirement_states(outcome);
-            for (requirement, (_, state)) in outcome
-                .requirements
-                .iter()
-                .zip(&states)
-                .take(MAX_REQUIREMENTS)
+            for (index, (requirement, (_, state))) in
+                outcome.requirements.iter().zip(&states).enumerate()
             {
+                if index >= MAX_REQUIREMENTS || w.len() - start > OUTCOME_BYTES {
+                    omitted_requirements += outcome.requirements.len() - index;
+                    break;
+                }
                 let _ = writeln!(
                     w,
                     "  - {} [{}] {}",
                     requirement.id,
                     state.as_str(),
-                    clip(&requirement.description, 200)
-                );
-            }
-            if outcome.requirements.len() > MAX_REQUIREMENTS {
-                let _ = writeln!(
-                    w,
-                    "  - (+{} more requirements)",
-                    outcome.requirements.len() - MAX_REQUIREMENTS
+                    clip(&requirement.description, 160)
                 );
             }
         }
-        if goal.outcomes.len() > MAX_OUTCOMES {
-            let _ = writeln!(
-                w,
-                "- (+{} more outcomes)",
-                goal.outcomes.len() - MAX_OUTCOMES
-            );
+        if omitted_outcomes + omitted_requirements > 0 {
+            let _ = writeln!(w, "- (+{omitted_requirements} more requirements and {omitted_outcomes} more outcomes not shown here)");
         }
         let _ = writeln!(w, "- Full read: `loopx goal-acceptance inspect`");
     }

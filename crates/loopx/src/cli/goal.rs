@@ -302,7 +302,8 @@ fn read_document<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
         .with_context(|| format!("{} is not a valid document", path.display()))
 }
 
-/// Run one goal request; views are refreshed after a real write.
+/// Run one goal request. The loop's views (recovery.md, status.json) show
+/// the ledger only, so a goal write leaves them as they are.
 fn execute(
     dir: &LoopDir,
     goal: &GoalArgs,
@@ -324,9 +325,6 @@ fn execute(
         &GoalContext { now },
         now,
     )?;
-    if !receipt.replayed && !receipt.unchanged {
-        dir.refresh_views()?;
-    }
     Ok(receipt)
 }
 
