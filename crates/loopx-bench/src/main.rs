@@ -25,6 +25,7 @@
 //!   task-body size, and the refinement's steps timed in process (see
 //!   [`goal_cli`]).
 //! - `goal`: `goal-owner` then `goal-cli`.
+//! - `drive`: the driver's own overhead per turn with a no-op agent.
 //!
 //! What it is not: a statistically rigorous harness (no outlier rejection,
 //! no confidence intervals, no CPU pinning), a load or concurrency test (one
@@ -35,6 +36,7 @@
 //! `benches/cli_latency.sh [SUITE] [FLAGS]`.
 
 mod crowded;
+mod drive_overhead;
 mod goal_cli;
 mod goal_owner;
 mod measure;
@@ -66,6 +68,7 @@ suites:
                         quota should-run, goal-acceptance refine-outcome,
                         task-body and goal-acceptance inspect --json
   goal                  goal-owner, then goal-cli
+  drive                 the driver's own overhead per turn (--runs turns of a no-op agent)
 
   --loopx PATH          the loopx binary to time (default: the loopx next to
                         this executable, i.e. target/release/loopx)
@@ -90,6 +93,7 @@ enum Suite {
     GoalOwner,
     GoalCli,
     Goal,
+    Drive,
 }
 
 struct Options {
@@ -111,6 +115,7 @@ fn parse_options() -> Result<Option<Options>> {
         Some("goal-owner") => Some(Suite::GoalOwner),
         Some("goal-cli") => Some(Suite::GoalCli),
         Some("goal") => Some(Suite::Goal),
+        Some("drive") => Some(Suite::Drive),
         _ => None,
     };
     if suite.is_some() {
@@ -210,6 +215,13 @@ fn run() -> Result<()> {
         Suite::GoalOwner => run_goal_owner(&options)?,
         Suite::GoalCli => run_goal_cli(&options)?,
         Suite::Goal => format!("{}\n{}", run_goal_owner(&options)?, run_goal_cli(&options)?),
+        Suite::Drive => {
+            let work =
+                std::env::temp_dir().join(format!("loopx-bench-drive-{}", std::process::id()));
+            let result = drive_overhead::run(&options.loopx.canonicalize()?, options.runs, &work);
+            let _ = std::fs::remove_dir_all(&work);
+            result?
+        }
     };
     print!("{report}");
     if let Some(path) = &options.markdown_out {
