@@ -221,6 +221,7 @@ pub fn command(request: GoalRequest) -> GoalCommand {
         actor: Actor::Agent(AGENT.into()),
         expected_instance: None,
         request,
+        base_revision: None,
     }
 }
 

@@ -12,6 +12,7 @@ mod fsutil;
 mod loop_dir;
 mod platform;
 mod registry;
+mod serve;
 
 fn main() -> std::process::ExitCode {
     cli::main()

@@ -135,6 +135,13 @@ pub struct GoalCommand {
     /// refuses the request. `None` means "whatever is current".
     pub expected_instance: Option<String>,
     pub request: GoalRequest,
+    /// The goal revision the caller's view was read at, for writes that must
+    /// not land on a state the caller never saw (the dashboard's forms).
+    /// Not part of the request's identity: a retry after re-reading reuses
+    /// the same operation id with a newer base, and a reply lost after the
+    /// first attempt committed is recovered by replay, never duplicated.
+    #[serde(skip)]
+    pub base_revision: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -461,7 +468,7 @@ impl Owner for GoalOwner {
                 expected_provider_revision,
                 ..
             } => Some(*expected_provider_revision),
-            _ => None,
+            _ => command.base_revision,
         }
     }
 

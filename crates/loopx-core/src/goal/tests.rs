@@ -61,6 +61,7 @@ impl Harness {
             actor,
             expected_instance: expected_instance.map(str::to_owned),
             request,
+            base_revision: None,
         };
         let decided = GoalOwner::decide(
             self.goal.as_ref(),

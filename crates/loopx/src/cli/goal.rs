@@ -316,6 +316,7 @@ fn execute(
         actor: goal.actor(),
         expected_instance: write.goal_instance.clone(),
         request,
+        base_revision: None,
     };
     let now = clock::now();
     let receipt = dir.authority().execute::<GoalOwner>(
@@ -343,6 +344,7 @@ fn preview(
         actor: goal.actor(),
         expected_instance: write.goal_instance.clone(),
         request,
+        base_revision: None,
     };
     if let Some(expected) = <GoalOwner as loopx_core::operation::Owner>::expected_revision(&command)
     {

@@ -5,6 +5,7 @@ mod goal;
 mod hook;
 mod ledger;
 mod selftest;
+mod serve;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -63,6 +64,8 @@ enum Command {
     AgentCmd(drive::AgentCmdArgs),
     Recover(drive::RecoverArgs),
     Verify(drive::VerifyArgs),
+    Serve(serve::ServeArgs),
+    Dashboard(serve::ServeArgs),
 }
 
 /// What a command produced: the JSON object, the text for people, and
@@ -134,6 +137,8 @@ fn dispatch(command: Command) -> Result<Reply> {
         Command::AgentCmd(args) => drive::agent_cmd(&args),
         Command::Recover(args) => drive::recover(&args),
         Command::Verify(args) => drive::verify(&args),
+        Command::Serve(args) => serve::serve(&args, false),
+        Command::Dashboard(args) => serve::serve(&args, true),
     }
 }
 
@@ -172,7 +177,7 @@ fn merge(into: &mut Value, extra: Value) {
 }
 
 /// The full chain of an error, outermost first, without repetition.
-fn describe(error: &anyhow::Error) -> String {
+pub fn describe(error: &anyhow::Error) -> String {
     let mut parts: Vec<String> = Vec::new();
     for cause in error.chain() {
         let text = cause.to_string();

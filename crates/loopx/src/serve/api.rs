@@ -1,0 +1,306 @@
+//! JSON endpoints. Reads return what the CLI's `--json` reads return;
+//! writes go through the same owners and answer with receipts.
+
+use super::App;
+use crate::clock;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use loopx_core::goal::objective::ObjectiveDocument;
+use loopx_core::goal::outcome::{OutcomeUpdate, RequirementInput, SourceInput};
+use loopx_core::goal::{
+    self, inspect, Actor, GoalCommand, GoalContext, GoalError, GoalOwner, GoalRequest,
+};
+use loopx_core::ledger::{view, LedgerError};
+use loopx_core::operation::OperationId;
+use loopx_store::sqlite::Access;
+use loopx_store::AuthorityError;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// A failed request: status and a message that says what to do.
+pub struct Failure(pub StatusCode, pub String, pub Value);
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        let mut body = json!({"status": "failed", "error": self.1});
+        if let (Some(body), Value::Object(extra)) = (body.as_object_mut(), self.2) {
+            body.extend(extra);
+        }
+        (
+            self.0,
+            [(header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response()
+    }
+}
+
+fn bad(message: impl Into<String>) -> Failure {
+    Failure(StatusCode::BAD_REQUEST, message.into(), Value::Null)
+}
+
+/// Map an error from the owners and the store to an HTTP answer.
+pub fn failure(error: anyhow::Error) -> Failure {
+    let message = crate::cli::describe(&error);
+    if let Some(error) = error.downcast_ref::<AuthorityError<GoalError>>() {
+        return match error {
+            AuthorityError::Rejected(_) => bad(message),
+            AuthorityError::Conflict { .. } => Failure(
+                StatusCode::CONFLICT,
+                message,
+                json!({"reason": "operation_conflict"}),
+            ),
+            AuthorityError::StaleBase { actual, .. } => Failure(
+                StatusCode::CONFLICT,
+                message,
+                json!({"reason": "stale", "current_revision": actual}),
+            ),
+            _ => Failure(StatusCode::INTERNAL_SERVER_ERROR, message, Value::Null),
+        };
+    }
+    if error
+        .downcast_ref::<AuthorityError<LedgerError>>()
+        .is_some()
+        || error.downcast_ref::<GoalError>().is_some()
+    {
+        return bad(message);
+    }
+    Failure(StatusCode::INTERNAL_SERVER_ERROR, message, Value::Null)
+}
+
+/// Run blocking store work off the async threads.
+pub async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+) -> Result<T, Failure> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result.map_err(failure),
+        Err(error) => Err(Failure(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            error.to_string(),
+            Value::Null,
+        )),
+    }
+}
+
+fn ok(value: Value) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        value.to_string(),
+    )
+        .into_response()
+}
+
+pub async fn status(State(app): State<Arc<App>>) -> Result<Response, Failure> {
+    blocking(move || {
+        let dir = app.open(Access::ReadOnly)?;
+        let reading = dir.read()?;
+        let verdict = dir.verdict(&reading.ledger, clock::now());
+        let mut json = view::status_json(&reading.ledger, reading.revision, &verdict);
+        json["dir"] = dir.display().into();
+        json["driver"] = serde_json::to_value(loopx_core::dispatch::summary(
+            &dir.driver()?.1,
+            crate::platform::alive,
+        ))?;
+        Ok(ok(json))
+    })
+    .await
+}
+
+pub async fn goal(State(app): State<Arc<App>>) -> Result<Response, Failure> {
+    blocking(move || {
+        let dir = app.open(Access::ReadOnly)?;
+        let reading = dir.goal(goal::DEFAULT_GOAL_ID)?;
+        Ok(ok(serde_json::to_value(inspect::readback(
+            &reading.goal,
+            reading.revision,
+            None,
+            clock::now(),
+        ))?))
+    })
+    .await
+}
+
+pub async fn should_run(State(app): State<Arc<App>>) -> Result<Response, Failure> {
+    blocking(move || {
+        let dir = app.open(Access::ReadOnly)?;
+        let (_, _, decision) = dir.decision(goal::DEFAULT_GOAL_ID, &Actor::Owner)?;
+        Ok(ok(serde_json::to_value(decision)?))
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+pub struct Limit {
+    limit: Option<usize>,
+}
+
+pub async fn iterations(
+    State(app): State<Arc<App>>,
+    Query(limit): Query<Limit>,
+) -> Result<Response, Failure> {
+    let limit = limit.limit.unwrap_or(20).clamp(1, 500);
+    blocking(move || {
+        let dir = app.open(Access::ReadOnly)?;
+        let records: Vec<_> = dir.recent_records(limit)?.into_iter().rev().collect();
+        Ok(ok(json!({"status": "ok", "iterations": records})))
+    })
+    .await
+}
+
+pub async fn iteration(
+    State(app): State<Arc<App>>,
+    Path(n): Path<String>,
+) -> Result<Response, Failure> {
+    let n: u64 = n
+        .parse()
+        .map_err(|_| bad(format!("{n:?} is not an iteration number")))?;
+    blocking(move || {
+        let dir = app.open(Access::ReadOnly)?;
+        Ok(match dir.iteration_detail(n)? {
+            Some(detail) => ok(serde_json::to_value(detail)?),
+            None => Failure(
+                StatusCode::NOT_FOUND,
+                format!("no iteration {n} in this ledger"),
+                Value::Null,
+            )
+            .into_response(),
+        })
+    })
+    .await
+}
+
+fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, Failure> {
+    serde_json::from_slice(body).map_err(|e| bad(format!("the request body is not valid: {e}")))
+}
+
+fn operation(id: &str) -> Result<OperationId, Failure> {
+    OperationId::parse(id).map_err(|e| bad(e.to_string()))
+}
+
+/// Commit a goal request as the owner, against the revision the page read.
+fn submit(
+    app: &App,
+    id: OperationId,
+    request: GoalRequest,
+    base: Option<u64>,
+) -> anyhow::Result<Value> {
+    let dir = app.open(Access::ReadWrite)?;
+    dir.ensure_goal(goal::DEFAULT_GOAL_ID)?;
+    let command = GoalCommand {
+        actor: Actor::Owner,
+        expected_instance: None,
+        request,
+        base_revision: base,
+    };
+    let now = clock::now();
+    let receipt = dir.authority().execute::<GoalOwner>(
+        &goal::stream(goal::DEFAULT_GOAL_ID),
+        &id,
+        &command,
+        &GoalContext { now },
+        now,
+    )?;
+    Ok(
+        json!({"status": "ok", "operation_id": receipt.operation_id, "revision": receipt.revision, "replayed": receipt.replayed, "unchanged": receipt.unchanged, "effects": receipt.body.effects}),
+    )
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewRequirement {
+    requirement_id: String,
+    description: String,
+    source_ref: String,
+    #[serde(default)]
+    source_summary: String,
+    operation_id: String,
+    /// The goal's provider revision when the form was read.
+    base_revision: u64,
+}
+
+pub async fn add_requirement(
+    State(app): State<Arc<App>>,
+    Path(outcome_id): Path<String>,
+    body: Bytes,
+) -> Result<Response, Failure> {
+    let input: NewRequirement = parse(&body)?;
+    if input.source_ref.trim().is_empty() {
+        return Err(bad(
+            "a new requirement needs a source_ref (where the request came from)",
+        ));
+    }
+    let id = operation(&input.operation_id)?;
+    let update = OutcomeUpdate {
+        outcome_id,
+        add_requirements: vec![RequirementInput {
+            id: input.requirement_id.trim().to_owned(),
+            description: input.description,
+        }],
+        source: Some(SourceInput {
+            source_ref: input.source_ref.trim().to_owned(),
+            summary: input.source_summary,
+        }),
+        ..OutcomeUpdate::default()
+    };
+    let base = input.base_revision;
+    blocking(move || submit(&app, id, GoalRequest::RefineOutcome { update }, Some(base)).map(ok))
+        .await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Revision {
+    /// Apply this pending proposal...
+    #[serde(default)]
+    proposal_digest: Option<String>,
+    /// ...or this revision entered by the owner.
+    #[serde(default)]
+    document: Option<ObjectiveDocument>,
+    expected_provider_revision: u64,
+    operation_id: String,
+}
+
+pub async fn revise_objective(
+    State(app): State<Arc<App>>,
+    body: Bytes,
+) -> Result<Response, Failure> {
+    let input: Revision = parse(&body)?;
+    let id = operation(&input.operation_id)?;
+    blocking(move || {
+        let document = match (input.document, input.proposal_digest) {
+            (Some(document), None) => document,
+            (None, Some(digest)) => {
+                let dir = app.open(Access::ReadOnly)?;
+                let reading = dir.goal(goal::DEFAULT_GOAL_ID)?;
+                let proposal = reading
+                    .goal
+                    .objective
+                    .proposals
+                    .iter()
+                    .find(|p| p.digest.as_str() == digest);
+                let Some(proposal) = proposal else {
+                    return Ok(bad(format!(
+                        "no pending proposal {digest}; reload to see the current ones"
+                    ))
+                    .into_response());
+                };
+                ObjectiveDocument {
+                    objective: proposal.objective.clone(),
+                    reason: proposal.reason.clone(),
+                    source_ref: proposal.source_ref.clone(),
+                }
+            }
+            _ => return Ok(bad("send exactly one of proposal_digest and document").into_response()),
+        };
+        let request = GoalRequest::ReviseObjective {
+            document,
+            expected_provider_revision: input.expected_provider_revision,
+        };
+        submit(&app, id, request, None).map(ok)
+    })
+    .await
+}

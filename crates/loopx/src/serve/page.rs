@@ -1,0 +1,381 @@
+//! The server-rendered dashboard. Every page is built from the store on
+//! each request; the browser only ever sends intents back.
+
+use super::api::{blocking, Failure};
+use super::App;
+use crate::clock;
+use crate::loop_dir::{GoalReading, LoopDir, Reading};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use loopx_core::dispatch::{summary, DriverSummary};
+use loopx_core::goal::continuation::ShouldRun;
+use loopx_core::goal::inspect::{self, Readback};
+use loopx_core::goal::todo::TodoStatus;
+use loopx_core::goal::{self, objective, Actor};
+use loopx_core::ledger::arbiter::Verdict;
+use loopx_core::ledger::IterationRecord;
+use loopx_store::sqlite::Access;
+use maud::{html, Markup, PreEscaped, DOCTYPE};
+
+use std::sync::Arc;
+
+/// Everything a page shows, read once per request.
+struct Snapshot {
+    dir: String,
+    ledger: Reading,
+    verdict: Verdict,
+    goal: GoalReading,
+    driver: DriverSummary,
+    decision: ShouldRun,
+}
+
+fn snapshot(dir: &LoopDir) -> anyhow::Result<Snapshot> {
+    let (ledger, goal, decision) = dir.decision(goal::DEFAULT_GOAL_ID, &Actor::Owner)?;
+    let verdict = dir.verdict(&ledger.ledger, clock::now());
+    let driver = summary(&dir.driver()?.1, crate::platform::alive);
+    Ok(Snapshot {
+        dir: dir.display(),
+        ledger,
+        verdict,
+        goal,
+        driver,
+        decision,
+    })
+}
+
+const STYLE: &str = r#"
+:root { font-family: system-ui, sans-serif; color: #1d232b; background: #f6f7f9; }
+body { margin: 0; }
+header { background: #1d232b; color: #fff; padding: .8rem 1.2rem; }
+header h1 { font-size: 1.1rem; margin: 0; }
+header p { margin: .2rem 0 0; opacity: .8; font-size: .85rem; overflow-wrap: anywhere; }
+main { max-width: 1200px; margin: 0 auto; padding: 1rem; }
+section { background: #fff; border: 1px solid #dde1e6; border-radius: 8px; padding: .8rem 1rem; margin-bottom: 1rem; }
+h2 { font-size: 1rem; margin: 0 0 .6rem; }
+h3 { font-size: .95rem; margin: .2rem 0; }
+.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(260px, 1fr)); gap: .8rem; }
+.card { border: 1px solid #e4e7eb; border-radius: 6px; padding: .6rem .8rem; overflow-wrap: anywhere; }
+.muted { color: #5b6570; font-size: .85rem; }
+.tag { display: inline-block; padding: 0 .4rem; border-radius: 4px; font-size: .8rem; background: #eef1f4; }
+.met { background: #d9f2e1; } .unmet { background: #fbdada; } .uncertain { background: #fdf0c9; } .unreviewed { background: #eef1f4; }
+.pending { background: #fdf0c9; } .adopted { background: #d9f2e1; }
+ul { padding-left: 1.1rem; margin: .3rem 0; }
+li { margin: .15rem 0; overflow-wrap: anywhere; }
+.board { display: grid; grid-template-columns: repeat(5, minmax(0, 1fr)); gap: .6rem; }
+.board > div { background: #f6f7f9; border-radius: 6px; padding: .4rem .5rem; min-width: 0; }
+.table { overflow-x: auto; }
+table { border-collapse: collapse; width: 100%; font-size: .9rem; }
+td, th { border-bottom: 1px solid #eceff2; padding: .3rem .4rem; text-align: left; vertical-align: top; overflow-wrap: anywhere; }
+form label { display: block; font-size: .85rem; margin-top: .5rem; }
+input, select, textarea { width: 100%; box-sizing: border-box; font: inherit; padding: .35rem; }
+button { font: inherit; padding: .35rem .8rem; margin-top: .6rem; cursor: pointer; }
+.message { margin-top: .5rem; font-size: .9rem; }
+.message.error { color: #9b1c1c; } .message.ok { color: #17632f; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f7f9; padding: .6rem; border-radius: 6px; font-size: .8rem; max-height: 30rem; overflow-y: auto; }
+@media (max-width: 720px) { .board { grid-template-columns: 1fr; } main { padding: .5rem; } }
+"#;
+
+const SCRIPT: &str = r#"
+const token = document.querySelector('meta[name=loopx-token]').content;
+const withToken = (path) => path + (path.includes('?') ? '&' : '?') + 'token=' + token;
+const newOperation = () => 'ui-' + Date.now().toString(36) + '-' + Math.random().toString(36).slice(2, 10);
+async function post(path, body) {
+  const response = await fetch(path, { method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Loopx-Token': token }, body: JSON.stringify(body) });
+  let json = {};
+  try { json = await response.json(); } catch (_) {}
+  return { status: response.status, json };
+}
+async function refreshLive() {
+  const response = await fetch(withToken('/fragment/live'));
+  if (response.ok) { document.getElementById('live').outerHTML = await response.text(); }
+}
+async function currentRevision() {
+  const response = await fetch(withToken('/api/goal'));
+  return (await response.json()).provider_revision;
+}
+setInterval(() => { if (document.visibilityState === 'visible') refreshLive(); }, 2000);
+
+const form = document.getElementById('refine');
+if (form) {
+  const message = document.getElementById('refine-message');
+  const retry = document.getElementById('refine-retry');
+  const say = (text, kind) => { message.textContent = text; message.className = 'message ' + kind; };
+  const send = async () => {
+    const data = new FormData(form);
+    const outcome = data.get('outcome_id');
+    const result = await post('/api/outcomes/' + encodeURIComponent(outcome) + '/requirements', {
+      requirement_id: data.get('requirement_id'), description: data.get('description'),
+      source_ref: data.get('source_ref'), source_summary: 'entered in the dashboard',
+      operation_id: form.dataset.operation, base_revision: Number(form.dataset.base),
+    });
+    if (result.status === 200) {
+      say((result.json.replayed ? 'Already saved (the earlier attempt had committed): ' : 'Saved: ') + data.get('requirement_id') + ' at revision ' + result.json.revision, 'ok');
+      form.reset();
+      form.dataset.operation = newOperation();
+      form.dataset.base = result.json.revision;
+      retry.hidden = true;
+      await refreshLive();
+    } else if (result.status === 409 && result.json.reason === 'stale') {
+      say('Someone changed this goal since you loaded it (you read revision ' + form.dataset.base + ', it is now at ' + result.json.current_revision + '). Your text is kept and nothing was written. Reload the goal, check it, then retry: the retry reuses the same operation, so it cannot add the requirement twice.', 'error');
+      retry.hidden = false;
+    } else {
+      say(result.json.error || ('Request failed with status ' + result.status), 'error');
+    }
+  };
+  form.addEventListener('submit', (event) => { event.preventDefault(); send(); });
+  retry.addEventListener('click', async () => {
+    await refreshLive();
+    form.dataset.base = await currentRevision();
+    await send();
+  });
+}
+
+document.addEventListener('click', async (event) => {
+  const button = event.target.closest('button[data-apply]');
+  if (!button) return;
+  const live = document.getElementById('live');
+  const result = await post('/api/objective/revise', {
+    proposal_digest: button.dataset.apply, expected_provider_revision: Number(live.dataset.revision),
+    operation_id: 'ui-apply-' + button.dataset.apply.slice(7, 23),
+  });
+  const note = button.parentElement.querySelector('.message');
+  note.textContent = result.status === 200 ? 'Applied as revision ' + (result.json.revision) : (result.json.error || 'failed');
+  note.className = 'message ' + (result.status === 200 ? 'ok' : 'error');
+  if (result.status === 200) await refreshLive();
+});
+"#;
+
+fn layout(title: &str, token: &str, subtitle: &str, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="loopx-token" content=(token);
+                title { (title) " · loopx" }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                header { h1 { (title) } p { (subtitle) } }
+                main { (body) }
+                script { (PreEscaped(SCRIPT)) }
+            }
+        }
+    }
+}
+
+fn state_tag(state: &str) -> Markup {
+    html! { span class={"tag " (state)} { (state) } }
+}
+
+fn live_section(s: &Snapshot, readback: &Readback<'_>) -> Markup {
+    let ledger = &s.ledger.ledger;
+    let budget = &ledger.budget;
+    let unlimited = |limit: bool, text: String| if limit { "unlimited".to_owned() } else { text };
+    let objective = &readback.objective;
+    html! {
+        div id="live" data-revision=(readback.provider_revision) {
+            section {
+                h2 { "Goal" }
+                div class="grid" {
+                    div class="card" {
+                        h3 { "Original objective" }
+                        p { (readback.original_objective) }
+                        p class="muted" { "Success criteria: " (ledger.success_criteria) }
+                        @for c in &readback.commitments.non_goals { p class="muted" { "Non-goal: " (c) } }
+                    }
+                    div class="card" {
+                        h3 { "Current operating objective" }
+                        p data-testid="current-objective" { (objective.current_objective) }
+                        p class="muted" { "Revision " (objective.current_revision) " · " (objective.current_digest) }
+                        @if !objective.revisions.is_empty() {
+                            h3 { "Revision history" }
+                            ol { @for r in objective.revisions { li { "r" (r.revision) ": " (r.objective) span class="muted" { " — " (r.reason) " (" (r.applied_at) ")" } } } }
+                        }
+                        @if !objective.adoption.is_empty() {
+                            h3 { "Adoption" }
+                            ul { @for a in &objective.adoption { li { (a.agent_id) " " (state_tag(a.state)) } } }
+                        }
+                        @for p in objective.pending_proposals {
+                            div class="card" data-testid="proposal" {
+                                p { "Proposed by " (p.proposed_by) " as revision " (p.revision) ": " strong { (p.objective) } }
+                                p class="muted" { (p.reason) }
+                                button data-apply=(p.digest.as_str()) { "Apply this revision" }
+                                div class="message" {}
+                            }
+                        }
+                    }
+                    div class="card" {
+                        h3 { "Loop" }
+                        p { "Status " strong data-testid="loop-status" { (ledger.status) } " · " (if s.verdict.done { format!("done ({})", s.verdict.reason.unwrap_or("done")) } else { "not done".to_owned() }) }
+                        p { "Iterations " (ledger.spent.iterations) " of " (budget.max_iterations) " (" (ledger.remaining_iterations()) " left)" }
+                        p { "Tokens " (ledger.spent.tokens) " of " (unlimited(budget.max_tokens == 0, budget.max_tokens.to_string())) }
+                        p { "USD " (format!("{:.4}", ledger.spent.usd)) " of " (unlimited(budget.max_usd == 0.0, format!("{:.2}", budget.max_usd))) }
+                        p { "Wall time since " (ledger.created_at) " (limit " (unlimited(budget.max_wall_time_seconds == 0, format!("{}s", budget.max_wall_time_seconds))) ")" }
+                        p { "Driver: " span data-testid="driver" { (s.driver.line()) } }
+                        p class="muted" { "Next: " (s.decision.next_action) " (" (s.decision.scheduler_hint.reason_code) ")" }
+                    }
+                }
+            }
+            section {
+                h2 { "Outcomes" }
+                @if readback.outcomes.is_empty() {
+                    p data-testid="no-outcomes" class="muted" { "No outcomes declared yet. Agents declare them with `loopx goal-acceptance refine-outcome`; they appear here with their accumulated requirements." }
+                }
+                div class="grid" {
+                    @for o in &readback.outcomes {
+                        div class="card" data-testid="outcome" data-outcome=(o.id) {
+                            h3 { (o.id) " " (state_tag(o.status)) }
+                            p { (o.original_objective) }
+                            p class="muted" { "Responsible: " (o.responsible_agent) }
+                            ul { @for r in &o.requirements { li data-requirement=(r.id) { (r.id) " " (state_tag(r.state.as_str())) " " (r.description) } } }
+                            @if !o.linked_work.is_empty() {
+                                p class="muted" { "Work: " @for w in &o.linked_work { (w.todo_id) " (" (w.status.map_or("missing", |s| s.as_str())) ") " } }
+                            }
+                            @for review in o.reviews {
+                                p class="muted" { "Review of " (review.requirement_id) ": " (format!("{:?}", review.conclusion).to_lowercase()) " — " (review.reasoning) " [" (review.evidence_refs.join(", ")) "]" }
+                            }
+                            p class="muted" { "Self-assessed reviews only; no configured checks." }
+                        }
+                    }
+                }
+                @if !readback.gaps.is_empty() {
+                    h3 { "Gaps" }
+                    ul { @for g in &readback.gaps { li { (g.outcome_id) ": unresolved " (g.unresolved.iter().map(|r| r.id.as_str()).collect::<Vec<_>>().join(", ")) " " (if g.acknowledged { "(acknowledged)" } else { "(open)" }) } } }
+                }
+            }
+            section {
+                h2 { "Todos" }
+                div class="board" {
+                    @for status in [TodoStatus::Open, TodoStatus::Claimed, TodoStatus::Blocked, TodoStatus::Deferred, TodoStatus::Done] {
+                        div data-column=(status.as_str()) {
+                            h3 { (status.as_str()) }
+                            @for t in s.goal.goal.todos.iter().filter(|t| t.status == status) {
+                                div class="card" {
+                                    strong { (t.id) } " " (t.title)
+                                    @if let Some(lease) = &t.lease { p class="muted" { "leased to " (lease.holder) " until " (lease.expires_at) } }
+                                    @if !t.blocked_reason.is_empty() { p class="muted" { (t.blocked_reason) } }
+                                    @if let Some(until) = t.deferred_until { p class="muted" { "until " (until) } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            section {
+                h2 { "Last iterations" }
+                @if ledger.recent.is_empty() { p class="muted" { "No iteration recorded yet." } }
+                div class="table" {
+                    table {
+                        @for r in ledger.recent.iter().rev() {
+                            tr {
+                                td { a href={"/iterations/" (r.iteration)} { "#" (r.iteration) } }
+                                td { (r.decision) @if let Some(claim) = r.claim { " " (state_tag(&format!("{claim:?}").to_lowercase())) } }
+                                td { (r.objective) }
+                                td class="muted" { (r.evidence_checked.evidence_ids.join(", ")) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn refine_form(readback: &Readback<'_>) -> Markup {
+    html! {
+        section {
+            h2 { "Add a requirement" }
+            @if readback.outcomes.is_empty() {
+                p class="muted" { "This form appears once an outcome exists." }
+            } @else {
+                form id="refine" data-base=(readback.provider_revision) data-operation=(format!("ui-{}", clock::now().as_nanosecond())) {
+                    label { "Outcome" select name="outcome_id" { @for o in &readback.outcomes { option value=(o.id) { (o.id) } } } }
+                    label { "Requirement id" input name="requirement_id" required placeholder="R3"; }
+                    label { "Description" textarea name="description" required rows="3" {} }
+                    label { "Source" input name="source_ref" required value="dashboard"; }
+                    button type="submit" { "Add requirement" }
+                    button type="button" id="refine-retry" hidden { "Reload and retry" }
+                    div id="refine-message" class="message" role="status" {}
+                }
+                p class="muted" { "Requirements are append-only: an existing id with other text is refused." }
+            }
+        }
+    }
+}
+
+fn render_overview(app: &App) -> anyhow::Result<Markup> {
+    let dir = app.open(Access::ReadOnly)?;
+    let s = snapshot(&dir)?;
+    let readback = inspect::readback(&s.goal.goal, s.goal.revision, None, clock::now());
+    let title = objective::current_text(&s.goal.goal).to_owned();
+    Ok(layout(
+        &title,
+        &app.token,
+        &format!("loop {} · {}", s.ledger.ledger.run_id, s.dir),
+        html! {
+            (live_section(&s, &readback))
+            (refine_form(&readback))
+        },
+    ))
+}
+
+pub async fn overview(State(app): State<Arc<App>>) -> Result<Response, Failure> {
+    blocking(move || Ok(Html(render_overview(&app)?.into_string()).into_response())).await
+}
+
+pub async fn live(State(app): State<Arc<App>>) -> Result<Response, Failure> {
+    blocking(move || {
+        let dir = app.open(Access::ReadOnly)?;
+        let s = snapshot(&dir)?;
+        let readback = inspect::readback(&s.goal.goal, s.goal.revision, None, clock::now());
+        Ok(Html(live_section(&s, &readback).into_string()).into_response())
+    })
+    .await
+}
+
+pub async fn iteration(
+    State(app): State<Arc<App>>,
+    Path(n): Path<String>,
+) -> Result<Response, Failure> {
+    blocking(move || {
+        let Ok(n) = n.parse::<u64>() else {
+            return Ok((StatusCode::BAD_REQUEST, Html(format!("{n:?} is not an iteration number"))).into_response());
+        };
+        let dir = app.open(Access::ReadOnly)?;
+        let Some(detail) = dir.iteration_detail(n)? else {
+            return Ok((StatusCode::NOT_FOUND, Html(format!("no iteration {n}"))).into_response());
+        };
+        let record: IterationRecord = serde_json::from_value(detail["record"].clone())?;
+        let list = |items: &[String]| html! { @if items.is_empty() { span class="muted" { "none" } } @else { ul { @for i in items { li { (i) } } } } };
+        let body = html! {
+            p { a href="/" { "← overview" } }
+            section {
+                h2 { "Iteration " (record.iteration) }
+                div class="table" { table {
+                    tr { th { "Decision" } td data-testid="decision" { (record.decision) @if !record.stop_reason.is_empty() { " (" (record.stop_reason) ")" } } }
+                    tr { th { "Mode" } td { (record.mode) } }
+                    tr { th { "Objective" } td { (record.objective) } }
+                    tr { th { "Recorded" } td { (record.timestamp) " · operation " (record.operation_id) } }
+                    tr { th { "Spend" } td { (record.budget_delta.tokens) " tokens, $" (format!("{:.4}", record.budget_delta.usd)) } }
+                    tr { th { "Next action" } td { (record.proposed_next_action) } }
+                    tr { th { "Output" } td { (record.output) } }
+                } }
+                h3 { "Evidence" } (list(&record.evidence_checked.evidence_ids))
+                h3 { "Actions taken" } (list(&record.actions_taken))
+                h3 { "Remaining gaps" } (list(&record.remaining_gaps))
+            }
+            section {
+                h2 { "Driver log" }
+                @match detail["log"].as_str() {
+                    Some(log) => { p class="muted" { (detail["dispatch"]["dispatch_id"].as_str().unwrap_or("")) " · " (detail["dispatch"]["provider"].as_str().unwrap_or("")) } pre data-testid="log" { (log) } }
+                    None => p class="muted" { "This iteration was not recorded under the driver, or its log is gone." },
+                }
+            }
+        };
+        Ok(Html(layout(&format!("Iteration {n}"), &app.token, &dir.display(), body).into_string()).into_response())
+    })
+    .await
+}
