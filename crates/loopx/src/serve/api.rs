@@ -276,22 +276,30 @@ pub async fn revise_objective(
             (None, Some(digest)) => {
                 let dir = app.open(Access::ReadOnly)?;
                 let reading = dir.goal(goal::DEFAULT_GOAL_ID)?;
-                let proposal = reading
-                    .goal
-                    .objective
+                // A proposal becomes the revision with the same digest once
+                // applied; rebuilding the identical request from it lets a
+                // retried apply replay instead of failing.
+                let objective = &reading.goal.objective;
+                let pending = objective
                     .proposals
                     .iter()
-                    .find(|p| p.digest.as_str() == digest);
-                let Some(proposal) = proposal else {
+                    .find(|p| p.digest.as_str() == digest)
+                    .map(|p| (&p.objective, &p.reason, &p.source_ref));
+                let applied = objective
+                    .revisions
+                    .iter()
+                    .find(|r| r.digest.as_str() == digest)
+                    .map(|r| (&r.objective, &r.reason, &r.source_ref));
+                let Some((text, reason, source_ref)) = pending.or(applied) else {
                     return Ok(bad(format!(
                         "no pending proposal {digest}; reload to see the current ones"
                     ))
                     .into_response());
                 };
                 ObjectiveDocument {
-                    objective: proposal.objective.clone(),
-                    reason: proposal.reason.clone(),
-                    source_ref: proposal.source_ref.clone(),
+                    objective: text.clone(),
+                    reason: reason.clone(),
+                    source_ref: source_ref.clone(),
                 }
             }
             _ => return Ok(bad("send exactly one of proposal_digest and document").into_response()),
