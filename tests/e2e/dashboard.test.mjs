@@ -1,0 +1,161 @@
+// The dashboard in a real browser against a real `loopx serve` on a real
+// loop: read, refine, live refresh with an open draft, stale-write
+// recovery with a concurrent CLI write, applying a proposed revision, the
+// iteration page, absent outcomes, and desktop/narrow screenshots.
+//
+// Run by `cargo test` (crates/loopx/tests/dashboard_e2e.rs) with LOOPX_BIN
+// set to the built binary.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { chromium } from 'playwright-core';
+
+const LOOPX = process.env.LOOPX_BIN || 'loopx';
+const SHOTS = process.env.LOOPX_SCREENSHOTS || join(tmpdir(), 'loopx-e2e-screenshots');
+mkdirSync(SHOTS, { recursive: true });
+
+function loopx(dir, args, env = {}) {
+  return execFileSync(LOOPX, [...args, '--dir', dir, '--json'], { env: { ...process.env, LOOPX_REGISTRY_DIR: join(dir, '..', 'registry'), ...env }, encoding: 'utf8' });
+}
+
+function newLoop({ withOutcome }) {
+  const root = mkdtempSync(join(tmpdir(), 'loopx-e2e-'));
+  const dir = join(root, 'loop');
+  loopx(dir, ['init', '--goal', 'Write the talk', '--success-criteria', 'the deck is reviewed', '--max-iterations', '10']);
+  if (withOutcome) {
+    loopx(dir, ['todo', 'add', '--title', 'Build the deck']);
+    const doc = join(root, 'outcome.json');
+    writeFileSync(doc, JSON.stringify({ outcome_id: 'deck', objective: 'A deck that keeps the accepted intro', add_requirements: [{ id: 'R1', description: 'Keep the intro slide first' }], link_todos: ['t1'], source: { ref: 'msg-1' } }));
+    loopx(dir, ['goal-acceptance', 'refine-outcome', '--document', doc], { LOOPX_AGENT_ID: 'agent-a' });
+    loopx(dir, ['append-iteration', '--mode', 'bounded-research', '--objective', 'Draft the deck outline', '--decision', 'continue', '--evidence-id', 'outline.md']);
+  }
+  return { root, dir };
+}
+
+async function serve(dir) {
+  const child = spawn(LOOPX, ['serve', '--dir', dir, '--addr', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const line = await new Promise((resolve) => createInterface({ input: child.stdout }).once('line', resolve));
+  const url = line.match(/(http:\/\/\S+\/)/)[1];
+  return { child, url };
+}
+
+let browser;
+before(async () => {
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+});
+after(async () => { await browser?.close(); });
+
+async function withServer(loop, run) {
+  const server = await serve(loop.dir);
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  try {
+    await page.goto(server.url);
+    await run(page, server);
+  } finally {
+    await page.close();
+    server.child.kill();
+  }
+}
+
+const requirementIds = (dir) => JSON.parse(loopx(dir, ['goal-acceptance', 'inspect'])).outcomes[0].requirements.map((r) => r.id);
+
+test('reads the goal, outcomes, todos and iterations', async () => {
+  const loop = newLoop({ withOutcome: true });
+  await withServer(loop, async (page) => {
+    await assert.doesNotReject(page.getByTestId('current-objective').filter({ hasText: 'Write the talk' }).waitFor());
+    const outcome = page.locator('[data-outcome="deck"]');
+    assert.match(await outcome.innerText(), /R1\s+unreviewed\s+Keep the intro slide first/);
+    assert.match(await outcome.innerText(), /Responsible: agent-a/);
+    assert.match(await page.locator('[data-column="open"]').innerText(), /t1 Build the deck/);
+    await page.screenshot({ path: join(SHOTS, 'overview-desktop.png'), fullPage: true });
+    await page.setViewportSize({ width: 390, height: 844 });
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 0, `the narrow layout scrolls sideways by ${overflow}px`);
+    await page.screenshot({ path: join(SHOTS, 'overview-narrow.png'), fullPage: true });
+    await page.getByRole('link', { name: '#1' }).click();
+    assert.equal(await page.getByTestId('decision').innerText(), 'continue');
+    assert.match(await page.locator('body').innerText(), /outline\.md/);
+  });
+});
+
+test('refines in place and reads back the native result', async () => {
+  const loop = newLoop({ withOutcome: true });
+  await withServer(loop, async (page) => {
+    await page.fill('input[name=requirement_id]', 'R2');
+    await page.fill('textarea[name=description]', 'Put the results before the methods');
+    await page.click('button[type=submit]');
+    await page.locator('#refine-message').filter({ hasText: 'Saved: R2' }).waitFor();
+    await page.locator('[data-requirement="R2"]').waitFor();
+    assert.deepEqual(requirementIds(loop.dir), ['R1', 'R2']);
+    // Reload: still there, read from the store.
+    await page.reload();
+    assert.match(await page.locator('[data-outcome="deck"]').innerText(), /R2\s+unreviewed\s+Put the results before the methods/);
+  });
+});
+
+test('a stale write keeps the draft and its retry after reloading appends once', async () => {
+  const loop = newLoop({ withOutcome: true });
+  await withServer(loop, async (page) => {
+    await page.fill('input[name=requirement_id]', 'R3');
+    await page.fill('textarea[name=description]', 'End with one slide of questions');
+    const operation = await page.locator('#refine').getAttribute('data-operation');
+    // Someone commits through the CLI after the page loaded.
+    loopx(loop.dir, ['todo', 'add', '--title', 'Concurrent CLI work']);
+    await page.click('button[type=submit]');
+    await page.locator('#refine-message').filter({ hasText: 'Someone changed this goal' }).waitFor();
+    assert.equal(await page.inputValue('textarea[name=description]'), 'End with one slide of questions');
+    assert.equal(await page.locator('#refine').getAttribute('data-operation'), operation, 'the pending operation is kept');
+    assert.deepEqual(requirementIds(loop.dir), ['R1']);
+    await page.click('#refine-retry');
+    await page.locator('#refine-message').filter({ hasText: 'Saved: R3' }).waitFor();
+    assert.deepEqual(requirementIds(loop.dir), ['R1', 'R3']);
+    await page.screenshot({ path: join(SHOTS, 'after-stale-retry.png'), fullPage: true });
+  });
+});
+
+test('the live refresh shows new state without losing an open draft', async () => {
+  const loop = newLoop({ withOutcome: true });
+  await withServer(loop, async (page) => {
+    await page.fill('input[name=requirement_id]', 'R4');
+    await page.fill('textarea[name=description]', 'A draft that must survive');
+    loopx(loop.dir, ['todo', 'add', '--title', 'Appears live']);
+    await page.locator('[data-column="open"]').filter({ hasText: 'Appears live' }).waitFor({ timeout: 10000 });
+    assert.equal(await page.inputValue('textarea[name=description]'), 'A draft that must survive');
+    assert.equal(await page.inputValue('input[name=requirement_id]'), 'R4');
+  });
+});
+
+test('the owner reviews and applies a proposed objective revision', async () => {
+  const loop = newLoop({ withOutcome: true });
+  const doc = join(loop.root, 'revision.json');
+  writeFileSync(doc, JSON.stringify({ objective: 'Write the talk and a two-page abstract', reason: 'the user asked for an abstract', source_ref: 'msg-7' }));
+  loopx(loop.dir, ['goal-acceptance', 'prepare-objective', '--document', doc, '--execute'], { LOOPX_AGENT_ID: 'agent-a' });
+  await withServer(loop, async (page) => {
+    const proposal = page.getByTestId('proposal');
+    assert.match(await proposal.innerText(), /Write the talk and a two-page abstract/);
+    await proposal.getByRole('button', { name: 'Apply this revision' }).click();
+    await page.getByTestId('current-objective').filter({ hasText: 'two-page abstract' }).waitFor();
+    const readback = JSON.parse(loopx(loop.dir, ['goal-acceptance', 'inspect']));
+    assert.equal(readback.objective.current_revision, 1);
+    assert.equal(readback.original_objective, 'Write the talk');
+  });
+});
+
+test('a goal without outcomes reads cleanly and offers no refine form', async () => {
+  const loop = newLoop({ withOutcome: false });
+  await withServer(loop, async (page) => {
+    await page.getByTestId('no-outcomes').waitFor();
+    assert.match(await page.locator('body').innerText(), /This form appears once an outcome exists/);
+    assert.equal(await page.locator('#refine').count(), 0);
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.screenshot({ path: join(SHOTS, 'no-outcomes-narrow.png'), fullPage: true });
+  });
+});
