@@ -296,14 +296,14 @@ pub fn verify_claim(dir: &LoopDir, root: &Path, timeout: Duration) -> Result<Opt
     let mut command = Command::new("sh");
     command
         .arg("-c")
-        .arg(&ledger.success_check)
+        .arg(&ledger.config.success_check)
         .current_dir(root)
         .env("LOOPX_DIR", dir.root())
         .stdout(log.try_clone()?)
         .stderr(log);
     let turn = spawn_and_wait(command, None, timeout, &logs, &name)?;
     let check = CheckRun {
-        command: ledger.success_check.clone(),
+        command: ledger.config.success_check.clone(),
         exit_code: turn.exit_status,
         timed_out: turn.timed_out,
         log: log_name,

@@ -56,8 +56,8 @@ fn bootstrap(ledger: &Ledger) -> (OperationId, GoalCommand, GoalContext) {
         expected_instance: None,
         request: GoalRequest::Create {
             goal_id: goal::DEFAULT_GOAL_ID.into(),
-            objective: ledger.goal.clone(),
-            commitments: ledger.commitments.clone(),
+            objective: ledger.config.goal.clone(),
+            commitments: ledger.config.commitments.clone(),
         },
         base_revision: None,
     };

@@ -115,7 +115,7 @@ fn identity(
 ) -> ResetIdentity {
     let ledger_part = Digest::of_json(&serde_json::json!({
         "run_id": ledger.run_id, "status": ledger.status, "spent": ledger.spent,
-        "budget": ledger.budget, "stop_conditions": ledger.stop_conditions,
+        "budget": ledger.config.budget, "stop_conditions": ledger.config.stop_conditions,
     }));
     let todos: Vec<_> = goal
         .todos

@@ -52,7 +52,7 @@ pub fn render(dir: &str, ledger: &Ledger, goal: &Goal, decision: &ShouldRun) -> 
     let _ = writeln!(
         w,
         "- Success criteria: {}",
-        clip(&ledger.success_criteria, 400)
+        clip(&ledger.config.success_criteria, 400)
     );
     for (label, items) in [
         ("Acceptance", &goal.commitments.acceptance_criteria),
@@ -63,7 +63,7 @@ pub fn render(dir: &str, ledger: &Ledger, goal: &Goal, decision: &ShouldRun) -> 
             let _ = writeln!(w, "- {label}: {}", clip(item, 200));
         }
     }
-    let budget = &ledger.budget;
+    let budget = &ledger.config.budget;
     let _ = writeln!(
         w,
         "- Budget: iteration {} of {}; tokens {}{}; usd {:.2}{}",

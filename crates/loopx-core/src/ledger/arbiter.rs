@@ -65,10 +65,11 @@ pub fn arbitrate(ledger: &Ledger, sentinels: Sentinels, now: Timestamp) -> Verdi
         holding.push(StopCondition::OperatorBlocked);
     }
     let exhausted = ledger
+        .config
         .budget
         .exhausted(&ledger.spent, ledger.elapsed_seconds(now));
     holding.extend(exhausted.into_iter().map(StopCondition::Budget));
-    if ledger.stop_conditions.require_user_stop_only {
+    if ledger.config.stop_conditions.require_user_stop_only {
         holding.push(StopCondition::AwaitingUserStop);
     }
     if ledger.status.is_terminal() {

@@ -185,7 +185,7 @@ impl<'a> Auditor<'a> {
             return;
         }
         let elapsed = ledger.elapsed_seconds(self.now);
-        for exhausted in ledger.budget.exhausted(&ledger.spent, elapsed) {
+        for exhausted in ledger.config.budget.exhausted(&ledger.spent, elapsed) {
             match exhausted {
                 // Only a record can spend an iteration, and the guard makes
                 // the last one end the loop.

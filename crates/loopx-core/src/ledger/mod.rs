@@ -40,19 +40,10 @@ pub const DEFAULT_PLATEAU_RULE: &str =
 pub struct Ledger {
     /// This loop's lifetime id; a loop re-created elsewhere gets another.
     pub run_id: String,
-    pub goal: String,
-    pub success_criteria: String,
-    pub default_mode: Mode,
-    pub plateau_rule: String,
-    /// A shell command that must pass before a success stop is banked
-    /// (run by the driver, never by the ledger).
-    pub success_check: String,
-    pub stop_conditions: StopConditions,
-    pub goal_focus_mode: GoalFocusMode,
-    pub budget: Budget,
-    /// The root commitments the loop's goal is created with.
-    #[serde(default)]
-    pub commitments: crate::goal::RootCommitments,
+    /// What `init` set: goal, criteria, budgets, stop conditions. Flattened,
+    /// so the snapshot reads as one object.
+    #[serde(flatten)]
+    pub config: InitLoop,
     pub spent: Spent,
     pub status: LoopStatus,
     pub created_at: Timestamp,
@@ -384,7 +375,7 @@ impl Ledger {
     }
 
     pub fn remaining_iterations(&self) -> u64 {
-        self.budget.remaining_iterations(&self.spent)
+        self.config.budget.remaining_iterations(&self.spent)
     }
 }
 
@@ -409,7 +400,7 @@ pub fn append_guard(
     if report.objective.trim().is_empty() {
         return Err(LedgerError::Empty { field: "objective" });
     }
-    if ledger.goal_focus_mode == GoalFocusMode::Enforce {
+    if ledger.config.goal_focus_mode == GoalFocusMode::Enforce {
         return Err(LedgerError::EnforceNeedsDispatch);
     }
     if let Some(iteration) = ledger.pending_claim {
@@ -420,13 +411,16 @@ pub fn append_guard(
             status: ledger.status,
         });
     }
-    if ledger.spent.iterations >= ledger.budget.max_iterations {
+    if ledger.spent.iterations >= ledger.config.budget.max_iterations {
         return Err(LedgerError::IterationsExhausted {
-            max: ledger.budget.max_iterations,
+            max: ledger.config.budget.max_iterations,
         });
     }
     let after = ledger.spent.plus(report.tokens, report.usd);
-    let exhausted = ledger.budget.exhausted(&after, ledger.elapsed_seconds(now));
+    let exhausted = ledger
+        .config
+        .budget
+        .exhausted(&after, ledger.elapsed_seconds(now));
     if decision.is_continuing() {
         return match exhausted.first() {
             None => Ok(()),
@@ -624,6 +618,7 @@ impl Owner for LedgerOwner {
                         decision.resulting_status()
                     },
                     remaining_iterations: ledger
+                        .config
                         .budget
                         .max_iterations
                         .saturating_sub(record.iteration),
@@ -642,15 +637,7 @@ impl Owner for LedgerOwner {
         match (state, event) {
             (_, LedgerEvent::Initialized { run_id, at, config }) => Ledger {
                 run_id: run_id.clone(),
-                goal: config.goal.clone(),
-                success_criteria: config.success_criteria.clone(),
-                default_mode: config.default_mode,
-                plateau_rule: config.plateau_rule.clone(),
-                success_check: config.success_check.clone(),
-                stop_conditions: config.stop_conditions.clone(),
-                goal_focus_mode: config.goal_focus_mode,
-                budget: config.budget.clone(),
-                commitments: config.commitments.clone(),
+                config: (**config).clone(),
                 spent: Spent::default(),
                 status: LoopStatus::Initialized,
                 created_at: *at,
@@ -733,7 +720,7 @@ impl Owner for LedgerOwner {
 fn claims_success(ledger: &Ledger, decision: Decision, stop_reason: &str) -> bool {
     decision == Decision::Stop
         && is_success_stop_reason(stop_reason)
-        && !ledger.success_check.trim().is_empty()
+        && !ledger.config.success_check.trim().is_empty()
 }
 
 /// The status a settled claim leaves: verified ends the loop; refused lets

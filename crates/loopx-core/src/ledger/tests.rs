@@ -388,9 +388,9 @@ proptest! {
                 prop_assert_eq!(h.journal.len(), journal_len);
             }
             let ledger = h.ledger();
-            prop_assert!(ledger.spent.iterations <= ledger.budget.max_iterations);
+            prop_assert!(ledger.spent.iterations <= ledger.config.budget.max_iterations);
             if ledger.status == LoopStatus::Running {
-                prop_assert!(ledger.budget.exhausted(&ledger.spent, 0).is_empty());
+                prop_assert!(ledger.config.budget.exhausted(&ledger.spent, 0).is_empty());
             }
         }
         let audit = h.audit();

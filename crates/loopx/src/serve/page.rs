@@ -172,7 +172,7 @@ fn state_tag(state: &str) -> Markup {
 
 fn live_section(s: &Snapshot, readback: &Readback<'_>) -> Markup {
     let ledger = &s.ledger.ledger;
-    let budget = &ledger.budget;
+    let budget = &ledger.config.budget;
     let unlimited = |limit: bool, text: String| if limit { "unlimited".to_owned() } else { text };
     let objective = &readback.objective;
     html! {
@@ -183,7 +183,7 @@ fn live_section(s: &Snapshot, readback: &Readback<'_>) -> Markup {
                     div class="card" {
                         h3 { "Original objective" }
                         p { (readback.original_objective) }
-                        p class="muted" { "Success criteria: " (ledger.success_criteria) }
+                        p class="muted" { "Success criteria: " (ledger.config.success_criteria) }
                         @for c in &readback.commitments.non_goals { p class="muted" { "Non-goal: " (c) } }
                     }
                     div class="card" {
