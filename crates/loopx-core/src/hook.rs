@@ -60,7 +60,8 @@ pub enum LoopReading {
     Missing,
     /// It could not be read; fail open.
     Unreadable(String),
-    Read(Verdict),
+    /// The stop verdict, and how many iterations the ledger holds.
+    Read(Verdict, u64),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -103,9 +104,9 @@ pub fn verdict(entry: Option<&ArmedLoop>, reading: LoopReading) -> HookVerdict {
         LoopReading::NoneArmed => HookVerdict::allow("no_active_loop"),
         LoopReading::Missing => HookVerdict::allow("loop_dir_missing"),
         LoopReading::Unreadable(error) => HookVerdict::allow(format!("error_fail_open:{error}")),
-        LoopReading::Read(done) if done.paused => HookVerdict::allow("paused"),
-        LoopReading::Read(done) if done.done => HookVerdict::allow(done.reason.unwrap_or("done")),
-        LoopReading::Read(_) => HookVerdict {
+        LoopReading::Read(done, _) if done.paused => HookVerdict::allow("paused"),
+        LoopReading::Read(done, _) if done.done => HookVerdict::allow(done.reason.unwrap_or("done")),
+        LoopReading::Read(..) => HookVerdict {
             block: true,
             reason: "active_not_done".into(),
             message: Some(format!(
@@ -162,13 +163,13 @@ mod tests {
             reason: None,
             conditions: vec![],
         };
-        assert!(verdict(Some(&entry), LoopReading::Read(open.clone())).block);
+        assert!(verdict(Some(&entry), LoopReading::Read(open.clone(), 0)).block);
         let paused = Verdict {
             paused: true,
             ..open.clone()
         };
         assert_eq!(
-            verdict(Some(&entry), LoopReading::Read(paused)).reason,
+            verdict(Some(&entry), LoopReading::Read(paused, 0)).reason,
             "paused"
         );
         let done = Verdict {
@@ -177,7 +178,7 @@ mod tests {
             ..open
         };
         assert_eq!(
-            verdict(Some(&entry), LoopReading::Read(done)).reason,
+            verdict(Some(&entry), LoopReading::Read(done, 0)).reason,
             "loops_reached"
         );
         assert!(!verdict(Some(&entry), LoopReading::Unreadable("x".into())).block);
@@ -221,6 +222,35 @@ pub fn next_block(previous: Option<&BlockStreak>, iterations_now: u64) -> (bool,
             },
         )
     }
+}
+
+/// Apply the streak bound to a verdict: a block stands only while the
+/// streak without a new iteration is short. Returns the verdict and, when a
+/// block was weighed, the streak to remember.
+pub fn bounded(
+    verdict: HookVerdict,
+    previous: Option<&BlockStreak>,
+    iterations: u64,
+) -> (HookVerdict, Option<BlockStreak>) {
+    if !verdict.block {
+        return (verdict, None);
+    }
+    let (allowed, streak) = next_block(previous, iterations);
+    if allowed {
+        return (verdict, Some(streak));
+    }
+    let message = format!(
+        "standing down after {} blocked stops without a new iteration; the loop stays armed (`loopx disarm` to end it)",
+        streak.blocks
+    );
+    (
+        HookVerdict {
+            block: false,
+            reason: "block_limit_reached".into(),
+            message: Some(message),
+        },
+        Some(streak),
+    )
 }
 
 #[cfg(test)]

@@ -113,9 +113,7 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
         request: &O::Request,
         context: &O::Context<'_>,
     ) -> Result<Preview<O>, AuthorityError<O::Error>> {
-        let Loaded { revision, state } = self.load::<O>(stream)?;
-        check_base::<O>(stream, request, revision)?;
-        O::decide(state.as_ref(), request, context).map_err(AuthorityError::Rejected)
+        decide_at::<O>(stream, &self.load::<O>(stream)?, request, context)
     }
 
     /// Apply `request` under `operation_id`, or return the receipt it
@@ -200,6 +198,18 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
             attempts: MAX_ATTEMPTS,
         })
     }
+}
+
+/// What `request` would do to `loaded`, refusing a stale base as a commit
+/// would; writes nothing.
+pub fn decide_at<O: Owner>(
+    stream: &Stream,
+    loaded: &Loaded<O::State>,
+    request: &O::Request,
+    context: &O::Context<'_>,
+) -> Result<Preview<O>, AuthorityError<O::Error>> {
+    check_base::<O>(stream, request, loaded.revision)?;
+    O::decide(loaded.state.as_ref(), request, context).map_err(AuthorityError::Rejected)
 }
 
 fn check_base<O: Owner>(

@@ -16,7 +16,7 @@ mod authority;
 pub mod failpoint;
 pub mod sqlite;
 
-pub use authority::{Authority, AuthorityError, Executed, Loaded, Receipt};
+pub use authority::{decide_at, Authority, AuthorityError, Executed, Loaded, Preview, Receipt};
 
 /// The name of one independently versioned piece of state (`ledger`, later
 /// `goal:<id>`).

@@ -10,13 +10,13 @@ use anyhow::{bail, Context as _, Result};
 use jiff::Timestamp;
 use loopx_core::dispatch::{self, DriverOwner, DriverState};
 use loopx_core::goal::continuation::{should_run, ShouldRun};
-use loopx_core::goal::{self, Goal, GoalCommand, GoalContext, GoalOwner, GoalRequest};
+use loopx_core::goal::{self, Goal, GoalCommand, GoalContext, GoalOwner, GoalReceipt, GoalRequest};
 use loopx_core::ledger::arbiter::{arbitrate, Sentinels, Verdict};
 use loopx_core::ledger::proof::{EvidenceFiles, FileProblem};
 use loopx_core::ledger::{view, IterationRecord, Ledger, LedgerEvent, LedgerOwner, STREAM};
 use loopx_core::operation::{OperationId, Owner as _};
 use loopx_store::sqlite::{Access, SqliteStore};
-use loopx_store::{Authority, Loaded, Store as _};
+use loopx_store::{decide_at, Authority, Loaded, Preview, Receipt, Store as _};
 use std::path::{Component, Path, PathBuf};
 
 pub const DATABASE: &str = "loopx.sqlite";
@@ -267,6 +267,41 @@ impl LoopDir {
 
     pub fn path(&self, relative: &str) -> PathBuf {
         self.root.join(relative)
+    }
+
+    /// Commit a goal command, creating the loop's default goal first if
+    /// this is its first write.
+    pub fn goal_execute(
+        &self,
+        goal_id: &str,
+        id: &OperationId,
+        command: &GoalCommand,
+    ) -> Result<Receipt<GoalReceipt>> {
+        self.ensure_goal(goal_id)?;
+        let now = clock::now();
+        Ok(self.authority().execute::<GoalOwner>(
+            &goal::stream(goal_id),
+            id,
+            command,
+            &GoalContext { now },
+            now,
+        )?)
+    }
+
+    /// What a goal command would do now; writes nothing, not even the
+    /// default goal.
+    pub fn goal_preview(&self, goal_id: &str, command: &GoalCommand) -> Result<Preview<GoalOwner>> {
+        let GoalReading { revision, goal } = self.goal(goal_id)?;
+        let loaded = Loaded {
+            revision,
+            state: Some(goal),
+        };
+        Ok(decide_at::<GoalOwner>(
+            &goal::stream(goal_id),
+            &loaded,
+            command,
+            &GoalContext { now: clock::now() },
+        )?)
     }
 
     pub fn sentinels(&self) -> Sentinels {

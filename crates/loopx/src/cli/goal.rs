@@ -10,9 +10,7 @@ use clap::{Args, Subcommand};
 use loopx_core::digest::Digest;
 use loopx_core::goal::outcome::OutcomeUpdate;
 use loopx_core::goal::todo::TodoAction;
-use loopx_core::goal::{
-    self, inspect, Actor, GoalCommand, GoalContext, GoalOwner, GoalReceipt, GoalRequest,
-};
+use loopx_core::goal::{self, inspect, Actor, GoalCommand, GoalReceipt, GoalRequest};
 use loopx_core::operation::OperationId;
 use loopx_store::sqlite::Access;
 use loopx_store::Receipt;
@@ -302,31 +300,14 @@ fn read_document<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
         .with_context(|| format!("{} is not a valid document", path.display()))
 }
 
-/// Run one goal request. The loop's views (recovery.md, status.json) show
-/// the ledger only, so a goal write leaves them as they are.
-fn execute(
-    dir: &LoopDir,
-    goal: &GoalArgs,
-    write: &WriteArgs,
-    id: &OperationId,
-    request: GoalRequest,
-) -> Result<Receipt<GoalReceipt>> {
-    dir.ensure_goal(&goal.goal_id)?;
-    let command = GoalCommand {
+/// The command a CLI goal write sends.
+fn goal_command(goal: &GoalArgs, write: &WriteArgs, request: GoalRequest) -> GoalCommand {
+    GoalCommand {
         actor: goal.actor(),
         expected_instance: write.goal_instance.clone(),
         request,
         base_revision: None,
-    };
-    let now = clock::now();
-    let receipt = dir.authority().execute::<GoalOwner>(
-        &goal::stream(&goal.goal_id),
-        id,
-        &command,
-        &GoalContext { now },
-        now,
-    )?;
-    Ok(receipt)
+    }
 }
 
 /// Show what a request would do, writing nothing.
@@ -336,31 +317,7 @@ fn preview(
     write: &WriteArgs,
     request: GoalRequest,
 ) -> Result<Reply> {
-    let GoalReading {
-        goal: state,
-        revision,
-    } = dir.goal(&goal.goal_id)?;
-    let command = GoalCommand {
-        actor: goal.actor(),
-        expected_instance: write.goal_instance.clone(),
-        request,
-        base_revision: None,
-    };
-    if let Some(expected) = <GoalOwner as loopx_core::operation::Owner>::expected_revision(&command)
-    {
-        if expected != revision {
-            anyhow::bail!(loopx_store::AuthorityError::<goal::GoalError>::StaleBase {
-                stream: goal::stream(&goal.goal_id),
-                expected,
-                actual: revision
-            });
-        }
-    }
-    let decided = <GoalOwner as loopx_core::operation::Owner>::decide(
-        Some(&state),
-        &command,
-        &GoalContext { now: clock::now() },
-    )?;
+    let decided = dir.goal_preview(&goal.goal_id, &goal_command(goal, write, request))?;
     let json = json!({"status": "ok", "action": "preview", "would_write": decided.event.is_some(), "receipt": decided.receipt, "event": decided.event});
     let text = format!(
         "preview (nothing written): {}; pass --execute to write",
@@ -415,7 +372,7 @@ fn submit(
     let id = operation_id(write.operation_id.as_deref())?;
     Ok(receipt_reply(
         action,
-        &execute(&dir, goal, write, &id, request)?,
+        &dir.goal_execute(&goal.goal_id, &id, &goal_command(goal, write, request))?,
     ))
 }
 
@@ -657,7 +614,7 @@ pub fn todo(command: &TodoCommand) -> Result<Reply> {
     let id = operation_id(write.operation_id.as_deref())?;
     Ok(receipt_reply(
         "todo",
-        &execute(&dir, goal, write, &id, request)?,
+        &dir.goal_execute(&goal.goal_id, &id, &goal_command(goal, write, request))?,
     ))
 }
 
@@ -707,12 +664,14 @@ pub fn refresh_state(args: &RefreshArgs) -> Result<Reply> {
     let mut outcome = None;
     if let Some(path) = &args.goal_outcome_update_json {
         let update: OutcomeUpdate = read_document(path)?;
-        outcome = Some(execute(
-            &dir,
-            &args.goal,
-            &args.write,
+        outcome = Some(dir.goal_execute(
+            &args.goal.goal_id,
             &part("outcome")?,
-            GoalRequest::RefineOutcome { update },
+            &goal_command(
+                &args.goal,
+                &args.write,
+                GoalRequest::RefineOutcome { update },
+            ),
         )?);
     }
     let mut todos: Vec<(String, TodoAction)> = Vec::new();
@@ -739,7 +698,7 @@ pub fn refresh_state(args: &RefreshArgs) -> Result<Reply> {
         evidence_refs: args.evidence_refs.clone(),
         todos,
     };
-    let writeback = execute(&dir, &args.goal, &args.write, &part("writeback")?, request).map_err(|error| match &outcome {
+    let writeback = dir.goal_execute(&args.goal.goal_id, &part("writeback")?, &goal_command(&args.goal, &args.write, request)).map_err(|error| match &outcome {
         Some(committed) => error.context(format!(
             "the outcome refinement already committed (operation {}, revision {}); the writeback did not: fix the cause and repeat this exact command with --operation-id {base} to finish without duplicating",
             committed.operation_id, committed.revision

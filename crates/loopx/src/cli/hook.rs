@@ -80,7 +80,10 @@ fn read_loop(entry: &ArmedLoop) -> LoopReading {
         return LoopReading::Missing;
     }
     match LoopDir::open(dir, Access::ReadOnly).and_then(|d| d.read().map(|r| (d, r))) {
-        Ok((dir, reading)) => LoopReading::Read(dir.verdict(&reading.ledger, clock::now())),
+        Ok((dir, reading)) => LoopReading::Read(
+            dir.verdict(&reading.ledger, clock::now()),
+            reading.ledger.spent.iterations,
+        ),
         Err(error) => LoopReading::Unreadable(error.to_string()),
     }
 }
@@ -94,7 +97,7 @@ pub fn arm(args: &ArmArgs) -> Result<Reply> {
     let (entries, _) = registry.entries();
     for other in entries.iter().filter(|e| e.run_id != run_id) {
         if other.project_root == root && !args.force {
-            if let LoopReading::Read(verdict) = read_loop(other) {
+            if let LoopReading::Read(verdict, _) = read_loop(other) {
                 if !verdict.done {
                     bail!(
                         "loop {} ({}) is already armed for {root} and unfinished: disarm it with `loopx disarm --run-id {}`, or pass --force",
@@ -156,7 +159,7 @@ pub fn active(args: &RegistryArgs) -> Result<Reply> {
     let mut text = String::new();
     for entry in &entries {
         let (state, done) = match read_loop(entry) {
-            LoopReading::Read(verdict) => (
+            LoopReading::Read(verdict, _) => (
                 if verdict.done { "done" } else { "unfinished" },
                 Some(verdict),
             ),
@@ -257,37 +260,27 @@ pub fn decide(args: &HookCheckArgs, payload: &serde_json::Value) -> hook::HookVe
         let Some(entry) = entries.iter().find(|e| covers(&e.project_root, &root)) else {
             return hook::verdict(None, LoopReading::NoneArmed);
         };
-        let verdict = hook::verdict(Some(entry), read_loop(entry));
-        if !verdict.block {
-            return verdict;
+        let reading = read_loop(entry);
+        let iterations = match &reading {
+            LoopReading::Read(_, iterations) => *iterations,
+            _ => 0,
+        };
+        let (verdict, streak) = hook::bounded(
+            hook::verdict(Some(entry), reading),
+            registry.streak(&entry.run_id).as_ref(),
+            iterations,
+        );
+        if let Some(streak) = streak {
+            // Fail open: a streak that cannot be saved lets this block stand once.
+            let _ = registry.save_streak(&entry.run_id, &streak);
         }
-        bounded(&registry, entry, verdict)
+        if verdict.reason == "block_limit_reached" {
+            eprintln!(
+                "loopx hook-check: {} ({})",
+                verdict.message.as_deref().unwrap_or(""),
+                entry.loop_dir
+            );
+        }
+        verdict
     })
-}
-
-/// Let the block through only while the streak without progress is short.
-fn bounded(
-    registry: &Registry,
-    entry: &ArmedLoop,
-    verdict: hook::HookVerdict,
-) -> hook::HookVerdict {
-    let iterations = LoopDir::open(Path::new(&entry.loop_dir), Access::ReadOnly)
-        .and_then(|dir| dir.read())
-        .map(|reading| reading.ledger.spent.iterations)
-        .unwrap_or(0);
-    let (allowed, streak) = hook::next_block(registry.streak(&entry.run_id).as_ref(), iterations);
-    // Fail open: if the streak cannot be saved, the block still stands once.
-    let _ = registry.save_streak(&entry.run_id, &streak);
-    if allowed {
-        return verdict;
-    }
-    eprintln!(
-        "loopx hook-check: standing down after {} blocked stops without a new iteration in {}; the loop stays armed (`loopx disarm` to end it)",
-        streak.blocks, entry.loop_dir
-    );
-    hook::HookVerdict {
-        block: false,
-        reason: "block_limit_reached".into(),
-        message: None,
-    }
 }

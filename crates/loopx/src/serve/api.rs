@@ -9,9 +9,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use loopx_core::goal::objective::ObjectiveDocument;
 use loopx_core::goal::outcome::{OutcomeUpdate, RequirementInput, SourceInput};
-use loopx_core::goal::{
-    self, inspect, Actor, GoalCommand, GoalContext, GoalError, GoalOwner, GoalRequest,
-};
+use loopx_core::goal::{self, inspect, Actor, GoalCommand, GoalError, GoalRequest};
 use loopx_core::ledger::{view, LedgerError};
 use loopx_core::operation::OperationId;
 use loopx_store::sqlite::Access;
@@ -189,21 +187,13 @@ fn submit(
     base: Option<u64>,
 ) -> anyhow::Result<Value> {
     let dir = app.open(Access::ReadWrite)?;
-    dir.ensure_goal(goal::DEFAULT_GOAL_ID)?;
     let command = GoalCommand {
         actor: Actor::Owner,
         expected_instance: None,
         request,
         base_revision: base,
     };
-    let now = clock::now();
-    let receipt = dir.authority().execute::<GoalOwner>(
-        &goal::stream(goal::DEFAULT_GOAL_ID),
-        &id,
-        &command,
-        &GoalContext { now },
-        now,
-    )?;
+    let receipt = dir.goal_execute(goal::DEFAULT_GOAL_ID, &id, &command)?;
     Ok(
         json!({"status": "ok", "operation_id": receipt.operation_id, "revision": receipt.revision, "replayed": receipt.replayed, "unchanged": receipt.unchanged, "effects": receipt.body.effects}),
     )
