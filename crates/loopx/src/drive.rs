@@ -382,31 +382,6 @@ fn spawn_and_wait(
     })
 }
 
-fn classify_turn(turn: &Turn, advanced: bool, read: &OutputReading) -> TurnResult {
-    use classify::FailureClass;
-    if turn.timed_out {
-        return TurnResult::TimedOut;
-    }
-    if advanced {
-        return TurnResult::Advanced;
-    }
-    match (turn.exit_status, read.class) {
-        (_, Some(class @ (FailureClass::Auth | FailureClass::Quota))) => TurnResult::Failed(class),
-        (Some(0), None) if read.reported_error.is_none() => TurnResult::NoAdvance,
-        _ => TurnResult::Failed(FailureClass::Failure),
-    }
-}
-
-fn outcome_of(result: TurnResult) -> Outcome {
-    match result {
-        TurnResult::Advanced => Outcome::Advanced,
-        TurnResult::NoAdvance => Outcome::NoAdvance,
-        TurnResult::Failed(class) => Outcome::Failed(class),
-        TurnResult::TimedOut => Outcome::TimedOut,
-        TurnResult::Unavailable => Outcome::Cancelled,
-    }
-}
-
 /// Sleep up to `seconds`, waking early when the loop must stop.
 fn wait(dir: &LoopDir, seconds: u64) -> Result<()> {
     let until = Instant::now() + Duration::from_secs(seconds);
@@ -757,13 +732,13 @@ fn turn(
     let read = classify::read(classify::agent_output(&output), structured, clock::now());
     let after = dir.read()?;
     let advanced = after.ledger.spent.iterations > before.ledger.spent.iterations;
-    let result = classify_turn(&turn, advanced, &read);
+    let result = TurnResult::of(turn.timed_out, turn.exit_status, advanced, &read);
     charge(dir, &dispatch_id, &read)?;
     let settlement = Settlement {
         dispatch_id: dispatch_id.clone(),
         iteration,
         provider: provider_name.to_owned(),
-        outcome: outcome_of(result),
+        outcome: Outcome::from(result),
         exit_status: turn.exit_status,
         usage: read.usage.clone(),
         settled_at: clock::now(),
@@ -784,7 +759,7 @@ fn turn(
     };
     progress(&format!(
         "iteration {iteration} [{provider_name}] {} in {:.1}s (exit {}{usd}); {} iterations left",
-        outcome_of(result).label(),
+        Outcome::from(result).label(),
         turn.elapsed.as_secs_f64(),
         turn.exit_status
             .map_or("killed".to_owned(), |c| c.to_string()),

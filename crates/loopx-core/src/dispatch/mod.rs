@@ -65,6 +65,19 @@ pub enum Outcome {
     Cancelled,
 }
 
+impl From<session::TurnResult> for Outcome {
+    fn from(result: session::TurnResult) -> Self {
+        use session::TurnResult;
+        match result {
+            TurnResult::Advanced => Outcome::Advanced,
+            TurnResult::NoAdvance => Outcome::NoAdvance,
+            TurnResult::Failed(class) => Outcome::Failed(class),
+            TurnResult::TimedOut => Outcome::TimedOut,
+            TurnResult::Unavailable => Outcome::Cancelled,
+        }
+    }
+}
+
 impl Outcome {
     /// `advanced`, `failed:quota`, ...
     pub fn label(self) -> String {

@@ -7,7 +7,7 @@
 //! the list takes over, and when none is left the run exits with the last
 //! cause.
 
-use super::classify::FailureClass;
+use super::classify::{FailureClass, Reading};
 use jiff::Timestamp;
 use serde::Serialize;
 
@@ -62,6 +62,33 @@ pub enum TurnResult {
     TimedOut,
     /// The provider's binary is not on PATH.
     Unavailable,
+}
+
+impl TurnResult {
+    /// What a finished turn came to. The ledger decides success: a turn
+    /// that recorded its iteration advanced, whatever it printed; one that
+    /// did not failed, with the class its output shows, and a clean exit
+    /// without a record or a reported error is a no-advance failure.
+    pub fn of(
+        timed_out: bool,
+        exit_status: Option<i32>,
+        advanced: bool,
+        read: &Reading,
+    ) -> TurnResult {
+        if timed_out {
+            return TurnResult::TimedOut;
+        }
+        if advanced {
+            return TurnResult::Advanced;
+        }
+        match (exit_status, read.class) {
+            (_, Some(class @ (FailureClass::Auth | FailureClass::Quota))) => {
+                TurnResult::Failed(class)
+            }
+            (Some(0), None) if read.reported_error.is_none() => TurnResult::NoAdvance,
+            _ => TurnResult::Failed(FailureClass::Failure),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -253,6 +280,43 @@ mod tests {
 
     fn now() -> Timestamp {
         "2026-12-02T12:00:00Z".parse().unwrap()
+    }
+
+    #[test]
+    fn the_ledger_decides_success_and_output_only_classifies_failure() {
+        use crate::dispatch::classify::read;
+        use crate::dispatch::provider::Structured;
+        let quiet = read("", Structured::Text, now());
+        let limited = read("You have hit your usage limit", Structured::Text, now());
+        let errored = read(
+            r#"{"type":"result","is_error":true,"subtype":"error_during_execution"}"#,
+            Structured::ClaudeStreamJson,
+            now(),
+        );
+        assert_eq!(
+            TurnResult::of(false, Some(0), true, &limited),
+            TurnResult::Advanced
+        );
+        assert_eq!(
+            TurnResult::of(false, Some(0), false, &quiet),
+            TurnResult::NoAdvance
+        );
+        assert_eq!(
+            TurnResult::of(false, Some(0), false, &errored),
+            TurnResult::Failed(FailureClass::Failure)
+        );
+        assert_eq!(
+            TurnResult::of(false, Some(1), false, &limited),
+            TurnResult::Failed(FailureClass::Quota)
+        );
+        assert_eq!(
+            TurnResult::of(false, Some(1), false, &quiet),
+            TurnResult::Failed(FailureClass::Failure)
+        );
+        assert_eq!(
+            TurnResult::of(true, None, true, &quiet),
+            TurnResult::TimedOut
+        );
     }
 
     #[test]
