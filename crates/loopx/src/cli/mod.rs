@@ -41,13 +41,18 @@ pub struct Cli {
 enum Command {
     Init(ledger::InitArgs),
     AppendIteration(ledger::AppendArgs),
+    /// Rebuild the ledger from its journal and re-check every record; exit 1 lists every violation.
     Validate(ledger::DirArgs),
+    /// The loop at a glance: budgets, the stop verdict, the last iteration, the driver.
     Status(ledger::DirArgs),
+    /// The read-only stop arbiter: which stop condition holds (exit 0 either way; see `done`).
     Done(ledger::DirArgs),
     Arm(hook::ArmArgs),
     Disarm(hook::DisarmArgs),
+    /// The armed loops and whether each is finished.
     Active(hook::RegistryArgs),
     HookCheck(hook::HookCheckArgs),
+    /// Exercise the whole ledger offline in a temporary directory.
     Selftest,
     /// Goal acceptance: outcomes, requirements, objective revisions and adoption.
     #[command(subcommand)]
@@ -65,6 +70,7 @@ enum Command {
     Recover(drive::RecoverArgs),
     Verify(drive::VerifyArgs),
     Serve(serve::ServeArgs),
+    /// `serve`, and open the dashboard in a browser.
     Dashboard(serve::ServeArgs),
 }
 
