@@ -103,6 +103,10 @@ pub trait Store {
     /// The latest snapshot of `stream`, or `None` if nothing was committed.
     fn load(&self, stream: &Stream) -> Result<Option<Snapshot>, StoreError>;
 
+    /// The revision of `stream` (0 if nothing was committed), without
+    /// reading its snapshot.
+    fn revision(&self, stream: &Stream) -> Result<u64, StoreError>;
+
     /// The receipt committed under `operation_id`, if any.
     fn receipt(
         &self,

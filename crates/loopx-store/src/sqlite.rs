@@ -160,6 +160,10 @@ impl SqliteStore {
 }
 
 impl Store for SqliteStore {
+    fn revision(&self, stream: &Stream) -> Result<u64, StoreError> {
+        Self::current_revision(&self.conn, stream).map_err(|e| classify(&self.display(), e))
+    }
+
     fn load(&self, stream: &Stream) -> Result<Option<Snapshot>, StoreError> {
         self.conn
             .query_row(

@@ -40,6 +40,14 @@ pub struct Reading {
     pub ledger: Ledger,
 }
 
+/// A continuation decision and the reads it was made from.
+pub struct Decision {
+    pub reading: Reading,
+    pub goal: GoalReading,
+    pub verdict: Verdict,
+    pub should_run: ShouldRun,
+}
+
 /// A goal as read. `revision` 0 means the loop's default goal was never
 /// written yet and this is what its first write will create.
 pub struct GoalReading {
@@ -147,7 +155,7 @@ impl LoopDir {
     /// Make sure the goal a write targets exists in the store.
     pub fn ensure_goal(&self, goal_id: &str) -> Result<()> {
         let stream = goal::stream(goal_id);
-        if self.store.load(&stream)?.is_some() || goal_id != goal::DEFAULT_GOAL_ID {
+        if goal_id != goal::DEFAULT_GOAL_ID || self.store.revision(&stream)? > 0 {
             return Ok(());
         }
         let (id, command, context) = bootstrap(&self.read()?.ledger);
@@ -239,24 +247,31 @@ impl LoopDir {
         Ok((revision, state.unwrap_or_default()))
     }
 
-    /// The continuation decision for `actor` on goal `goal_id`, from the store.
-    pub fn decision(
-        &self,
-        goal_id: &str,
-        actor: &goal::Actor,
-    ) -> Result<(Reading, GoalReading, ShouldRun)> {
+    /// The continuation decision for `actor` on goal `goal_id`, from the
+    /// store, with everything it was computed from.
+    pub fn decision(&self, goal_id: &str, actor: &goal::Actor) -> Result<Decision> {
         let reading = self.read()?;
         let goal = self.goal(goal_id)?;
         let now = clock::now();
         let sentinels = self.sentinels();
-        let verdict = self.verdict(&reading.ledger, now);
-        let decision = should_run(&reading.ledger, &verdict, sentinels, &goal.goal, actor, now);
-        Ok((reading, goal, decision))
+        let verdict = arbitrate(&reading.ledger, sentinels, now);
+        let should_run = should_run(&reading.ledger, &verdict, sentinels, &goal.goal, actor, now);
+        Ok(Decision {
+            reading,
+            goal,
+            verdict,
+            should_run,
+        })
     }
 
     /// The next turn's prompt, rendered from state.
     pub fn task_body(&self, goal_id: &str, actor: &goal::Actor) -> Result<String> {
-        let (reading, goal, decision) = self.decision(goal_id, actor)?;
+        let Decision {
+            reading,
+            goal,
+            should_run: decision,
+            ..
+        } = self.decision(goal_id, actor)?;
         Ok(goal::task_body::render(
             &self.display(),
             &reading.ledger,

@@ -633,7 +633,7 @@ fn todo_request(args: &TodoNoteArgs, action: TodoAction) -> (&GoalArgs, &WriteAr
 pub fn quota(command: &QuotaCommand) -> Result<Reply> {
     let QuotaCommand::ShouldRun(args) = command;
     let dir = open(&args.dir, Access::ReadOnly)?;
-    let (_, _, decision) = dir.decision(&args.goal_id, &args.actor())?;
+    let decision = dir.decision(&args.goal_id, &args.actor())?.should_run;
     let hint = &decision.scheduler_hint;
     let text = format!(
         "{} ({}): {}",

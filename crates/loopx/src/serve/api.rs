@@ -125,8 +125,8 @@ pub async fn goal(State(app): State<Arc<App>>) -> Result<Response, Failure> {
 pub async fn should_run(State(app): State<Arc<App>>) -> Result<Response, Failure> {
     blocking(move || {
         let dir = app.open(Access::ReadOnly)?;
-        let (_, _, decision) = dir.decision(goal::DEFAULT_GOAL_ID, &Actor::Owner)?;
-        Ok(ok(serde_json::to_value(decision)?))
+        let decision = dir.decision(goal::DEFAULT_GOAL_ID, &Actor::Owner)?;
+        Ok(ok(serde_json::to_value(decision.should_run)?))
     })
     .await
 }

@@ -4,7 +4,7 @@
 use super::api::{blocking, Failure};
 use super::App;
 use crate::clock;
-use crate::loop_dir::{GoalReading, LoopDir, Reading};
+use crate::loop_dir::{Decision, GoalReading, LoopDir, Reading};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
@@ -31,8 +31,12 @@ struct Snapshot {
 }
 
 fn snapshot(dir: &LoopDir) -> anyhow::Result<Snapshot> {
-    let (ledger, goal, decision) = dir.decision(goal::DEFAULT_GOAL_ID, &Actor::Owner)?;
-    let verdict = dir.verdict(&ledger.ledger, clock::now());
+    let Decision {
+        reading: ledger,
+        goal,
+        verdict,
+        should_run: decision,
+    } = dir.decision(goal::DEFAULT_GOAL_ID, &Actor::Owner)?;
     let driver = summary(&dir.driver()?.1, crate::platform::alive);
     Ok(Snapshot {
         dir: dir.display(),
