@@ -518,15 +518,18 @@ fn run(
         )),
     }
     loop {
+        let mut reading = dir.read()?;
         // An agent's own "done" is never enough: verify before the arbiter.
-        if let Some(verified) = verify_claim(dir, root, options.iteration_timeout)? {
-            progress(if verified {
-                "success claim verified by the success_check; banking the stop"
-            } else {
-                "success claim refused: the success_check failed (its log is in driver_logs/); the loop goes on"
-            });
+        if reading.ledger.pending_claim.is_some() {
+            if let Some(verified) = verify_claim(dir, root, options.iteration_timeout)? {
+                progress(if verified {
+                    "success claim verified by the success_check; banking the stop"
+                } else {
+                    "success claim refused: the success_check failed (its log is in driver_logs/); the loop goes on"
+                });
+            }
+            reading = dir.read()?;
         }
-        let reading = dir.read()?;
         let verdict = dir.verdict(&reading.ledger, clock::now());
         if verdict.done {
             return ended(
