@@ -9,14 +9,22 @@
 #   loopx drive --dir <loop> --provider claude     (or codex, opencode, ...)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet -p loopx
+# A cold build takes a few minutes on two cores: let cargo show its progress.
+echo "building loopx (release)..." >&2
+cargo build --release -p loopx
 export PATH="$PWD/target/release:$PATH"
 project="target/demo-project"
 rm -rf "$project"
 mkdir -p "$project"
 loop="$project/.loopx"
 
-run() { printf '\n$ loopx %s\n' "$*"; loopx "$@"; }
+# Echo each command shell-quoted, so it can be pasted as it stands.
+run() {
+  printf '\n$ loopx'
+  printf ' %q' "$@"
+  printf '\n'
+  loopx "$@"
+}
 
 run init --dir "$loop" --goal "Write the three-line demo poem" \
   --success-criteria "demo-output/poem.txt holds the three planned lines" \
