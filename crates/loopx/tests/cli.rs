@@ -43,3 +43,107 @@ fn every_command_and_subcommand_has_help_text() {
         }
     }
 }
+
+/// Each option and argument of a help page (clap's long format), with
+/// whether it has a description: a line below it that is not a bracketed
+/// note such as `[default: ...]` or `[possible values: ...]`.
+fn options(page: &str) -> Vec<(String, bool)> {
+    let lines: Vec<&str> = page
+        .lines()
+        .skip_while(|l| !l.starts_with("Arguments:") && !l.starts_with("Options:"))
+        .collect();
+    let is_entry = |line: &str| {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        (2..=6).contains(&indent)
+            && (trimmed.starts_with('-') || trimmed.starts_with('<') || trimmed.starts_with('['))
+    };
+    let mut found = Vec::new();
+    for (index, line) in lines.iter().enumerate() {
+        if !is_entry(line) {
+            continue;
+        }
+        let name = line.split_whitespace().next().unwrap_or("").to_owned();
+        // Compact format: the description follows the flag after a gap.
+        let inline = line
+            .trim_start()
+            .split_once("  ")
+            .map(|(_, rest)| rest.trim())
+            .is_some_and(|text| !text.is_empty() && !text.starts_with('['));
+        let described = inline
+            || lines[index + 1..]
+                .iter()
+                .take_while(|next| !is_entry(next) && !next.ends_with(':'))
+                .map(|next| next.trim())
+                .any(|text| !text.is_empty() && !text.starts_with('['));
+        found.push((name, described));
+    }
+    found
+}
+
+#[test]
+fn every_flag_of_every_command_has_help_text() {
+    let mut missing = Vec::new();
+    let top = commands(&help(&[]));
+    for (name, _) in top {
+        let page = help(&[&name]);
+        let subs = commands(&page);
+        let mut pages = vec![(name.clone(), page)];
+        for (sub, _) in subs {
+            pages.push((format!("{name} {sub}"), help(&[&name, &sub])));
+        }
+        for (command, page) in pages {
+            for (flag, described) in options(&page) {
+                if !described {
+                    missing.push(format!("loopx {command} {flag}"));
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "flags without help:\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn todo_add_takes_the_title_positionally_or_as_a_flag_but_not_both() {
+    let fixture = common::Fixture::new();
+    fixture.init(5, &[]);
+    let d = fixture.d();
+    fixture
+        .loopx()
+        .args(["todo", "add", "--dir", d, "Read the paper"])
+        .assert()
+        .success();
+    fixture
+        .loopx()
+        .args(["todo", "add", "--dir", d, "--title", "Check lemma 2"])
+        .assert()
+        .success();
+    let before = fixture.fingerprint();
+    fixture
+        .loopx()
+        .args(["todo", "add", "--dir", d, "One", "--title", "Two"])
+        .assert()
+        .code(2);
+    fixture
+        .loopx()
+        .args(["todo", "add", "--dir", d])
+        .assert()
+        .code(2);
+    assert_eq!(
+        fixture.fingerprint(),
+        before,
+        "a refused add changed the loop"
+    );
+    let list = fixture.json(&["todo", "list", "--dir", d]);
+    let titles: Vec<&str> = list["todos"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no todos in {list}"))
+        .iter()
+        .map(|t| t["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(titles, ["Read the paper", "Check lemma 2"]);
+}

@@ -59,6 +59,7 @@ pub struct DriveArgs {
     /// The agent id turns act as (LOOPX_AGENT_ID in the agent's environment).
     #[arg(long, default_value = "agent")]
     pub agent_id: String,
+    /// The goal the turns work on (a loop's own goal is `main`).
     #[arg(long, default_value = goal::DEFAULT_GOAL_ID)]
     pub goal_id: String,
 }
@@ -69,6 +70,7 @@ pub struct DriveArgs {
 pub struct AgentCmdArgs {
     #[command(flatten)]
     pub dir: DirArgs,
+    /// The provider whose command to print.
     #[arg(long)]
     pub provider: String,
     /// Also print the prompt the turn would get.
@@ -99,6 +101,7 @@ pub struct RecoverArgs {
     /// Cancel the open dispatch (needs --dispatch-id).
     #[arg(long, requires = "dispatch_id")]
     pub cancel: bool,
+    /// The open dispatch to act on, exactly as `loopx recover` shows it.
     #[arg(long)]
     pub dispatch_id: Option<String>,
 }

@@ -107,6 +107,7 @@ pub struct ReviseArgs {
 pub struct AdoptArgs {
     #[command(flatten)]
     pub goal: GoalArgs,
+    /// The objective revision to adopt (from `goal-acceptance inspect`).
     #[arg(long)]
     pub revision: u64,
     /// The current_digest from inspect.
@@ -115,6 +116,7 @@ pub struct AdoptArgs {
     /// The objective_work_digest from `inspect --agent-id`.
     #[arg(long)]
     pub work_digest: String,
+    /// Why this agent accepts the revision, in a sentence.
     #[arg(long)]
     pub review_summary: String,
     #[command(flatten)]
@@ -139,8 +141,10 @@ pub struct RefineArgs {
 pub struct AckArgs {
     #[command(flatten)]
     pub goal: GoalArgs,
+    /// The outcome whose gap is acknowledged.
     #[arg(long)]
     pub outcome_id: String,
+    /// The gap checkpoint `goal-acceptance inspect` showed for it.
     #[arg(long)]
     pub checkpoint: String,
     #[command(flatten)]
@@ -151,6 +155,7 @@ pub struct AckArgs {
 pub struct RegisterArgs {
     #[command(flatten)]
     pub dir: DirArgs,
+    /// The goal (a loop's own goal is `main`).
     #[arg(long, default_value = goal::DEFAULT_GOAL_ID)]
     pub goal_id: String,
     /// The agent to register.
@@ -167,6 +172,7 @@ pub struct RecreateArgs {
     /// The successor's objective.
     #[arg(long)]
     pub objective: String,
+    /// Why the goal is recreated (kept in its history).
     #[arg(long, default_value = "")]
     pub reason: String,
     #[command(flatten)]
@@ -197,8 +203,12 @@ pub enum TodoCommand {
 pub struct TodoAddArgs {
     #[command(flatten)]
     pub goal: GoalArgs,
-    #[arg(long)]
-    pub title: String,
+    /// What the todo is, in a line.
+    #[arg(required_unless_present = "title_flag")]
+    pub title: Option<String>,
+    /// The same, as a flag (for scripts).
+    #[arg(long = "title", id = "title_flag", conflicts_with = "title")]
+    pub title_flag: Option<String>,
     /// An id of your choosing (default: t1, t2, ...).
     #[arg(long)]
     pub id: Option<String>,
@@ -210,6 +220,7 @@ pub struct TodoAddArgs {
 pub struct TodoNoteArgs {
     #[command(flatten)]
     pub goal: GoalArgs,
+    /// The todo's id (from `loopx todo list`).
     pub id: String,
     /// An evidence note kept with the todo.
     #[arg(long, default_value = "")]
@@ -231,6 +242,7 @@ pub struct TodoLeaseArgs {
 pub struct TodoBlockArgs {
     #[command(flatten)]
     pub todo: TodoNoteArgs,
+    /// Why it is blocked, and what would unblock it.
     #[arg(long)]
     pub reason: String,
 }
@@ -246,7 +258,7 @@ pub struct TodoDeferArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum QuotaCommand {
-    /// Should another turn run now? A JSON decision computed from the store.
+    /// Should another turn run now? The decision, computed from the store (`--json` for the full object).
     ShouldRun(GoalArgs),
 }
 
@@ -258,8 +270,10 @@ pub enum QuotaCommand {
 pub struct RefreshArgs {
     #[command(flatten)]
     pub goal: GoalArgs,
+    /// The turn's evidence note, kept in the goal's history.
     #[arg(long, default_value = "")]
     pub note: String,
+    /// Evidence this turn produced (repeatable).
     #[arg(long = "evidence-ref")]
     pub evidence_refs: Vec<String>,
     /// Complete this todo (repeatable).
@@ -580,7 +594,11 @@ pub fn todo(command: &TodoCommand) -> Result<Reply> {
             &args.write,
             GoalRequest::AddTodo {
                 id: args.id.clone(),
-                title: args.title.clone(),
+                title: args
+                    .title
+                    .clone()
+                    .or_else(|| args.title_flag.clone())
+                    .unwrap_or_default(),
             },
         ),
         TodoCommand::Claim(args) => todo_request(

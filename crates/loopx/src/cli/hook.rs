@@ -45,6 +45,7 @@ pub struct DisarmArgs {
     /// The loop directory.
     #[arg(long, env = "LOOPX_DIR", required_unless_present = "run_id")]
     pub dir: Option<PathBuf>,
+    /// The armed loop's run id (from `loopx active`), instead of --dir.
     #[arg(long)]
     pub run_id: Option<String>,
     #[command(flatten)]

@@ -61,6 +61,7 @@ pub struct InitArgs {
     /// USD budget (0 = unlimited); finite and non-negative.
     #[arg(long, default_value = "0", value_parser = budget_number)]
     pub max_usd: f64,
+    /// When progress counts as stalled (recorded for the next session; free text).
     #[arg(long, default_value = DEFAULT_PLATEAU_RULE)]
     pub plateau_rule: String,
     /// Shell command that must pass before a success stop is banked (run by
@@ -104,11 +105,13 @@ pub struct InitArgs {
 pub struct AppendArgs {
     #[command(flatten)]
     pub dir: DirArgs,
+    /// The kind of work this iteration did.
     #[arg(long, value_parser = mode_parser())]
     pub mode: String,
     /// What this iteration set out to do.
     #[arg(long)]
     pub objective: String,
+    /// What happens next: continue, revise or delegate keep the loop going; stop and blocked end it.
     #[arg(long, value_parser = PossibleValuesParser::new(Decision::names()))]
     pub decision: String,
     /// One accepted token; put detail in --output.
@@ -117,18 +120,25 @@ pub struct AppendArgs {
     /// Evidence consulted; for an early stop, a proof artifact id (repeatable).
     #[arg(long = "evidence-id")]
     pub evidence_ids: Vec<String>,
+    /// A claim this iteration checked (repeatable).
     #[arg(long = "claim-id")]
     pub claim_ids: Vec<String>,
+    /// A source this iteration consulted (repeatable).
     #[arg(long = "source-id")]
     pub source_ids: Vec<String>,
+    /// A guard or check this iteration relied on (repeatable).
     #[arg(long = "guard-ref")]
     pub guard_refs: Vec<String>,
+    /// An input this iteration read (repeatable).
     #[arg(long = "input-ref")]
     pub input_refs: Vec<String>,
+    /// One thing this iteration did (repeatable).
     #[arg(long = "action-taken")]
     pub actions_taken: Vec<String>,
+    /// Something still missing after this iteration (repeatable).
     #[arg(long = "remaining-gap")]
     pub remaining_gaps: Vec<String>,
+    /// What this iteration produced, in words.
     #[arg(long, default_value = "")]
     pub output: String,
     /// Tokens this iteration used.
@@ -137,15 +147,19 @@ pub struct AppendArgs {
     /// USD this iteration cost; finite and non-negative.
     #[arg(long, default_value = "0", value_parser = budget_number)]
     pub usd: f64,
+    /// Seconds this iteration took.
     #[arg(long, default_value_t = 0)]
     pub wall_time_seconds: u64,
+    /// What is done so far, for the next session's recovery view.
     #[arg(long, default_value = "")]
     pub completed_summary: String,
+    /// Where the work stands now, for the next session's recovery view.
     #[arg(long, default_value = "")]
     pub current_summary: String,
     /// The next bounded action (shown in recovery.md for the next session).
     #[arg(long, default_value = "")]
     pub next_action: String,
+    /// The agent provider that ran this iteration (set by `loopx drive`).
     #[arg(long, env = "AAS_AUTOLOOP_PRIMARY_PROVIDER", default_value = "")]
     pub executor_provider: String,
     /// The driver dispatch this turn runs under (set by `loopx drive`).
