@@ -1,7 +1,9 @@
 // The dashboard in a real browser against a real `loopx serve` on a real
-// loop: read, refine, live refresh with an open draft, stale-write
-// recovery with a concurrent CLI write, applying a proposed revision, the
-// iteration page, absent outcomes, and desktop/narrow screenshots.
+// loop: logging in through the one-time link, read, refine, live refresh
+// with an open draft, stale-write recovery with a concurrent CLI write,
+// applying a proposed revision, the iteration page, absent outcomes, a
+// browser without the session cookie refused, and desktop/narrow
+// screenshots.
 //
 // Run by `cargo test` (crates/loopx/tests/dashboard_e2e.rs) with LOOPX_BIN
 // set to the built binary.
@@ -9,7 +11,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -37,11 +39,13 @@ function newLoop({ withOutcome }) {
   return { root, dir };
 }
 
+// The start line (--json) names the URL, the one-time login link and the
+// token file; never the token.
 async function serve(dir) {
-  const child = spawn(LOOPX, ['serve', '--dir', dir, '--addr', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(LOOPX, ['serve', '--dir', dir, '--addr', '127.0.0.1:0', '--json'], { stdio: ['ignore', 'pipe', 'inherit'] });
   const line = await new Promise((resolve) => createInterface({ input: child.stdout }).once('line', resolve));
-  const url = line.match(/(http:\/\/\S+\/)/)[1];
-  return { child, url };
+  const start = JSON.parse(line);
+  return { child, url: start.url, login: start.login_url, token: readFileSync(start.token_file, 'utf8').trim() };
 }
 
 let browser;
@@ -53,14 +57,19 @@ before(async () => {
 });
 after(async () => { await browser?.close(); });
 
+// Each test logs in the way a person does: the one-time link sets the
+// session cookie and lands on the overview.
 async function withServer(loop, run) {
   const server = await serve(loop.dir);
-  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const page = await context.newPage();
   try {
-    await page.goto(server.url);
-    await run(page, server);
+    const response = await page.goto(server.login);
+    assert.equal(response.status(), 200);
+    assert.equal(page.url(), server.url);
+    await run(page, server, context);
   } finally {
-    await page.close();
+    await context.close();
     server.child.kill();
   }
 }
@@ -157,5 +166,38 @@ test('a goal without outcomes reads cleanly and offers no refine form', async ()
     assert.equal(await page.locator('#refine').count(), 0);
     await page.setViewportSize({ width: 390, height: 844 });
     await page.screenshot({ path: join(SHOTS, 'no-outcomes-narrow.png'), fullPage: true });
+  });
+});
+
+test('a browser without the session cookie is refused, and no page holds the token', async () => {
+  const loop = newLoop({ withOutcome: true });
+  await withServer(loop, async (page, server, context) => {
+    // Logged in: the overview works and its HTML carries no secret.
+    await page.getByTestId('current-objective').waitFor();
+    const html = await page.content();
+    assert.ok(!html.includes(server.token), 'the overview embeds the token');
+    const cookies = await context.cookies();
+    assert.equal(cookies.length, 1);
+    assert.ok(cookies[0].httpOnly && cookies[0].sameSite === 'Strict' && cookies[0].path === '/');
+    assert.notEqual(cookies[0].value, server.token);
+    assert.equal(await page.evaluate(() => document.cookie), '', 'scripts cannot read the session');
+    await page.getByRole('link', { name: '#1' }).click();
+    assert.ok(!(await page.content()).includes(server.token), 'the iteration page embeds the token');
+    // The used login link is spent, and a fresh browser has no way in.
+    const stranger = await browser.newContext();
+    try {
+      const other = await stranger.newPage();
+      for (const path of ['', 'iterations/1', 'api/status', 'api/iterations/1']) {
+        const response = await other.goto(server.url + path);
+        assert.equal(response.status(), 403, path);
+        const body = await response.text();
+        assert.ok(!body.includes(server.token) && !body.includes('Write the talk'), `${path} leaks: ${body}`);
+      }
+      assert.equal((await other.goto(server.login)).status(), 403, 'a login link works once');
+      const write = await other.evaluate(async () => (await fetch('/api/objective/revise', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ proposal_digest: 'x', expected_provider_revision: 0, operation_id: 'stranger-1' }) })).status);
+      assert.equal(write, 403);
+    } finally {
+      await stranger.close();
+    }
   });
 });

@@ -2,14 +2,18 @@
 //! Chromium) against the binary this build made, so `cargo test` covers
 //! the dashboard too.
 //!
-//! It needs node, Debian's /usr/bin/chromium and `npm ci` in tests/e2e;
-//! `.ci/run` installs all three. Where they are missing it fails under CI
-//! (`CI` set) and otherwise says what to install and skips.
+//! It needs node, Debian's /usr/bin/chromium and `npm ci` in tests/e2e,
+//! which a plain `cargo test` cannot assume, and a test that skipped at run
+//! time would still count as passed. So it is `#[ignore]`d, and `cargo
+//! test` reports it as ignored with the reason; it runs only when asked for
+//! (`cargo test -p loopx --test dashboard_e2e -- --ignored`, as `.ci/run`
+//! does), and then a missing prerequisite fails it, naming what to install.
 
 use std::path::PathBuf;
 use std::process::Command;
 
 #[test]
+#[ignore = "browser suite: needs node, chromium and `npm ci --prefix tests/e2e`; run with `cargo test -p loopx --test dashboard_e2e -- --ignored`"]
 fn the_dashboard_works_in_a_real_browser() {
     let suite = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/e2e");
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
@@ -30,18 +34,11 @@ fn the_dashboard_works_in_a_real_browser() {
     .into_iter()
     .filter_map(|(absent, what)| absent.then_some(what))
     .collect();
-    if !missing.is_empty() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "the browser suite cannot run under CI without: {}",
-            missing.join(", ")
-        );
-        eprintln!(
-            "skipping the browser suite; install {} to run it (`.ci/run` does)",
-            missing.join(", ")
-        );
-        return;
-    }
+    assert!(
+        missing.is_empty(),
+        "the browser suite was asked for but cannot run; install: {}",
+        missing.join(", ")
+    );
     let screenshots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("e2e-screenshots");
     let output = Command::new("node")
         .arg("--test")

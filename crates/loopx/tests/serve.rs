@@ -1,6 +1,7 @@
 //! The HTTP API of a real `loopx serve` on a real loop: every endpoint, bad
-//! input (400, state unchanged), the token / Origin / Host checks, stale
-//! writes and exactly-once retries.
+//! input (400, state unchanged), the credential checks on every request
+//! (token file, one-time login links, session cookies, Origin, Host, another
+//! local user), stale writes and exactly-once retries.
 
 mod common;
 
@@ -14,6 +15,8 @@ struct Server {
     child: Child,
     port: u16,
     token: String,
+    /// The start line, parsed (`--json`).
+    start: Value,
 }
 
 impl Drop for Server {
@@ -23,42 +26,62 @@ impl Drop for Server {
     }
 }
 
-fn serve(f: &Fixture, extra: &[&str]) -> Server {
-    let mut child = Command::new(common::loopx_path())
+fn spawn(f: &Fixture, extra: &[&str]) -> Child {
+    Command::new(common::loopx_path())
         .args(["serve", "--dir", f.d(), "--addr", "127.0.0.1:0"])
         .args(extra)
+        .env_remove("LOOPX_SERVE_TOKEN")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+fn first_line(child: &mut Child) -> String {
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let port = line
-        .split("127.0.0.1:")
-        .nth(1)
-        .and_then(|rest| rest.split('/').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {line:?}"));
-    let token = line
-        .split("(token ")
-        .nth(1)
+    line
+}
+
+/// A server started with `--json`; its token read from the file the
+/// start line names.
+fn serve(f: &Fixture, extra: &[&str]) -> Server {
+    let mut child = spawn(f, &[&["--json"], extra].concat());
+    let line = first_line(&mut child);
+    let start: Value =
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"));
+    let port = start["port"].as_u64().unwrap() as u16;
+    let token = std::fs::read_to_string(start["token_file"].as_str().unwrap())
         .unwrap()
-        .trim_end()
-        .trim_end_matches(')')
+        .trim()
         .to_owned();
-    Server { child, port, token }
+    Server {
+        child,
+        port,
+        token,
+        start,
+    }
 }
 
 struct Reply {
     status: u16,
+    head: String,
     body: String,
 }
 
 impl Reply {
     fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+
+    /// The `name=value` part of the Set-Cookie header, if any.
+    fn set_cookie(&self) -> Option<String> {
+        self.head
+            .lines()
+            .find_map(|l| l.strip_prefix("set-cookie: "))
+            .map(str::to_owned)
     }
 }
 
@@ -80,15 +103,16 @@ impl Server {
             .nth(1)
             .and_then(|s| s.parse().ok())
             .unwrap_or(0);
-        let body = raw
+        let (head, body) = raw
             .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_owned())
+            .map(|(h, b)| (h.to_owned(), b.to_owned()))
             .unwrap_or_default();
-        Reply { status, body }
+        Reply { status, head, body }
     }
 
+    /// A read by a script that holds the token.
     fn get(&self, path: &str) -> Reply {
-        self.request("GET", path, &[], "")
+        self.request("GET", path, &[("X-Loopx-Token", &self.token)], "")
     }
 
     fn post(&self, path: &str, body: &Value) -> Reply {
@@ -109,6 +133,13 @@ impl Server {
         self.get("/api/goal").json()["provider_revision"]
             .as_u64()
             .unwrap()
+    }
+
+    /// Follow a login link (a URL or a path); the reply.
+    fn login(&self, url: &str) -> Reply {
+        let prefix = format!("http://127.0.0.1:{}", self.port);
+        let path = url.strip_prefix(&prefix).unwrap_or(url);
+        self.request("GET", path, &[], "")
     }
 }
 
@@ -178,12 +209,42 @@ fn every_read_endpoint_answers() {
         "continue"
     );
     assert_eq!(server.get("/api/iterations/99").status, 404);
-    assert_eq!(server.get("/api/iterations/x").status, 400);
     assert_eq!(server.get("/iterations/99").status, 404);
-    assert!(
-        server.get("/").body.contains(&server.token),
-        "the page embeds the token for its writes"
+}
+
+#[test]
+fn out_of_range_and_non_numeric_iteration_ids_are_404_not_a_crash() {
+    let f = loop_with_outcome();
+    let server = serve(&f, &[]);
+    let before = f.fingerprint();
+    for id in [
+        "9223372036854775808",
+        "18446744073709551615",
+        "18446744073709551616",
+        "99999999999999999999999",
+        "0",
+        "-1",
+        "x",
+        "1.0",
+        "%20",
+    ] {
+        for prefix in ["/api/iterations/", "/iterations/"] {
+            let reply = server.get(&format!("{prefix}{id}"));
+            assert_eq!(reply.status, 404, "{prefix}{id}: {}", reply.body);
+        }
+        assert_eq!(
+            server.get(&format!("/api/iterations/{id}")).json()["status"],
+            "failed"
+        );
+    }
+    // The largest id the store can hold is looked up, and simply absent.
+    assert_eq!(
+        server.get("/api/iterations/9223372036854775807").status,
+        404
     );
+    // The handlers did not die: the server still answers.
+    assert_eq!(server.get("/api/iterations/1").status, 200);
+    assert_eq!(f.fingerprint(), before);
 }
 
 #[test]
@@ -225,36 +286,29 @@ fn token_origin_and_host_are_enforced() {
     let body = requirement("R2", "x", "o1", server.revision()).to_string();
     let before = f.fingerprint();
     let origin = format!("http://127.0.0.1:{}", server.port);
-    let refused: Vec<(Vec<(&str, &str)>, u16)> = vec![
-        (vec![], 403),
-        (
-            vec![("X-Loopx-Token", "0123456789abcdef0123456789abcdef")],
-            403,
-        ),
-        (
-            vec![
-                ("X-Loopx-Token", &server.token),
-                ("Origin", "http://evil.example"),
-            ],
-            403,
-        ),
-        (
-            vec![
-                ("X-Loopx-Token", &server.token),
-                ("Origin", &origin),
-                ("Sec-Fetch-Site", "cross-site"),
-            ],
-            403,
-        ),
+    let refused: Vec<Vec<(&str, &str)>> = vec![
+        vec![],
+        vec![("X-Loopx-Token", "0123456789abcdef0123456789abcdef")],
+        vec![("X-Loopx-Token", &server.token[..server.token.len() - 1])],
+        vec![
+            ("X-Loopx-Token", &server.token),
+            ("Origin", "http://evil.example"),
+        ],
+        vec![
+            ("X-Loopx-Token", &server.token),
+            ("Origin", &origin),
+            ("Sec-Fetch-Site", "cross-site"),
+        ],
     ];
-    for (headers, status) in refused {
+    for headers in refused {
         let reply = server.request("POST", "/api/outcomes/deck/requirements", &headers, &body);
-        assert_eq!(reply.status, status, "{headers:?}: {}", reply.body);
+        assert_eq!(reply.status, 403, "{headers:?}: {}", reply.body);
+        assert!(!reply.body.contains(&server.token));
     }
-    // A rebinding DNS name cannot even read.
+    // A rebinding DNS name cannot even read, token or not.
     let mut stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
     stream
-        .write_all(b"GET /api/goal HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n")
+        .write_all(format!("GET /api/goal HTTP/1.1\r\nHost: evil.example\r\nX-Loopx-Token: {}\r\nConnection: close\r\n\r\n", server.token).as_bytes())
         .unwrap();
     let mut raw = String::new();
     stream.read_to_string(&mut raw).unwrap();
@@ -270,6 +324,330 @@ fn token_origin_and_host_are_enforced() {
             .status,
         200
     );
+}
+
+#[test]
+fn every_request_needs_a_credential_even_on_loopback() {
+    let f = loop_with_outcome();
+    let server = serve(&f, &[]);
+    let before = f.fingerprint();
+    let wrong = "0".repeat(server.token.len());
+    let reads = [
+        "/",
+        "/fragment/live",
+        "/iterations/1",
+        "/api/status",
+        "/api/goal",
+        "/api/should-run",
+        "/api/iterations",
+        "/api/iterations/1",
+        // The token is not accepted in a URL, where logs and history keep it.
+        &format!("/api/goal?token={}", server.token),
+    ];
+    for path in reads {
+        for headers in [
+            vec![],
+            vec![("X-Loopx-Token", wrong.as_str())],
+            vec![("Cookie", "loopx_session=x")],
+        ] {
+            let reply = server.request("GET", path, &headers, "");
+            assert_eq!(reply.status, 403, "{path} {headers:?}: {}", reply.body);
+            assert!(!reply.body.contains(&server.token), "{path}");
+            assert!(!reply.body.contains("deck"), "{path} leaks state");
+        }
+    }
+    // A script with the token reads everything; the page never carries it.
+    for path in ["/", "/fragment/live", "/iterations/1", "/api/status"] {
+        let reply = server.get(path);
+        assert_eq!(reply.status, 200, "{path}");
+        assert!(
+            !reply.body.contains(&server.token),
+            "{path} embeds the token"
+        );
+        assert!(
+            reply.head.contains("x-frame-options: DENY"),
+            "{}",
+            reply.head
+        );
+    }
+    let mint = server.request("POST", "/api/login-url", &[], "");
+    assert_eq!(mint.status, 403);
+    assert_eq!(f.fingerprint(), before);
+}
+
+#[test]
+fn a_one_time_login_link_opens_a_cookie_session_once() {
+    let f = loop_with_outcome();
+    let server = serve(&f, &[]);
+    let link = server.start["login_url"].as_str().unwrap().to_owned();
+    let first = server.login(&link);
+    assert_eq!(first.status, 303, "{}", first.body);
+    assert!(first.head.contains("location: /\r\n"), "{}", first.head);
+    let set = first.set_cookie().expect("a session cookie");
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(set.contains(attribute), "{set}");
+    }
+    let cookie = set.split(';').next().unwrap().to_owned();
+    let (name, value) = cookie.split_once('=').unwrap();
+    assert_eq!(name, format!("loopx_session_{}", server.port));
+    assert!(
+        !value.contains(&server.token) && value.len() >= 32,
+        "{value}"
+    );
+    // Single use.
+    let again = server.login(&link);
+    assert_eq!(again.status, 403);
+    assert!(again.set_cookie().is_none());
+    assert_eq!(server.login("/login?once=").status, 403);
+    assert_eq!(server.login("/login").status, 403);
+    // The session reads the page, which holds no secret.
+    let page = server.request("GET", "/", &[("Cookie", &cookie)], "");
+    assert_eq!(page.status, 200);
+    assert!(!page.body.contains(&server.token) && !page.body.contains(value));
+    let other_port = format!("loopx_session_1={value}");
+    assert_eq!(
+        server
+            .request("GET", "/", &[("Cookie", &other_port)], "")
+            .status,
+        403,
+        "the cookie is bound to this server's port"
+    );
+    // A write on the cookie alone must prove it came from this origin.
+    let origin = format!("http://127.0.0.1:{}", server.port);
+    let other_origin = format!("http://127.0.0.1:{}", server.port.wrapping_add(1));
+    let before = f.fingerprint();
+    let base = server.revision();
+    for (i, headers) in [
+        vec![("Cookie", cookie.as_str())],
+        vec![("Cookie", cookie.as_str()), ("Sec-Fetch-Site", "same-site")],
+        vec![("Cookie", cookie.as_str()), ("Origin", &other_origin)],
+        vec![("Cookie", cookie.as_str()), ("Origin", "null")],
+        vec![("Cookie", "loopx_session_1=forged"), ("Origin", &origin)],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let body = requirement("R2", "x", &format!("c{i}"), base).to_string();
+        let reply = server.request("POST", "/api/outcomes/deck/requirements", &headers, &body);
+        assert_eq!(reply.status, 403, "{headers:?}: {}", reply.body);
+    }
+    assert_eq!(f.fingerprint(), before);
+    for (id, headers) in [
+        (
+            "R2",
+            vec![("Cookie", cookie.as_str()), ("Origin", origin.as_str())],
+        ),
+        (
+            "R3",
+            vec![
+                ("Cookie", cookie.as_str()),
+                ("Sec-Fetch-Site", "same-origin"),
+            ],
+        ),
+    ] {
+        let body = requirement(id, "x", &format!("ok-{id}"), server.revision()).to_string();
+        let reply = server.request("POST", "/api/outcomes/deck/requirements", &headers, &body);
+        assert_eq!(reply.status, 200, "{headers:?}: {}", reply.body);
+    }
+    assert_eq!(requirement_ids(&server), ["R1", "R2", "R3"]);
+    // A script holding the token can mint another link for a browser.
+    let minted = server.request(
+        "POST",
+        "/api/login-url",
+        &[("X-Loopx-Token", &server.token)],
+        "",
+    );
+    assert_eq!(minted.status, 200, "{}", minted.body);
+    let fresh = minted.json()["login_url"].as_str().unwrap().to_owned();
+    assert_ne!(fresh, link);
+    assert_eq!(server.login(&fresh).status, 303);
+}
+
+#[test]
+fn the_start_line_names_the_token_file_never_the_token() {
+    let f = loop_with_outcome();
+    let mut child = spawn(&f, &[]);
+    let line = first_line(&mut child);
+    let _ = child.kill();
+    let _ = child.wait();
+    let file = f.dir.join("serve.token");
+    let token = std::fs::read_to_string(&file).unwrap().trim().to_owned();
+    assert!(line.starts_with("loopx serve: http://127.0.0.1:"), "{line}");
+    assert!(
+        line.contains(&format!(
+            "token file {}",
+            file.canonicalize().unwrap().display()
+        )),
+        "{line}"
+    );
+    assert!(!line.contains(&token), "{line}");
+    // --json: the first line is one JSON object.
+    let server = serve(&f, &[]);
+    let start = &server.start;
+    assert_eq!(start["status"], "ok");
+    assert_eq!(start["url"], format!("http://127.0.0.1:{}/", server.port));
+    assert!(start["login_url"]
+        .as_str()
+        .unwrap()
+        .contains("/login?once="));
+    assert_eq!(server.token, token, "the token file is reused");
+    assert!(!start.to_string().contains(&token));
+}
+
+#[test]
+fn the_token_file_is_private_reused_and_refused_when_exposed() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = loop_with_outcome();
+    let first = serve(&f, &[]);
+    let file = f.dir.join("serve.token");
+    let meta = std::fs::symlink_metadata(&file).unwrap();
+    assert!(meta.is_file());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let token = first.token.clone();
+    assert_eq!(token.len(), 64);
+    drop(first);
+    assert_eq!(serve(&f, &[]).token, token, "reused across restarts");
+    // Readable by others: someone may hold it, so it is not used.
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let before = f.fingerprint();
+    f.loopx()
+        .args(["serve", "--dir", f.d(), "--addr", "127.0.0.1:0"])
+        .env_remove("LOOPX_SERVE_TOKEN")
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("mode 644"))
+        .stderr(predicates::str::contains("delete"));
+    assert_eq!(f.fingerprint(), before);
+    // A planted symlink is never followed, never written through.
+    std::fs::remove_file(&file).unwrap();
+    let target = f.temp.path().join("planted");
+    std::os::unix::fs::symlink(&target, &file).unwrap();
+    f.loopx()
+        .args(["serve", "--dir", f.d(), "--addr", "127.0.0.1:0"])
+        .env_remove("LOOPX_SERVE_TOKEN")
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("symlink"));
+    assert!(!target.exists());
+    // Deleting it rotates the token.
+    std::fs::remove_file(&file).unwrap();
+    assert_ne!(serve(&f, &[]).token, token);
+}
+
+#[test]
+fn an_explicit_token_overrides_the_file_and_writes_none() {
+    let f = loop_with_outcome();
+    let before = f.fingerprint();
+    let mut child = spawn(&f, &["--json", "--token", "a-token-of-sixteen-or-more"]);
+    let start: Value = serde_json::from_str(&first_line(&mut child)).unwrap();
+    let server = Server {
+        child,
+        port: start["port"].as_u64().unwrap() as u16,
+        token: "a-token-of-sixteen-or-more".into(),
+        start: start.clone(),
+    };
+    assert_eq!(start["token_file"], Value::Null);
+    assert_eq!(server.get("/api/status").status, 200);
+    assert_eq!(f.fingerprint(), before, "no serve.token was written");
+    f.loopx()
+        .args([
+            "serve",
+            "--dir",
+            f.d(),
+            "--addr",
+            "127.0.0.1:0",
+            "--token",
+            "short",
+        ])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("at least 16"));
+}
+
+/// Run `script` as user `nobody` with `sh`; `None` (with the reason
+/// printed) when this machine cannot.
+fn as_nobody(script: &str) -> Option<std::process::Output> {
+    let unavailable = |why: &str| {
+        eprintln!("SKIPPED: the other-uid check needs {why}");
+        None
+    };
+    if !std::path::Path::new("/usr/bin/curl").exists() {
+        return unavailable("/usr/bin/curl");
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return unavailable("root, to switch to `nobody` without a password");
+    }
+    match Command::new("su")
+        .args(["nobody", "-s", "/bin/sh", "-c", script])
+        .output()
+    {
+        Ok(output) => Some(output),
+        Err(e) => unavailable(&format!("su ({e})")),
+    }
+}
+
+#[test]
+fn another_local_user_can_neither_read_nor_write_nor_take_the_token() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = loop_with_outcome();
+    // A secret only the driver's owner may see, in iteration 2's record.
+    f.loopx()
+        .args([
+            "append-iteration",
+            "--dir",
+            f.d(),
+            "--mode",
+            "bounded-research",
+            "--objective",
+            "marker-owner-only-4242",
+            "--decision",
+            "continue",
+            "--evidence-id",
+            "e.md",
+        ])
+        .assert()
+        .success();
+    // Everyone may reach the loop directory: only the file modes protect.
+    for dir in [f.temp.path(), f.dir.as_path()] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let server = serve(&f, &[]);
+    assert!(server
+        .get("/api/iterations/2")
+        .body
+        .contains("marker-owner-only-4242"));
+    let token_file = f.dir.join("serve.token");
+    let base = format!("http://127.0.0.1:{}", server.port);
+    let revise = json!({"document": {"objective": "hijacked", "reason": "r", "source_ref": "s"}, "expected_provider_revision": server.revision(), "operation_id": "evil-1"}).to_string();
+    let before = f.fingerprint();
+    let script = format!(
+        "for p in / /api/status /api/iterations/1 /api/iterations/2 /iterations/2 /fragment/live; do \
+           printf '%s ' \"$p\"; curl -s -o /tmp/.nobody-$$ -w '%{{http_code}}' {base}$p; \
+           printf ' '; cat /tmp/.nobody-$$ | tr '\\n' ' '; echo; done; \
+         printf 'revise '; curl -s -o /tmp/.nobody-$$ -w '%{{http_code}}' -X POST -H 'Content-Type: application/json' \
+           -H 'X-Loopx-Token: guess' -H 'Origin: {base}' --data '{revise}' {base}/api/objective/revise; \
+           printf ' '; cat /tmp/.nobody-$$ | tr '\n' ' '; echo; \
+         printf 'token '; cat '{}' 2>&1; rm -f /tmp/.nobody-$$",
+        token_file.display()
+    );
+    let Some(output) = as_nobody(&script) else {
+        return;
+    };
+    let report = String::from_utf8_lossy(&output.stdout).into_owned();
+    eprintln!("{report}{}", String::from_utf8_lossy(&output.stderr));
+    let lines: Vec<&str> = report.lines().collect();
+    assert_eq!(lines.len(), 8, "{report}");
+    for line in &lines[..7] {
+        let mut words = line.split_whitespace();
+        let (path, status) = (words.next().unwrap(), words.next().unwrap());
+        assert_eq!(status, "403", "{path} as nobody: {line}");
+    }
+    assert!(lines[7].contains("Permission denied"), "{}", lines[7]);
+    assert!(!report.contains(&server.token), "{report}");
+    assert!(!report.contains("marker-owner-only-4242"), "{report}");
+    assert!(!report.contains("Prove lemma B"), "{report}");
+    assert_eq!(f.fingerprint(), before, "nobody changed the loop");
 }
 
 #[test]
@@ -395,42 +773,38 @@ fn beyond_loopback_needs_allow_remote_and_then_a_token_everywhere() {
             "0.0.0.0:0",
             "--allow-remote",
         ])
+        .env_remove("LOOPX_SERVE_TOKEN")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let line = first_line(&mut child);
     let port: u16 = line
         .split("0.0.0.0:")
         .nth(1)
         .and_then(|r| r.split('/').next())
         .and_then(|p| p.parse().ok())
-        .unwrap();
-    let token = line
-        .split("token=")
-        .nth(1)
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    let token = std::fs::read_to_string(f.dir.join("serve.token"))
         .unwrap()
-        .split(' ')
-        .next()
-        .unwrap()
+        .trim()
         .to_owned();
-    let server = Server { child, port, token };
-    assert_eq!(server.get("/api/goal").status, 403);
+    assert!(!line.contains(&token));
+    let server = Server {
+        child,
+        port,
+        token,
+        start: Value::Null,
+    };
+    assert_eq!(server.request("GET", "/api/goal", &[], "").status, 403);
     assert_eq!(
         server
-            .get(&format!("/api/goal?token={}", server.token))
+            .request("GET", &format!("/api/goal?token={}", server.token), &[], "")
             .status,
-        200
+        403,
+        "a token in the URL is not a credential"
     );
-    assert_eq!(
-        server
-            .request("GET", "/api/goal", &[("X-Loopx-Token", &server.token)], "")
-            .status,
-        200
-    );
+    assert_eq!(server.get("/api/goal").status, 200);
 }
 
 #[test]
@@ -441,4 +815,79 @@ fn a_loop_that_does_not_exist_is_refused_before_binding() {
         .assert()
         .failure()
         .stderr(predicates::str::contains("no loop at"));
+}
+
+#[test]
+fn dashboard_hands_the_browser_its_login_link_in_a_private_file_not_on_a_command_line() {
+    let f = loop_with_outcome();
+    let bin = f.temp.path().join("bin");
+    let seen = f.temp.path().join("seen");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&seen).unwrap();
+    // A browser opener that records what it was given and what it found.
+    let opener = bin.join("xdg-open");
+    std::fs::write(
+        &opener,
+        format!(
+            "#!/bin/sh\nf=\"${{1#file://}}\"\nstat -c %a \"$f\" > {s}/mode\nstat -c %a \"$(dirname \"$f\")\" > {s}/dir-mode\ncat \"$f\" > {s}/page.tmp\necho \"$@\" > {s}/args\nmv {s}/page.tmp {s}/page\n",
+            s = seen.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let mut child = Command::new(common::loopx_path())
+        .args([
+            "dashboard",
+            "--dir",
+            f.d(),
+            "--addr",
+            "127.0.0.1:0",
+            "--json",
+        ])
+        .env("PATH", &path)
+        .env("TMPDIR", f.temp.path())
+        .env_remove("LOOPX_SERVE_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start: Value = serde_json::from_str(&first_line(&mut child)).unwrap();
+    let port = start["port"].as_u64().unwrap() as u16;
+    let server = Server {
+        child,
+        port,
+        token: String::new(),
+        start,
+    };
+    let page = seen.join("page");
+    for _ in 0..100 {
+        if page.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let html = std::fs::read_to_string(&page).expect("the opener ran");
+    let args = std::fs::read_to_string(seen.join("args")).unwrap();
+    let login = server.start["login_url"].as_str().unwrap();
+    let once = login.split("once=").nth(1).unwrap();
+    assert!(args.starts_with("file:///"), "{args}");
+    assert!(
+        !args.contains(once),
+        "the secret is on a command line: {args}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(seen.join("mode")).unwrap().trim(),
+        "600"
+    );
+    assert_eq!(
+        std::fs::read_to_string(seen.join("dir-mode"))
+            .unwrap()
+            .trim(),
+        "700"
+    );
+    assert!(html.contains(login), "{html}");
+    assert_eq!(server.login(login).status, 303);
+    assert_eq!(server.login(login).status, 403, "the link is single-use");
 }

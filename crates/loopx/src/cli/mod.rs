@@ -99,7 +99,7 @@ pub fn main() -> ExitCode {
         // The Stop hook renders itself: it must fail open and speak the
         // agent CLI's protocol (stderr + exit 2), whatever happens.
         Command::HookCheck(args) => return hook::hook_check(&args, json),
-        command => dispatch(command),
+        command => dispatch(command, json),
     };
     match result {
         Ok(reply) => {
@@ -122,7 +122,7 @@ pub fn main() -> ExitCode {
 }
 
 /// Run one parsed command (everything but the Stop hook).
-fn dispatch(command: Command) -> Result<Reply> {
+fn dispatch(command: Command, json: bool) -> Result<Reply> {
     match command {
         Command::Init(args) => ledger::init(&args),
         Command::AppendIteration(args) => ledger::append_iteration(&args),
@@ -143,8 +143,8 @@ fn dispatch(command: Command) -> Result<Reply> {
         Command::AgentCmd(args) => drive::agent_cmd(&args),
         Command::Recover(args) => drive::recover(&args),
         Command::Verify(args) => drive::verify(&args),
-        Command::Serve(args) => serve::serve(&args, false),
-        Command::Dashboard(args) => serve::serve(&args, true),
+        Command::Serve(args) => serve::serve(&args, false, json),
+        Command::Dashboard(args) => serve::serve(&args, true, json),
     }
 }
 

@@ -10,8 +10,14 @@ use std::net::SocketAddr;
 /// also opens a browser).
 ///
 /// Binds to loopback by default; any other address needs --allow-remote.
-/// Writes need the per-server token printed at start (the page embeds it)
-/// and are refused from other origins.
+/// Every request, reads included, needs a credential: the token kept in the
+/// loop's `serve.token` (mode 0600; made on first use, reused after; delete
+/// it to rotate) in the X-Loopx-Token header, or the session cookie a
+/// one-time login link sets (printed at start, single use, valid two
+/// minutes; `dashboard` opens it). Writes from a browser must come from the
+/// dashboard's own origin. The first stdout line names the URL and the
+/// token file (with --json: one JSON object with url, port, token_file and
+/// login_url), never the token.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     #[command(flatten)]
@@ -19,21 +25,24 @@ pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:7878")]
     pub addr: SocketAddr,
-    /// Allow a non-loopback address; every request then needs the token.
+    /// Allow a non-loopback address (plain HTTP: anyone on the path can
+    /// read the traffic).
     #[arg(long)]
     pub allow_remote: bool,
-    /// Use this token instead of a random one (at least 16 characters).
+    /// Use this token instead of the loop's serve.token (at least 16
+    /// characters); no token file is read or written.
     #[arg(long, env = "LOOPX_SERVE_TOKEN")]
     pub token: Option<String>,
 }
 
-pub fn serve(args: &ServeArgs, open_browser: bool) -> Result<Reply> {
+pub fn serve(args: &ServeArgs, open_browser: bool, json: bool) -> Result<Reply> {
     crate::serve::serve(crate::serve::Options {
         dir: args.dir.dir.clone(),
         addr: args.addr,
         allow_remote: args.allow_remote,
         token: args.token.clone(),
         open_browser,
+        json,
     })?;
     Ok(Reply::ok(
         serde_json::json!({"status": "ok", "action": "serve"}),

@@ -153,19 +153,21 @@ pub async fn iteration(
     State(app): State<Arc<App>>,
     Path(n): Path<String>,
 ) -> Result<Response, Failure> {
-    let n: u64 = n
-        .parse()
-        .map_err(|_| bad(format!("{n:?} is not an iteration number")))?;
+    let not_found = |n: &str| {
+        Failure(
+            StatusCode::NOT_FOUND,
+            format!("no iteration {n:?} in this ledger (iterations are numbered from 1)"),
+            Value::Null,
+        )
+    };
+    let Some(n) = super::iteration_number(&n) else {
+        return Err(not_found(&n));
+    };
     blocking(move || {
         let dir = app.open(Access::ReadOnly)?;
         Ok(match dir.iteration_detail(n)? {
             Some(detail) => ok(serde_json::to_value(detail)?),
-            None => Failure(
-                StatusCode::NOT_FOUND,
-                format!("no iteration {n} in this ledger"),
-                Value::Null,
-            )
-            .into_response(),
+            None => not_found(&n.to_string()).into_response(),
         })
     })
     .await

@@ -2,33 +2,43 @@
 //! the same owners as the CLI.
 //!
 //! Loopback only unless `--allow-remote`. Every request must name an
-//! expected Host (so a rebinding DNS name cannot reach the API); every write
-//! needs the per-server token and, from a browser, a same-origin Origin. The
-//! store stays the authority: forms send intents (with an operation id and
-//! the revision they were read at), never state.
+//! expected Host (so a rebinding DNS name cannot reach the API) and carry a
+//! credential, reads included, because another local user can connect to
+//! loopback too: the token (from the loop's 0600 `serve.token`) in the
+//! `X-Loopx-Token` header, or a session cookie opened by a one-time login
+//! link (see [`auth`]). A write with a cookie must also come from this
+//! origin. The store stays the authority: forms send intents (with an
+//! operation id and the revision they were read at), never state.
 
 mod api;
+mod auth;
 mod page;
 
 use crate::loop_dir::LoopDir;
 use anyhow::{bail, Context as _, Result};
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use loopx_store::sqlite::Access;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub struct App {
     pub dir: PathBuf,
-    pub token: String,
+    token: String,
     /// Host header values this server answers to.
     pub hosts: Vec<String>,
     pub remote: bool,
+    /// `http://addr/`, what login links start with.
+    base: String,
+    /// Per port, because browsers share cookies between the ports of a
+    /// host: two servers must not overwrite each other's session.
+    cookie: String,
+    sessions: auth::Sessions,
 }
 
 impl App {
@@ -36,14 +46,23 @@ impl App {
     pub fn open(&self, access: Access) -> Result<LoopDir> {
         LoopDir::open(&self.dir, access)
     }
+
+    /// A fresh one-time login link.
+    fn login_url(&self) -> Result<String> {
+        Ok(format!(
+            "{}login?once={}",
+            self.base,
+            self.sessions.new_login()?
+        ))
+    }
 }
 
-/// 32 hex digits from the kernel's random source.
-fn token() -> Result<String> {
-    use std::io::Read;
-    let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+/// An iteration number as a path names it: decimal, from 1 to the
+/// largest revision the store can hold. Anything else names no iteration.
+pub fn iteration_number(raw: &str) -> Option<u64> {
+    raw.parse::<u64>()
+        .ok()
+        .filter(|n| (1..=i64::MAX as u64).contains(n))
 }
 
 pub struct Options {
@@ -52,19 +71,30 @@ pub struct Options {
     pub allow_remote: bool,
     pub token: Option<String>,
     pub open_browser: bool,
+    /// Print the start line as one JSON object.
+    pub json: bool,
 }
 
 pub fn serve(options: Options) -> Result<()> {
     // Fail before binding if there is no loop.
-    LoopDir::open(&options.dir, Access::ReadOnly)?;
+    let dir = LoopDir::open(&options.dir, Access::ReadOnly)?
+        .root()
+        .to_owned();
     let loopback = options.addr.ip().is_loopback();
     if !loopback && !options.allow_remote {
-        bail!("{} is not a loopback address: pass --allow-remote (and keep the printed token secret) to serve beyond this machine", options.addr);
+        bail!("{} is not a loopback address: pass --allow-remote (and keep the token secret) to serve beyond this machine", options.addr);
     }
-    let token = match options.token {
-        Some(token) if token.len() < 16 => bail!("--token must be at least 16 characters"),
-        Some(token) => token,
-        None => token()?,
+    let (token, token_file) = match options.token {
+        Some(token) if token.len() < auth::MIN_TOKEN_LEN => bail!(
+            "--token must be at least {} characters (got {})",
+            auth::MIN_TOKEN_LEN,
+            token.len()
+        ),
+        Some(token) => (token, None),
+        None => (
+            auth::load_or_create_token(&dir)?,
+            Some(dir.join(auth::TOKEN_FILE)),
+        ),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -82,48 +112,135 @@ pub fn serve(options: Options) -> Result<()> {
             format!("[::1]:{port}"),
         ];
         hosts.push(addr.to_string());
+        let url = format!("http://{addr}/");
         let app = Arc::new(App {
-            dir: options.dir.canonicalize()?,
-            token: token.clone(),
+            dir,
+            token,
             hosts,
             remote: !loopback,
+            base: url.clone(),
+            cookie: format!("loopx_session_{port}"),
+            sessions: auth::Sessions::default(),
         });
-        let url = if loopback {
-            format!("http://{addr}/")
+        let login = app.login_url()?;
+        announce(&url, port, token_file.as_deref(), &login, options.json);
+        let opened = if options.open_browser {
+            open_browser(&login)
         } else {
-            format!("http://{addr}/?token={token}")
+            None
         };
-        // The first line is for people and for tests that need the port.
-        println!("loopx serve: {url} (token {token})");
-        if options.open_browser {
-            open_browser(&url);
-        }
         axum::serve(listener, router(app))
             .with_graceful_shutdown(async {
                 let _ = tokio::signal::ctrl_c().await;
             })
             .await?;
+        if let Some(dir) = opened {
+            let _ = std::fs::remove_dir_all(dir);
+        }
         Ok(())
     })
 }
 
-fn open_browser(url: &str) {
-    for opener in ["xdg-open", "open"] {
-        if crate::drive::which(opener).is_some() {
-            let _ = std::process::Command::new(opener)
-                .arg(url)
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn();
-            return;
+/// The start line (the first line of stdout, which tests parse for the
+/// port) and how to log in. It names the token file, never the token.
+fn announce(url: &str, port: u16, token_file: Option<&Path>, login: &str, json: bool) {
+    let ttl = auth::LOGIN_TTL.as_secs();
+    let token_text = match token_file {
+        Some(path) => format!("token file {}", path.display()),
+        None => "token from --token".to_owned(),
+    };
+    let token_read = match token_file {
+        Some(path) => format!(
+            "$(cat '{}')",
+            path.display().to_string().replace('\'', "'\\''")
+        ),
+        None => "<the token you passed>".to_owned(),
+    };
+    let another = format!("curl -s -X POST -H \"X-Loopx-Token: {token_read}\" {url}api/login-url");
+    let mut out = std::io::stdout().lock();
+    use std::io::Write as _;
+    let _ = if json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({
+                "status": "ok", "action": "serve", "url": url, "port": port,
+                "token_file": token_file.map(|p| p.display().to_string()),
+                "login_url": login, "login_expires_in_seconds": ttl,
+                "another_login": another,
+            })
+        )
+    } else {
+        writeln!(
+            out,
+            "loopx serve: {url} ({token_text})\nlog in once within {ttl}s: {login}\nanother login link: {another}"
+        )
+    };
+    let _ = out.flush();
+}
+
+/// Open the one-time login link in a browser without putting it on a
+/// command line, which every local user can read in /proc: the opener gets
+/// a 0600 file in a fresh 0700 directory that redirects to the link (as
+/// Jupyter does). Returns that directory; it is removed when the link
+/// expires or the server stops, whichever is first (a server killed
+/// outright leaves it, holding only a spent or expired link).
+fn open_browser(login: &str) -> Option<PathBuf> {
+    let Some(opener) = ["xdg-open", "open"]
+        .into_iter()
+        .find(|o| crate::drive::which(o).is_some())
+    else {
+        eprintln!("loopx dashboard: no browser opener found (xdg-open, open); open the login link printed above yourself");
+        return None;
+    };
+    let written = (|| -> Result<PathBuf> {
+        use std::io::Write as _;
+        use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+        let dir = std::env::temp_dir().join(format!("loopx-login-{}", auth::random_hex(8)?));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let file = dir.join("login.html");
+        let escaped = maud::html! { (login) }.into_string();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&file)?
+            .write_all(format!("<!DOCTYPE html><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"0;url={escaped}\"><title>loopx</title><p><a href=\"{escaped}\">Open the loopx dashboard</a></p>\n").as_bytes())?;
+        Ok(dir)
+    })();
+    let dir = match written {
+        Ok(dir) => dir,
+        Err(e) => {
+            eprintln!("loopx dashboard: cannot write the login page ({e:#}); open the login link printed above yourself");
+            return None;
         }
+    };
+    let spawned = std::process::Command::new(opener)
+        .arg(format!("file://{}", dir.join("login.html").display()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    if let Err(e) = spawned {
+        eprintln!(
+            "loopx dashboard: {opener} failed ({e}); open the login link printed above yourself"
+        );
     }
-    eprintln!("loopx dashboard: no browser opener found; open {url} yourself");
+    let expired = dir.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(auth::LOGIN_TTL);
+        let _ = std::fs::remove_dir_all(expired);
+    });
+    Some(dir)
 }
 
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
         .route("/", get(page::overview))
+        .route("/login", get(login))
         .route("/fragment/live", get(page::live))
         .route("/iterations/{n}", get(page::iteration))
         .route("/api/status", get(api::status))
@@ -131,6 +248,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/should-run", get(api::should_run))
         .route("/api/iterations", get(api::iterations))
         .route("/api/iterations/{n}", get(api::iteration))
+        .route("/api/login-url", post(login_url))
         .route(
             "/api/outcomes/{id}/requirements",
             post(api::add_requirement),
@@ -140,60 +258,167 @@ pub fn router(app: Arc<App>) -> Router {
         .with_state(app)
 }
 
-fn refuse(status: StatusCode, message: &str) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        serde_json::json!({"status": "failed", "error": message}).to_string(),
-    )
-        .into_response()
+/// A refusal that names what to do and holds no secret. Pages get a line
+/// of text a person can read, the API gets JSON.
+fn refuse(status: StatusCode, api: bool, message: &str) -> Response {
+    if api {
+        let body = serde_json::json!({"status": "failed", "error": message}).to_string();
+        (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+    } else {
+        let body = maud::html! {
+            (maud::DOCTYPE) html lang="en" { head { meta charset="utf-8"; title { "loopx" } } body { p { (message) } } }
+        };
+        (status, axum::response::Html(body.into_string())).into_response()
+    }
 }
+
+const NOT_LOGGED_IN: &str = "not logged in: open the one-time login link `loopx serve` printed (or run `loopx dashboard`), or send the token from the loop's serve.token in the X-Loopx-Token header";
 
 fn header_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-fn query_token(request: &Request) -> Option<String> {
-    request
-        .uri()
-        .query()?
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("token="))
-        .map(str::to_owned)
+/// The value of cookie `name`, from every Cookie header.
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|pair| {
+            let (key, value) = pair.trim().split_once('=')?;
+            (key == name).then_some(value)
+        })
 }
 
-/// Host, token and Origin checks, before any handler runs.
+enum Credential {
+    Token,
+    Session,
+}
+
+/// Host, credential and Origin checks, before any handler runs.
 async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+    let api = request.uri().path().starts_with("/api/");
     let headers = request.headers();
     let host = header_value(headers, "host").unwrap_or("");
     if !app.remote && !app.hosts.iter().any(|h| h == host) {
         return refuse(
             StatusCode::MISDIRECTED_REQUEST,
+            api,
             "unexpected Host header: this server answers only to its loopback address",
         );
     }
-    let token = header_value(headers, "x-loopx-token")
-        .map(str::to_owned)
-        .or_else(|| query_token(&request));
-    let token_ok = token.as_deref() == Some(app.token.as_str());
-    let writes = request.method() != Method::GET && request.method() != Method::HEAD;
-    if (writes || app.remote) && !token_ok {
-        return refuse(StatusCode::FORBIDDEN, "missing or wrong token: send the token loopx serve printed in the X-Loopx-Token header");
+    // The login link is itself the credential; its handler checks it.
+    if request.uri().path() == "/login" {
+        return hardened(next.run(request).await);
     }
+    let credential = if header_value(headers, "x-loopx-token")
+        .is_some_and(|token| auth::same_secret(token, &app.token))
+    {
+        Credential::Token
+    } else if cookie(headers, &app.cookie).is_some_and(|s| app.sessions.is_session(s)) {
+        Credential::Session
+    } else {
+        return refuse(StatusCode::FORBIDDEN, api, NOT_LOGGED_IN);
+    };
+    let writes = request.method() != Method::GET && request.method() != Method::HEAD;
     if writes {
         let same_origin = format!("http://{host}");
-        match header_value(headers, "origin") {
-            Some(origin) if origin != same_origin => {
-                return refuse(
-                    StatusCode::FORBIDDEN,
-                    "cross-origin write refused (Origin does not match this server)",
-                )
-            }
-            _ => {}
+        let origin = header_value(headers, "origin");
+        let site = header_value(headers, "sec-fetch-site");
+        if origin.is_some_and(|o| o != same_origin) {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                api,
+                "cross-origin write refused (Origin does not match this server)",
+            );
         }
-        if header_value(headers, "sec-fetch-site").is_some_and(|site| site == "cross-site") {
-            return refuse(StatusCode::FORBIDDEN, "cross-site write refused");
+        if site.is_some_and(|s| s != "same-origin" && s != "none") {
+            return refuse(StatusCode::FORBIDDEN, api, "cross-site write refused");
+        }
+        // A browser sends the cookie whoever made it send the request, so
+        // a write on the cookie alone must prove it came from this origin.
+        // A script holding the token proves more than that already.
+        if matches!(credential, Credential::Session)
+            && origin.is_none()
+            && site != Some("same-origin")
+        {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                api,
+                "a write with the session cookie needs a same-origin Origin (or Sec-Fetch-Site: same-origin)",
+            );
         }
     }
-    next.run(request).await
+    hardened(next.run(request).await)
+}
+
+/// Never framed (the Apply button cannot be clickjacked), never cached,
+/// never leaking its URL in a Referer.
+fn hardened(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::CACHE_CONTROL, "no-store"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+#[derive(serde::Deserialize)]
+struct Once {
+    once: Option<String>,
+}
+
+/// `/login?once=…`: spend a one-time link, set the session cookie, go to
+/// the overview.
+async fn login(
+    State(app): State<Arc<App>>,
+    axum::extract::Query(query): axum::extract::Query<Once>,
+) -> Response {
+    let session = match query.once.as_deref().map(|once| app.sessions.redeem(once)) {
+        Some(Ok(Some(session))) => session,
+        Some(Err(e)) => {
+            return refuse(StatusCode::INTERNAL_SERVER_ERROR, false, &format!("{e:#}"))
+        }
+        _ => {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                false,
+                &format!(
+                    "this login link was already used or has expired (links are single-use and valid for {}s): get another with the command `loopx serve` printed, or run `loopx dashboard`",
+                    auth::LOGIN_TTL.as_secs()
+                ),
+            )
+        }
+    };
+    let cookie = format!(
+        "{}={session}; HttpOnly; SameSite=Strict; Path=/",
+        app.cookie
+    );
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (header::SET_COOKIE, cookie),
+            (header::LOCATION, "/".to_owned()),
+        ],
+    )
+        .into_response()
+}
+
+/// `POST /api/login-url`: a fresh one-time login link, for a browser
+/// that was not opened by `loopx dashboard` or whose link expired.
+async fn login_url(State(app): State<Arc<App>>) -> Response {
+    match app.login_url() {
+        Ok(url) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            serde_json::json!({"status": "ok", "login_url": url, "expires_in_seconds": auth::LOGIN_TTL.as_secs()}).to_string(),
+        )
+            .into_response(),
+        Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, true, &format!("{e:#}")),
+    }
 }

@@ -81,21 +81,21 @@ pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f7f9; paddi
 "#;
 
 const SCRIPT: &str = r#"
-const token = document.querySelector('meta[name=loopx-token]').content;
-const withToken = (path) => path + (path.includes('?') ? '&' : '?') + 'token=' + token;
+// The session cookie (HttpOnly, SameSite=Strict) authenticates every
+// same-origin request; the page holds no secret of its own.
 const newOperation = () => 'ui-' + Date.now().toString(36) + '-' + Math.random().toString(36).slice(2, 10);
 async function post(path, body) {
-  const response = await fetch(path, { method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Loopx-Token': token }, body: JSON.stringify(body) });
+  const response = await fetch(path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
   let json = {};
   try { json = await response.json(); } catch (_) {}
   return { status: response.status, json };
 }
 async function refreshLive() {
-  const response = await fetch(withToken('/fragment/live'));
+  const response = await fetch('/fragment/live');
   if (response.ok) { document.getElementById('live').outerHTML = await response.text(); }
 }
 async function currentRevision() {
-  const response = await fetch(withToken('/api/goal'));
+  const response = await fetch('/api/goal');
   return (await response.json()).provider_revision;
 }
 setInterval(() => { if (document.visibilityState === 'visible') refreshLive(); }, 2000);
@@ -150,14 +150,13 @@ document.addEventListener('click', async (event) => {
 });
 "#;
 
-fn layout(title: &str, token: &str, subtitle: &str, body: Markup) -> Markup {
+fn layout(title: &str, subtitle: &str, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
-                meta name="loopx-token" content=(token);
                 title { (title) " · loopx" }
                 style { (PreEscaped(STYLE)) }
             }
@@ -317,7 +316,6 @@ fn render_overview(app: &App) -> anyhow::Result<Markup> {
     let title = objective::current_text(&s.goal.goal).to_owned();
     Ok(layout(
         &title,
-        &app.token,
         &format!("loop {} · {}", s.ledger.ledger.run_id, s.dir),
         html! {
             (live_section(&s, &readback))
@@ -345,12 +343,16 @@ pub async fn iteration(
     Path(n): Path<String>,
 ) -> Result<Response, Failure> {
     blocking(move || {
-        let Ok(n) = n.parse::<u64>() else {
-            return Ok((StatusCode::BAD_REQUEST, Html(format!("{n:?} is not an iteration number"))).into_response());
+        let not_found = || {
+            let text = maud::html! { "no iteration " (n) " in this ledger" }.into_string();
+            Ok((StatusCode::NOT_FOUND, Html(text)).into_response())
+        };
+        let Some(n) = super::iteration_number(&n) else {
+            return not_found();
         };
         let dir = app.open(Access::ReadOnly)?;
         let Some(detail) = dir.iteration_detail(n)? else {
-            return Ok((StatusCode::NOT_FOUND, Html(format!("no iteration {n}"))).into_response());
+            return not_found();
         };
         let record: IterationRecord = serde_json::from_value(detail["record"].clone())?;
         let list = |items: &[String]| html! { @if items.is_empty() { span class="muted" { "none" } } @else { ul { @for i in items { li { (i) } } } } };
@@ -379,7 +381,7 @@ pub async fn iteration(
                 }
             }
         };
-        Ok(Html(layout(&format!("Iteration {n}"), &app.token, &dir.display(), body).into_string()).into_response())
+        Ok(Html(layout(&format!("Iteration {n}"), &dir.display(), body).into_string()).into_response())
     })
     .await
 }
