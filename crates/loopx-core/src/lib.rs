@@ -11,5 +11,8 @@ pub mod digest;
 pub mod dispatch;
 pub mod goal;
 pub mod hook;
+pub mod ident;
 pub mod ledger;
 pub mod operation;
+pub mod path;
+pub mod text;

@@ -2,6 +2,7 @@
 //! detail stays here.
 
 use anyhow::{Context as _, Result};
+use loopx_core::path::{FileProblem, LoopPath};
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::Path;
@@ -83,4 +84,135 @@ pub fn lock(path: &Path) -> Result<Lock> {
     file.lock()
         .with_context(|| format!("cannot lock {}", path.display()))?;
     Ok(Lock(file))
+}
+
+/// Read at most `limit` bytes of `path` (any file the user named, a pipe
+/// included); a longer input is refused rather than read to the end, so
+/// `--document /dev/zero` fails at once instead of filling memory.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>> {
+    let file = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if bytes.len() as u64 > limit {
+        anyhow::bail!(
+            "{} is larger than the {limit}-byte limit for this input: nothing was read further and nothing was written; pass a smaller file",
+            path.display()
+        );
+    }
+    Ok(bytes)
+}
+
+/// Open the regular file `path` names below `root`, one component at a
+/// time, following no symlink on the way (not even in a directory name)
+/// and refusing a directory, FIFO, socket or device at the end. This is
+/// the only way loopx opens a file whose name came from state or from an
+/// agent; [`LoopPath`] has already ruled out `.`, `..` and absolute paths.
+pub fn open_confined(root: &Path, path: &LoopPath) -> Result<File, FileProblem> {
+    let names: Vec<&str> = path.components().collect();
+    let mut parent = File::open(root).map_err(|e| FileProblem::Unreadable(e.to_string()))?;
+    for (index, name) in names.iter().enumerate() {
+        let last = index + 1 == names.len();
+        let child = confined::open_child(&parent, name, last)?;
+        if last {
+            let meta = child
+                .metadata()
+                .map_err(|e| FileProblem::Unreadable(e.to_string()))?;
+            if !meta.is_file() {
+                return Err(FileProblem::NotARegularFile);
+            }
+            return Ok(child);
+        }
+        parent = child;
+    }
+    unreachable!("a LoopPath has at least one component")
+}
+
+/// [`open_confined`], then read at most `limit` bytes: a larger file is
+/// [`FileProblem::TooLarge`], found without reading it whole.
+pub fn read_confined(root: &Path, path: &LoopPath, limit: u64) -> Result<Vec<u8>, FileProblem> {
+    let file = open_confined(root, path)?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| FileProblem::Unreadable(e.to_string()))?;
+    if bytes.len() as u64 > limit {
+        return Err(FileProblem::TooLarge { limit });
+    }
+    Ok(bytes)
+}
+
+/// [`open_confined`], then read the last `max` bytes (a log's tail)
+/// without reading what comes before them.
+pub fn tail_confined(root: &Path, path: &LoopPath, max: u64) -> Result<Vec<u8>, FileProblem> {
+    use std::io::{Seek, SeekFrom};
+    let mut file = open_confined(root, path)?;
+    let unreadable = |e: std::io::Error| FileProblem::Unreadable(e.to_string());
+    let len = file.metadata().map_err(unreadable)?.len();
+    file.seek(SeekFrom::Start(len.saturating_sub(max)))
+        .map_err(unreadable)?;
+    let mut bytes = Vec::new();
+    file.take(max).read_to_end(&mut bytes).map_err(unreadable)?;
+    Ok(bytes)
+}
+
+/// loopx runs on Unix (process groups, signals); `openat` is what makes the
+/// walk immune to a symlink swapped in between a check and an open.
+mod confined {
+    use loopx_core::path::FileProblem;
+    use std::ffi::CString;
+    use std::fs::File;
+    use std::os::fd::{AsRawFd, FromRawFd};
+
+    /// Open `name` in the directory `parent` with `openat(O_NOFOLLOW)`:
+    /// the name is resolved in the directory already opened, so a rename
+    /// or a symlink planted above it after the check changes nothing.
+    pub fn open_child(parent: &File, name: &str, last: bool) -> Result<File, FileProblem> {
+        let name = CString::new(name).map_err(|_| FileProblem::Missing)?;
+        // Look before opening, so that a FIFO or a device is never opened
+        // (opening one can block or have effects); the fstat after the
+        // open confirms what was opened.
+        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid directory fd, a NUL-terminated name and a
+        // writable stat buffer.
+        let looked = unsafe {
+            libc::fstatat(
+                parent.as_raw_fd(),
+                name.as_ptr(),
+                &mut stat,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        if looked != 0 {
+            return Err(problem(std::io::Error::last_os_error()));
+        }
+        let kind = stat.st_mode & libc::S_IFMT;
+        match kind {
+            libc::S_IFLNK => return Err(FileProblem::BehindSymlink),
+            libc::S_IFREG if last => {}
+            libc::S_IFDIR if !last => {}
+            _ => return Err(FileProblem::NotARegularFile),
+        }
+        let mut flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
+        if !last {
+            flags |= libc::O_DIRECTORY;
+        }
+        // SAFETY: as above; the returned fd is owned by the File.
+        let fd = unsafe { libc::openat(parent.as_raw_fd(), name.as_ptr(), flags) };
+        if fd < 0 {
+            return Err(problem(std::io::Error::last_os_error()));
+        }
+        // SAFETY: `fd` is a fresh descriptor nobody else owns.
+        Ok(unsafe { File::from_raw_fd(fd) })
+    }
+
+    fn problem(error: std::io::Error) -> FileProblem {
+        match error.raw_os_error() {
+            Some(libc::ENOENT) => FileProblem::Missing,
+            Some(libc::ELOOP) => FileProblem::BehindSymlink,
+            Some(libc::ENOTDIR) | Some(libc::ENXIO) => FileProblem::NotARegularFile,
+            _ => FileProblem::Unreadable(error.to_string()),
+        }
+    }
 }

@@ -15,9 +15,11 @@ use loopx_core::ledger::arbiter::{arbitrate, Sentinels, Verdict};
 use loopx_core::ledger::proof::{EvidenceFiles, FileProblem};
 use loopx_core::ledger::{view, IterationRecord, Ledger, LedgerEvent, LedgerOwner, STREAM};
 use loopx_core::operation::{OperationId, Owner as _};
+use loopx_core::path::LoopPath;
+use loopx_core::text::limits::PROOF_ARTIFACT_BYTES;
 use loopx_store::sqlite::{Access, SqliteStore};
 use loopx_store::{decide_at, Authority, Loaded, Preview, Receipt, Store as _};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 pub const DATABASE: &str = "loopx.sqlite";
 pub const RECOVERY: &str = "recovery.md";
@@ -145,18 +147,18 @@ impl LoopDir {
                     goal: GoalOwner::evolve(None, &event),
                 })
             }
-            Loaded { state: None, .. } => bail!(
-                "this loop has no goal {goal_id:?}; its goal is {:?}",
-                goal::DEFAULT_GOAL_ID
-            ),
+            Loaded { state: None, .. } => Err(no_such_goal(goal_id)),
         }
     }
 
     /// Make sure the goal a write targets exists in the store.
     pub fn ensure_goal(&self, goal_id: &str) -> Result<()> {
         let stream = goal::stream(goal_id);
-        if goal_id != goal::DEFAULT_GOAL_ID || self.store.revision(&stream)? > 0 {
+        if self.store.revision(&stream)? > 0 {
             return Ok(());
+        }
+        if goal_id != goal::DEFAULT_GOAL_ID {
+            return Err(no_such_goal(goal_id));
         }
         let (id, command, context) = bootstrap(&self.read()?.ledger);
         self.authority()
@@ -233,12 +235,9 @@ impl LoopDir {
     /// The last `max` bytes of a log named by the journal, read only if it
     /// is a regular file inside the loop directory.
     fn log_tail(&self, relative: &str, max: usize) -> Option<String> {
-        loopx_core::ledger::proof::check_relative_path(relative).ok()?;
-        use loopx_core::ledger::proof::EvidenceFiles as _;
-        self.regular_file(relative).ok()?;
-        let bytes = fsutil::read_no_follow(&self.root.join(relative)).ok()?;
-        let start = bytes.len().saturating_sub(max);
-        Some(String::from_utf8_lossy(&bytes[start..]).into_owned())
+        let path = LoopPath::parse(relative).ok()?;
+        let bytes = self.tail_file(&path, max as u64).ok()?;
+        Some(String::from_utf8_lossy(&bytes).into_owned())
     }
 
     /// The driver's journal state (empty if no driver ever ran).
@@ -350,6 +349,15 @@ impl LoopDir {
     }
 }
 
+/// The goal a command named is not this loop's: say which was asked for.
+fn no_such_goal(goal_id: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "this loop has no goal {goal_id:?}; its goal is {:?}: drop --goal-id or pass --goal-id {}",
+        goal::DEFAULT_GOAL_ID,
+        goal::DEFAULT_GOAL_ID
+    )
+}
+
 fn missing_loop(dir: &Path) -> anyhow::Error {
     anyhow::anyhow!(
         "no loop at {}: there is no {DATABASE} there; create one with `loopx init --dir {} --goal ... --success-criteria ...`",
@@ -358,43 +366,31 @@ fn missing_loop(dir: &Path) -> anyhow::Error {
     )
 }
 
-impl EvidenceFiles for LoopDir {
-    fn proof_artifact(&self, evidence_id: &str) -> Result<Vec<u8>, FileProblem> {
-        let relative = format!("{PROOF_ARTIFACTS}/{evidence_id}.json");
-        self.regular_file(&relative)?;
-        fsutil::read_no_follow(&self.root.join(relative))
-            .map_err(|e| FileProblem::Unreadable(e.to_string()))
+/// Files named by state or by an agent: the only way to read them, each
+/// through [`fsutil::open_confined`] and bounded.
+impl LoopDir {
+    /// The regular file `path` names below the loop directory, at most
+    /// `limit` bytes of it.
+    pub fn read_file(&self, path: &LoopPath, limit: u64) -> Result<Vec<u8>, FileProblem> {
+        fsutil::read_confined(&self.root, path, limit)
     }
 
-    fn regular_file(&self, relative: &str) -> Result<(), FileProblem> {
-        confined_regular_file(&self.root, Path::new(relative))
+    /// The last `max` bytes of the regular file `path` names.
+    pub fn tail_file(&self, path: &LoopPath, max: u64) -> Result<Vec<u8>, FileProblem> {
+        fsutil::tail_confined(&self.root, path, max)
     }
 }
 
-/// Walk `relative` below `root` one component at a time, refusing symlinks
-/// and anything that is not a plain directory on the way or a regular file
-/// at the end.
-fn confined_regular_file(root: &Path, relative: &Path) -> Result<(), FileProblem> {
-    let mut path = root.to_path_buf();
-    let parts: Vec<_> = relative.components().collect();
-    for (index, part) in parts.iter().enumerate() {
-        match part {
-            Component::Normal(name) => path.push(name),
-            Component::CurDir => continue,
-            _ => return Err(FileProblem::OutsideLoopDir),
-        }
-        let meta = match path.symlink_metadata() {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(FileProblem::Missing),
-            Err(e) => return Err(FileProblem::Unreadable(e.to_string())),
-        };
-        let last = index + 1 == parts.len();
-        if meta.file_type().is_symlink() {
-            return Err(FileProblem::BehindSymlink);
-        }
-        if last && !meta.is_file() || !last && !meta.is_dir() {
-            return Err(FileProblem::NotARegularFile);
-        }
+impl EvidenceFiles for LoopDir {
+    fn proof_artifact(&self, evidence_id: &str) -> Result<Vec<u8>, FileProblem> {
+        // The owner checked the id's grammar, so this always parses; if it
+        // did not, there is no such file to read.
+        let path = LoopPath::parse(&format!("{PROOF_ARTIFACTS}/{evidence_id}.json"))
+            .map_err(|_| FileProblem::Missing)?;
+        self.read_file(&path, PROOF_ARTIFACT_BYTES)
     }
-    Ok(())
+
+    fn regular_file(&self, path: &LoopPath) -> Result<(), FileProblem> {
+        fsutil::open_confined(&self.root, path).map(drop)
+    }
 }

@@ -9,6 +9,7 @@
 
 pub mod continuation;
 pub mod gap;
+pub mod input;
 pub mod inspect;
 pub mod objective;
 pub mod outcome;
@@ -44,6 +45,15 @@ pub enum Actor {
 }
 
 impl Actor {
+    /// The agent `id`, or why it is not an agent id. Adapters build actors
+    /// with this, so an empty `--agent-id` is refused rather than taken to
+    /// mean the owner.
+    pub fn agent(id: &str) -> Result<Actor, GoalError> {
+        let actor = Actor::Agent(id.to_owned());
+        input::actor(&actor)?;
+        Ok(actor)
+    }
+
     pub fn name(&self) -> &str {
         match self {
             Actor::Owner => "owner",
@@ -354,6 +364,10 @@ pub enum GoalError {
     },
     #[error("{0}")]
     Invalid(String),
+    #[error("{0}")]
+    Text(#[from] crate::text::TextProblem),
+    #[error("{0}")]
+    Ident(#[from] crate::ident::IdentProblem),
 }
 
 pub struct GoalContext {
@@ -371,21 +385,6 @@ fn ensure_adopted(goal: &Goal, actor: &Actor) -> Result<(), GoalError> {
         agent: agent.clone(),
         revision: goal.objective.current_revision(),
     })
-}
-
-fn valid_id(kind: &str, id: &str) -> Result<(), GoalError> {
-    let ok = !id.is_empty()
-        && id.len() <= 128
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '@'));
-    if ok {
-        Ok(())
-    } else {
-        Err(GoalError::Invalid(format!(
-            "{kind} id {id:?} must be 1-128 letters, digits, '_', '-', '.', ':' or '@'"
-        )))
-    }
 }
 
 fn receipt(goal: &Goal, effects: &[&str]) -> GoalReceipt {
@@ -477,6 +476,7 @@ impl Owner for GoalOwner {
         command: &GoalCommand,
         context: &GoalContext,
     ) -> Result<Decided<GoalEvent, GoalReceipt>, GoalError> {
+        input::check(command)?;
         let now = context.now;
         let actor = &command.actor;
         let event = |changes: Vec<Change>| GoalEvent {
@@ -514,7 +514,6 @@ impl Owner for GoalOwner {
                 instance_id: goal.instance_id.clone(),
             });
         }
-        valid_id("goal", goal_id)?;
         if objective.trim().is_empty() {
             return Err(GoalError::EmptyObjective);
         }
@@ -633,7 +632,6 @@ fn decide_on(
             Ok((changes, receipt))
         }
         GoalRequest::RegisterAgent { agent_id } => {
-            valid_id("agent", agent_id)?;
             if goal.is_registered(agent_id) {
                 return Ok((vec![], receipt(goal, &["agent_already_registered"])));
             }
@@ -687,10 +685,7 @@ fn decide_on(
                 ));
             }
             let id = match id {
-                Some(id) => {
-                    valid_id("todo", id)?;
-                    id.clone()
-                }
+                Some(id) => id.clone(),
                 None => {
                     let mut n = goal.next_todo_number;
                     while goal.todo(&format!("t{n}")).is_some() {

@@ -300,7 +300,6 @@ fn identity_bytes(goal: &Goal) -> usize {
 }
 
 fn check_requirement(input: &RequirementInput) -> Result<(), GoalError> {
-    super::valid_id("requirement", &input.id)?;
     if input.description.trim().is_empty() {
         return Err(GoalError::Invalid(format!(
             "requirement {} needs a non-empty description",
@@ -317,7 +316,6 @@ pub fn decide(
     now: Timestamp,
 ) -> Result<RefinedOutcome, GoalError> {
     let id = &update.outcome_id;
-    super::valid_id("outcome", id)?;
     let existing = goal.outcome(id);
     let responsible = match existing {
         Some(outcome) => outcome.responsible_agent.clone(),

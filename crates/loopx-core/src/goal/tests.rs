@@ -333,13 +333,17 @@ fn an_oversized_declaration_fails_before_commit() {
     let todo = h.add_todo("t");
     h.refine(agent("a"), create_outcome("a", &todo)).unwrap();
     let before = h.goal().clone();
-    let huge = "x".repeat(outcome::DECLARATION_BUDGET);
+    // Each requirement within its own field limit; together over budget.
+    let large = "x".repeat(crate::text::limits::OBJECTIVE.max_bytes);
+    let count = outcome::DECLARATION_BUDGET / large.len() + 1;
     let error = h
         .refine(
             agent("a"),
             OutcomeUpdate {
                 outcome_id: "deck".into(),
-                add_requirements: vec![requirement("big", &huge)],
+                add_requirements: (0..count)
+                    .map(|i| requirement(&format!("big{i}"), &large))
+                    .collect(),
                 source: source("s"),
                 ..Default::default()
             },
@@ -915,4 +919,135 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn control_characters_are_refused_in_every_free_text_field_without_a_write() {
+    let mut h = Harness::new();
+    let todo = h.add_todo("Build the deck");
+    h.refine(agent("a"), create_outcome("a", &todo)).unwrap();
+    let writes = h.writes;
+    let esc = "red \u{1b}[31m alert\u{7}";
+    let requests = vec![
+        GoalRequest::AddTodo {
+            id: None,
+            title: esc.into(),
+        },
+        GoalRequest::AddTodo {
+            id: None,
+            title: "two\nlines".into(),
+        },
+        GoalRequest::Todo {
+            id: todo.clone(),
+            action: TodoAction::Complete,
+            note: format!("done {esc}"),
+        },
+        GoalRequest::Writeback {
+            note: "nul\0".into(),
+            evidence_refs: vec![],
+            todos: vec![],
+        },
+        GoalRequest::PrepareObjective {
+            document: ObjectiveDocument {
+                objective: format!("New {esc}"),
+                reason: String::new(),
+                source_ref: String::new(),
+            },
+        },
+        GoalRequest::RefineOutcome {
+            update: OutcomeUpdate {
+                outcome_id: "deck".into(),
+                add_requirements: vec![requirement("R9", "del\u{7f}")],
+                source: source("msg-9"),
+                ..Default::default()
+            },
+        },
+        GoalRequest::Recreate {
+            objective: "c1 \u{9b}2J".into(),
+            reason: String::new(),
+        },
+    ];
+    for request in requests {
+        let error = h.run(Actor::Owner, request.clone()).unwrap_err();
+        assert!(
+            matches!(error, GoalError::Text(_)),
+            "{request:?} not refused as text: {error}"
+        );
+        assert!(
+            error.to_string().contains("control character U+"),
+            "{error}"
+        );
+    }
+    assert_eq!(h.writes, writes);
+}
+
+#[test]
+fn an_objective_over_its_limit_is_refused_naming_the_limit() {
+    let mut h = Harness::new();
+    let error = h
+        .run(
+            Actor::Owner,
+            GoalRequest::Recreate {
+                objective: "x".repeat(1024 * 1024),
+                reason: String::new(),
+            },
+        )
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("the limit is 16384 bytes"),
+        "{error}"
+    );
+    assert_eq!(h.goal().lifetime, 1);
+}
+
+#[test]
+fn identities_follow_one_grammar_at_the_owner() {
+    let mut h = Harness::new();
+    let todo = h.add_todo("Build the deck");
+    let writes = h.writes;
+    // An empty agent id is not the owner.
+    let error = h
+        .todo(agent(""), &todo, TodoAction::Claim { ttl_seconds: 60 })
+        .unwrap_err();
+    assert!(error.to_string().starts_with("agent id \"\""), "{error}");
+    assert!(Actor::agent("").is_err() && Actor::agent("../../x y\n").is_err());
+    let mut hostile = create_outcome("a", &todo);
+    hostile.responsible_agent = Some("../../x y\n".into());
+    let error = h.refine(Actor::Owner, hostile).unwrap_err();
+    assert!(matches!(error, GoalError::Ident(_)), "{error}");
+    for (request, kind) in [
+        (
+            GoalRequest::AddTodo {
+                id: Some("../t".into()),
+                title: "t".into(),
+            },
+            "todo id",
+        ),
+        (
+            GoalRequest::RegisterAgent {
+                agent_id: " ".into(),
+            },
+            "agent id",
+        ),
+        (
+            GoalRequest::AcknowledgeGap {
+                outcome_id: "a/b".into(),
+                checkpoint: crate::digest::Digest::of_bytes(b"x"),
+            },
+            "outcome id",
+        ),
+    ] {
+        let error = h.run(Actor::Owner, request).unwrap_err();
+        assert!(error.to_string().starts_with(kind), "{error}");
+    }
+    assert_eq!(h.writes, writes);
+    // Ids loopx generates, and ordinary ones, still pass.
+    h.run(
+        Actor::Owner,
+        GoalRequest::RegisterAgent {
+            agent_id: "claude@host".into(),
+        },
+    )
+    .unwrap();
+    assert_eq!(todo, "t1");
 }

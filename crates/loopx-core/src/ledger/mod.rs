@@ -339,6 +339,8 @@ pub enum LedgerError {
     ClaimPending { iteration: u64 },
     #[error("no success claim is pending for iteration {iteration}")]
     NoClaim { iteration: u64 },
+    #[error("{0}")]
+    Text(#[from] crate::text::TextProblem),
 }
 
 impl LedgerError {
@@ -476,6 +478,7 @@ fn run_id_for(operation_id: &OperationId, at: Timestamp) -> String {
 }
 
 fn validate_init(init: &InitLoop) -> Result<(), LedgerError> {
+    check_init_text(init)?;
     if init.goal.trim().is_empty() {
         return Err(LedgerError::Empty { field: "goal" });
     }
@@ -491,6 +494,65 @@ fn validate_init(init: &InitLoop) -> Result<(), LedgerError> {
         });
     }
     Ok(())
+}
+
+/// Every free-text field of `init` within its limit and free of control
+/// characters: they are printed by `status`, pasted into every prompt and
+/// kept forever.
+fn check_init_text(init: &InitLoop) -> Result<(), crate::text::TextProblem> {
+    use crate::text::{check, check_all, limits};
+    check("--goal", &init.goal, limits::OBJECTIVE)?;
+    check(
+        "--success-criteria",
+        &init.success_criteria,
+        limits::OBJECTIVE,
+    )?;
+    check("--plateau-rule", &init.plateau_rule, limits::NOTE)?;
+    check("--success-check", &init.success_check, limits::NOTE)?;
+    check_all(
+        "user_overrides",
+        &init.stop_conditions.user_overrides,
+        limits::LINE,
+    )?;
+    let commitments = &init.commitments;
+    check_all(
+        "acceptance_criteria",
+        &commitments.acceptance_criteria,
+        limits::OBJECTIVE,
+    )?;
+    check_all("non_goals", &commitments.non_goals, limits::OBJECTIVE)?;
+    check_all("permissions", &commitments.permissions, limits::OBJECTIVE)
+}
+
+/// As [`check_init_text`], for what an agent reports about a turn. Kept
+/// out of [`append_guard`] so that `validate` still reads records banked
+/// before these limits existed.
+fn check_report_text(report: &IterationReport) -> Result<(), crate::text::TextProblem> {
+    use crate::text::{check, check_all, limits};
+    check("--objective", &report.objective, limits::NOTE)?;
+    check("--stop-reason", &report.stop_reason, limits::LINE)?;
+    let evidence = &report.evidence_checked;
+    check_all("--evidence-id", &evidence.evidence_ids, limits::LINE)?;
+    check_all("--claim-id", &evidence.claim_ids, limits::LINE)?;
+    check_all("--source-id", &evidence.source_ids, limits::LINE)?;
+    check_all("--guard-ref", &evidence.guard_refs, limits::LINE)?;
+    check_all("--input-ref", &report.input_refs, limits::LINE)?;
+    check_all("--action-taken", &report.actions_taken, limits::NOTE)?;
+    check_all("--remaining-gap", &report.remaining_gaps, limits::NOTE)?;
+    check("--output", &report.output, limits::OUTPUT)?;
+    check(
+        "--completed-summary",
+        &report.completed_summary,
+        limits::NOTE,
+    )?;
+    check("--current-summary", &report.current_summary, limits::NOTE)?;
+    check("--next-action", &report.next_action, limits::NOTE)?;
+    check(
+        "--executor-provider",
+        &report.executor_provider,
+        limits::LINE,
+    )?;
+    check("dispatch id", &report.dispatch_id, limits::LINE)
 }
 
 fn required<T: Copy>(
@@ -605,6 +667,7 @@ impl Owner for LedgerOwner {
                 Ok(Decided::write(event, receipt))
             }
             (Some(ledger), LedgerRequest::AppendIteration(report)) => {
+                check_report_text(report)?;
                 let mode = required(report.mode, "mode", Mode::names())?;
                 let decision = required(report.decision, "decision", Decision::names())?;
                 append_guard(ledger, report, decision, context.now, context.files)?;

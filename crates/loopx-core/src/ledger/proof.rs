@@ -2,8 +2,11 @@
 //!
 //! The artifact schema is checked here, purely. Reading the files is the
 //! adapter's job, through [`EvidenceFiles`], which must refuse anything
-//! outside the loop directory or reached through a symlink.
+//! outside the loop directory or reached through a symlink. Where a
+//! `proof_path` may point is [`LoopPath`]'s rule, not this module's.
 
+use crate::path::LoopPath;
+use crate::text::limits::PROOF_ARTIFACT_BYTES;
 use serde_json::Value;
 
 pub const ARTIFACT_SCHEMA_VERSION: &str = "1.0";
@@ -18,37 +21,16 @@ pub const ARTIFACT_TYPES: &[&str] = &[
     "external-verifier",
 ];
 
-/// Why a file the owner asked for could not be used.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FileProblem {
-    Missing,
-    NotARegularFile,
-    BehindSymlink,
-    OutsideLoopDir,
-    Unreadable(String),
-}
-
-impl FileProblem {
-    fn describe(&self) -> String {
-        match self {
-            FileProblem::Missing => "does not exist".into(),
-            FileProblem::NotARegularFile => "is not a regular file".into(),
-            FileProblem::BehindSymlink => {
-                "is reached through a symlink, which loopx does not follow".into()
-            }
-            FileProblem::OutsideLoopDir => "is outside the loop directory".into(),
-            FileProblem::Unreadable(reason) => format!("cannot be read ({reason})"),
-        }
-    }
-}
+pub use crate::path::FileProblem;
 
 /// Read access to the loop directory, confined to it.
 pub trait EvidenceFiles {
-    /// The bytes of `proof_artifacts/<id>.json`.
+    /// The bytes of `proof_artifacts/<id>.json`, read no further than
+    /// [`PROOF_ARTIFACT_BYTES`] (a larger one is [`FileProblem::TooLarge`]).
     fn proof_artifact(&self, evidence_id: &str) -> Result<Vec<u8>, FileProblem>;
-    /// `Ok` when `relative` (already checked by [`check_relative_path`]) is a
-    /// regular file inside the loop directory.
-    fn regular_file(&self, relative: &str) -> Result<(), FileProblem>;
+    /// `Ok` when `path` is a regular file below the loop directory, reached
+    /// through no symlink.
+    fn regular_file(&self, path: &LoopPath) -> Result<(), FileProblem>;
 }
 
 /// A loop directory with nothing in it: for decisions that read no files
@@ -59,7 +41,7 @@ impl EvidenceFiles for NoFiles {
     fn proof_artifact(&self, _: &str) -> Result<Vec<u8>, FileProblem> {
         Err(FileProblem::Missing)
     }
-    fn regular_file(&self, _: &str) -> Result<(), FileProblem> {
+    fn regular_file(&self, _: &LoopPath) -> Result<(), FileProblem> {
         Err(FileProblem::Missing)
     }
 }
@@ -74,28 +56,6 @@ pub fn is_valid_evidence_id(id: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
-/// A path from state or from an agent must be relative, non-empty and free
-/// of `..`, so that joining it to the loop directory cannot leave it.
-pub fn check_relative_path(path: &str) -> Result<(), String> {
-    if path.trim().is_empty() {
-        return Err("must be a non-empty relative path".into());
-    }
-    if path.starts_with('/') || path.starts_with('\\') || path.contains(':') {
-        return Err(format!(
-            "must be relative to the loop directory (got {path:?})"
-        ));
-    }
-    if path.split(['/', '\\']).any(|part| part == "..") {
-        return Err(format!(
-            "must stay inside the loop directory; '..' is not allowed (got {path:?})"
-        ));
-    }
-    if path.chars().any(char::is_control) {
-        return Err("must not contain control characters".into());
-    }
-    Ok(())
-}
-
 /// Every reason the artifact for `evidence_id` does not prove anything; an
 /// empty list means it is a valid, passed, machine-checkable artifact.
 pub fn artifact_problems(evidence_id: &str, files: &dyn EvidenceFiles) -> Vec<String> {
@@ -106,6 +66,17 @@ pub fn artifact_problems(evidence_id: &str, files: &dyn EvidenceFiles) -> Vec<St
     }
     let location = format!("proof_artifacts/{evidence_id}.json");
     let bytes = match files.proof_artifact(evidence_id) {
+        // The adapter bounds its read; this keeps the rule true of any
+        // adapter, not only of the ones that remember to.
+        Ok(bytes) if bytes.len() as u64 > PROOF_ARTIFACT_BYTES => {
+            return vec![format!(
+                "proof artifact for evidence_id '{evidence_id}' {}: {location}",
+                FileProblem::TooLarge {
+                    limit: PROOF_ARTIFACT_BYTES
+                }
+                .describe()
+            )]
+        }
         Ok(bytes) => bytes,
         Err(problem) => {
             return vec![format!(
@@ -159,10 +130,10 @@ pub fn artifact_problems(evidence_id: &str, files: &dyn EvidenceFiles) -> Vec<St
         problems.push(format!("{prefix} target must be non-empty"));
     }
     let proof_path = text("proof_path");
-    match check_relative_path(proof_path) {
-        Err(reason) => problems.push(format!("{prefix} proof_path {reason}")),
-        Ok(()) => {
-            if let Err(problem) = files.regular_file(proof_path) {
+    match LoopPath::parse(proof_path) {
+        Err(reason) => problems.push(format!("{prefix} proof_path {proof_path:?} {reason}")),
+        Ok(path) => {
+            if let Err(problem) = files.regular_file(&path) {
                 problems.push(format!(
                     "{prefix} proof_path {proof_path:?} {}",
                     problem.describe()
@@ -213,8 +184,8 @@ pub(crate) mod tests {
         fn proof_artifact(&self, id: &str) -> Result<Vec<u8>, FileProblem> {
             self.artifacts.get(id).cloned().ok_or(FileProblem::Missing)
         }
-        fn regular_file(&self, relative: &str) -> Result<(), FileProblem> {
-            if self.files.iter().any(|f| f == relative) {
+        fn regular_file(&self, path: &LoopPath) -> Result<(), FileProblem> {
+            if self.files.iter().any(|f| f == path.as_str()) {
                 Ok(())
             } else {
                 Err(FileProblem::Missing)
@@ -266,11 +237,32 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn paths_must_stay_relative_and_inside() {
-        for bad in ["", "/etc/passwd", "a/../../b", "..", "C:\\x"] {
-            assert!(check_relative_path(bad).is_err(), "{bad:?} accepted");
+    fn a_proof_path_that_names_no_file_is_refused_before_any_lookup() {
+        for bad in [".", "", "a/../b", "/etc/passwd", "./proofs/p.lean"] {
+            let mut files = MemoryFiles::with_valid_artifact("p");
+            let mut artifact = valid_artifact("p");
+            artifact["proof_path"] = bad.into();
+            // Even a loop directory that claims the path exists is not asked.
+            files.files.push(bad.into());
+            files
+                .artifacts
+                .insert("p".into(), artifact.to_string().into_bytes());
+            let problems = artifact_problems("p", &files);
+            assert!(
+                problems.iter().any(|p| p.contains("proof_path")),
+                "{bad:?} accepted: {problems:?}"
+            );
         }
-        assert!(check_relative_path("proofs/theorem.lean").is_ok());
+    }
+
+    #[test]
+    fn an_oversized_artifact_is_refused_with_the_limit() {
+        let mut files = MemoryFiles::with_valid_artifact("p");
+        files
+            .artifacts
+            .insert("p".into(), vec![b' '; PROOF_ARTIFACT_BYTES as usize + 1]);
+        let problems = artifact_problems("p", &files);
+        assert!(problems[0].contains("65536-byte limit"), "{problems:?}");
     }
 
     #[test]

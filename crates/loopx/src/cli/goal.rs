@@ -3,8 +3,8 @@
 
 use super::ledger::DirArgs;
 use super::{operation_id, Reply};
-use crate::clock;
 use crate::loop_dir::{GoalReading, LoopDir};
+use crate::{clock, fsutil};
 use anyhow::{Context as _, Result};
 use clap::{Args, Subcommand};
 use loopx_core::digest::Digest;
@@ -12,6 +12,7 @@ use loopx_core::goal::outcome::OutcomeUpdate;
 use loopx_core::goal::todo::TodoAction;
 use loopx_core::goal::{self, inspect, Actor, GoalCommand, GoalReceipt, GoalRequest};
 use loopx_core::operation::OperationId;
+use loopx_core::text::limits::DOCUMENT_BYTES;
 use loopx_store::sqlite::Access;
 use loopx_store::Receipt;
 use serde_json::json;
@@ -31,15 +32,13 @@ pub struct GoalArgs {
 }
 
 impl GoalArgs {
-    fn actor(&self) -> Actor {
-        match self
-            .agent_id
-            .as_deref()
-            .map(str::trim)
-            .filter(|a| !a.is_empty())
-        {
-            Some(agent) => Actor::Agent(agent.to_owned()),
-            None => Actor::Owner,
+    /// Without `--agent-id`, the owner; with one, that agent, whose id the
+    /// owner's grammar must accept: `--agent-id ""` is refused, never
+    /// taken to mean the owner.
+    fn actor(&self) -> Result<Actor> {
+        match &self.agent_id {
+            Some(agent) => Ok(Actor::agent(agent).context("--agent-id / LOOPX_AGENT_ID")?),
+            None => Ok(Actor::Owner),
         }
     }
 }
@@ -308,20 +307,22 @@ fn parse_block(text: &str) -> Result<(String, String), String> {
     }
 }
 
+/// A JSON document the user named, read no further than the limit for
+/// documents.
 fn read_document<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let bytes = fsutil::read_bounded(path, DOCUMENT_BYTES)?;
     serde_json::from_slice(&bytes)
         .with_context(|| format!("{} is not a valid document", path.display()))
 }
 
 /// The command a CLI goal write sends.
-fn goal_command(goal: &GoalArgs, write: &WriteArgs, request: GoalRequest) -> GoalCommand {
-    GoalCommand {
-        actor: goal.actor(),
+fn goal_command(goal: &GoalArgs, write: &WriteArgs, request: GoalRequest) -> Result<GoalCommand> {
+    Ok(GoalCommand {
+        actor: goal.actor()?,
         expected_instance: write.goal_instance.clone(),
         request,
         base_revision: None,
-    }
+    })
 }
 
 /// Show what a request would do, writing nothing.
@@ -331,7 +332,7 @@ fn preview(
     write: &WriteArgs,
     request: GoalRequest,
 ) -> Result<Reply> {
-    let decided = dir.goal_preview(&goal.goal_id, &goal_command(goal, write, request))?;
+    let decided = dir.goal_preview(&goal.goal_id, &goal_command(goal, write, request)?)?;
     let json = json!({"status": "ok", "action": "preview", "would_write": decided.event.is_some(), "receipt": decided.receipt, "event": decided.event});
     let text = format!(
         "preview (nothing written): {}; pass --execute to write",
@@ -386,7 +387,7 @@ fn submit(
     let id = operation_id(write.operation_id.as_deref())?;
     Ok(receipt_reply(
         action,
-        &dir.goal_execute(&goal.goal_id, &id, &goal_command(goal, write, request))?,
+        &dir.goal_execute(&goal.goal_id, &id, &goal_command(goal, write, request)?)?,
     ))
 }
 
@@ -394,9 +395,9 @@ pub fn acceptance(command: &AcceptanceCommand) -> Result<Reply> {
     match command {
         AcceptanceCommand::Inspect(args) => {
             let dir = open(&args.dir, Access::ReadOnly)?;
+            let actor = args.actor()?;
             let GoalReading { goal, revision } = dir.goal(&args.goal_id)?;
-            let readback =
-                inspect::readback(&goal, revision, args.agent_id.as_deref(), clock::now());
+            let readback = inspect::readback(&goal, revision, actor.agent_id(), clock::now());
             let mut json = serde_json::to_value(&readback)?;
             json["status"] = "ok".into();
             json["action"] = "goal-acceptance-inspect".into();
@@ -468,7 +469,7 @@ pub fn acceptance(command: &AcceptanceCommand) -> Result<Reply> {
                 agent_id: None,
             };
             let request = GoalRequest::RegisterAgent {
-                agent_id: args.agent_id.trim().to_owned(),
+                agent_id: args.agent_id.clone(),
             };
             submit(&goal, &args.write, "register-agent", request, false)
         }
@@ -632,7 +633,7 @@ pub fn todo(command: &TodoCommand) -> Result<Reply> {
     let id = operation_id(write.operation_id.as_deref())?;
     Ok(receipt_reply(
         "todo",
-        &dir.goal_execute(&goal.goal_id, &id, &goal_command(goal, write, request))?,
+        &dir.goal_execute(&goal.goal_id, &id, &goal_command(goal, write, request)?)?,
     ))
 }
 
@@ -651,7 +652,7 @@ fn todo_request(args: &TodoNoteArgs, action: TodoAction) -> (&GoalArgs, &WriteAr
 pub fn quota(command: &QuotaCommand) -> Result<Reply> {
     let QuotaCommand::ShouldRun(args) = command;
     let dir = open(&args.dir, Access::ReadOnly)?;
-    let decision = dir.decision(&args.goal_id, &args.actor())?.should_run;
+    let decision = dir.decision(&args.goal_id, &args.actor()?)?.should_run;
     let hint = &decision.scheduler_hint;
     let text = format!(
         "{} ({}): {}",
@@ -667,31 +668,23 @@ pub fn quota(command: &QuotaCommand) -> Result<Reply> {
 
 pub fn task_body(args: &TaskBodyArgs) -> Result<Reply> {
     let dir = open(&args.goal.dir, Access::ReadOnly)?;
-    let body = dir.task_body(&args.goal.goal_id, &args.goal.actor())?;
+    let body = dir.task_body(&args.goal.goal_id, &args.goal.actor()?)?;
     let json = json!({"status": "ok", "action": "task-body", "bytes": body.len(), "digest": Digest::of_bytes(body.as_bytes()), "body": body});
     Ok(Reply::ok(json, body))
 }
 
 pub fn refresh_state(args: &RefreshArgs) -> Result<Reply> {
+    // Read (and bound) the document before the loop is opened for writing.
+    let update: Option<OutcomeUpdate> = match &args.goal_outcome_update_json {
+        Some(path) => Some(read_document(path)?),
+        None => None,
+    };
     let dir = open(&args.goal.dir, Access::ReadWrite)?;
     let base = operation_id(args.write.operation_id.as_deref())?;
     let part = |suffix: &str| {
         OperationId::parse(&format!("{base}.{suffix}"))
             .context("--operation-id is too long to derive its parts; use at most 110 characters")
     };
-    let mut outcome = None;
-    if let Some(path) = &args.goal_outcome_update_json {
-        let update: OutcomeUpdate = read_document(path)?;
-        outcome = Some(dir.goal_execute(
-            &args.goal.goal_id,
-            &part("outcome")?,
-            &goal_command(
-                &args.goal,
-                &args.write,
-                GoalRequest::RefineOutcome { update },
-            ),
-        )?);
-    }
     let mut todos: Vec<(String, TodoAction)> = Vec::new();
     todos.extend(
         args.complete
@@ -716,7 +709,23 @@ pub fn refresh_state(args: &RefreshArgs) -> Result<Reply> {
         evidence_refs: args.evidence_refs.clone(),
         todos,
     };
-    let writeback = dir.goal_execute(&args.goal.goal_id, &part("writeback")?, &goal_command(&args.goal, &args.write, request)).map_err(|error| match &outcome {
+    let writeback_command = goal_command(&args.goal, &args.write, request)?;
+    // Refuse a malformed writeback before the outcome commits, so a bad
+    // --note never leaves half a refresh behind.
+    goal::input::check(&writeback_command)?;
+    let mut outcome = None;
+    if let Some(update) = update {
+        outcome = Some(dir.goal_execute(
+            &args.goal.goal_id,
+            &part("outcome")?,
+            &goal_command(
+                &args.goal,
+                &args.write,
+                GoalRequest::RefineOutcome { update },
+            )?,
+        )?);
+    }
+    let writeback = dir.goal_execute(&args.goal.goal_id, &part("writeback")?, &writeback_command).map_err(|error| match &outcome {
         Some(committed) => error.context(format!(
             "the outcome refinement already committed (operation {}, revision {}); the writeback did not: fix the cause and repeat this exact command with --operation-id {base} to finish without duplicating",
             committed.operation_id, committed.revision
