@@ -13,3 +13,4 @@ pub mod goal;
 pub mod hook;
 pub mod ledger;
 pub mod operation;
+pub mod redact;
