@@ -208,6 +208,16 @@ fn write_record(logs: &Path, dispatch_id: &str, content: &str) -> std::io::Resul
     platform::sync_dir(logs)
 }
 
+/// The record of a running agent: its process group and, where the
+/// platform tells, when its leader started, so that a recycled pid is not
+/// mistaken for the agent.
+fn agent_identity(pgid: u32) -> String {
+    match platform::start_time(pgid) {
+        Some(start) => format!("{pgid} {start}"),
+        None => pgid.to_string(),
+    }
+}
+
 /// What the record of `dispatch_id` says about its agent now.
 fn agent_liveness(dir: &LoopDir, dispatch_id: &str) -> Liveness {
     let record = format!("{DRIVER_LOGS}/{dispatch_id}.pid");
@@ -218,14 +228,28 @@ fn agent_liveness(dir: &LoopDir, dispatch_id: &str) -> Liveness {
         return unknown();
     };
     let text = String::from_utf8_lossy(&bytes);
-    match text.trim() {
-        NOT_STARTED => Liveness::NotStarted,
+    if text.trim() == NOT_STARTED {
+        return Liveness::NotStarted;
+    }
+    let mut words = text.split_whitespace();
+    let pgid = words.next().and_then(|w| w.parse::<u32>().ok());
+    let start = words.next().map(|w| w.parse::<u64>().ok());
+    match (pgid, start) {
         // 0 and 1 would name our own group and init's: never a record.
-        pgid => match pgid.parse::<u32>() {
-            Ok(pgid) if pgid > 1 && platform::group_alive(pgid) => Liveness::Alive,
-            Ok(pgid) if pgid > 1 => Liveness::Gone,
-            _ => unknown(),
-        },
+        (Some(pgid), start) if pgid > 1 && start != Some(None) => {
+            // A live leader that started at another time is a new process
+            // on a recycled pid; a group without its leader is still ours
+            // (the kernel does not hand out a pid its group still uses).
+            let recycled = start.flatten().is_some_and(|recorded| {
+                platform::start_time(pgid).is_some_and(|now| now != recorded)
+            });
+            if platform::group_alive(pgid) && !recycled {
+                Liveness::Alive
+            } else {
+                Liveness::Gone
+            }
+        }
+        _ => unknown(),
     }
 }
 
@@ -443,7 +467,7 @@ fn spawn_and_wait(
     let record_id = dispatch_id.to_owned();
     let mut child = platform::spawn_recorded(&mut command, move |pgid| {
         failpoint::reached("drive.agent_held");
-        write_record(&record_logs, &record_id, &pgid.to_string())
+        write_record(&record_logs, &record_id, &agent_identity(pgid))
     })
     .with_context(|| {
         format!(

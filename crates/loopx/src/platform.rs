@@ -144,6 +144,21 @@ pub fn alive(pid: u32) -> bool {
     unsafe { libc::kill(pid, 0) == 0 }
 }
 
+/// When process `pid` started (clock ticks since boot), where the platform
+/// says: with the pid it names one process across pid reuse.
+pub fn start_time(pid: u32) -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        // Field 22 of /proc/<pid>/stat; fields 3.. follow the last ')'.
+        stat_fields(pid)?.get(19)?.parse().ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = pid;
+        None
+    }
+}
+
 /// Become the reaper of every orphaned descendant, so that a process a
 /// turn detaches (`setsid`, a double fork) is re-parented to this process
 /// instead of init and [`kill_adopted`] can find it. Returns whether the
@@ -213,11 +228,17 @@ fn children() -> Vec<u32> {
     }
 }
 
-/// The parent pid in `/proc/<pid>/stat` ("pid (comm) state ppid …"; the
-/// command name may itself hold parentheses, so read after the last one).
+/// The fields of `/proc/<pid>/stat` from the third on ("pid (comm) state
+/// ppid …"; the command name may itself hold parentheses and spaces, so
+/// split after the last ')').
 #[cfg(target_os = "linux")]
-fn parent_of(pid: u32) -> Option<u32> {
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
+    Some(rest.split_whitespace().map(str::to_owned).collect())
+}
+
+#[cfg(target_os = "linux")]
+fn parent_of(pid: u32) -> Option<u32> {
+    stat_fields(pid)?.get(1)?.parse().ok()
 }

@@ -487,6 +487,7 @@ fn killing_the_driver_at_any_boundary_never_duplicates_an_iteration_or_a_charge(
     for failpoint in [
         "drive.before_intent",
         "drive.after_intent",
+        "drive.agent_held",
         "drive.after_agent",
         "drive.after_settle",
     ] {
@@ -590,11 +591,7 @@ fn a_turn_that_changed_the_workspace_without_recording_fails_closed() {
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "pid"))
         .collect();
-    let pgid: i32 = std::fs::read_to_string(&pid_files[0])
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pgid = recorded_pgid(&pid_files[0]);
     // SAFETY: kill(2) on the orphaned agent's process group.
     unsafe { libc::kill(-pgid, libc::SIGKILL) };
     std::thread::sleep(Duration::from_millis(200));
@@ -729,6 +726,57 @@ fn agent_records(d: &Drive) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The process group an agent record names ("<pgid> [<start time>]").
+fn recorded_pgid(record: &Path) -> i32 {
+    std::fs::read_to_string(record)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn a_recycled_pid_is_not_mistaken_for_the_agent() {
+    let d = Drive::new(10);
+    fake_claude(&d, true);
+    kill_driver_at(&d, &["--provider", "claude"], "drive.after_intent");
+    // An unrelated live process group now holds the recorded number.
+    let mut stranger = {
+        use std::os::unix::process::CommandExt;
+        Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    };
+    let record = &agent_records(&d)[0];
+    let plan = |content: String| {
+        std::fs::write(record, content).unwrap();
+        d.f.json(&["recover", "--dir", d.f.d()])["plan"]["action"].clone()
+    };
+    let start: u64 = std::fs::read_to_string(format!("/proc/{}/stat", stranger.id()))
+        .unwrap()
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap();
+    // The same process: alive, so a person must look.
+    assert_eq!(plan(format!("{} {start}", stranger.id())), "fail_closed");
+    // Same number, other start time: not our agent, which is gone.
+    assert_eq!(
+        plan(format!("{} {}", stranger.id(), start + 1)),
+        "cancel_unstarted"
+    );
+    stranger.kill().unwrap();
+    stranger.wait().unwrap();
+}
+
 #[test]
 fn a_missing_agent_record_fails_closed_and_the_turn_is_not_rerun() {
     let d = Drive::new(10);
@@ -754,11 +802,7 @@ fn a_missing_agent_record_fails_closed_and_the_turn_is_not_rerun() {
     driver.wait().unwrap();
     let records = agent_records(&d);
     assert_eq!(records.len(), 1, "the running agent had no record");
-    let pgid: i32 = std::fs::read_to_string(&records[0])
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pgid = recorded_pgid(&records[0]);
     std::fs::remove_file(&records[0]).unwrap();
 
     let before = d.f.fingerprint();
