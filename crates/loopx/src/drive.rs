@@ -653,7 +653,11 @@ fn run(
     };
     match recover(dir, options.iteration_timeout)? {
         RecoveryPlan::FailClosed { inspect, .. } => {
-            return ended(Exit::RuntimeError, inspect, turns)
+            return ended(
+                Exit::RuntimeError,
+                inspect.replace("<DIR>", &dir.display()),
+                turns,
+            )
         }
         RecoveryPlan::Clear => {}
         plan => progress(&format!(

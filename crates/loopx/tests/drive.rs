@@ -418,6 +418,17 @@ fn one_driver_per_loop_and_a_dead_one_is_reclaimed() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(d.status()["driver"]["pid"], first.id());
+    // Its open dispatch is its current turn, and recover says so.
+    while d.status()["driver"]["iteration"].is_null() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    d.f.loopx()
+        .args(["recover", "--dir", d.f.d()])
+        .assert()
+        .stderr(contains(format!(
+            "a driver (pid {}) is running this loop",
+            first.id()
+        )));
     let (code, stderr) = d.run(&["--cmd", &agent]);
     assert_eq!(code, 4);
     assert!(
@@ -815,8 +826,13 @@ fn a_missing_agent_record_fails_closed_and_the_turn_is_not_rerun() {
 
     let (code, stderr) = d.run(&["--cmd", &agent, "--max-iterations", "1"]);
     assert_eq!(code, 4, "{stderr}");
+    // The command to run next is exact, with this loop's directory.
+    let cancel = format!(
+        "loopx recover --dir {} --cancel --dispatch-id d1-",
+        d.f.dir.canonicalize().unwrap().display()
+    );
     assert!(
-        stderr.contains("missing or unreadable") && stderr.contains("--cancel --dispatch-id"),
+        stderr.contains("missing or unreadable") && stderr.contains(&cancel),
         "{stderr}"
     );
     // Let the orphan finish: it ran once, and the restart dispatched nothing.

@@ -739,7 +739,7 @@ impl DriverSummary {
                     .unwrap_or_default()
             ),
             (false, _) if self.iteration.is_some() => format!(
-                "not running; dispatch for iteration {} is open (run `loopx recover`)",
+                "not running; dispatch for iteration {} is open (`loopx recover` shows what to do, `loopx recover --apply` does it)",
                 self.iteration.unwrap_or(0)
             ),
             (false, _) => format!("not running ({} dispatches so far)", self.dispatches),

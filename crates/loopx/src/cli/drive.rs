@@ -313,12 +313,19 @@ fn show_recovery(args: &RecoverArgs) -> Result<Reply> {
     let dir = LoopDir::open(&args.dir.dir, Access::ReadOnly)?;
     let (intent, plan) = drive::plan_recovery(&dir, Duration::ZERO)?;
     let apply = format!("loopx recover --dir {} --apply", dir.display());
-    let text = match &plan {
+    let mut text = match &plan {
         RecoveryPlan::Clear => "no open dispatch: nothing to recover".to_owned(),
         RecoveryPlan::SettleAdvanced { dispatch_id, iteration } => format!("would settle {dispatch_id}: the agent recorded iteration {iteration}, so it will not be re-run; `{apply}` (or the next `loopx drive`) does it"),
         RecoveryPlan::CancelUnstarted { dispatch_id } => format!("would cancel {dispatch_id}: no iteration, no workspace change, no live agent; `{apply}` (or the next `loopx drive`) does it, and the next drive dispatches afresh"),
-        RecoveryPlan::FailClosed { inspect, .. } => format!("needs a person: {inspect}"),
+        RecoveryPlan::FailClosed { inspect, .. } => format!("needs a person: {}", inspect.replace("<DIR>", &dir.display())),
     };
+    let (_, state) = dir.driver()?;
+    if let Some(driver) = state
+        .registration
+        .filter(|r| intent.is_some() && crate::platform::alive(r.pid))
+    {
+        text = format!("a driver (pid {}) is running this loop, so the open dispatch is probably its current turn, not a leftover; {text}", driver.pid);
+    }
     let code = if matches!(plan, RecoveryPlan::FailClosed { .. }) {
         4
     } else {
