@@ -15,4 +15,5 @@ pub mod ident;
 pub mod ledger;
 pub mod operation;
 pub mod path;
+pub mod redact;
 pub mod text;

@@ -14,14 +14,15 @@ use loopx_core::dispatch::classify::{self, Reading as OutputReading, END_OF_PROM
 use loopx_core::dispatch::provider::{self, Launcher, Structured};
 use loopx_core::dispatch::session::{Exit, Limits, Next, Session, TurnResult};
 use loopx_core::dispatch::{
-    self, DriverOwner, DriverRequest, Intent, Observed, Outcome, RecoveryPlan, Registration,
-    Settlement, Waiting, Workspace,
+    self, DriverError, DriverOwner, DriverRequest, Intent, Liveness, Observed, Outcome,
+    RecoveryPlan, Registration, Settlement, Waiting, Workspace,
 };
 use loopx_core::goal::Actor;
 use loopx_core::ledger::{CheckRun, LedgerOwner, LedgerRequest, STREAM};
 use loopx_core::operation::OperationId;
 use loopx_store::failpoint;
 use loopx_store::sqlite::Access;
+use loopx_store::AuthorityError;
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -58,6 +59,17 @@ pub struct Ended {
     pub turns: u64,
 }
 
+/// Marks an error as the caller's to fix (a wrong `--dir` or `--root`):
+/// `drive` exits 2 for it, not 4.
+#[derive(Debug)]
+pub struct Usage(pub &'static str);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
 /// The executable `binary` on PATH, if any.
 pub fn which(binary: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
@@ -78,6 +90,8 @@ pub fn workspace(root: &Path) -> Workspace {
             .arg("-C")
             .arg(root)
             .args(args)
+            // A probe: `git status` must not take the index lock.
+            .env("GIT_OPTIONAL_LOCKS", "0")
             .stderr(Stdio::null())
             .output()
             .ok()?;
@@ -158,7 +172,13 @@ fn log_dir(dir: &LoopDir) -> Result<PathBuf> {
                 logs.display()
             )
         }
-        Ok(_) => Ok(logs),
+        Ok(_) => {
+            // Logs hold everything agents print, secrets included: an
+            // older or hand-made directory is narrowed to its owner.
+            platform::make_private_dir(&logs)
+                .with_context(|| format!("cannot make {} private (0700)", logs.display()))?;
+            Ok(logs)
+        }
         Err(_) => {
             crate::fsutil::create_private_dir(&logs)?;
             Ok(logs)
@@ -166,26 +186,98 @@ fn log_dir(dir: &LoopDir) -> Result<PathBuf> {
     }
 }
 
+/// The durable record of a dispatch's agent, beside its log.
 fn pid_file(logs: &Path, dispatch_id: &str) -> PathBuf {
     logs.join(format!("{dispatch_id}.pid"))
 }
 
-/// The agent process group recorded for a dispatch, if it is still alive.
-fn live_agent(dir: &LoopDir, dispatch_id: &str) -> Option<u32> {
-    let text = std::fs::read_to_string(pid_file(&dir.path(DRIVER_LOGS), dispatch_id)).ok()?;
-    let pgid: u32 = text.trim().parse().ok()?;
-    platform::group_alive(pgid).then_some(pgid)
+/// What the record says before the agent is let run.
+const NOT_STARTED: &str = "not-started";
+
+/// Replace the record of `dispatch_id` with `content`, durably: written to
+/// a private temporary file, synced, renamed over, and the directory
+/// synced, so it is the old or the new record and survives a power cut.
+fn write_record(logs: &Path, dispatch_id: &str, content: &str) -> std::io::Result<()> {
+    let temporary = logs.join(format!(".{dispatch_id}.pid.tmp"));
+    let _ = std::fs::remove_file(&temporary);
+    let mut file = platform::create_private(&temporary)?;
+    file.write_all(format!("{content}\n").as_bytes())?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(&temporary, pid_file(logs, dispatch_id))?;
+    platform::sync_dir(logs)
 }
 
-/// Reconcile an open intent left by a driver that died. Returns the plan
-/// it followed; `FailClosed` means stop and let a person look.
-pub fn recover(dir: &LoopDir, wait_for_agent: Duration) -> Result<RecoveryPlan> {
+/// The record of a running agent: its process group and, where the
+/// platform tells, when its leader started, so that a recycled pid is not
+/// mistaken for the agent.
+fn agent_identity(pgid: u32) -> String {
+    match platform::start_time(pgid) {
+        Some(start) => format!("{pgid} {start}"),
+        None => pgid.to_string(),
+    }
+}
+
+/// What the record of `dispatch_id` says about its agent now.
+fn agent_liveness(dir: &LoopDir, dispatch_id: &str) -> Liveness {
+    let record = format!("{DRIVER_LOGS}/{dispatch_id}.pid");
+    let unknown = || Liveness::Unknown {
+        record: record.clone(),
+    };
+    let Ok(bytes) = crate::fsutil::read_no_follow(&dir.path(&record)) else {
+        return unknown();
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    if text.trim() == NOT_STARTED {
+        return Liveness::NotStarted;
+    }
+    let mut words = text.split_whitespace();
+    let pgid = words.next().and_then(|w| w.parse::<u32>().ok());
+    let start = words.next().map(|w| w.parse::<u64>().ok());
+    match (pgid, start) {
+        // 0 and 1 would name our own group and init's: never a record.
+        (Some(pgid), start) if pgid > 1 && start != Some(None) => {
+            // A live leader that started at another time is a new process
+            // on a recycled pid; a group without its leader is still ours
+            // (the kernel does not hand out a pid its group still uses).
+            let recycled = start.flatten().is_some_and(|recorded| {
+                platform::start_time(pgid).is_some_and(|now| now != recorded)
+            });
+            if platform::group_alive(pgid) && !recycled {
+                Liveness::Alive
+            } else {
+                Liveness::Gone
+            }
+        }
+        _ => unknown(),
+    }
+}
+
+fn remove_stale_records(logs: &Path) {
+    let Ok(entries) = std::fs::read_dir(logs) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.ends_with(".pid") || name.ends_with(".pid.tmp") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// What a starting driver should do about an open intent, after waiting up
+/// to `wait_for_agent` for a live agent to finish. Writes nothing.
+pub fn plan_recovery(
+    dir: &LoopDir,
+    wait_for_agent: Duration,
+) -> Result<(Option<Intent>, RecoveryPlan)> {
     let (_, state) = dir.driver()?;
     let Some(intent) = state.open.clone() else {
-        return Ok(RecoveryPlan::Clear);
+        return Ok((None, RecoveryPlan::Clear));
     };
     let deadline = Instant::now() + wait_for_agent;
-    while live_agent(dir, &intent.dispatch_id).is_some() && Instant::now() < deadline {
+    while agent_liveness(dir, &intent.dispatch_id) == Liveness::Alive && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
     let reading = dir.read()?;
@@ -196,10 +288,26 @@ pub fn recover(dir: &LoopDir, wait_for_agent: Duration) -> Result<RecoveryPlan> 
             iterations_now: reading.ledger.spent.iterations,
             ledger_revision_now: reading.revision,
             workspace_now: &observed_workspace,
-            agent_alive: live_agent(dir, &intent.dispatch_id).is_some(),
+            agent: agent_liveness(dir, &intent.dispatch_id),
         },
     );
-    match &plan {
+    Ok((Some(intent), plan))
+}
+
+/// Reconcile an open intent left by a driver that died. Returns the plan
+/// it followed; `FailClosed` means stop and let a person look.
+pub fn recover(dir: &LoopDir, wait_for_agent: Duration) -> Result<RecoveryPlan> {
+    let (intent, plan) = plan_recovery(dir, wait_for_agent)?;
+    if let Some(intent) = intent {
+        apply_recovery(dir, &intent, &plan)?;
+    }
+    Ok(plan)
+}
+
+/// Carry out `plan` for the open `intent`: settle it or cancel it. A
+/// fail-closed plan writes nothing.
+pub fn apply_recovery(dir: &LoopDir, intent: &Intent, plan: &RecoveryPlan) -> Result<()> {
+    match plan {
         RecoveryPlan::SettleAdvanced {
             dispatch_id,
             iteration,
@@ -237,9 +345,10 @@ pub fn recover(dir: &LoopDir, wait_for_agent: Duration) -> Result<RecoveryPlan> 
                 },
             )?;
         }
-        RecoveryPlan::Clear | RecoveryPlan::FailClosed { .. } => {}
+        RecoveryPlan::Clear | RecoveryPlan::FailClosed { .. } => return Ok(()),
     }
-    Ok(plan)
+    let _ = std::fs::remove_file(pid_file(&dir.path(DRIVER_LOGS), &intent.dispatch_id));
+    Ok(())
 }
 
 fn structured_for(provider: &str) -> Structured {
@@ -288,10 +397,7 @@ pub fn verify_claim(dir: &LoopDir, root: &Path, timeout: Duration) -> Result<Opt
         clock::now().as_millisecond() as u16
     );
     let log_name = format!("{DRIVER_LOGS}/{name}.check.log");
-    let log = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(dir.path(&log_name))
+    let log = platform::create_private(&dir.path(&log_name))
         .with_context(|| format!("cannot create {log_name}"))?;
     let mut command = Command::new("sh");
     command
@@ -301,7 +407,9 @@ pub fn verify_claim(dir: &LoopDir, root: &Path, timeout: Duration) -> Result<Opt
         .env("LOOPX_DIR", dir.root())
         .stdout(log.try_clone()?)
         .stderr(log);
-    let turn = spawn_and_wait(command, None, timeout, &logs, &name)?;
+    let turn = spawn_and_wait(command, None, timeout, &logs, &name);
+    let _ = std::fs::remove_file(pid_file(&logs, &name));
+    let turn = turn?;
     let check = CheckRun {
         command: ledger.config.success_check.clone(),
         exit_code: turn.exit_status,
@@ -343,16 +451,31 @@ fn spawn_and_wait(
     dispatch_id: &str,
 ) -> Result<Turn> {
     let started = Instant::now();
+    // Whatever the turn detaches (setsid, double forks) is re-parented
+    // here rather than to init, so the sweep below finds it.
+    platform::become_subreaper();
     platform::in_new_group(&mut command);
     command.stdin(if stdin.is_some() {
         Stdio::piped()
     } else {
         Stdio::null()
     });
-    let mut child = command.spawn().context("cannot start the agent")?;
+    // The agent is held before exec until its process group is on disk: a
+    // driver that dies at any point leaves either a record a restart can
+    // check, or an agent that never ran.
+    let record_logs = logs.to_path_buf();
+    let record_id = dispatch_id.to_owned();
+    let mut child = platform::spawn_recorded(&mut command, move |pgid| {
+        failpoint::reached("drive.agent_held");
+        write_record(&record_logs, &record_id, &agent_identity(pgid))
+    })
+    .with_context(|| {
+        format!(
+            "cannot start the agent with its pid recorded in {}",
+            pid_file(logs, dispatch_id).display()
+        )
+    })?;
     let pgid = child.id();
-    // Non-authoritative: lets a restarted driver see whether the agent lives.
-    let _ = std::fs::write(pid_file(logs, dispatch_id), pgid.to_string());
     if let (Some(prompt), Some(mut pipe)) = (stdin, child.stdin.take()) {
         std::thread::spawn(move || {
             let _ = pipe.write_all(prompt.as_bytes());
@@ -372,9 +495,10 @@ fn spawn_and_wait(
             )
         }
     };
-    // A turn is bounded: nothing it started outlives it.
+    // A turn is bounded: nothing it started outlives it, in its process
+    // group or detached from it.
     platform::kill_group(pgid);
-    let _ = std::fs::remove_file(pid_file(logs, dispatch_id));
+    platform::kill_adopted(&[]);
     Ok(Turn {
         exit_status: status.code(),
         timed_out,
@@ -449,11 +573,18 @@ impl Drop for Ticker {
 }
 
 pub fn drive(options: &Options) -> Result<Ended> {
-    let dir = LoopDir::open(&options.dir, Access::ReadWrite)?;
+    let dir = match LoopDir::open(&options.dir, Access::ReadWrite) {
+        Ok(dir) => dir,
+        Err(error) if !options.dir.join(crate::loop_dir::DATABASE).is_file() => {
+            return Err(error.context(Usage("wrong --dir")))
+        }
+        Err(error) => return Err(error),
+    };
     let root = options
         .root
         .canonicalize()
-        .with_context(|| format!("--root {} does not exist", options.root.display()))?;
+        .with_context(|| format!("--root {} does not exist", options.root.display()))
+        .context(Usage("wrong --root"))?;
     let _lock = take_lock(&dir)?;
     let logs = log_dir(&dir)?;
     let pid = std::process::id();
@@ -475,7 +606,20 @@ pub fn drive(options: &Options) -> Result<Ended> {
             registration,
             workspace_root: root_identity.root.clone(),
         },
-    )?;
+    )
+    .map_err(|error| {
+        let mismatch = matches!(
+            error.downcast_ref::<AuthorityError<DriverError>>(),
+            Some(AuthorityError::Rejected(
+                DriverError::WorkspaceMismatch { .. }
+            ))
+        );
+        if mismatch {
+            error.context(Usage("wrong --root"))
+        } else {
+            error
+        }
+    })?;
     let ended = run(
         &dir,
         options,
@@ -509,7 +653,11 @@ fn run(
     };
     match recover(dir, options.iteration_timeout)? {
         RecoveryPlan::FailClosed { inspect, .. } => {
-            return ended(Exit::RuntimeError, inspect, turns)
+            return ended(
+                Exit::RuntimeError,
+                inspect.replace("<DIR>", &dir.display()),
+                turns,
+            )
         }
         RecoveryPlan::Clear => {}
         plan => progress(&format!(
@@ -517,6 +665,9 @@ fn run(
             serde_json::to_string(&plan)?
         )),
     }
+    // Nothing is open now, so any agent record left is stale (a driver
+    // killed between its settlement and the record's removal).
+    remove_stale_records(logs);
     loop {
         let mut reading = dir.read()?;
         // An agent's own "done" is never enough: verify before the arbiter.
@@ -580,7 +731,7 @@ fn run(
             },
         };
         set_waiting(dir, pid, None, Some(&provider_name))?;
-        let (turn_result, read) =
+        let (turn_result, read, log_name) =
             turn(dir, options, root, logs, &provider_name, launcher, &reading)?;
         turns += 1;
         match session.after(turn_result, read.resets_at, clock::now()) {
@@ -612,7 +763,12 @@ fn run(
                 "{excluded} excluded for this run ({}); switching to {next}",
                 cause.reason()
             )),
-            Next::Exit { exit, reason } => return ended(exit, reason, turns),
+            Next::Exit { exit, reason } if turn_result == TurnResult::Advanced => {
+                return ended(exit, reason, turns)
+            }
+            Next::Exit { exit, reason } => {
+                return ended(exit, format!("{reason}; see {log_name}"), turns)
+            }
         }
     }
 }
@@ -647,7 +803,7 @@ fn turn(
     provider_name: &str,
     launcher: Option<&Launcher>,
     before: &crate::loop_dir::Reading,
-) -> Result<(TurnResult, OutputReading)> {
+) -> Result<(TurnResult, OutputReading, String)> {
     let iteration = before.ledger.spent.iterations + 1;
     let prompt = dir.task_body(&options.goal_id, &Actor::Agent(options.agent_id.clone()))?;
     let dispatch_id = format!(
@@ -657,6 +813,10 @@ fn turn(
     );
     let log_name = format!("{DRIVER_LOGS}/{dispatch_id}.log");
     failpoint::reached("drive.before_intent");
+    // Recorded before the intent: an open intent without a record means
+    // someone removed it, never that the agent had not started.
+    write_record(logs, &dispatch_id, NOT_STARTED)
+        .with_context(|| format!("cannot record dispatch {dispatch_id} in {}", logs.display()))?;
     let intent = Intent {
         dispatch_id: dispatch_id.clone(),
         iteration,
@@ -678,10 +838,7 @@ fn turn(
     failpoint::reached("drive.after_intent");
 
     // Created exclusively: never written through a planted file or symlink.
-    let mut log = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(dir.path(&log_name))
+    let mut log = platform::create_private(&dir.path(&log_name))
         .with_context(|| format!("cannot create {log_name}"))?;
     writeln!(log, "{prompt}\n{END_OF_PROMPT}")?;
     let (mut command, stdin) = match (launcher, &options.target) {
@@ -754,19 +911,24 @@ fn turn(
             settlement: Box::new(settlement),
         },
     )?;
+    let _ = std::fs::remove_file(pid_file(logs, &dispatch_id));
     failpoint::reached("drive.after_settle");
     let usd = if read.usage.usd > 0.0 {
         format!(", ${:.4}", read.usage.usd)
     } else {
         String::new()
     };
+    let why = match result {
+        TurnResult::Advanced => String::new(),
+        failed => format!(": {}; see {log_name}", failed.sentence()),
+    };
     progress(&format!(
-        "iteration {iteration} [{provider_name}] {} in {:.1}s (exit {}{usd}); {} iterations left",
+        "iteration {iteration} [{provider_name}] {} in {:.1}s (exit {}{usd}){why}; {} iterations left",
         Outcome::from(result).label(),
         turn.elapsed.as_secs_f64(),
         turn.exit_status
             .map_or("killed".to_owned(), |c| c.to_string()),
         after.ledger.remaining_iterations()
     ));
-    Ok((result, read))
+    Ok((result, read, log_name))
 }

@@ -1,13 +1,117 @@
-//! Process groups and signals. Unix only; the rest of the code never
-//! calls libc.
+//! Processes, signals and private files: every call into libc and every
+//! read of `/proc` lives here, so the rest of the code never sees them.
+//!
+//! Unix only. Linux adds the child-subreaper role and the `/proc` walk that
+//! finds what a turn left behind; on other Unixes those are no-ops and the
+//! process group is the only fence.
 
-use std::process::Command;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read as _, Write as _};
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::Path;
+use std::process::{Child, Command};
 
 /// Start `command` as the leader of a new process group, so that the
 /// whole tree it spawns can be signalled at once.
 pub fn in_new_group(command: &mut Command) -> &mut Command {
     use std::os::unix::process::CommandExt;
     command.process_group(0)
+}
+
+/// Create `path` for writing, readable by its owner only, refusing an
+/// existing file or symlink at that name.
+pub fn create_private(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
+/// Make `dir` readable by its owner only.
+pub fn make_private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+/// Flush `dir`'s entries (a rename or a create in it) to disk.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Spawn `command` held before it execs: the child reports its pid, then
+/// waits until `record(pid)` has returned `Ok` before it becomes the
+/// program. When `record` fails, or this process dies first, the child
+/// exits without ever running the program, so nothing can act before its
+/// identity is on disk.
+pub fn spawn_recorded(
+    command: &mut Command,
+    record: impl FnOnce(u32) -> io::Result<()> + Send + 'static,
+) -> io::Result<Child> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    // Both pipes are close-on-exec: the program never inherits them.
+    let (mut report_read, report_write) = io::pipe()?;
+    let (release_read, mut release_write) = io::pipe()?;
+    let report_fd = report_write.as_raw_fd();
+    let release_fd = release_read.as_raw_fd();
+    let (report_read_fd, release_write_fd) = (report_read.as_raw_fd(), release_write.as_raw_fd());
+    let recorder = std::thread::spawn(move || -> io::Result<()> {
+        let mut pid = [0u8; 4];
+        report_read.read_exact(&mut pid)?;
+        record(u32::from_ne_bytes(pid))?;
+        release_write.write_all(&[1])
+        // Dropping `release_write` without the byte releases nothing: the
+        // child sees end-of-file and gives up.
+    });
+    // SAFETY: the hook runs in the forked child before exec and calls only
+    // async-signal-safe functions (close, getpid, write, read) on file
+    // descriptors this process created above; it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            // Without the parent's ends, a dead parent reads as end-of-file.
+            libc::close(report_read_fd);
+            libc::close(release_write_fd);
+            let pid = libc::getpid().to_ne_bytes();
+            if libc::write(report_fd, pid.as_ptr().cast(), pid.len()) != pid.len() as isize {
+                return Err(io::Error::last_os_error());
+            }
+            libc::close(report_fd);
+            let mut byte = 0u8;
+            loop {
+                match libc::read(release_fd, (&raw mut byte).cast(), 1) {
+                    1 => return Ok(()),
+                    -1 if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted => {}
+                    _ => {
+                        return Err(io::Error::other(
+                            "the driver did not record this agent's pid; not starting it",
+                        ))
+                    }
+                }
+            }
+        });
+    }
+    let spawned = command.spawn();
+    // The child has exec'd or failed: our copies of its ends must go, so a
+    // recorder still waiting for a pid sees end-of-file.
+    drop(report_write);
+    drop(release_read);
+    let recorded = recorder
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("the pid recorder panicked")));
+    match (spawned, recorded) {
+        (Ok(child), Ok(())) => Ok(child),
+        (Ok(mut child), Err(error)) => {
+            // Unreachable in practice (the child only execs once
+            // released), but never leave a program running unrecorded.
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(error)
+        }
+        (Err(_), Err(error)) => Err(error),
+        (Err(error), Ok(())) => Err(error),
+    }
 }
 
 /// SIGKILL every process in group `pgid`. A group that is already gone is
@@ -38,4 +142,103 @@ pub fn alive(pid: u32) -> bool {
     };
     // SAFETY: as above.
     unsafe { libc::kill(pid, 0) == 0 }
+}
+
+/// When process `pid` started (clock ticks since boot), where the platform
+/// says: with the pid it names one process across pid reuse.
+pub fn start_time(pid: u32) -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        // Field 22 of /proc/<pid>/stat; fields 3.. follow the last ')'.
+        stat_fields(pid)?.get(19)?.parse().ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = pid;
+        None
+    }
+}
+
+/// Become the reaper of every orphaned descendant, so that a process a
+/// turn detaches (`setsid`, a double fork) is re-parented to this process
+/// instead of init and [`kill_adopted`] can find it. Returns whether the
+/// platform supports it.
+pub fn become_subreaper() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: prctl(PR_SET_CHILD_SUBREAPER, 1) only sets a flag on
+        // this process.
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) == 0 }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
+
+/// SIGKILL and reap every child of this process except `keep`, over and
+/// over until none is left: killing one re-parents its own children here.
+/// Returns how many were killed. Call it only when no child of ours should
+/// be running (after a turn was waited for).
+pub fn kill_adopted(keep: &[u32]) -> usize {
+    let mut killed = 0;
+    // Bounded: a fork bomb cannot keep the driver here forever.
+    for _ in 0..10_000 {
+        let children: Vec<u32> = children()
+            .into_iter()
+            .filter(|p| !keep.contains(p))
+            .collect();
+        if children.is_empty() {
+            break;
+        }
+        for pid in children {
+            let Ok(pid) = i32::try_from(pid) else {
+                continue;
+            };
+            // SAFETY: `pid` is our own child (its parent is us), so it
+            // cannot be a recycled pid until we reap it below.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                let mut status = 0;
+                libc::waitpid(pid, &mut status, 0);
+            }
+            killed += 1;
+        }
+    }
+    killed
+}
+
+/// The pids whose parent is this process, from `/proc/<pid>/stat`.
+fn children() -> Vec<u32> {
+    #[cfg(target_os = "linux")]
+    {
+        let me = std::process::id();
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| parent_of(*pid) == Some(me))
+            .collect()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Vec::new()
+    }
+}
+
+/// The fields of `/proc/<pid>/stat` from the third on ("pid (comm) state
+/// ppid …"; the command name may itself hold parentheses and spaces, so
+/// split after the last ')').
+#[cfg(target_os = "linux")]
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    Some(rest.split_whitespace().map(str::to_owned).collect())
+}
+
+#[cfg(target_os = "linux")]
+fn parent_of(pid: u32) -> Option<u32> {
+    stat_fields(pid)?.get(1)?.parse().ok()
 }

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{iteration_numbers, Fixture};
+use predicates::prelude::PredicateBooleanExt as _;
 use predicates::str::contains;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
@@ -245,13 +246,24 @@ fn a_reported_reset_is_waited_for_and_shown_then_the_loop_resumes() {
 
 #[test]
 fn hard_failures_no_advance_and_timeouts_stop_after_max_failures() {
-    for (name, body, extra) in [
-        ("hard", "echo boom; exit 1", vec![]),
-        ("no-advance", "echo 'all done!'; exit 0", vec![]),
+    for (name, body, extra, sentence) in [
+        (
+            "hard",
+            "echo boom; exit 1",
+            vec![],
+            "the agent failed without recording an iteration",
+        ),
+        (
+            "no-advance",
+            "echo 'all done!'; exit 0",
+            vec![],
+            "the agent exited 0 without recording an iteration",
+        ),
         (
             "timeout",
             "sleep 30 & echo $! > \"$PIDFILE\"; sleep 30",
             vec!["--iteration-timeout", "1"],
+            "the turn ran past --iteration-timeout",
         ),
     ] {
         let d = Drive::new(5);
@@ -262,6 +274,13 @@ fn hard_failures_no_advance_and_timeouts_stop_after_max_failures() {
         let started = Instant::now();
         let (code, stderr) = d.run_with_env(&args, "PIDFILE", pidfile.to_str().unwrap());
         assert_eq!(code, 3, "{name}: {stderr}");
+        // The summary speaks to a person: what happened and where to look.
+        let summary = stderr.lines().last().unwrap_or("");
+        assert!(
+            summary.contains(sentence) && summary.contains("; see driver_logs/d1-"),
+            "{name}: {summary}"
+        );
+        assert!(!stderr.contains("NoAdvance"), "{stderr}");
         assert_eq!(d.iterations(), 0, "{name}");
         d.assert_one_result_per_dispatch();
         if name == "timeout" {
@@ -399,6 +418,17 @@ fn one_driver_per_loop_and_a_dead_one_is_reclaimed() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(d.status()["driver"]["pid"], first.id());
+    // Its open dispatch is its current turn, and recover says so.
+    while d.status()["driver"]["iteration"].is_null() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    d.f.loopx()
+        .args(["recover", "--dir", d.f.d()])
+        .assert()
+        .stderr(contains(format!(
+            "a driver (pid {}) is running this loop",
+            first.id()
+        )));
     let (code, stderr) = d.run(&["--cmd", &agent]);
     assert_eq!(code, 4);
     assert!(
@@ -468,6 +498,7 @@ fn killing_the_driver_at_any_boundary_never_duplicates_an_iteration_or_a_charge(
     for failpoint in [
         "drive.before_intent",
         "drive.after_intent",
+        "drive.agent_held",
         "drive.after_agent",
         "drive.after_settle",
     ] {
@@ -571,11 +602,7 @@ fn a_turn_that_changed_the_workspace_without_recording_fails_closed() {
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "pid"))
         .collect();
-    let pgid: i32 = std::fs::read_to_string(&pid_files[0])
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pgid = recorded_pgid(&pid_files[0]);
     // SAFETY: kill(2) on the orphaned agent's process group.
     unsafe { libc::kill(-pgid, libc::SIGKILL) };
     std::thread::sleep(Duration::from_millis(200));
@@ -620,6 +647,7 @@ fn a_turn_that_changed_the_workspace_without_recording_fails_closed() {
     // Stage B: the workspace identity is the recorded one; another root is refused.
     let elsewhere = d.f.temp.path().join("elsewhere");
     std::fs::create_dir_all(&elsewhere).unwrap();
+    let before = d.f.fingerprint();
     let output = Command::new(common::loopx_path())
         .args([
             "drive",
@@ -632,7 +660,9 @@ fn a_turn_that_changed_the_workspace_without_recording_fails_closed() {
         ])
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(4));
+    // The caller named the wrong root: a usage error, and nothing written.
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(d.f.fingerprint(), before);
     assert!(
         String::from_utf8_lossy(&output.stderr).contains("was driven in workspace"),
         "{}",
@@ -696,4 +726,438 @@ loopx append-iteration --mode bounded-research --objective claim --decision stop
     );
     m.append("continue", &[]).success();
     m.assert_valid();
+}
+
+/// The driver's agent records (`driver_logs/*.pid`).
+fn agent_records(d: &Drive) -> Vec<PathBuf> {
+    std::fs::read_dir(d.f.dir.join("driver_logs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pid"))
+        .collect()
+}
+
+/// The process group an agent record names ("<pgid> [<start time>]").
+fn recorded_pgid(record: &Path) -> i32 {
+    std::fs::read_to_string(record)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn a_recycled_pid_is_not_mistaken_for_the_agent() {
+    let d = Drive::new(10);
+    fake_claude(&d, true);
+    kill_driver_at(&d, &["--provider", "claude"], "drive.after_intent");
+    // An unrelated live process group now holds the recorded number.
+    let mut stranger = {
+        use std::os::unix::process::CommandExt;
+        Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    };
+    let record = &agent_records(&d)[0];
+    let plan = |content: String| {
+        std::fs::write(record, content).unwrap();
+        d.f.json(&["recover", "--dir", d.f.d()])["plan"]["action"].clone()
+    };
+    let start: u64 = std::fs::read_to_string(format!("/proc/{}/stat", stranger.id()))
+        .unwrap()
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap();
+    // The same process: alive, so a person must look.
+    assert_eq!(plan(format!("{} {start}", stranger.id())), "fail_closed");
+    // Same number, other start time: not our agent, which is gone.
+    assert_eq!(
+        plan(format!("{} {}", stranger.id(), start + 1)),
+        "cancel_unstarted"
+    );
+    stranger.kill().unwrap();
+    stranger.wait().unwrap();
+}
+
+#[test]
+fn a_missing_agent_record_fails_closed_and_the_turn_is_not_rerun() {
+    let d = Drive::new(10);
+    git(&d.root, &["init", "-q"]);
+    git(&d.root, &["commit", "-q", "--allow-empty", "-m", "start"]);
+    let runs = d.f.temp.path().join("runs");
+    let agent = d.script(
+        "agent",
+        &format!("echo run >> {}\nsleep 2\n{APPEND}", runs.display()),
+    );
+    let mut driver = d
+        .command(&["--cmd", &agent])
+        .stderr(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !runs.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SIGKILL the driver mid-turn; the agent lives on. Then lose its record.
+    driver.kill().unwrap();
+    driver.wait().unwrap();
+    let records = agent_records(&d);
+    assert_eq!(records.len(), 1, "the running agent had no record");
+    let pgid = recorded_pgid(&records[0]);
+    std::fs::remove_file(&records[0]).unwrap();
+
+    let before = d.f.fingerprint();
+    d.f.loopx()
+        .args(["recover", "--dir", d.f.d()])
+        .assert()
+        .code(4)
+        .stderr(contains("missing or unreadable"));
+    assert_eq!(d.f.fingerprint(), before, "recover only shows");
+
+    let (code, stderr) = d.run(&["--cmd", &agent, "--max-iterations", "1"]);
+    assert_eq!(code, 4, "{stderr}");
+    // The command to run next is exact, with this loop's directory.
+    let cancel = format!(
+        "loopx recover --dir {} --cancel --dispatch-id d1-",
+        d.f.dir.canonicalize().unwrap().display()
+    );
+    assert!(
+        stderr.contains("missing or unreadable") && stderr.contains(&cancel),
+        "{stderr}"
+    );
+    // Let the orphan finish: it ran once, and the restart dispatched nothing.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // SAFETY: kill(2) with signal 0 only probes the orphan's group.
+    while unsafe { libc::kill(-pgid, 0) } == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(std::fs::read_to_string(&runs).unwrap().lines().count(), 1);
+    assert_eq!(
+        d.journal()
+            .iter()
+            .filter(|(k, _)| k == "driver.intended")
+            .count(),
+        1,
+        "the restart must not dispatch while the first agent may live"
+    );
+}
+
+#[test]
+fn an_agent_is_held_until_its_record_is_on_disk() {
+    let d = Drive::new(10);
+    git(&d.root, &["init", "-q"]);
+    git(&d.root, &["commit", "-q", "--allow-empty", "-m", "start"]);
+    let runs = d.f.temp.path().join("runs");
+    let agent = d.script(
+        "agent",
+        &format!("echo run >> {}\n{APPEND}", runs.display()),
+    );
+    // Killed after the agent process exists but before its pid is recorded:
+    // the agent must never run.
+    kill_driver_at(&d, &["--cmd", &agent], "drive.agent_held");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !runs.exists(),
+        "the agent ran before its record was written"
+    );
+    let records = agent_records(&d);
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        std::fs::read_to_string(&records[0]).unwrap().trim(),
+        "not-started"
+    );
+    let (code, stderr) = d.run(&["--cmd", &agent, "--max-iterations", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("cancel_unstarted"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&runs).unwrap().lines().count(), 1);
+    assert_eq!(d.iterations(), 1);
+    d.assert_one_result_per_dispatch();
+    assert!(
+        agent_records(&d).is_empty(),
+        "records outlived their dispatch"
+    );
+}
+
+#[test]
+fn recover_shows_the_plan_and_writes_nothing_until_apply() {
+    for (failpoint, action, event) in [
+        ("drive.after_intent", "cancel_unstarted", "driver.cancelled"),
+        ("drive.after_agent", "settle_advanced", "driver.settled"),
+    ] {
+        let d = Drive::new(10);
+        git(&d.root, &["init", "-q"]);
+        git(&d.root, &["commit", "-q", "--allow-empty", "-m", "start"]);
+        fake_claude(&d, true);
+        kill_driver_at(&d, &["--provider", "claude"], failpoint);
+        let before = d.f.fingerprint();
+        let shown = d.f.json(&["recover", "--dir", d.f.d()]);
+        assert_eq!(shown["plan"]["action"], action, "{failpoint}: {shown}");
+        assert_eq!(shown["applied"], false);
+        d.f.loopx()
+            .args(["recover", "--dir", d.f.d()])
+            .assert()
+            .success()
+            .stdout(contains("--apply"));
+        assert_eq!(d.f.fingerprint(), before, "{failpoint}: recover wrote");
+        assert!(!d.journal().iter().any(|(k, _)| k == event));
+
+        let applied = d.f.json(&["recover", "--dir", d.f.d(), "--apply"]);
+        assert_eq!(applied["applied"], true, "{failpoint}: {applied}");
+        assert!(d.journal().iter().any(|(k, _)| k == event), "{failpoint}");
+        d.assert_one_result_per_dispatch();
+        assert_eq!(
+            d.f.json(&["recover", "--dir", d.f.d()])["plan"]["action"],
+            "clear"
+        );
+    }
+}
+
+/// Live processes whose command line holds `marker`.
+fn processes_with(marker: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                String::from_utf8_lossy(&c)
+                    .replace('\0', " ")
+                    .contains(marker)
+            })
+        })
+        .collect()
+}
+
+/// An agent that leaves three detached sleepers (`setsid`, a double fork,
+/// both) and reports which it saw running.
+fn detaching_agent(d: &Drive, tag: &str, then: &str) -> (String, PathBuf) {
+    let started = d.f.temp.path().join("started");
+    let body = format!(
+        r#"setsid sleep 1000.{tag}1 &
+(sleep 1000.{tag}2 &) &
+(setsid sleep 1000.{tag}3 &) &
+sleep 0.5
+for m in 1 2 3; do grep -qas "1000.{tag}$m" /proc/[0-9]*/cmdline && echo $m >> {started}; done
+{then}"#,
+        started = started.display()
+    );
+    (d.script("agent", &body), started)
+}
+
+fn assert_no_sleepers(tag: &str, started: &Path) {
+    let seen = std::fs::read_to_string(started).unwrap_or_default();
+    let mut leaked = Vec::new();
+    for m in 1..=3 {
+        for pid in processes_with(&format!("sleep 1000.{tag}{m}")) {
+            leaked.push(pid);
+            // SAFETY: clean up a leaked test sleeper.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+    assert_eq!(
+        seen.lines().count(),
+        3,
+        "not every sleeper started: {seen:?}"
+    );
+    assert!(leaked.is_empty(), "sleepers outlived the turn: {leaked:?}");
+}
+
+#[test]
+fn detached_children_do_not_outlive_the_turn() {
+    let d = Drive::new(5);
+    let (agent, started) = detaching_agent(&d, "71", APPEND);
+    let (code, stderr) = d.run(&["--cmd", &agent, "--max-iterations", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(d.iterations(), 1);
+    assert_no_sleepers("71", &started);
+}
+
+#[test]
+fn detached_children_do_not_outlive_a_timed_out_turn() {
+    let d = Drive::new(5);
+    let (agent, started) = detaching_agent(&d, "72", "sleep 30");
+    let began = Instant::now();
+    let (code, stderr) = d.run(&[
+        "--cmd",
+        &agent,
+        "--iteration-timeout",
+        "2",
+        "--max-failures",
+        "1",
+    ]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(began.elapsed() < Duration::from_secs(20));
+    assert_no_sleepers("72", &started);
+}
+
+const PLANTED: &[&str] = &[
+    "sk-ant-api03-PLANTEDaaaaaaaaaaaaaaaaaaaaaaaaaa0123456789",
+    "ghp_PLANTED0123456789abcdefghijklmnopqrstu",
+    "AKIAPLANTED012345678",
+    "Bearer PLANTEDtoken.0123456789",
+    "-----BEGIN RSA PRIVATE KEY-----\nPLANTEDKEYBODY0123\n-----END RSA PRIVATE KEY-----",
+    "password=PLANTEDpw99",
+];
+
+#[test]
+fn planted_secrets_never_leave_the_driver_logs() {
+    let d = Drive::new(5);
+    // An older loop's logs directory, readable by everyone.
+    std::fs::create_dir(d.f.dir.join("driver_logs")).unwrap();
+    std::fs::set_permissions(
+        d.f.dir.join("driver_logs"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let one_line = PLANTED.join(" ; ");
+    let error = serde_json::json!({"type": "result", "is_error": true, "result": format!("API Error: 500 upstream echoed {one_line}")});
+    let secrets_file = d.f.temp.path().join("secrets.txt");
+    std::fs::write(&secrets_file, PLANTED.join("\n")).unwrap();
+    let single_line = PLANTED[..4].join(" ");
+    std::fs::write(d.f.temp.path().join("line.txt"), &single_line).unwrap();
+    let line_file = d.f.temp.path().join("line.txt");
+    d.script(
+        "claude",
+        &format!(
+            r#"S="$(cat {secrets})"; L="$(cat {line})"
+loopx append-iteration --mode bounded-research --decision continue --objective "try $L" \
+  --output "$S" --action-taken "used $L" --remaining-gap "$L" --completed-summary "$S" \
+  --current-summary "$S" --next-action "rotate $L" >/dev/null || exit 9
+printf '%s\n' '{error}'"#,
+            secrets = secrets_file.display(),
+            line = line_file.display(),
+        ),
+    );
+    let (code, stderr) = d.run(&["--provider", "claude", "--max-iterations", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(d.iterations(), 1, "{stderr}");
+
+    // The log keeps everything, for its owner only.
+    let logs = d.f.dir.join("driver_logs");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&logs), 0o700);
+    let files: Vec<_> = std::fs::read_dir(&logs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(!files.is_empty());
+    for file in &files {
+        assert_eq!(mode(file), 0o600, "{}", file.display());
+    }
+    let log = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect::<String>();
+    assert!(
+        log.contains("PLANTEDKEYBODY0123"),
+        "the secrets were not planted"
+    );
+
+    // Nothing else does: journal and snapshots, status, validate.
+    let conn = rusqlite::Connection::open_with_flags(
+        d.f.dir.join("loopx.sqlite"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let mut rows = String::new();
+    for table in ["journal", "snapshots"] {
+        let mut statement = conn.prepare(&format!("SELECT * FROM {table}")).unwrap();
+        let columns = statement.column_count();
+        let mut query = statement.query([]).unwrap();
+        while let Some(row) = query.next().unwrap() {
+            for i in 0..columns {
+                let value: rusqlite::types::Value = row.get(i).unwrap();
+                rows.push_str(&format!("{value:?}\n"));
+            }
+        }
+    }
+    assert!(rows.contains("[REDACTED"), "nothing was redacted");
+    let status =
+        d.f.loopx()
+            .args(["status", "--dir", d.f.d(), "--json"])
+            .output()
+            .unwrap();
+    let status_text =
+        d.f.loopx()
+            .args(["status", "--dir", d.f.d()])
+            .output()
+            .unwrap();
+    let validate =
+        d.f.loopx()
+            .args(["validate", "--dir", d.f.d(), "--json"])
+            .output()
+            .unwrap();
+    assert!(validate.status.success());
+    let mut outside = rows;
+    for output in [status, status_text, validate] {
+        outside.push_str(&String::from_utf8_lossy(&output.stdout));
+        outside.push_str(&String::from_utf8_lossy(&output.stderr));
+    }
+    for file in ["status.json", "recovery.md"] {
+        outside.push_str(&std::fs::read_to_string(d.f.dir.join(file)).unwrap_or_default());
+    }
+    assert!(
+        d.status()["driver"]["last"]["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("API Error: 500") && n.contains("[REDACTED")),
+        "{}",
+        d.status()
+    );
+    assert!(
+        !outside.contains("PLANTED"),
+        "a planted secret escaped: {outside}"
+    );
+}
+
+#[test]
+fn usage_errors_exit_2_and_the_help_warns_about_autonomy() {
+    let d = Drive::new(3);
+    let missing = d.f.temp.path().join("no-such-loop");
+    let output = Command::new(common::loopx_path())
+        .args(["drive", "--dir", missing.to_str().unwrap(), "--cmd", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(!missing.exists());
+    let help = Command::new(common::loopx_path())
+        .args(["drive", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for needle in [
+        "full tool autonomy",
+        "--dangerously-skip-permissions",
+        "--full-auto",
+        "--allow-all-tools",
+        "--yolo",
+        "one-hour wall-time budget",
+    ] {
+        assert!(help.contains(needle), "{needle} missing from drive --help");
+    }
+    // Printing a command and a prompt needs no agent binary.
+    let path = format!("{}:/usr/bin:/bin", d.bin.display());
+    d.f.loopx()
+        .args([
+            "agent-cmd",
+            "--provider",
+            "opencode",
+            "--dir",
+            d.f.d(),
+            "--print-prompt",
+        ])
+        .env("PATH", &path)
+        .assert()
+        .success()
+        .stdout(contains("opencode run '<prompt>'").and(contains("one bounded turn")))
+        .stderr(contains("warning: provider opencode unavailable"));
 }

@@ -244,6 +244,11 @@ pub fn read(output: &str, structured: Structured, now: Timestamp) -> Reading {
     if reading.class == Some(FailureClass::Quota) && reading.resets_at.is_none() {
         reading.resets_at = reset_from_text(output, now);
     }
+    // What the provider reported travels on (settlement note, progress
+    // lines); a key it echoed must not.
+    reading.reported_error = reading
+        .reported_error
+        .map(|e| crate::redact::redact_owned(&e));
     reading
 }
 

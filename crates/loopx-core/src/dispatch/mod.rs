@@ -292,12 +292,12 @@ impl Owner for DriverOwner {
                         open: open_id(),
                     });
                 }
-                Ok(Decided::write(
-                    DriverEvent::Settled {
-                        settlement: settlement.clone(),
-                    },
-                    receipt("settled", Some(&settlement.dispatch_id)),
-                ))
+                // The note quotes the provider's error text, which may
+                // echo a credential; the journal is forever.
+                let receipt = receipt("settled", Some(&settlement.dispatch_id));
+                let mut settlement = settlement.clone();
+                settlement.note = crate::redact::redact_owned(&settlement.note);
+                Ok(Decided::write(DriverEvent::Settled { settlement }, receipt))
             }
             DriverRequest::Cancel {
                 dispatch_id,
@@ -312,7 +312,7 @@ impl Owner for DriverOwner {
                 Ok(Decided::write(
                     DriverEvent::Cancelled {
                         dispatch_id: dispatch_id.clone(),
-                        reason: reason.clone(),
+                        reason: crate::redact::redact_owned(reason),
                         at: *now,
                     },
                     receipt("cancelled", Some(dispatch_id)),
@@ -435,7 +435,26 @@ pub struct Observed<'a> {
     pub iterations_now: u64,
     pub ledger_revision_now: u64,
     pub workspace_now: &'a Workspace,
-    pub agent_alive: bool,
+    pub agent: Liveness,
+}
+
+/// What the driver's durable record of the agent process says. The record
+/// (a pid file) is written before the intent commits, saying "not started",
+/// and rewritten with the agent's process group before the agent is let
+/// run; so its absence proves nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Liveness {
+    /// The record says the agent was never let run.
+    NotStarted,
+    /// The recorded process group is gone.
+    Gone,
+    /// The recorded process group still has a live process.
+    Alive,
+    /// The record is missing or unreadable: the agent may be running.
+    Unknown {
+        /// The record that was looked for, relative to the loop directory.
+        record: String,
+    },
 }
 
 pub fn recovery_plan(open: Option<&Intent>, seen: &Observed<'_>) -> RecoveryPlan {
@@ -447,8 +466,13 @@ pub fn recovery_plan(open: Option<&Intent>, seen: &Observed<'_>) -> RecoveryPlan
         dispatch_id: id.clone(),
         inspect,
     };
-    if seen.agent_alive {
-        return fail(format!("the agent of dispatch {id} may still be running; wait for it or stop it, then run `loopx recover --dir <DIR>` again"));
+    match &seen.agent {
+        Liveness::Alive => return fail(format!("the agent of dispatch {id} may still be running; wait for it or stop it, then run `loopx recover --dir <DIR>` again")),
+        Liveness::Unknown { record } => return fail(format!(
+            "the agent record {record} of dispatch {id} is missing or unreadable, so its agent may still be running and re-running the turn could do its work twice: look for it (`grep -l LOOPX_DISPATCH_ID={id} /proc/*/environ`), stop it if it runs, inspect {} and `loopx status`, then `loopx recover --dir <DIR> --cancel --dispatch-id {id}` (or append its iteration by hand first)",
+            intent.log
+        )),
+        Liveness::NotStarted | Liveness::Gone => {}
     }
     if seen.ledger_revision_now < intent.ledger_revision
         || seen.iterations_now < intent.iterations_before
@@ -500,8 +524,43 @@ mod tests {
             iterations_now: iterations,
             ledger_revision_now: revision,
             workspace_now: ws,
-            agent_alive: alive,
+            agent: if alive {
+                Liveness::Alive
+            } else {
+                Liveness::Gone
+            },
         }
+    }
+
+    #[test]
+    fn an_unknown_agent_fails_closed_whatever_the_ledger_says() {
+        let clean = workspace("clean");
+        let i = intent();
+        for (iterations, revision) in [(3, 10), (4, 11)] {
+            let observed = Observed {
+                agent: Liveness::Unknown {
+                    record: "driver_logs/d1.pid".into(),
+                },
+                ..seen(iterations, revision, &clean, false)
+            };
+            match recovery_plan(Some(&i), &observed) {
+                RecoveryPlan::FailClosed { inspect, .. } => assert!(
+                    inspect.contains("driver_logs/d1.pid") && inspect.contains("--cancel"),
+                    "{inspect}"
+                ),
+                other => panic!("{other:?}"),
+            }
+        }
+        let never = Observed {
+            agent: Liveness::NotStarted,
+            ..seen(3, 10, &clean, false)
+        };
+        assert_eq!(
+            recovery_plan(Some(&i), &never),
+            RecoveryPlan::CancelUnstarted {
+                dispatch_id: "d1".into()
+            }
+        );
     }
 
     #[test]
@@ -537,6 +596,48 @@ mod tests {
                 RecoveryPlan::FailClosed { .. }
             ));
         }
+    }
+
+    #[test]
+    fn settlement_notes_and_cancel_reasons_are_redacted_before_the_journal() {
+        let now = Timestamp::UNIX_EPOCH;
+        let key = "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789";
+        let state = DriverOwner::evolve(
+            None,
+            &DriverEvent::Intended {
+                intent: Box::new(intent()),
+            },
+        );
+        let settle = DriverOwner::decide(
+            Some(&state),
+            &DriverRequest::Settle {
+                settlement: Box::new(Settlement {
+                    dispatch_id: "d1".into(),
+                    iteration: 4,
+                    provider: "claude".into(),
+                    outcome: Outcome::Failed(FailureClass::Failure),
+                    exit_status: Some(1),
+                    usage: Usage::default(),
+                    settled_at: now,
+                    note: format!("invalid x-api-key {key}"),
+                }),
+            },
+            &now,
+        )
+        .unwrap();
+        let text = serde_json::to_string(&settle.event).unwrap();
+        assert!(!text.contains(key) && text.contains("[REDACTED]"), "{text}");
+        let cancel = DriverOwner::decide(
+            Some(&state),
+            &DriverRequest::Cancel {
+                dispatch_id: "d1".into(),
+                reason: format!("Bearer {key}"),
+            },
+            &now,
+        )
+        .unwrap();
+        let text = serde_json::to_string(&cancel.event).unwrap();
+        assert!(!text.contains(key), "{text}");
     }
 
     #[test]
@@ -638,7 +739,7 @@ impl DriverSummary {
                     .unwrap_or_default()
             ),
             (false, _) if self.iteration.is_some() => format!(
-                "not running; dispatch for iteration {} is open (run `loopx recover`)",
+                "not running; dispatch for iteration {} is open (`loopx recover` shows what to do, `loopx recover --apply` does it)",
                 self.iteration.unwrap_or(0)
             ),
             (false, _) => format!("not running ({} dispatches so far)", self.dispatches),

@@ -118,6 +118,27 @@ pub fn resolve(provider: &Provider, on_path: impl Fn(&str) -> bool) -> Option<&'
     provider.launchers.iter().find(|l| on_path(l.binary))
 }
 
+/// What a person must know before `drive` starts a provider: the exact
+/// command lines, which pass every provider's flag for full tool autonomy
+/// (no permission prompts). Built from the table, so it cannot go stale.
+pub fn autonomy_notice() -> String {
+    let mut text = String::from(
+        "Providers run with full tool autonomy: each turn starts the agent CLI with its flags that skip every permission prompt, so the agent edits files and runs any command in --root as you, unattended. Run drive only where that is acceptable (a container, a VM, a throwaway checkout). The command lines:\n",
+    );
+    for provider in PROVIDERS {
+        for launcher in provider.launchers {
+            let argv = launcher.argv("<prompt>");
+            text.push_str(&format!(
+                "  {:<12} {} {}\n",
+                provider.name,
+                launcher.binary,
+                argv.join(" ")
+            ));
+        }
+    }
+    text
+}
+
 impl Launcher {
     /// argv (without the binary) for one turn with `prompt`.
     pub fn argv(&self, prompt: &str) -> Vec<String> {
@@ -149,6 +170,26 @@ mod tests {
                     launcher.binary
                 );
             }
+        }
+    }
+
+    #[test]
+    fn the_autonomy_notice_names_every_launcher_and_its_flags() {
+        let notice = autonomy_notice();
+        for provider in PROVIDERS {
+            for launcher in provider.launchers {
+                for flag in launcher.before.iter().chain(launcher.after) {
+                    assert!(notice.contains(flag), "{flag} missing from {notice}");
+                }
+            }
+        }
+        for flag in [
+            "--dangerously-skip-permissions",
+            "--full-auto",
+            "--allow-all-tools",
+            "--yolo",
+        ] {
+            assert!(notice.contains(flag), "{flag}");
         }
     }
 

@@ -91,6 +91,28 @@ impl TurnResult {
     }
 }
 
+impl TurnResult {
+    /// What the turn came to, in words a person reads (never an internal
+    /// name).
+    pub fn sentence(self) -> &'static str {
+        match self {
+            TurnResult::Advanced => "the agent recorded its iteration",
+            TurnResult::NoAdvance => "the agent exited 0 without recording an iteration",
+            TurnResult::Failed(FailureClass::Failure) => {
+                "the agent failed without recording an iteration"
+            }
+            TurnResult::Failed(FailureClass::Auth) => {
+                "the provider refused the agent's credentials (sign in again)"
+            }
+            TurnResult::Failed(FailureClass::Quota) => "the provider reported a usage limit",
+            TurnResult::TimedOut => {
+                "the turn ran past --iteration-timeout and was killed with everything it started"
+            }
+            TurnResult::Unavailable => "the provider's binary is not on PATH",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     pub max_failures: u32,
@@ -203,8 +225,9 @@ impl Session {
                     Next::Exit {
                         exit: Exit::MaxFailures,
                         reason: format!(
-                            "{} consecutive failed turns (last: {result:?})",
-                            self.failures
+                            "{} consecutive failed turns; the last: {}",
+                            self.failures,
+                            result.sentence()
                         ),
                     }
                 } else {

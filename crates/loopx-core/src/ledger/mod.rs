@@ -671,7 +671,7 @@ impl Owner for LedgerOwner {
                 let mode = required(report.mode, "mode", Mode::names())?;
                 let decision = required(report.decision, "decision", Decision::names())?;
                 append_guard(ledger, report, decision, context.now, context.files)?;
-                let record = record_from(ledger, report, mode, decision, context);
+                let record = redacted(record_from(ledger, report, mode, decision, context));
                 let receipt = LedgerReceipt::AppendIteration {
                     iteration: record.iteration,
                     decision,
@@ -852,6 +852,28 @@ fn record_from(
         dispatch_id: report.dispatch_id.trim().to_owned(),
         claim: claims_success(ledger, decision, &report.stop_reason).then_some(ClaimState::Pending),
     }
+}
+
+/// The record with every agent-written free-text field passed through
+/// the one redaction rule: the journal is append-only, so a credential an
+/// agent pastes into its report must not reach it.
+fn redacted(mut record: IterationRecord) -> IterationRecord {
+    use crate::redact::redact_owned;
+    for text in [
+        &mut record.objective,
+        &mut record.output,
+        &mut record.completed_summary,
+        &mut record.current_summary,
+        &mut record.proposed_next_action,
+    ] {
+        *text = redact_owned(text);
+    }
+    for list in [&mut record.actions_taken, &mut record.remaining_gaps] {
+        for text in list.iter_mut() {
+            *text = redact_owned(text);
+        }
+    }
+    record
 }
 
 #[cfg(test)]

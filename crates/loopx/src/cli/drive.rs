@@ -23,8 +23,14 @@ use std::time::Duration;
 /// consecutive failures, 4 runtime error (including a crash recovery that
 /// needs a person), 5 quota waits exhausted, 6 provider binary unavailable,
 /// 7 authentication/session dead.
+///
+/// Budgets: a plain `loopx init` gives the loop a one-hour wall-time budget
+/// (--max-wall-time-seconds 3600) counted from init, and drive stops when
+/// it is spent; give a long run more with `loopx init --max-wall 48h` (or 0
+/// for unlimited).
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("target").required(true).args(["provider", "cmd"]))]
+#[command(after_help = provider::autonomy_notice())]
 pub struct DriveArgs {
     #[command(flatten)]
     pub dir: DirArgs,
@@ -59,18 +65,20 @@ pub struct DriveArgs {
     /// The agent id turns act as (LOOPX_AGENT_ID in the agent's environment).
     #[arg(long, default_value = "agent")]
     pub agent_id: String,
-    /// The goal the turns work on (a loop's own goal is `main`).
+    /// The goal whose frontier the turns' prompt is built from.
     #[arg(long, default_value = goal::DEFAULT_GOAL_ID)]
     pub goal_id: String,
 }
 
 /// Print the command `drive --provider P` would run for one turn, after an
-/// offline PATH probe. Executes nothing. A missing binary exits 6.
+/// offline PATH probe. Executes nothing. A missing binary exits 6, except
+/// with --print-prompt, which needs no binary: it prints the command and
+/// prompt with a warning and exits 0.
 #[derive(Debug, Args)]
 pub struct AgentCmdArgs {
     #[command(flatten)]
     pub dir: DirArgs,
-    /// The provider whose command to print.
+    /// The provider whose command to print (claude, codex, ...).
     #[arg(long)]
     pub provider: String,
     /// Also print the prompt the turn would get.
@@ -92,16 +100,24 @@ pub struct VerifyArgs {
     pub timeout: u64,
 }
 
-/// Show what a restarted driver would do about an open dispatch, or cancel
-/// the exact open dispatch.
+/// Show what a restarted driver would do about an open dispatch; writes
+/// nothing unless told to.
+///
+/// `--apply` carries out the plan shown (settle a dispatch whose agent
+/// recorded its iteration, or cancel one that provably never started);
+/// `--cancel --dispatch-id ID` cancels the exact open dispatch whatever the
+/// plan says, for a person who has looked.
 #[derive(Debug, Args)]
 pub struct RecoverArgs {
     #[command(flatten)]
     pub dir: DirArgs,
+    /// Carry out the plan shown (settle or cancel); without it, only show.
+    #[arg(long, conflicts_with = "cancel")]
+    pub apply: bool,
     /// Cancel the open dispatch (needs --dispatch-id).
     #[arg(long, requires = "dispatch_id")]
     pub cancel: bool,
-    /// The open dispatch to act on, exactly as `loopx recover` shows it.
+    /// The open dispatch to cancel, exactly as `loopx recover` shows it.
     #[arg(long)]
     pub dispatch_id: Option<String>,
 }
@@ -145,6 +161,9 @@ pub fn drive(args: &DriveArgs) -> Result<Reply> {
     };
     let ended = match drive::drive(&options) {
         Ok(ended) => ended,
+        Err(error) if error.downcast_ref::<drive::Usage>().is_some() => {
+            return Ok(bad_arguments(super::describe(&error)))
+        }
         Err(error) => {
             let message = super::describe(&error);
             let json = json!({"status": "failed", "action": "drive", "exit_code": 4, "reason": "runtime_error", "error": message});
@@ -190,18 +209,30 @@ pub fn agent_cmd(args: &AgentCmdArgs) -> Result<Reply> {
         );
     };
     let dir = LoopDir::open(&args.dir.dir, Access::ReadOnly)?;
-    let Some(launcher) = provider::resolve(known, |b| drive::which(b).is_some()) else {
-        let wanted: Vec<&str> = known.launchers.iter().map(|l| l.binary).collect();
-        let json = json!({"status": "failed", "action": "agent-cmd", "provider": known.name, "exit_code": 6, "error": format!("none of {} is on PATH", wanted.join(", "))});
-        return Ok(Reply {
-            json,
-            text: format!(
-                "provider {} unavailable: none of {} is on PATH",
-                known.name,
-                wanted.join(", ")
-            ),
-            code: 6,
-        });
+    let resolved = provider::resolve(known, |b| drive::which(b).is_some());
+    let missing = resolved.is_none();
+    let wanted: Vec<&str> = known.launchers.iter().map(|l| l.binary).collect();
+    let warning = format!(
+        "provider {} unavailable: none of {} is on PATH",
+        known.name,
+        wanted.join(", ")
+    );
+    // Printing a command and its prompt runs nothing, so it needs no
+    // binary: show the first launcher's command line with a warning.
+    let launcher = match resolved {
+        Some(launcher) => launcher,
+        None if args.print_prompt => {
+            eprintln!("warning: {warning}; `loopx drive --provider {}` would exit 6 until one is installed", known.name);
+            &known.launchers[0]
+        }
+        None => {
+            let json = json!({"status": "failed", "action": "agent-cmd", "provider": known.name, "exit_code": 6, "error": format!("none of {} is on PATH", wanted.join(", "))});
+            return Ok(Reply {
+                json,
+                text: warning,
+                code: 6,
+            });
+        }
     };
     let prompt = dir.task_body(goal::DEFAULT_GOAL_ID, &Actor::Agent("agent".into()))?;
     let argv = launcher.argv("<prompt>");
@@ -220,12 +251,16 @@ pub fn agent_cmd(args: &AgentCmdArgs) -> Result<Reply> {
     }
     let json = json!({
         "status": "ok", "action": "agent-cmd", "provider": known.name, "binary": drive::which(launcher.binary),
+        "warning": missing.then_some(&warning),
         "argv": argv, "prompt_bytes": prompt.len(), "prompt": if args.print_prompt { Some(prompt) } else { None },
     });
     Ok(Reply::ok(json, text))
 }
 
 pub fn recover(args: &RecoverArgs) -> Result<Reply> {
+    if !args.apply && !args.cancel {
+        return show_recovery(args);
+    }
     let dir = LoopDir::open(&args.dir.dir, Access::ReadWrite)?;
     let _lock = drive::take_lock(&dir)?;
     let (_, state) = dir.driver()?;
@@ -266,7 +301,38 @@ pub fn recover(args: &RecoverArgs) -> Result<Reply> {
         0
     };
     Ok(Reply {
-        json: json!({"status": if code == 0 { "ok" } else { "failed" }, "action": "recover", "plan": plan, "open": state.open}),
+        json: json!({"status": if code == 0 { "ok" } else { "failed" }, "action": "recover", "applied": code == 0, "plan": plan, "open": state.open}),
+        text,
+        code,
+    })
+}
+
+/// `recover` without `--apply`: the plan, read-only (no lock file, no
+/// write), so it can be run beside a live driver.
+fn show_recovery(args: &RecoverArgs) -> Result<Reply> {
+    let dir = LoopDir::open(&args.dir.dir, Access::ReadOnly)?;
+    let (intent, plan) = drive::plan_recovery(&dir, Duration::ZERO)?;
+    let apply = format!("loopx recover --dir {} --apply", dir.display());
+    let mut text = match &plan {
+        RecoveryPlan::Clear => "no open dispatch: nothing to recover".to_owned(),
+        RecoveryPlan::SettleAdvanced { dispatch_id, iteration } => format!("would settle {dispatch_id}: the agent recorded iteration {iteration}, so it will not be re-run; `{apply}` (or the next `loopx drive`) does it"),
+        RecoveryPlan::CancelUnstarted { dispatch_id } => format!("would cancel {dispatch_id}: no iteration, no workspace change, no live agent; `{apply}` (or the next `loopx drive`) does it, and the next drive dispatches afresh"),
+        RecoveryPlan::FailClosed { inspect, .. } => format!("needs a person: {}", inspect.replace("<DIR>", &dir.display())),
+    };
+    let (_, state) = dir.driver()?;
+    if let Some(driver) = state
+        .registration
+        .filter(|r| intent.is_some() && crate::platform::alive(r.pid))
+    {
+        text = format!("a driver (pid {}) is running this loop, so the open dispatch is probably its current turn, not a leftover; {text}", driver.pid);
+    }
+    let code = if matches!(plan, RecoveryPlan::FailClosed { .. }) {
+        4
+    } else {
+        0
+    };
+    Ok(Reply {
+        json: json!({"status": if code == 0 { "ok" } else { "failed" }, "action": "recover", "applied": false, "plan": plan, "open": intent}),
         text,
         code,
     })

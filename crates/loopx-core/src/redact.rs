@@ -1,0 +1,565 @@
+//! Redaction of credentials in free text: the one rule every path that
+//! stores or shows agent output outside `driver_logs/` goes through.
+//!
+//! Agents and provider CLIs echo what they saw: an API error with the key
+//! that failed, an `Authorization:` header from a debug dump, a `.env`
+//! line, a private key pasted into a note. The journal is append-only, so a
+//! secret that reaches it can never be taken out again. [`redact`] replaces
+//! the secret part of each common credential form with [`MARK`] and leaves
+//! everything else, including the key's name, untouched:
+//!
+//! - provider keys and tokens by their published prefixes: Anthropic and
+//!   OpenAI `sk-…`, GitHub `ghp_ gho_ ghs_ ghu_ ghr_ github_pat_`, AWS
+//!   access key ids `AKIA…`/`ASIA…`, Slack `xox?-…`, Google `AIza…`,
+//!   GitLab `glpat-…`;
+//! - `Bearer <token>` and the value of `Authorization:` headers;
+//! - PEM `-----BEGIN … PRIVATE KEY-----` blocks, to their END line;
+//! - assignments whose name ends in password, secret, token, api key,
+//!   access key or private key (`password=…`, `"api_key": "…"`,
+//!   `GITHUB_TOKEN=…`, `x-api-key: …`).
+//!
+//! It is a hand-written single pass over the bytes (no regex engine):
+//! linear in the input and allocation-free when nothing matches. It is a
+//! safety net, not a guarantee: a secret with no recognisable shape passes.
+//! What it must never do is damage ordinary text: digests (`sha256:…`),
+//! counts (`tokens: 1200`) and prose are left as they are.
+
+use std::borrow::Cow;
+
+/// What a redacted secret is replaced with.
+pub const MARK: &str = "[REDACTED]";
+
+const PEM_MARK: &str = "[REDACTED PRIVATE KEY]";
+
+/// `text` with every credential it recognises replaced by [`MARK`].
+pub fn redact(text: &str) -> Cow<'_, str> {
+    // Key blocks first: a header value or an assignment scanned to the end
+    // of its line must not swallow a BEGIN line and leave the key body.
+    match pass(text, Pass::KeyBlocks) {
+        Cow::Borrowed(_) => pass(text, Pass::Tokens),
+        Cow::Owned(once) => Cow::Owned(pass(&once, Pass::Tokens).into_owned()),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    KeyBlocks,
+    Tokens,
+}
+
+fn pass(text: &str, which: Pass) -> Cow<'_, str> {
+    let bytes = text.as_bytes();
+    let mut out: Option<Vec<u8>> = None;
+    // Bytes before `copied` are already in `out` (when it exists).
+    let mut copied = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let found = match which {
+            Pass::KeyBlocks => pem_block(bytes, i).map(|end| (i, end, PEM_MARK)),
+            Pass::Tokens => secret_at(bytes, i),
+        };
+        let Some((start, end, mark)) = found else {
+            i += 1;
+            continue;
+        };
+        let buffer = out.get_or_insert_with(|| Vec::with_capacity(bytes.len()));
+        buffer.extend_from_slice(&bytes[copied..start]);
+        buffer.extend_from_slice(mark.as_bytes());
+        copied = end;
+        i = end.max(i + 1);
+    }
+    match out {
+        None => Cow::Borrowed(text),
+        Some(mut buffer) => {
+            buffer.extend_from_slice(&bytes[copied..]);
+            // Every cut is next to an ASCII byte, so the result is UTF-8.
+            Cow::Owned(
+                String::from_utf8(buffer)
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            )
+        }
+    }
+}
+
+/// [`redact`] into an owned string.
+pub fn redact_owned(text: &str) -> String {
+    redact(text).into_owned()
+}
+
+/// A secret found at `i`: the byte range to replace and its replacement.
+fn secret_at(bytes: &[u8], i: usize) -> Option<(usize, usize, &'static str)> {
+    // Keys are tried only where a run of key characters starts, so each
+    // run is scanned once whatever it holds ("sk-sk-sk-…" stays linear).
+    if i == 0 || !key_char(bytes[i - 1]) {
+        if let Some(end) = prefixed_token(bytes, i) {
+            return Some((i, end, MARK));
+        }
+    }
+    if i == 0 || !is_word(bytes[i - 1]) {
+        if let Some((start, end)) = bearer(bytes, i) {
+            return Some((start, end, MARK));
+        }
+    }
+    if bytes[i] == b'=' || bytes[i] == b':' {
+        return assignment(bytes, i).map(|(start, end)| (start, end, MARK));
+    }
+    None
+}
+
+fn is_word(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+fn starts_with_ignore_case(bytes: &[u8], at: usize, prefix: &str) -> bool {
+    bytes
+        .get(at..at + prefix.len())
+        .is_some_and(|s| s.eq_ignore_ascii_case(prefix.as_bytes()))
+}
+
+/// How many bytes from `at` satisfy `class`.
+fn run(bytes: &[u8], at: usize, class: impl Fn(u8) -> bool) -> usize {
+    bytes[at.min(bytes.len())..]
+        .iter()
+        .take_while(|b| class(**b))
+        .count()
+}
+
+/// Published key prefixes and the shape of the rest.
+struct Prefix {
+    prefix: &'static str,
+    /// The fewest characters after the prefix that make it a key.
+    min: usize,
+    /// Exactly `min` (AWS key ids have a fixed length).
+    exact: bool,
+    body: fn(u8) -> bool,
+}
+
+fn key_char(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
+}
+
+fn alnum(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+}
+
+fn upper_alnum(b: u8) -> bool {
+    b.is_ascii_uppercase() || b.is_ascii_digit()
+}
+
+const PREFIXES: &[Prefix] = &[
+    // Anthropic (sk-ant-api03-…), OpenAI (sk-…, sk-proj-…).
+    Prefix {
+        prefix: "sk-",
+        min: 20,
+        exact: false,
+        body: key_char,
+    },
+    Prefix {
+        prefix: "github_pat_",
+        min: 20,
+        exact: false,
+        body: key_char,
+    },
+    Prefix {
+        prefix: "ghp_",
+        min: 20,
+        exact: false,
+        body: alnum,
+    },
+    Prefix {
+        prefix: "gho_",
+        min: 20,
+        exact: false,
+        body: alnum,
+    },
+    Prefix {
+        prefix: "ghs_",
+        min: 20,
+        exact: false,
+        body: alnum,
+    },
+    Prefix {
+        prefix: "ghu_",
+        min: 20,
+        exact: false,
+        body: alnum,
+    },
+    Prefix {
+        prefix: "ghr_",
+        min: 20,
+        exact: false,
+        body: alnum,
+    },
+    Prefix {
+        prefix: "AKIA",
+        min: 16,
+        exact: true,
+        body: upper_alnum,
+    },
+    Prefix {
+        prefix: "ASIA",
+        min: 16,
+        exact: true,
+        body: upper_alnum,
+    },
+    Prefix {
+        prefix: "AIza",
+        min: 30,
+        exact: false,
+        body: key_char,
+    },
+    Prefix {
+        prefix: "glpat-",
+        min: 20,
+        exact: false,
+        body: key_char,
+    },
+];
+
+fn prefixed_token(bytes: &[u8], i: usize) -> Option<usize> {
+    for p in PREFIXES {
+        if !bytes[i..].starts_with(p.prefix.as_bytes()) {
+            continue;
+        }
+        let body = i + p.prefix.len();
+        let n = run(bytes, body, p.body);
+        let ends_cleanly = !bytes.get(body + n).copied().is_some_and(is_word);
+        // Real keys are random: a body without a digit is a word
+        // ("sk-learn-compatible-…"), not a key.
+        let random = bytes[body..body + n].iter().any(u8::is_ascii_digit);
+        if n >= p.min && random && (!p.exact || (n == p.min && ends_cleanly)) {
+            return Some(body + n);
+        }
+    }
+    // Slack: xoxb-, xoxp-, xoxa-, xoxo-, xoxs-, xoxr-, xoxe-.
+    if bytes[i..].starts_with(b"xox")
+        && bytes.get(i + 3).is_some_and(u8::is_ascii_lowercase)
+        && bytes.get(i + 4) == Some(&b'-')
+    {
+        let n = run(bytes, i + 5, key_char);
+        if n >= 10 && bytes[i + 5..i + 5 + n].iter().any(u8::is_ascii_digit) {
+            return Some(i + 5 + n);
+        }
+    }
+    None
+}
+
+fn token68(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'+' | b'/' | b'=')
+}
+
+/// `Bearer <token>`: the token's range.
+fn bearer(bytes: &[u8], i: usize) -> Option<(usize, usize)> {
+    if !starts_with_ignore_case(bytes, i, "bearer") {
+        return None;
+    }
+    let spaces = run(bytes, i + 6, |b| b == b' ' || b == b'\t');
+    if spaces == 0 {
+        return None;
+    }
+    let start = i + 6 + spaces;
+    let n = run(bytes, start, token68);
+    let token = &bytes[start..start + n];
+    // "Bearer authentication" is prose; a token has digits or symbols.
+    let random = token.iter().any(|b| !b.is_ascii_alphabetic());
+    (n >= 8 && random && !token.starts_with(b"[REDACTED")).then_some((start, start + n))
+}
+
+/// Where `needle` first occurs in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// A `-----BEGIN … PRIVATE KEY-----` block at `i`: where it ends (after
+/// its END line, or the end of the text when it was cut short).
+fn pem_block(bytes: &[u8], i: usize) -> Option<usize> {
+    const BEGIN: &[u8] = b"-----BEGIN ";
+    const TAIL: &[u8] = b"PRIVATE KEY-----";
+    if !bytes[i..].starts_with(BEGIN) {
+        return None;
+    }
+    // A BEGIN line is short; reading at most 128 bytes of it keeps a long
+    // line of lookalikes linear.
+    let line = &bytes[i..bytes.len().min(i + 128)];
+    let header = &line[..run(line, 0, |b| b != b'\n')];
+    let header_end = i + find(header, TAIL)? + TAIL.len();
+    let end = find(&bytes[header_end..], b"-----END ").and_then(|at| {
+        let from = header_end + at;
+        find(&bytes[from..], TAIL).map(|close| from + close + TAIL.len())
+    });
+    Some(end.unwrap_or(bytes.len()))
+}
+
+/// Names whose value is a secret, matched at the end of the name.
+const SECRET_NAMES: &[&str] = &[
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "api_key",
+    "api-key",
+    "apikey",
+    "access_key",
+    "access-key",
+    "private_key",
+    "private-key",
+    "credentials",
+];
+
+/// The name that ends just before the separator at `sep`, skipping a
+/// closing quote and spaces: `api_key` in `"api_key" : "…"`.
+fn name_before(bytes: &[u8], sep: usize) -> &[u8] {
+    let mut end = sep;
+    while end > 0 && bytes[end - 1] == b' ' {
+        end -= 1;
+    }
+    if end > 0 && matches!(bytes[end - 1], b'"' | b'\'') {
+        end -= 1;
+    }
+    let mut start = end;
+    while start > 0 && (is_word(bytes[start - 1]) || bytes[start - 1] == b'-') {
+        start -= 1;
+    }
+    &bytes[start..end]
+}
+
+/// `name=value` or `name: value` with a secret name: the value's range.
+fn assignment(bytes: &[u8], sep: usize) -> Option<(usize, usize)> {
+    let name = name_before(bytes, sep).to_ascii_lowercase();
+    if name.is_empty() {
+        return None;
+    }
+    let header = name == b"authorization" || name.ends_with(b"-authorization");
+    if !header && !SECRET_NAMES.iter().any(|s| name.ends_with(s.as_bytes())) {
+        return None;
+    }
+    // `a==b`, `http://`, `::`: not assignments.
+    if bytes
+        .get(sep + 1)
+        .is_some_and(|b| matches!(b, b'=' | b':' | b'/'))
+    {
+        return None;
+    }
+    let start = sep + 1 + run(bytes, sep + 1, |b| b == b' ' || b == b'\t');
+    let quote = bytes
+        .get(start)
+        .copied()
+        .filter(|b| matches!(b, b'"' | b'\''));
+    let start = start + usize::from(quote.is_some());
+    if bytes[start..].starts_with(b"[REDACTED") {
+        return None;
+    }
+    let in_value = |b: u8| match quote {
+        Some(q) => b != q && b != b'\n',
+        None if header => !matches!(b, b'\n' | b'\r' | b'"' | b'\''),
+        None => {
+            !b.is_ascii_whitespace()
+                && !matches!(b, b',' | b';' | b'&' | b'"' | b'\'' | b'}' | b')' | b']')
+        }
+    };
+    // Decide on a bounded prefix, so that a refused candidate costs at
+    // most PROBE bytes ("token:token:token:…" stays linear); only a value
+    // that will be replaced is scanned to its end.
+    let probe =
+        &bytes[start..start + run(&bytes[..bytes.len().min(start + PROBE)], start, in_value)];
+    if probe.is_empty() {
+        return None;
+    }
+    let whole = probe.len() < PROBE;
+    // `name: value` is also prose ("the token: expired"); an unquoted value
+    // after a colon is redacted only when it looks like a credential.
+    let plain_colon = bytes[sep] == b':' && quote.is_none() && !header;
+    if plain_colon && whole && !looks_like_credential(probe) {
+        return None;
+    }
+    // `tokens=1200` style counts are not secrets.
+    if !header && whole && probe.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some((start, start + run(bytes, start, in_value)))
+}
+
+/// How much of a candidate value is read before deciding.
+const PROBE: usize = 256;
+
+fn looks_like_credential(value: &[u8]) -> bool {
+    value.len() >= 8
+        && value.iter().any(u8::is_ascii_digit)
+        && value.iter().any(u8::is_ascii_alphabetic)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hides(text: &str, secret: &str) -> String {
+        let out = redact(text).into_owned();
+        assert!(!out.contains(secret), "{secret:?} survived in {out:?}");
+        assert!(out.contains("[REDACTED"), "{out:?}");
+        out
+    }
+
+    #[test]
+    fn anthropic_and_openai_keys_are_redacted() {
+        let key = "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789_-abcdEFGH";
+        let out = hides(&format!("Error: invalid x-api-key {key} (401)"), key);
+        assert_eq!(out, "Error: invalid x-api-key [REDACTED] (401)");
+        hides(
+            "OPENAI sk-proj-abcdefghijklmnopqrstuvwx1234",
+            "abcdefghijklmnop",
+        );
+        hides("key=sk-abcdefghijklmnopqrstuvwxyz12", "sk-abcdefghij");
+    }
+
+    #[test]
+    fn github_tokens_are_redacted() {
+        for key in [
+            "ghp_0123456789abcdefghijABCDEFGHIJ012345",
+            "gho_0123456789abcdefghijABCDEFGHIJ012345",
+            "ghs_0123456789abcdefghijABCDEFGHIJ012345",
+            "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+        ] {
+            let out = hides(&format!("remote: {key} is not valid."), key);
+            assert_eq!(out, "remote: [REDACTED] is not valid.");
+        }
+    }
+
+    #[test]
+    fn aws_access_key_ids_are_redacted() {
+        let out = hides("aws: AKIAIOSFODNN7EXAMPLE denied", "AKIAIOSFODNN7EXAMPLE");
+        assert_eq!(out, "aws: [REDACTED] denied");
+        hides("ASIAY34FZKBOKMUTVV7A,", "ASIAY34FZKBOKMUTVV7A");
+        hides(
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "wJalrXUtnFEMI",
+        );
+    }
+
+    #[test]
+    fn slack_google_and_gitlab_tokens_are_redacted() {
+        hides("xoxb-1234567890-abcdefghijkl", "1234567890-abcdefghijkl");
+        hides("xoxp-1234567890-abcdefghijkl", "1234567890-abcdefghijkl");
+        hides(
+            "AIzaSyA-1234567890abcdefghijklmnopqrst",
+            "SyA-1234567890abcdefghij",
+        );
+        hides("glpat-abcdefghij0123456789", "abcdefghij0123456789");
+    }
+
+    #[test]
+    fn bearer_tokens_and_authorization_headers_are_redacted() {
+        let out = hides(
+            "curl -H 'Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.e30.abc' failed",
+            "eyJhbGci",
+        );
+        assert_eq!(out, "curl -H 'Authorization: [REDACTED]' failed");
+        let out = hides("sent bearer abcdef123456789 to the API", "abcdef123456789");
+        assert_eq!(out, "sent bearer [REDACTED] to the API");
+        let out = hides(
+            "authorization: Basic dXNlcjpwYXNz\nnext line",
+            "dXNlcjpwYXNz",
+        );
+        assert_eq!(out, "authorization: [REDACTED]\nnext line");
+        hides(r#"{"Authorization":"Token abc123def456"}"#, "abc123def456");
+    }
+
+    #[test]
+    fn private_key_blocks_are_redacted_whole() {
+        let out = hides(
+            "Authorization: Bearer x.y.z123; -----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIB\n-----END EC PRIVATE KEY-----\nafter",
+            "MHcCAQEEIB",
+        );
+        assert_eq!(out, "Authorization: [REDACTED]\nafter");
+        let block = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA1234\nabcd==\n-----END RSA PRIVATE KEY-----";
+        let out = hides(&format!("read key:\n{block}\ndone"), "MIIEpAIBAAKCAQEA1234");
+        assert_eq!(out, "read key:\n[REDACTED PRIVATE KEY]\ndone");
+        let out = hides(
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEA (truncated",
+            "b3BlbnNzaC1rZXktdjEA",
+        );
+        assert_eq!(out, "[REDACTED PRIVATE KEY]");
+        hides(
+            "-----BEGIN PRIVATE KEY-----\nQUJD\n-----END PRIVATE KEY-----",
+            "QUJD",
+        );
+        // Public material is not a secret.
+        let public = "-----BEGIN PUBLIC KEY-----\nQUJD\n-----END PUBLIC KEY-----";
+        assert_eq!(redact(public), public);
+        let cert = "-----BEGIN CERTIFICATE-----\nQUJD\n-----END CERTIFICATE-----";
+        assert_eq!(redact(cert), cert);
+    }
+
+    #[test]
+    fn secret_assignments_are_redacted_and_the_name_is_kept() {
+        for (text, expected) in [
+            ("password=hunter2", "password=[REDACTED]"),
+            ("DB_PASSWORD=hunter2 rest", "DB_PASSWORD=[REDACTED] rest"),
+            ("GITHUB_TOKEN=abc&x=1", "GITHUB_TOKEN=[REDACTED]&x=1"),
+            ("api_key = 'q w e'", "api_key = '[REDACTED]'"),
+            (
+                r#"{"api_key": "abc", "n": 1}"#,
+                r#"{"api_key": "[REDACTED]", "n": 1}"#,
+            ),
+            ("client_secret: s3cr3tValue", "client_secret: [REDACTED]"),
+            ("x-api-key: k3yvalue99", "x-api-key: [REDACTED]"),
+            ("access_token=ya29.a0Af", "access_token=[REDACTED]"),
+        ] {
+            assert_eq!(redact(text), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn ordinary_text_and_digests_are_left_alone() {
+        for text in [
+            "",
+            "Proved lemma B; 3 gaps remain.",
+            "digest sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+            "tokens: 1200, usd: 0.25, max_tokens=4096",
+            "The token limit was reached; use a token to sign in.",
+            "the token: expired",
+            "password: required",
+            "ask-me-anything task-scheduler desk-lamp",
+            "risk-averse-approach-to-everything-here",
+            "sk-learn-compatible-estimator-pipeline",
+            "Bearer authentication is used",
+            "a == b and c := d, http://example.com/path?q=1",
+            "Bearer tokens are documented in docs/auth.md",
+            "-----BEGIN CERTIFICATE-----",
+            "--- separator ---",
+            "AKIA is a prefix; AKIAshort",
+            "café naïve ✓ 日本語 token",
+        ] {
+            assert_eq!(redact(text), text, "{text}");
+            assert!(matches!(redact(text), Cow::Borrowed(_)));
+        }
+    }
+
+    #[test]
+    fn hostile_repetitions_are_scanned_in_linear_time() {
+        for unit in [
+            "sk-",
+            "token:",
+            "-----BEGIN ",
+            "bearer ",
+            "ghp_",
+            "password=x:",
+        ] {
+            let text = unit.repeat(200_000);
+            let started = std::time::Instant::now();
+            let _ = redact(&text);
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(2),
+                "{unit:?} x 200000 took {:?}",
+                started.elapsed()
+            );
+        }
+    }
+
+    #[test]
+    fn redaction_is_idempotent_and_keeps_unicode_around_secrets() {
+        let text = "é ghp_0123456789abcdefghijABCDEFGHIJ012345 ✓ password=x";
+        let once = redact(text).into_owned();
+        assert_eq!(once, "é [REDACTED] ✓ password=[REDACTED]");
+        assert_eq!(redact(&once), once);
+    }
+}
