@@ -132,7 +132,13 @@ fn dispatch(command: Command) -> Result<Reply> {
         Command::Arm(args) => hook::arm(&args),
         Command::Disarm(args) => hook::disarm(&args),
         Command::Active(args) => hook::active(&args),
-        Command::HookCheck(args) => Ok(Reply::ok(json!(hook::decide(&args, &Value::Null)), "")),
+        Command::HookCheck(args) => Ok(Reply::ok(
+            json!(hook::decide(
+                &args,
+                Err(&loopx_core::hook::PayloadError::Empty)
+            )),
+            "",
+        )),
         Command::Selftest => selftest::run(),
         Command::GoalAcceptance(command) => goal::acceptance(&command),
         Command::Todo(command) => goal::todo(&command),
