@@ -45,7 +45,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Init(ledger::InitArgs),
-    AppendIteration(ledger::AppendArgs),
+    AppendIteration(Box<ledger::AppendArgs>),
     /// Rebuild the ledger from its journal and re-check every record; exit 1 lists every violation.
     Validate(ledger::DirArgs),
     /// The loop at a glance: budgets, the stop verdict, the last iteration, the driver.
@@ -157,11 +157,9 @@ fn dispatch(command: Command) -> Result<Reply> {
         Command::Arm(args) => hook::arm(&args),
         Command::Disarm(args) => hook::disarm(&args),
         Command::Active(args) => hook::active(&args),
+        // In-process (selftest): judged as if the agent CLI sent `{}`.
         Command::HookCheck(args) => Ok(Reply::ok(
-            json!(hook::decide(
-                &args,
-                Err(&loopx_core::hook::PayloadError::Empty)
-            )),
+            json!(hook::decide(&args, Ok(&serde_json::Map::new()))),
             "",
         )),
         Command::Selftest => selftest::run(),
