@@ -39,3 +39,17 @@ pub fn alive(pid: u32) -> bool {
     // SAFETY: as above.
     unsafe { libc::kill(pid, 0) == 0 }
 }
+
+/// Whether a process with this pid exists, even one of another user
+/// (signal 0 refused with EPERM still proves it exists).
+pub fn exists(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: as above.
+    let signalled = unsafe { libc::kill(pid, 0) } == 0;
+    signalled || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}

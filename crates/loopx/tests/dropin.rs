@@ -112,8 +112,10 @@ fn arm_pid_and_driver_decide_whether_the_hook_forces_sessions() {
     let live = Sleeper::start();
     let live_pid = live.pid();
     let dead = dead_pid();
-    let table: [(&[&str], i32, &str); 4] = [
+    let table: [(&[&str], i32, &str); 5] = [
         (&["--pid", &live_pid], 2, "active_not_done"),
+        // pid 1 exists (another user's process counts as alive).
+        (&["--pid", "1"], 2, "active_not_done"),
         (&["--pid", &dead], 0, "no_active_loop"),
         (
             &["--pid", &live_pid, "--driver"],
@@ -130,6 +132,25 @@ fn arm_pid_and_driver_decide_whether_the_hook_forces_sessions() {
             "arm {flags:?}"
         );
     }
+}
+
+#[test]
+fn an_entry_whose_pid_exited_is_retired_and_no_longer_holds_its_root() {
+    let dead = dead_pid();
+    let (f, root) = armed(&["--pid", &dead]);
+    assert_eq!(f.json(&["active"])["loops"][0]["state"], "pid_exited");
+    let second = f.temp.path().join("run-2");
+    f.loopx()
+        .args(["init", "--dir", second.to_str().unwrap()])
+        .args(["--goal", "g", "--success-criteria", "c"])
+        .assert()
+        .success();
+    f.loopx()
+        .args(["arm", "--dir", second.to_str().unwrap()])
+        .args(["--root", root.to_str().unwrap()])
+        .assert()
+        .success();
+    assert_eq!(hook_reason(&f, &root), (2, "active_not_done".to_owned()));
 }
 
 #[test]

@@ -121,7 +121,7 @@ pub fn arm(args: &ArmArgs) -> Result<Reply> {
     let _lock = registry.lock()?;
     let (entries, _) = registry.entries();
     for other in entries.iter().filter(|e| e.run_id != run_id) {
-        if other.project_root == root && !args.force {
+        if other.project_root == root && !args.force && entry_live(other, pid_alive(other)) {
             if let LoopReading::Read { verdict, .. } = read_loop(other) {
                 if !verdict.done {
                     bail!(
@@ -216,6 +216,7 @@ pub fn active(args: &RegistryArgs) -> Result<Reply> {
     let mut text = String::new();
     for entry in &entries {
         let (state, done) = match read_loop(entry) {
+            _ if !entry_live(entry, pid_alive(entry)) => ("pid_exited", None),
             LoopReading::Read { verdict, .. } => (
                 if verdict.done { "done" } else { "unfinished" },
                 Some(verdict),
@@ -290,7 +291,7 @@ pub fn hook_check(args: &HookCheckArgs, json: bool) -> ExitCode {
 
 /// Whether an entry's `--pid` process is alive (false when it has none).
 fn pid_alive(entry: &ArmedLoop) -> bool {
-    entry.pid != 0 && crate::platform::alive(entry.pid)
+    entry.pid != 0 && crate::platform::exists(entry.pid)
 }
 
 /// The hook's verdict for this payload; never fails (every doubt allows).
