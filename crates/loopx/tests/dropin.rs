@@ -325,8 +325,30 @@ fn append_iteration_stores_goal_focus_and_compute_flags_faithfully() {
     )
     .unwrap();
     let from_file = format!("@{}", f.temp.path().join("run.json").display());
-    let table: [(Vec<&str>, serde_json::Value); 4] = [
+    let table: [(Vec<&str>, serde_json::Value); 5] = [
         (vec![], serde_json::Value::Null),
+        (
+            vec![
+                "--goal-contribution",
+                "bridge",
+                "--goal-contribution-detail",
+                "lemma B",
+                "--campaign-id",
+                "C2",
+                "--local-without-goal-delta",
+                "--local-without-goal-delta-tag",
+                "cleanup",
+                "--residual-id",
+                "R7",
+                "--scope-lock",
+                "goal_sc",
+            ],
+            serde_json::json!({
+                "goal_contribution": "bridge", "goal_contribution_detail": "lemma B",
+                "campaign_id": "C2", "local_without_goal_delta": true,
+                "local_without_goal_delta_tag": "cleanup", "residual_id": "R7", "scope_lock": "goal_sc",
+            }),
+        ),
         (
             vec![
                 "--global-delta",

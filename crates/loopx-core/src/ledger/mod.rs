@@ -137,10 +137,10 @@ pub struct IterationReport {
     pub direction: Box<Direction>,
 }
 
-/// What the reference's `append-iteration` records for Goal Focus v2 and
-/// notify (`--global-delta`, `--campaign-delta`, `--obligation-id`,
-/// `--compute-run`, `--compute-none`). Stored faithfully; no rule reads it
-/// yet.
+/// What the reference's `append-iteration` records for Goal Focus (v2:
+/// `--global-delta`, `--campaign-delta`, `--obligation-id`; v1's soft
+/// goal-priority fields) and notify (`--compute-run`, `--compute-none`).
+/// Stored faithfully; no rule reads it yet.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Direction {
     /// `none`, `reduced` or `satisfied`; empty when not given.
@@ -155,6 +155,21 @@ pub struct Direction {
     /// (`--compute-none`). Otherwise each `--compute-run` object as given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compute_runs: Option<Vec<serde_json::Map<String, serde_json::Value>>>,
+    /// Goal Focus v1 soft fields, each as given.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub goal_contribution: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub goal_contribution_detail: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub campaign_id: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub local_without_goal_delta: bool,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub local_without_goal_delta_tag: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub residual_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub scope_lock: String,
 }
 
 impl Direction {

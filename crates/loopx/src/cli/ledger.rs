@@ -173,6 +173,21 @@ pub struct AppendArgs {
     /// Record that no compute service was used.
     #[arg(long)]
     pub compute_none: bool,
+    /// Goal Focus v1 soft fields, stored as given.
+    #[arg(long, default_value = "")]
+    pub goal_contribution: String,
+    #[arg(long, default_value = "")]
+    pub goal_contribution_detail: String,
+    #[arg(long, default_value = "")]
+    pub campaign_id: String,
+    #[arg(long)]
+    pub local_without_goal_delta: bool,
+    #[arg(long, default_value = "")]
+    pub local_without_goal_delta_tag: String,
+    #[arg(long, default_value = "")]
+    pub residual_id: String,
+    #[arg(long, default_value = "")]
+    pub scope_lock: String,
 }
 
 /// `--compute-run`/`--compute-none` as the record stores them: `None`
@@ -337,6 +352,13 @@ pub fn append_iteration(args: &AppendArgs) -> Result<Reply> {
         campaign_delta: args.campaign_delta.clone().unwrap_or_default(),
         obligation_ids: args.obligation_ids.clone(),
         compute_runs: compute_runs(args)?,
+        goal_contribution: args.goal_contribution.clone(),
+        goal_contribution_detail: args.goal_contribution_detail.clone(),
+        campaign_id: args.campaign_id.clone(),
+        local_without_goal_delta: args.local_without_goal_delta,
+        local_without_goal_delta_tag: args.local_without_goal_delta_tag.clone(),
+        residual_id: args.residual_id.clone(),
+        scope_lock: args.scope_lock.clone(),
     };
     let dir = LoopDir::open(
         &args.dir.dir,
