@@ -4,8 +4,11 @@
 //! `hook-check` is called by an agent CLI (Claude Code's `hooks.Stop`) when
 //! a session wants to end its turn. It blocks (exit 2) only when an armed
 //! loop covering the session's project root is unfinished; every doubt
-//! (disabled, inside the driver, re-entered, no loop, unreadable state)
-//! resolves to letting the session stop.
+//! (disabled, inside the driver, re-entered, a payload that is not one JSON
+//! object, no loop, unreadable state) resolves to letting the session stop.
+//!
+//! It also owns reading the payload (`parse_payload`, `truthy`) so that the
+//! rule "what counts as re-entry" lives in one place.
 
 use crate::ledger::arbiter::Verdict;
 use jiff::Timestamp;
@@ -21,6 +24,86 @@ pub struct ArmedLoop {
     /// Absolute, resolved project root whose sessions this loop forces.
     pub project_root: String,
     pub armed_at: Timestamp,
+    /// `arm --pid`: the process whose life the arming follows (0 = none).
+    /// Once it has exited the entry no longer forces anything.
+    #[serde(default)]
+    pub pid: u32,
+    /// `arm --driver`: a headless driver owns the loop; while its `pid`
+    /// lives, interactive sessions are not forced.
+    #[serde(default)]
+    pub driver: bool,
+    /// `arm --notify`, as given (`auto`, `on`, `off` or a channel name);
+    /// absent when the flag was not passed. Stored for notify; read by
+    /// nothing yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify_channel: Option<String>,
+}
+
+/// Whether an entry still forces sessions, given whether its `pid` lives:
+/// an entry tied to a process that has exited is dead (the reference
+/// garbage-collects it; here it is skipped until disarmed).
+pub fn entry_live(entry: &ArmedLoop, pid_alive: bool) -> bool {
+    entry.pid == 0 || pid_alive
+}
+
+/// The hook's stand-down for a loop a live headless driver owns: the
+/// driver decides when its turns stop, a hooked session must not race it.
+pub fn driver_stand_down(entry: &ArmedLoop, pid_alive: bool) -> Option<HookVerdict> {
+    (entry.driver && entry.pid != 0 && pid_alive)
+        .then(|| HookVerdict::allow("headless_driver_active"))
+}
+
+/// Truthiness of a JSON value as the reference runtime reads
+/// `stop_hook_active`: `null`, `false`, `0`, `""`, `[]` and `{}` are false;
+/// everything else is true.
+pub fn truthy(value: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}
+
+/// Why a hook payload was not one well-formed JSON object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayloadError {
+    Empty,
+    NotUtf8,
+    NotJson,
+    NotAnObject,
+}
+
+impl PayloadError {
+    pub fn code(self) -> &'static str {
+        match self {
+            PayloadError::Empty => "invalid_payload:empty",
+            PayloadError::NotUtf8 => "invalid_payload:not_utf8",
+            PayloadError::NotJson => "invalid_payload:not_json",
+            PayloadError::NotAnObject => "invalid_payload:not_an_object",
+        }
+    }
+}
+
+/// The Stop-hook payload: exactly one JSON object in UTF-8, surrounded by
+/// nothing but whitespace. Anything else (a second value after the object,
+/// garbage that merely contains `true`, bytes that are not UTF-8) is
+/// refused whole: guessing at a damaged payload could trap a session.
+pub fn parse_payload(
+    bytes: &[u8],
+) -> Result<serde_json::Map<String, serde_json::Value>, PayloadError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| PayloadError::NotUtf8)?;
+    if text.trim().is_empty() {
+        return Err(PayloadError::Empty);
+    }
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(_) => Err(PayloadError::NotAnObject),
+        Err(_) => Err(PayloadError::NotJson),
+    }
 }
 
 pub const ARMED_SCHEMA_VERSION: &str = "1.0";
@@ -47,8 +130,11 @@ pub struct HookSignals {
     pub disabled: bool,
     /// `AUTOLOOP_DRIVER` is set: the driver owns the stop decision.
     pub inside_driver: bool,
-    /// The payload's `stop_hook_active`: this stop already follows a block.
+    /// The payload's `stop_hook_active` (by `truthy`): this stop already
+    /// follows a block.
     pub reentrant: bool,
+    /// The payload was not one JSON object: fail open, saying why.
+    pub bad_payload: Option<PayloadError>,
 }
 
 /// What became of the loop the hook matched.
@@ -60,8 +146,13 @@ pub enum LoopReading {
     Missing,
     /// It could not be read; fail open.
     Unreadable(String),
-    /// The stop verdict, and how many iterations the ledger holds.
-    Read(Verdict, u64),
+    /// The stop verdict, how many iterations the ledger holds, and the
+    /// iteration whose success claim awaits the host's check, if any.
+    Read {
+        verdict: Verdict,
+        iterations: u64,
+        pending_claim: Option<u64>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -88,6 +179,8 @@ pub fn early_stand_down(signals: HookSignals) -> Option<HookVerdict> {
         Some(HookVerdict::allow("disabled_env"))
     } else if signals.inside_driver {
         Some(HookVerdict::allow("driver_active"))
+    } else if let Some(error) = signals.bad_payload {
+        Some(HookVerdict::allow(error.code()))
     } else if signals.reentrant {
         Some(HookVerdict::allow("stop_hook_active"))
     } else {
@@ -104,9 +197,26 @@ pub fn verdict(entry: Option<&ArmedLoop>, reading: LoopReading) -> HookVerdict {
         LoopReading::NoneArmed => HookVerdict::allow("no_active_loop"),
         LoopReading::Missing => HookVerdict::allow("loop_dir_missing"),
         LoopReading::Unreadable(error) => HookVerdict::allow(format!("error_fail_open:{error}")),
-        LoopReading::Read(done, _) if done.paused => HookVerdict::allow("paused"),
-        LoopReading::Read(done, _) if done.done => HookVerdict::allow(done.reason.unwrap_or("done")),
-        LoopReading::Read(..) => HookVerdict {
+        LoopReading::Read { verdict, .. } if verdict.paused => HookVerdict::allow("paused"),
+        LoopReading::Read { verdict, .. } if verdict.done => {
+            HookVerdict::allow(verdict.reason.unwrap_or("done"))
+        }
+        // The session has claimed success and may append nothing until the
+        // host runs the loop's success_check. Blocking would demand a turn
+        // it cannot record, and the session may not settle its own claim:
+        // let it stop, and say what settles the claim.
+        LoopReading::Read {
+            pending_claim: Some(iteration),
+            ..
+        } => HookVerdict {
+            block: false,
+            reason: "success_claim_pending".into(),
+            message: Some(format!(
+                "iteration {iteration} claims success; the loop stays armed until the claim is settled: run `loopx verify --dir {dir}` (it runs the loop's success_check; a pass ends the loop, a failure reopens it)",
+                dir = entry.loop_dir
+            )),
+        },
+        LoopReading::Read { .. } => HookVerdict {
             block: true,
             reason: "active_not_done".into(),
             message: Some(format!(
@@ -137,6 +247,7 @@ mod tests {
             disabled: true,
             inside_driver: true,
             reentrant: true,
+            bad_payload: None,
         };
         assert_eq!(early_stand_down(all).unwrap().reason, "disabled_env");
         let driver = HookSignals {
@@ -148,41 +259,158 @@ mod tests {
         assert!(early_stand_down(HookSignals::default()).is_none());
     }
 
-    #[test]
-    fn only_an_unfinished_unpaused_loop_blocks() {
-        let entry = ArmedLoop {
+    fn entry() -> ArmedLoop {
+        ArmedLoop {
             schema_version: ARMED_SCHEMA_VERSION.into(),
             run_id: "run-1".into(),
             loop_dir: "/p/.loopx".into(),
             project_root: "/p".into(),
             armed_at: Timestamp::UNIX_EPOCH,
-        };
+            pid: 0,
+            driver: false,
+            notify_channel: None,
+        }
+    }
+
+    fn read(verdict: Verdict, pending_claim: Option<u64>) -> LoopReading {
+        LoopReading::Read {
+            verdict,
+            iterations: 0,
+            pending_claim,
+        }
+    }
+
+    #[test]
+    fn only_an_unfinished_unpaused_loop_blocks() {
+        let entry = entry();
         let open = Verdict {
             done: false,
             paused: false,
             reason: None,
             conditions: vec![],
         };
-        assert!(verdict(Some(&entry), LoopReading::Read(open.clone(), 0)).block);
+        assert!(verdict(Some(&entry), read(open.clone(), None)).block);
         let paused = Verdict {
             paused: true,
             ..open.clone()
         };
-        assert_eq!(
-            verdict(Some(&entry), LoopReading::Read(paused, 0)).reason,
-            "paused"
-        );
+        assert_eq!(verdict(Some(&entry), read(paused, None)).reason, "paused");
         let done = Verdict {
             done: true,
             reason: Some("loops_reached"),
-            ..open
+            ..open.clone()
         };
         assert_eq!(
-            verdict(Some(&entry), LoopReading::Read(done, 0)).reason,
+            verdict(Some(&entry), read(done, None)).reason,
             "loops_reached"
         );
         assert!(!verdict(Some(&entry), LoopReading::Unreadable("x".into())).block);
         assert!(!verdict(None, LoopReading::NoneArmed).block);
+        let claim = verdict(Some(&entry), read(open, Some(4)));
+        assert!(!claim.block, "a pending claim lets the session stop");
+        assert_eq!(claim.reason, "success_claim_pending");
+        assert!(claim
+            .message
+            .unwrap()
+            .contains("loopx verify --dir /p/.loopx"));
+    }
+
+    #[test]
+    fn json_truthiness_follows_the_reference_for_every_type() {
+        use serde_json::json;
+        let table = [
+            (json!(null), false),
+            (json!(false), false),
+            (json!(true), true),
+            (json!(0), false),
+            (json!(0.0), false),
+            (json!(-0.0), false),
+            (json!(1), true),
+            (json!(-1), true),
+            (json!(0.5), true),
+            (json!(""), false),
+            (json!("false"), true),
+            (json!("0"), true),
+            (json!([]), false),
+            (json!([false]), true),
+            (json!({}), false),
+            (json!({"a": 0}), true),
+        ];
+        for (value, expected) in table {
+            assert_eq!(truthy(&value), expected, "{value}");
+        }
+    }
+
+    #[test]
+    fn only_one_whole_utf8_json_object_is_a_payload() {
+        assert!(parse_payload(b"  {\"stop_hook_active\": true}\n").is_ok());
+        let refused: [(&[u8], PayloadError); 8] = [
+            (b"", PayloadError::Empty),
+            (b" \n", PayloadError::Empty),
+            (b"garbage true", PayloadError::NotJson),
+            (
+                br#"{"stop_hook_active":true} trailing"#,
+                PayloadError::NotJson,
+            ),
+            (br#"{"a":1}{"b":2}"#, PayloadError::NotJson),
+            (b"{\"cwd\": \"\xff\"}", PayloadError::NotUtf8),
+            (b"[true]", PayloadError::NotAnObject),
+            (b"true", PayloadError::NotAnObject),
+        ];
+        for (bytes, error) in refused {
+            assert_eq!(
+                parse_payload(bytes),
+                Err(error),
+                "{}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+    }
+
+    #[test]
+    fn a_bad_payload_stands_down_after_disable_and_driver() {
+        let signals = HookSignals {
+            bad_payload: Some(PayloadError::NotJson),
+            reentrant: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            early_stand_down(signals).unwrap().reason,
+            "invalid_payload:not_json"
+        );
+        let disabled = HookSignals {
+            disabled: true,
+            ..signals
+        };
+        assert_eq!(early_stand_down(disabled).unwrap().reason, "disabled_env");
+    }
+
+    #[test]
+    fn a_dead_pid_retires_an_entry_and_a_live_driver_stands_the_hook_down() {
+        let plain = entry();
+        assert!(entry_live(&plain, false), "no pid: always live");
+        let tied = ArmedLoop { pid: 42, ..entry() };
+        assert!(entry_live(&tied, true) && !entry_live(&tied, false));
+        assert!(driver_stand_down(&tied, true).is_none(), "not a driver");
+        let driver = ArmedLoop {
+            driver: true,
+            ..tied
+        };
+        assert_eq!(
+            driver_stand_down(&driver, true).unwrap().reason,
+            "headless_driver_active"
+        );
+        assert!(driver_stand_down(&driver, false).is_none());
+    }
+
+    #[test]
+    fn an_entry_written_before_pid_driver_notify_still_parses() {
+        let old = r#"{"schema_version":"1.0","run_id":"r","loop_dir":"/l","project_root":"/p","armed_at":"2026-01-01T00:00:00Z"}"#;
+        let entry: ArmedLoop = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            (entry.pid, entry.driver, entry.notify_channel),
+            (0, false, None)
+        );
     }
 }
 

@@ -844,7 +844,7 @@ fn turn(
     let (mut command, stdin) = match (launcher, &options.target) {
         (Some(launcher), _) => {
             let mut command = Command::new(launcher.binary);
-            command.args(launcher.argv(&prompt));
+            command.args(launcher.argv(&prompt, &root.display().to_string()));
             (command, None)
         }
         (None, Target::Command(cmd)) => {

@@ -242,3 +242,17 @@ fn stat_fields(pid: u32) -> Option<Vec<String>> {
 fn parent_of(pid: u32) -> Option<u32> {
     stat_fields(pid)?.get(1)?.parse().ok()
 }
+
+/// Whether a process with this pid exists, even one of another user
+/// (signal 0 refused with EPERM still proves it exists).
+pub fn exists(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: as above.
+    let signalled = unsafe { libc::kill(pid, 0) } == 0;
+    signalled || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}

@@ -7,10 +7,25 @@ use predicates::str::contains;
 use std::path::Path;
 
 fn hook(f: &Fixture, root: &Path, payload: &str) -> assert_cmd::assert::Assert {
+    hook_bytes(f, root, payload.as_bytes())
+}
+
+fn hook_bytes(f: &Fixture, root: &Path, payload: &[u8]) -> assert_cmd::assert::Assert {
     f.loopx()
         .args(["hook-check", "--root", root.to_str().unwrap()])
-        .write_stdin(payload.to_owned())
+        .write_stdin(payload.to_vec())
         .assert()
+}
+
+/// The hook's `--json` verdict for a payload.
+fn verdict(f: &Fixture, root: &Path, payload: &[u8]) -> serde_json::Value {
+    let output = f
+        .loopx()
+        .args(["hook-check", "--json", "--root", root.to_str().unwrap()])
+        .write_stdin(payload.to_vec())
+        .output()
+        .unwrap();
+    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 fn armed_fixture() -> (Fixture, std::path::PathBuf) {
@@ -60,14 +75,7 @@ fn the_hook_stands_down_when_it_should() {
     hook(&f, &root, "{}").code(0);
     std::fs::remove_file(f.dir.join("PAUSE")).unwrap();
     std::fs::write(f.dir.join("STOP_REQUESTED"), "").unwrap();
-    let verdict: serde_json::Value = serde_json::from_slice(
-        &f.loopx()
-            .args(["hook-check", "--json", "--root", root.to_str().unwrap()])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
+    let verdict = verdict(&f, &root, b"{}");
     assert_eq!(
         (verdict["block"].as_bool(), verdict["reason"].as_str()),
         (Some(false), Some("user_stop_requested"))
@@ -77,8 +85,6 @@ fn the_hook_stands_down_when_it_should() {
 #[test]
 fn the_hook_fails_open_on_damage() {
     let (f, root) = armed_fixture();
-    // A payload that is not JSON is ignored: the loop is still unfinished.
-    hook(&f, &root, "not json").code(2);
     // Corrupt loop state (the database and its write-ahead log) lets the session go.
     std::fs::write(f.dir.join("loopx.sqlite"), b"garbage garbage garbage").unwrap();
     std::fs::write(f.dir.join("loopx.sqlite-wal"), b"garbage").unwrap();
@@ -92,21 +98,150 @@ fn the_hook_fails_open_on_damage() {
 }
 
 #[test]
-fn the_root_comes_from_the_environment_or_the_payload() {
+fn the_root_comes_from_the_environment_then_the_process_directory() {
     let (f, root) = armed_fixture();
+    for variable in ["CLAUDE_PROJECT_DIR", "GROK_WORKSPACE_ROOT"] {
+        f.loopx()
+            .arg("hook-check")
+            .env_remove("GROK_WORKSPACE_ROOT")
+            .current_dir(f.temp.path())
+            .env(variable, &root)
+            .write_stdin("{}")
+            .assert()
+            .code(2);
+    }
+}
+
+/// Claude Code sends the session's `cwd` in the payload and runs the hook
+/// in a working directory of its own; when they disagree, the process's
+/// directory decides (as in the reference), never the payload.
+#[test]
+fn the_payload_cwd_never_decides_the_project_in_either_order() {
+    let (f, root) = armed_fixture();
+    let outside = f.temp.path().join("elsewhere");
+    std::fs::create_dir_all(&outside).unwrap();
+    let cases = [
+        // (process directory, payload cwd, exit code)
+        (root.join("src"), outside.clone(), 2),
+        (outside.clone(), root.join("src"), 0),
+    ];
+    for (process_dir, payload_cwd, code) in cases {
+        let payload = serde_json::json!({"cwd": payload_cwd, "stop_hook_active": false});
+        f.loopx()
+            .arg("hook-check")
+            .env_remove("GROK_WORKSPACE_ROOT")
+            .current_dir(&process_dir)
+            .write_stdin(payload.to_string())
+            .assert()
+            .code(code);
+    }
+}
+
+#[test]
+fn stop_hook_active_follows_json_truthiness_for_every_type() {
+    let (f, root) = armed_fixture();
+    let falsy = ["null", "false", "0", "0.0", "\"\"", "[]", "{}"];
+    let truthy = [
+        "true",
+        "1",
+        "-2.5",
+        "\"false\"",
+        "\"0\"",
+        "[0]",
+        "{\"a\":null}",
+    ];
+    for (values, code, reason) in [
+        (&falsy[..], 2, "active_not_done"),
+        (&truthy[..], 0, "stop_hook_active"),
+    ] {
+        for value in values {
+            let payload = format!(r#"{{"session_id":"s","stop_hook_active":{value}}}"#);
+            hook(&f, &root, &payload).code(code);
+            assert_eq!(
+                verdict(&f, &root, payload.as_bytes())["reason"],
+                reason,
+                "stop_hook_active = {value}"
+            );
+            // Progress resets the stand-down streak so the table never
+            // reaches the block limit.
+            std::fs::remove_dir_all(f.registry.join("blocks")).ok();
+        }
+    }
+    // A missing key is not re-entry either.
+    hook(&f, &root, r#"{"session_id":"s"}"#).code(2);
+}
+
+#[test]
+fn anything_but_one_utf8_json_object_lets_the_session_stop() {
+    let (f, root) = armed_fixture();
+    let table: [(&[u8], &str); 9] = [
+        (b"", "invalid_payload:empty"),
+        (b"  \n", "invalid_payload:empty"),
+        (b"not json", "invalid_payload:not_json"),
+        (b"garbage stop_hook_active true", "invalid_payload:not_json"),
+        (
+            br#"{"stop_hook_active":false} trailing"#,
+            "invalid_payload:not_json",
+        ),
+        (
+            br#"{"stop_hook_active":false}{}"#,
+            "invalid_payload:not_json",
+        ),
+        (b"{\"cwd\":\"\xff\xfe\"}", "invalid_payload:not_utf8"),
+        (
+            br#"[{"stop_hook_active":false}]"#,
+            "invalid_payload:not_an_object",
+        ),
+        (b"false", "invalid_payload:not_an_object"),
+    ];
+    for (payload, reason) in table {
+        hook_bytes(&f, &root, payload).code(0);
+        assert_eq!(
+            verdict(&f, &root, payload)["reason"],
+            reason,
+            "{}",
+            String::from_utf8_lossy(payload)
+        );
+    }
+    // The same loop still blocks a well-formed payload.
+    hook(&f, &root, "{\"stop_hook_active\":false}\n").code(2);
+}
+
+#[test]
+fn a_pending_success_claim_lets_the_session_stop_and_names_loopx_verify() {
+    let f = Fixture::new();
+    f.init(5, &["--success-check", "true"]);
+    let root = f.temp.path().join("project");
+    std::fs::create_dir_all(&root).unwrap();
     f.loopx()
-        .arg("hook-check")
-        .env("CLAUDE_PROJECT_DIR", &root)
-        .write_stdin("{}")
+        .args(["arm", "--dir", f.d(), "--root", root.to_str().unwrap()])
         .assert()
-        .code(2);
-    let payload = serde_json::json!({"cwd": root.join("src")}).to_string();
+        .success();
+    f.write_proof("q");
+    f.append("stop", &["--stop-reason", "success", "--evidence-id", "q"])
+        .success();
+    let before = f.fingerprint();
+    hook(&f, &root, "{}")
+        .code(0)
+        .stderr(contains("claims success"))
+        .stderr(contains(format!(
+            "loopx verify --dir {}",
+            f.dir.canonicalize().unwrap().display()
+        )));
+    assert_eq!(verdict(&f, &root, b"{}")["reason"], "success_claim_pending");
+    assert_eq!(
+        before,
+        f.fingerprint(),
+        "the hook changes nothing in the loop"
+    );
     f.loopx()
-        .arg("hook-check")
-        .current_dir(f.temp.path())
-        .write_stdin(payload)
+        .args(["verify", "--dir", f.d()])
         .assert()
-        .code(2);
+        .success();
+    assert_eq!(
+        verdict(&f, &root, b"{}")["reason"],
+        "terminal_status:stopped"
+    );
 }
 
 #[test]

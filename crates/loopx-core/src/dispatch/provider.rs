@@ -1,7 +1,8 @@
 //! The provider table: how each agent CLI runs one headless turn.
 //!
-//! Pure data plus the argv rule; the adapter probes PATH and passes the
-//! answer in, so nothing here touches the machine.
+//! Pure data plus the argv rule and the family rule; the adapter probes
+//! PATH and reads the environment and passes the answers in, so nothing
+//! here touches the machine.
 
 use serde::Serialize;
 
@@ -31,9 +32,79 @@ pub enum Structured {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Provider {
     pub name: &'static str,
+    /// The model family a pinned launch reaches, for family attribution
+    /// (a reviewer of another family is independent).
+    pub family: Family,
     /// Tried in order; the first whose binary is on PATH is used.
     pub launchers: &'static [Launcher],
 }
+
+/// A model family. `Unverified`: a gateway that may route to several
+/// families, or a launch whose endpoint the environment overrides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    Anthropic,
+    Openai,
+    Deepseek,
+    Google,
+    Xai,
+    Unverified,
+}
+
+impl Family {
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Anthropic => "anthropic",
+            Family::Openai => "openai",
+            Family::Deepseek => "deepseek",
+            Family::Google => "google",
+            Family::Xai => "xai",
+            Family::Unverified => "unverified",
+        }
+    }
+}
+
+/// Variables that point an agent CLI at another endpoint or provider
+/// (the reference's list). When any is set, no launch can be attributed
+/// to the family the table names.
+pub const ENDPOINT_OVERRIDES: &[&str] = &[
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_API_URL",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+    "CLAUDE_CODE_USE_FOUNDRY",
+    "OPENAI_BASE_URL",
+    "OPENAI_API_BASE",
+    "CODEX_BASE_URL",
+    "AZURE_OPENAI_ENDPOINT",
+    "DEEPSEEK_BASE_URL",
+    "DEEPSEEK_API_BASE",
+    "CODEWHALE_BASE_URL",
+    "XAI_BASE_URL",
+    "GROK_BASE_URL",
+    "GOOGLE_GEMINI_BASE_URL",
+    "GOOGLE_VERTEX_BASE_URL",
+    "GEMINI_NEXT_GEN_API_BASE_URL",
+];
+
+/// The family a launch of `provider` reaches in an environment where
+/// `env(name)` reads a variable: the table's family, unless an endpoint
+/// override is set (to anything non-empty).
+pub fn family(provider: &Provider, env: impl Fn(&str) -> Option<String>) -> Family {
+    let overridden = ENDPOINT_OVERRIDES
+        .iter()
+        .any(|name| env(name).is_some_and(|value| !value.is_empty()));
+    if overridden {
+        Family::Unverified
+    } else {
+        provider.family
+    }
+}
+
+/// Stands for the project root (the agent's working directory) in a
+/// launcher's arguments.
+pub const ROOT: &str = "{root}";
 
 const fn text(
     binary: &'static str,
@@ -48,11 +119,15 @@ const fn text(
     }
 }
 
-/// The table of the runtime spec. `-p`/`--print` consumes the next argv
-/// word as the prompt, so nothing ever stands between `-p` and the prompt.
+/// The table of the runtime spec, pinned as the reference pins it: codex
+/// to its built-in OpenAI provider without the user's config, deepseek to
+/// the official endpoint without the project's config. `-p`/`--print`
+/// consumes the next argv word as the prompt, so nothing ever stands
+/// between `-p` and the prompt.
 pub const PROVIDERS: &[Provider] = &[
     Provider {
         name: "claude",
+        family: Family::Anthropic,
         launchers: &[Launcher {
             binary: "claude",
             before: &["-p"],
@@ -67,36 +142,77 @@ pub const PROVIDERS: &[Provider] = &[
     },
     Provider {
         name: "codex",
+        family: Family::Openai,
         launchers: &[Launcher {
             binary: "codex",
-            before: &["exec", "--full-auto", "--json"],
+            before: &[
+                "exec",
+                "--ignore-user-config",
+                "-c",
+                "model_provider=\"openai\"",
+                "--full-auto",
+                "--json",
+            ],
             after: &[],
             structured: Structured::CodexJson,
         }],
     },
     Provider {
         name: "deepseek",
+        family: Family::Deepseek,
         launchers: &[
-            text("codewhale", &["exec", "--auto"], &[]),
-            text("codewhale-tui", &["exec", "--auto"], &[]),
-            text("deepseek", &["exec", "--auto"], &[]),
+            text("codewhale", DEEPSEEK_PINNED, &[]),
+            text(
+                "codewhale-tui",
+                &["-w", ROOT, "exec", "--provider", "deepseek", "--auto"],
+                &[],
+            ),
+            text("deepseek", DEEPSEEK_PINNED, &[]),
         ],
     },
     Provider {
         name: "opencode",
+        family: Family::Unverified,
         launchers: &[text("opencode", &["run"], &[])],
     },
     Provider {
         name: "copilot",
+        family: Family::Unverified,
         launchers: &[text("copilot", &["-p"], &["--allow-all-tools"])],
     },
     Provider {
         name: "antigravity",
+        family: Family::Google,
         launchers: &[
             text("agy", &["-p"], &["--dangerously-skip-permissions"]),
             text("gemini", &["--yolo", "-p"], &[]),
         ],
     },
+    Provider {
+        name: "grok",
+        family: Family::Xai,
+        launchers: &[
+            text("grok", &["-p"], &["--yolo"]),
+            text("grok-remote", &["-p"], &["--yolo"]),
+        ],
+    },
+    Provider {
+        // Kimi's model aliases may reach any configured registry: its
+        // family cannot be attributed.
+        name: "kimi",
+        family: Family::Unverified,
+        launchers: &[text("kimi", &["-p"], &["--auto"])],
+    },
+];
+
+const DEEPSEEK_PINNED: &[&str] = &[
+    "--provider",
+    "deepseek",
+    "--no-project-config",
+    "-C",
+    ROOT,
+    "exec",
+    "--auto",
 ];
 
 /// `codewhale` is the same provider as `deepseek`.
@@ -127,7 +243,7 @@ pub fn autonomy_notice() -> String {
     );
     for provider in PROVIDERS {
         for launcher in provider.launchers {
-            let argv = launcher.argv("<prompt>");
+            let argv = launcher.argv("<prompt>", "<root>");
             text.push_str(&format!(
                 "  {:<12} {} {}\n",
                 provider.name,
@@ -140,13 +256,15 @@ pub fn autonomy_notice() -> String {
 }
 
 impl Launcher {
-    /// argv (without the binary) for one turn with `prompt`.
-    pub fn argv(&self, prompt: &str) -> Vec<String> {
+    /// argv (without the binary) for one turn with `prompt`, run in the
+    /// project `root`.
+    pub fn argv(&self, prompt: &str, root: &str) -> Vec<String> {
+        let word = |s: &&str| if *s == ROOT { root } else { s }.to_owned();
         self.before
             .iter()
-            .map(|s| (*s).to_owned())
+            .map(word)
             .chain([prompt.to_owned()])
-            .chain(self.after.iter().map(|s| (*s).to_owned()))
+            .chain(self.after.iter().map(word))
             .collect()
     }
 }
@@ -159,7 +277,7 @@ mod tests {
     fn the_prompt_follows_print_flags_directly() {
         for provider in PROVIDERS {
             for launcher in provider.launchers {
-                let argv = launcher.argv("PROMPT");
+                let argv = launcher.argv("PROMPT", "/root");
                 let at = argv.iter().position(|a| a == "PROMPT").unwrap();
                 if at > 0 && (argv[at - 1] == "-p" || argv[at - 1] == "--print") {
                     continue;
@@ -178,8 +296,10 @@ mod tests {
         let notice = autonomy_notice();
         for provider in PROVIDERS {
             for launcher in provider.launchers {
+                // The project-root placeholder is shown as `<root>`.
                 for flag in launcher.before.iter().chain(launcher.after) {
-                    assert!(notice.contains(flag), "{flag} missing from {notice}");
+                    let shown = if *flag == ROOT { "<root>" } else { flag };
+                    assert!(notice.contains(shown), "{shown} missing from {notice}");
                 }
             }
         }
@@ -197,13 +317,92 @@ mod tests {
     fn antigravity_falls_back_to_gemini_and_deepseek_to_its_aliases() {
         let gemini_only = |b: &str| b == "gemini";
         let launcher = resolve(find("antigravity").unwrap(), gemini_only).unwrap();
-        assert_eq!(launcher.argv("P"), ["--yolo", "-p", "P"]);
+        assert_eq!(launcher.argv("P", "/r"), ["--yolo", "-p", "P"]);
         let launcher = resolve(find("codewhale").unwrap(), |b| b == "deepseek").unwrap();
         assert_eq!(launcher.binary, "deepseek");
         assert!(resolve(find("claude").unwrap(), |_| false).is_none());
         assert_eq!(
-            find("claude").unwrap().launchers[0].argv("P")[..2],
+            find("claude").unwrap().launchers[0].argv("P", "/r")[..2],
             ["-p", "P"]
         );
+    }
+
+    #[test]
+    fn codex_and_deepseek_are_pinned_to_their_own_endpoints() {
+        let argv = |name: &str, binary: &str| {
+            let launcher = resolve(find(name).unwrap(), |b| b == binary).unwrap();
+            launcher.argv("P", "/proj")
+        };
+        assert_eq!(
+            argv("codex", "codex"),
+            [
+                "exec",
+                "--ignore-user-config",
+                "-c",
+                "model_provider=\"openai\"",
+                "--full-auto",
+                "--json",
+                "P"
+            ]
+        );
+        assert_eq!(
+            argv("deepseek", "codewhale"),
+            [
+                "--provider",
+                "deepseek",
+                "--no-project-config",
+                "-C",
+                "/proj",
+                "exec",
+                "--auto",
+                "P"
+            ]
+        );
+        assert_eq!(
+            argv("deepseek", "codewhale-tui"),
+            [
+                "-w",
+                "/proj",
+                "exec",
+                "--provider",
+                "deepseek",
+                "--auto",
+                "P"
+            ]
+        );
+        assert_eq!(argv("grok", "grok-remote"), ["-p", "P", "--yolo"]);
+        assert_eq!(argv("kimi", "kimi"), ["-p", "P", "--auto"]);
+    }
+
+    #[test]
+    fn any_endpoint_override_makes_every_family_unverified() {
+        let clean = |_: &str| None;
+        let table = [
+            ("claude", Family::Anthropic),
+            ("codex", Family::Openai),
+            ("deepseek", Family::Deepseek),
+            ("codewhale", Family::Deepseek),
+            ("antigravity", Family::Google),
+            ("grok", Family::Xai),
+            ("kimi", Family::Unverified),
+            ("opencode", Family::Unverified),
+            ("copilot", Family::Unverified),
+        ];
+        for (name, expected) in table {
+            assert_eq!(family(find(name).unwrap(), clean), expected, "{name}");
+        }
+        for variable in ENDPOINT_OVERRIDES {
+            let env = |name: &str| (name == *variable).then(|| "https://proxy.example".to_owned());
+            for (name, _) in table {
+                assert_eq!(
+                    family(find(name).unwrap(), env),
+                    Family::Unverified,
+                    "{name} with {variable}"
+                );
+            }
+        }
+        let empty = |name: &str| (name == "OPENAI_BASE_URL").then(String::new);
+        assert_eq!(family(find("codex").unwrap(), empty), Family::Openai);
+        assert_eq!(names().len(), 8, "grok and kimi are in the table");
     }
 }

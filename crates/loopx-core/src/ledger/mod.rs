@@ -131,6 +131,51 @@ pub struct IterationReport {
     /// The driver dispatch this turn ran under (`LOOPX_DISPATCH_ID`), if any.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub dispatch_id: String,
+    /// Goal Focus v2 and compute provenance, as the reference's flags gave
+    /// them. Absent when empty, so older requests keep their digests.
+    #[serde(default, skip_serializing_if = "Direction::is_empty")]
+    pub direction: Box<Direction>,
+}
+
+/// What the reference's `append-iteration` records for Goal Focus (v2:
+/// `--global-delta`, `--campaign-delta`, `--obligation-id`; v1's soft
+/// goal-priority fields) and notify (`--compute-run`, `--compute-none`).
+/// Stored faithfully; no rule reads it yet.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Direction {
+    /// `none`, `reduced` or `satisfied`; empty when not given.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub global_delta: String,
+    /// `none`, `incremental`, `substantial` or `closed`; empty when not given.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub campaign_delta: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub obligation_ids: Vec<String>,
+    /// `None`: compute not reported. `Some([])`: explicitly none
+    /// (`--compute-none`). Otherwise each `--compute-run` object as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_runs: Option<Vec<serde_json::Map<String, serde_json::Value>>>,
+    /// Goal Focus v1 soft fields, each as given.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub goal_contribution: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub goal_contribution_detail: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub campaign_id: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub local_without_goal_delta: bool,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub local_without_goal_delta_tag: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub residual_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub scope_lock: String,
+}
+
+impl Direction {
+    pub fn is_empty(&self) -> bool {
+        self == &Direction::default()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -167,6 +212,8 @@ pub struct IterationRecord {
     /// a claim until the host's check settles it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<ClaimState>,
+    #[serde(default, skip_serializing_if = "Direction::is_empty")]
+    pub direction: Direction,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -215,6 +262,7 @@ impl IterationRecord {
             next_action: self.proposed_next_action.clone(),
             executor_provider: self.executor_provider.clone(),
             dispatch_id: self.dispatch_id.clone(),
+            direction: Box::new(self.direction.clone()),
         }
     }
 }
@@ -851,6 +899,7 @@ fn record_from(
         executor_provider: report.executor_provider.clone(),
         dispatch_id: report.dispatch_id.trim().to_owned(),
         claim: claims_success(ledger, decision, &report.stop_reason).then_some(ClaimState::Pending),
+        direction: (*report.direction).clone(),
     }
 }
 

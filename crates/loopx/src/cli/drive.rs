@@ -4,7 +4,7 @@ use super::ledger::DirArgs;
 use super::Reply;
 use crate::drive::{self, Options, Target};
 use crate::loop_dir::LoopDir;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::Args;
 use loopx_core::dispatch::provider;
 use loopx_core::dispatch::session::Limits;
@@ -35,7 +35,7 @@ pub struct DriveArgs {
     #[command(flatten)]
     pub dir: DirArgs,
     /// Providers to use, first available first: claude, codex, deepseek,
-    /// opencode, copilot, antigravity (comma-separated for failover).
+    /// opencode, copilot, antigravity, grok, kimi (comma-separated for failover).
     #[arg(long, value_delimiter = ',')]
     pub provider: Vec<String>,
     /// A shell command run per turn instead; the prompt is on its stdin.
@@ -71,16 +71,23 @@ pub struct DriveArgs {
 }
 
 /// Print the command `drive --provider P` would run for one turn, after an
-/// offline PATH probe. Executes nothing. A missing binary exits 6, except
-/// with --print-prompt, which needs no binary: it prints the command and
-/// prompt with a warning and exits 0.
+/// offline PATH probe, with the provider's model family. Executes nothing.
+/// `--provider all` prints every provider's. An unknown provider exits 2, a
+/// missing binary 6, except with --print-prompt, which needs no binary: it
+/// prints the command and prompt with a warning and exits 0.
+///
+/// The family is `unverified` for gateways and for every provider while an
+/// endpoint override (ANTHROPIC_BASE_URL, OPENAI_BASE_URL, ...) is set.
 #[derive(Debug, Args)]
 pub struct AgentCmdArgs {
     #[command(flatten)]
     pub dir: DirArgs,
-    /// The provider whose command to print (claude, codex, ...).
+    /// A provider name (claude, codex, ...), or `all`.
     #[arg(long)]
     pub provider: String,
+    /// The project root the agent would work in (default: the current directory).
+    #[arg(long)]
+    pub root: Option<PathBuf>,
     /// Also print the prompt the turn would get.
     #[arg(long)]
     pub print_prompt: bool,
@@ -201,58 +208,112 @@ fn bad_arguments(message: String) -> Reply {
 }
 
 pub fn agent_cmd(args: &AgentCmdArgs) -> Result<Reply> {
-    let Some(known) = provider::find(&args.provider) else {
-        bail!(
-            "unknown provider {:?}; known: {}",
+    let known: Vec<&provider::Provider> = if args.provider == "all" {
+        provider::PROVIDERS.iter().collect()
+    } else if let Some(one) = provider::find(&args.provider) {
+        vec![one]
+    } else {
+        let message = format!(
+            "unknown provider {:?}; known: {}, or all",
             args.provider,
             provider::names().join(", ")
         );
+        return Ok(Reply {
+            json: json!({"status": "failed", "action": "agent-cmd", "exit_code": 2, "reason": "bad_arguments", "error": message}),
+            text: format!("error: {message}"),
+            code: 2,
+        });
     };
     let dir = LoopDir::open(&args.dir.dir, Access::ReadOnly)?;
-    let resolved = provider::resolve(known, |b| drive::which(b).is_some());
-    let missing = resolved.is_none();
-    let wanted: Vec<&str> = known.launchers.iter().map(|l| l.binary).collect();
-    let warning = format!(
-        "provider {} unavailable: none of {} is on PATH",
-        known.name,
-        wanted.join(", ")
-    );
-    // Printing a command and its prompt runs nothing, so it needs no
-    // binary: show the first launcher's command line with a warning.
-    let launcher = match resolved {
-        Some(launcher) => launcher,
-        None if args.print_prompt => {
-            eprintln!("warning: {warning}; `loopx drive --provider {}` would exit 6 until one is installed", known.name);
-            &known.launchers[0]
-        }
-        None => {
-            let json = json!({"status": "failed", "action": "agent-cmd", "provider": known.name, "exit_code": 6, "error": format!("none of {} is on PATH", wanted.join(", "))});
-            return Ok(Reply {
-                json,
-                text: warning,
-                code: 6,
-            });
-        }
-    };
+    let root = args.root.clone().unwrap_or(std::env::current_dir()?);
+    let root = root.display().to_string();
     let prompt = dir.task_body(goal::DEFAULT_GOAL_ID, &Actor::Agent("agent".into()))?;
-    let argv = launcher.argv("<prompt>");
-    let quoted: Vec<String> = std::iter::once(launcher.binary.to_owned())
-        .chain(argv.iter().map(|a| {
-            if a.contains(' ') || a.contains('<') {
-                format!("'{a}'")
-            } else {
-                a.clone()
+    let env = |name: &str| std::env::var(name).ok();
+    let mut entries = serde_json::Map::new();
+    let mut lines = Vec::new();
+    for each in &known {
+        let family = provider::family(each, env);
+        let resolved = provider::resolve(each, |b| drive::which(b).is_some());
+        let wanted: Vec<&str> = each.launchers.iter().map(|l| l.binary).collect();
+        let error = format!("none of {} is on PATH", wanted.join(", "));
+        let launcher = match resolved {
+            Some(launcher) => launcher,
+            // Printing a command and its prompt runs nothing, so it needs
+            // no binary: show the first launcher's command with a warning.
+            None if args.print_prompt => {
+                eprintln!(
+                    "warning: provider {} unavailable: {error}; `loopx drive --provider {}` would exit 6 until one is installed",
+                    each.name, each.name
+                );
+                &each.launchers[0]
             }
-        }))
-        .collect();
-    let mut text = quoted.join(" ");
+            None => {
+                lines.push(format!(
+                    "# {} ({}): unavailable: {error}",
+                    each.name,
+                    family.name()
+                ));
+                entries.insert(
+                    each.name.into(),
+                    json!({"binary_found": false, "family": family, "exit_code": 6, "error": error}),
+                );
+                continue;
+            }
+        };
+        let argv = launcher.argv("<prompt>", &root);
+        let quoted: Vec<String> = std::iter::once(launcher.binary.to_owned())
+            .chain(argv.iter().map(|a| {
+                if a.contains(' ') || a.contains('<') || a.contains('"') {
+                    format!("'{a}'")
+                } else {
+                    a.clone()
+                }
+            }))
+            .collect();
+        lines.push(if known.len() == 1 {
+            quoted.join(" ")
+        } else {
+            format!("# {} ({})\n{}", each.name, family.name(), quoted.join(" "))
+        });
+        let found = resolved.is_some();
+        entries.insert(
+            each.name.into(),
+            json!({"binary_found": found, "binary": drive::which(launcher.binary), "argv": argv,
+                   "family": family, "warning": (!found).then_some(&error)}),
+        );
+    }
+    let mut text = lines.join("\n");
     if args.print_prompt {
         text.push_str(&format!("\n\n{prompt}"));
     }
+    let prompt_json = args.print_prompt.then_some(prompt.clone());
+    if let [only] = known.as_slice() {
+        let entry = &entries[only.name];
+        if entry["binary_found"] == false && !args.print_prompt {
+            let mut json = entry.clone();
+            json["status"] = "failed".into();
+            json["action"] = "agent-cmd".into();
+            json["provider"] = only.name.into();
+            return Ok(Reply {
+                json,
+                text: format!(
+                    "provider {} unavailable: {}",
+                    only.name,
+                    entry["error"].as_str().unwrap_or("")
+                ),
+                code: 6,
+            });
+        }
+        let json = json!({
+            "status": "ok", "action": "agent-cmd", "provider": only.name, "binary": entry["binary"],
+            "argv": entry["argv"], "family": entry["family"], "warning": entry["warning"],
+            "prompt_bytes": prompt.len(), "prompt": prompt_json,
+        });
+        return Ok(Reply::ok(json, text));
+    }
     let json = json!({
-        "status": "ok", "action": "agent-cmd", "provider": known.name, "binary": drive::which(launcher.binary),
-        "warning": missing.then_some(&warning),
-        "argv": argv, "prompt_bytes": prompt.len(), "prompt": if args.print_prompt { Some(prompt) } else { None },
+        "status": "ok", "action": "agent-cmd", "provider": "all", "providers": entries,
+        "prompt_bytes": prompt.len(), "prompt": prompt_json,
     });
     Ok(Reply::ok(json, text))
 }

@@ -171,6 +171,88 @@ pub struct AppendArgs {
     /// Stable id for this operation; repeating it replays the receipt.
     #[arg(long)]
     pub operation_id: Option<String>,
+    /// Goal Focus v2: how this iteration moved the goal (stored as given).
+    #[arg(long, value_parser = ["none", "reduced", "satisfied"])]
+    pub global_delta: Option<String>,
+    /// Goal Focus v2: how it moved its campaign (stored as given).
+    #[arg(long, value_parser = ["none", "incremental", "substantial", "closed"])]
+    pub campaign_delta: Option<String>,
+    /// A goal-contract obligation this iteration changed (repeatable).
+    #[arg(long = "obligation-id")]
+    pub obligation_ids: Vec<String>,
+    /// Compute actually used: a JSON object, or @FILE holding one
+    /// (repeatable; stored as given).
+    #[arg(long = "compute-run")]
+    pub compute_runs: Vec<String>,
+    /// Record that no compute service was used.
+    #[arg(long)]
+    pub compute_none: bool,
+    /// How this iteration served the goal (Goal Focus v1 soft field, stored as given).
+    #[arg(long, default_value = "")]
+    pub goal_contribution: String,
+    /// The detail behind --goal-contribution (stored as given).
+    #[arg(long, default_value = "")]
+    pub goal_contribution_detail: String,
+    /// The campaign this iteration belongs to (stored as given).
+    #[arg(long, default_value = "")]
+    pub campaign_id: String,
+    /// This iteration was local work that moved no goal obligation.
+    #[arg(long)]
+    pub local_without_goal_delta: bool,
+    /// A tag for --local-without-goal-delta (stored as given).
+    #[arg(long, default_value = "")]
+    pub local_without_goal_delta_tag: String,
+    /// The residual this iteration worked on (stored as given).
+    #[arg(long, default_value = "")]
+    pub residual_id: String,
+    /// The scope lock this iteration held (stored as given).
+    #[arg(long, default_value = "")]
+    pub scope_lock: String,
+}
+
+/// `--compute-run`/`--compute-none` as the record stores them: `None`
+/// when compute was not reported, an empty list when explicitly none.
+fn compute_runs(
+    args: &AppendArgs,
+) -> Result<Option<Vec<serde_json::Map<String, serde_json::Value>>>> {
+    if args.compute_none && !args.compute_runs.is_empty() {
+        anyhow::bail!(
+            "--compute-none is mutually exclusive with --compute-run: pass one or the other"
+        );
+    }
+    if args.compute_none {
+        return Ok(Some(Vec::new()));
+    }
+    if args.compute_runs.is_empty() {
+        return Ok(None);
+    }
+    let mut runs = Vec::new();
+    for raw in &args.compute_runs {
+        let raw = raw.trim();
+        let text = match raw.strip_prefix('@') {
+            Some(path) => {
+                let mut text = String::new();
+                std::io::Read::read_to_string(
+                    &mut std::io::Read::take(
+                        std::fs::File::open(path)
+                            .with_context(|| format!("cannot read --compute-run file {path}"))?,
+                        1 << 20,
+                    ),
+                    &mut text,
+                )
+                .with_context(|| format!("cannot read --compute-run file {path} as UTF-8"))?;
+                text
+            }
+            None => raw.to_owned(),
+        };
+        match serde_json::from_str(&text) {
+            Ok(serde_json::Value::Object(run)) => runs.push(run),
+            _ => anyhow::bail!(
+                "each --compute-run value must be a JSON object (or @FILE holding one), e.g. '{{\"service\":\"local\",\"status\":\"succeeded\"}}'; got {raw:?}"
+            ),
+        }
+    }
+    Ok(Some(runs))
 }
 
 fn mode_parser() -> PossibleValuesParser {
@@ -285,6 +367,19 @@ pub fn init(args: &InitArgs) -> Result<Reply> {
 
 pub fn append_iteration(args: &AppendArgs) -> Result<Reply> {
     let operation_id = operation_id(args.operation_id.as_deref())?;
+    let direction = loopx_core::ledger::Direction {
+        global_delta: args.global_delta.clone().unwrap_or_default(),
+        campaign_delta: args.campaign_delta.clone().unwrap_or_default(),
+        obligation_ids: args.obligation_ids.clone(),
+        compute_runs: compute_runs(args)?,
+        goal_contribution: args.goal_contribution.clone(),
+        goal_contribution_detail: args.goal_contribution_detail.clone(),
+        campaign_id: args.campaign_id.clone(),
+        local_without_goal_delta: args.local_without_goal_delta,
+        local_without_goal_delta_tag: args.local_without_goal_delta_tag.clone(),
+        residual_id: args.residual_id.clone(),
+        scope_lock: args.scope_lock.clone(),
+    };
     let dir = LoopDir::open(
         &args.dir.dir,
         if args.dry_run {
@@ -316,6 +411,7 @@ pub fn append_iteration(args: &AppendArgs) -> Result<Reply> {
         next_action: args.next_action.clone(),
         executor_provider: args.executor_provider.clone(),
         dispatch_id: args.dispatch_id.clone(),
+        direction: Box::new(direction),
     });
     let now = clock::now();
     let context = LedgerContext {

@@ -23,11 +23,16 @@ use std::process::ExitCode;
 /// command with the same id and the same flags returns the original receipt
 /// and writes nothing.
 #[derive(Debug, Parser)]
+// As the reference's argument parser: unambiguous prefixes of long flags
+// (`--obj` for `--objective`), and a single-value flag given twice keeps
+// the last value. Both propagate to every subcommand.
 #[command(
     name = "loopx",
     version,
     propagate_version = true,
-    max_term_width = 100
+    max_term_width = 100,
+    infer_long_args = true,
+    args_override_self = true
 )]
 pub struct Cli {
     /// Print one JSON object on stdout instead of text.
@@ -40,7 +45,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Init(ledger::InitArgs),
-    AppendIteration(ledger::AppendArgs),
+    AppendIteration(Box<ledger::AppendArgs>),
     /// Rebuild the ledger from its journal and re-check every record; exit 1 lists every violation.
     Validate(ledger::DirArgs),
     /// The loop at a glance: budgets, the stop verdict, the last iteration, the driver.
@@ -92,8 +97,28 @@ impl Reply {
     }
 }
 
+/// The parser users run: `Cli`, where a value that looks like a negative
+/// number (`--usd -0`) is a value, never a flag, as in the reference.
+/// (Other leading hyphens still name flags, so a missing value is still
+/// caught.) Clap sets this per argument, so it is applied to every one.
+fn command() -> clap::Command {
+    fn negative_numbers(command: clap::Command) -> clap::Command {
+        command
+            .mut_args(|arg| {
+                if arg.get_action().takes_values() {
+                    arg.allow_negative_numbers(true)
+                } else {
+                    arg
+                }
+            })
+            .mut_subcommands(negative_numbers)
+    }
+    negative_numbers(<Cli as clap::CommandFactory>::command())
+}
+
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&command().get_matches())
+        .unwrap_or_else(|error| error.exit());
     let json = cli.json;
     let result = match cli.command {
         // The Stop hook renders itself: it must fail open and speak the
@@ -132,7 +157,11 @@ fn dispatch(command: Command, json: bool) -> Result<Reply> {
         Command::Arm(args) => hook::arm(&args),
         Command::Disarm(args) => hook::disarm(&args),
         Command::Active(args) => hook::active(&args),
-        Command::HookCheck(args) => Ok(Reply::ok(json!(hook::decide(&args, &Value::Null)), "")),
+        // In-process (selftest): judged as if the agent CLI sent `{}`.
+        Command::HookCheck(args) => Ok(Reply::ok(
+            json!(hook::decide(&args, Ok(&serde_json::Map::new()))),
+            "",
+        )),
         Command::Selftest => selftest::run(),
         Command::GoalAcceptance(command) => goal::acceptance(&command),
         Command::Todo(command) => goal::todo(&command),
