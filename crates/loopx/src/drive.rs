@@ -20,6 +20,7 @@ use loopx_core::dispatch::{
 use loopx_core::goal::Actor;
 use loopx_core::ledger::{CheckRun, LedgerOwner, LedgerRequest, STREAM};
 use loopx_core::operation::OperationId;
+use loopx_core::path::LoopPath;
 use loopx_store::failpoint;
 use loopx_store::sqlite::Access;
 use loopx_store::AuthorityError;
@@ -313,7 +314,7 @@ pub fn apply_recovery(dir: &LoopDir, intent: &Intent, plan: &RecoveryPlan) -> Re
             iteration,
         } => {
             let structured = structured_for(&intent.provider);
-            let output = std::fs::read_to_string(dir.path(&intent.log)).unwrap_or_default();
+            let output = agent_log(dir, &intent.log);
             let read = classify::read(classify::agent_output(&output), structured, clock::now());
             charge(dir, dispatch_id, &read)?;
             let settlement = Settlement {
@@ -349,6 +350,21 @@ pub fn apply_recovery(dir: &LoopDir, intent: &Intent, plan: &RecoveryPlan) -> Re
     }
     let _ = std::fs::remove_file(pid_file(&dir.path(DRIVER_LOGS), &intent.dispatch_id));
     Ok(())
+}
+
+/// How much of a turn's log the driver reads to classify it: structured
+/// results and errors come last, and an agent that prints without end must
+/// not make the driver read without end.
+const AGENT_LOG_TAIL: u64 = 8 * 1024 * 1024;
+
+/// The end of a turn's log, read through the loop directory's confinement
+/// (the name comes from the journal); empty when there is none to read.
+fn agent_log(dir: &LoopDir, log: &str) -> String {
+    LoopPath::parse(log)
+        .ok()
+        .and_then(|path| dir.tail_file(&path, AGENT_LOG_TAIL).ok())
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default()
 }
 
 fn structured_for(provider: &str) -> Structured {
@@ -887,7 +903,7 @@ fn turn(
     let turn = turn?;
     failpoint::reached("drive.after_agent");
 
-    let output = std::fs::read_to_string(dir.path(&log_name)).unwrap_or_default();
+    let output = agent_log(dir, &log_name);
     let structured = launcher.map_or(Structured::Text, |l| l.structured);
     let read = classify::read(classify::agent_output(&output), structured, clock::now());
     let after = dir.read()?;

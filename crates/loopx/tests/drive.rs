@@ -1129,6 +1129,22 @@ fn usage_errors_exit_2_and_the_help_warns_about_autonomy() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert!(!missing.exists());
+    // An agent id outside the identifier grammar is a usage error too.
+    let before = d.f.fingerprint();
+    let output = Command::new(common::loopx_path())
+        .args([
+            "drive",
+            "--dir",
+            d.f.d(),
+            "--cmd",
+            "true",
+            "--agent-id",
+            "../x y",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert_eq!(d.f.fingerprint(), before);
     let help = Command::new(common::loopx_path())
         .args(["drive", "--help"])
         .output()

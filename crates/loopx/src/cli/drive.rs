@@ -138,6 +138,9 @@ pub fn drive(args: &DriveArgs) -> Result<Reply> {
             )));
         }
     }
+    if let Err(error) = Actor::agent(&args.agent_id) {
+        return Ok(bad_arguments(format!("--agent-id: {error}")));
+    }
     if args.max_failures == 0 || args.iteration_timeout == 0 {
         return Ok(bad_arguments(
             "--max-failures and --iteration-timeout must be positive".into(),
