@@ -149,11 +149,18 @@ fn nothing_is_appended_after_a_terminal_decision_or_past_the_cap() {
             status: LoopStatus::Stopped
         })
     ));
-    let mut zero = Harness::new(init_request(0));
-    assert!(matches!(
-        zero.append(report(Decision::Stop)),
-        Err(LedgerError::IterationsExhausted { max: 0 })
-    ));
+    // A loop that could never record an iteration is refused at init.
+    let at = Timestamp::UNIX_EPOCH;
+    let id = OperationId::parse("init-zero").unwrap();
+    let context = LedgerContext {
+        now: at,
+        operation_id: &id,
+        files: &proof::NoFiles,
+    };
+    assert_eq!(
+        LedgerOwner::decide(None, &LedgerRequest::Init(init_request(0)), &context).unwrap_err(),
+        LedgerError::NoIterations
+    );
 }
 
 #[test]
@@ -373,7 +380,7 @@ proptest! {
     /// Whatever agents throw at it, an accepted ledger is a valid ledger.
     #[test]
     fn random_appends_never_break_the_invariants(
-        max_iterations in 0u64..8,
+        max_iterations in 1u64..8,
         max_tokens in prop::sample::select(vec![0u64, 50, 200]),
         reports in prop::collection::vec(arbitrary_report(), 0..16),
     ) {
