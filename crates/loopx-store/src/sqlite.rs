@@ -8,9 +8,21 @@
 //! Migrations are the numbered files in `migrations/sqlite/`, tracked by
 //! `PRAGMA user_version`. Only a writable open migrates; a read-only open of
 //! an older or newer schema refuses with a clear error and touches nothing.
+//!
+//! Files: the database and its `-wal` and `-shm` companions are the loop
+//! owner's alone (0600). A writer checkpoints on close, so the main file by
+//! itself is always a complete backup, and keeps the (then empty) `-wal`
+//! and the `-shm` in place ("persistent WAL"): a reader then finds every
+//! file it needs and creates none, which is what lets `status` and
+//! `validate` run in a read-only directory, or as another user, without
+//! changing a byte of the loop directory.
 
 use crate::{failpoint, Commit, JournalEntry, Snapshot, Store, StoreError, StoredReceipt, Stream};
-use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
+use rusqlite::{
+    ffi, params, Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior,
+};
+use std::fs::{self, OpenOptions};
+use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -55,20 +67,17 @@ impl SqliteStore {
         durability: Durability,
     ) -> Result<Self, StoreError> {
         let display = path.display().to_string();
-        if access != Access::Create && !path.is_file() {
+        if access == Access::Create && path.symlink_metadata().is_err() {
+            create_private(path)?;
+        } else if !path.is_file() {
             return Err(StoreError::Missing { path: display });
         }
-        let flags = match access {
-            Access::Create => OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
-            Access::ReadWrite => OpenFlags::SQLITE_OPEN_READ_WRITE,
-            Access::ReadOnly => OpenFlags::SQLITE_OPEN_READ_ONLY,
-        } | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags).map_err(|e| classify(&display, e))?;
-        conn.busy_timeout(Duration::from_secs(30))
-            .map_err(|e| classify(&display, e))?;
-        let store = SqliteStore {
-            conn,
-            path: path.to_owned(),
+        let store = match access {
+            Access::ReadOnly => Self::open_reader(path)?,
+            Access::Create | Access::ReadWrite => Self::connect(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )?,
         };
         let version = store.user_version()?;
         match access {
@@ -81,19 +90,70 @@ impl SqliteStore {
                     Durability::Full => "FULL",
                     Durability::Unsafe => "OFF",
                 };
+                // journal_size_limit=0 makes the close-time checkpoint
+                // truncate the kept -wal to zero bytes.
                 store
                     .conn
                     .execute_batch(&format!(
-                        "PRAGMA journal_mode=WAL; PRAGMA synchronous={sync};"
+                        "PRAGMA journal_mode=WAL; PRAGMA synchronous={sync}; PRAGMA journal_size_limit=0;"
                     ))
                     .map_err(|e| classify(&display, e))?;
                 // Checkpointing on close (SQLite's default) is kept on
                 // purpose: after every command the main file alone holds the
                 // whole ledger, so copying loopx.sqlite is a complete backup.
+                persist_wal(&store.conn).map_err(|e| classify(&display, e))?;
                 store.migrate(version)?;
+                restrict_files(path)?;
             }
         }
         Ok(store)
+    }
+
+    fn connect(path: &Path, flags: OpenFlags) -> Result<Self, StoreError> {
+        let display = path.display().to_string();
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| classify(&display, e))?;
+        conn.busy_timeout(Duration::from_secs(30))
+            .map_err(|e| classify(&display, e))?;
+        Ok(SqliteStore {
+            conn,
+            path: path.to_owned(),
+        })
+    }
+
+    /// A reader that creates no file. When the `-wal` and `-shm` exist (every
+    /// loop written by this loopx), SQLite reads through them, even when it
+    /// may not write them. A database without them (written by an older
+    /// loopx) in a directory this process cannot write has no live writer
+    /// that could be mid-commit (a writer would have created the `-wal`), so
+    /// it is read as an immutable file.
+    fn open_reader(path: &Path) -> Result<Self, StoreError> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let attempt = |target: &Path, flags: OpenFlags| -> rusqlite::Result<Connection> {
+            let conn = Connection::open_with_flags(target, flags)?;
+            conn.busy_timeout(Duration::from_secs(30))?;
+            // The first read is what opens the -wal: fail here, not later.
+            conn.query_row("PRAGMA user_version", [], |_| Ok(()))?;
+            Ok(conn)
+        };
+        let conn = match attempt(path, flags) {
+            Err(error)
+                if matches!(
+                    error.sqlite_error_code(),
+                    Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen)
+                ) && companion(path, "-wal").symlink_metadata().is_err() =>
+            {
+                attempt(
+                    Path::new(&immutable_uri(path)),
+                    flags | OpenFlags::SQLITE_OPEN_URI,
+                )
+            }
+            other => other,
+        }
+        .map_err(|e| classify(&path.display().to_string(), e))?;
+        Ok(SqliteStore {
+            conn,
+            path: path.to_owned(),
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -264,6 +324,38 @@ impl Store for SqliteStore {
         Ok(revision)
     }
 
+    fn streams(&self) -> Result<Vec<String>, StoreError> {
+        let display = self.display();
+        let fail = |e| classify(&display, e);
+        let mut statement = self
+            .conn
+            .prepare(
+                "SELECT stream FROM snapshots UNION SELECT DISTINCT stream FROM journal ORDER BY 1",
+            )
+            .map_err(fail)?;
+        let rows = statement
+            .query_map([], |row| row.get::<_, String>(0))
+            .map_err(fail)?;
+        rows.collect::<Result<_, _>>().map_err(fail)
+    }
+
+    fn read_consistent(
+        &self,
+        read: &mut dyn FnMut() -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let display = self.display();
+        let fail = |e| classify(&display, e);
+        // One read transaction: under WAL every statement in it sees the
+        // snapshot taken at its first read, whatever commits meanwhile.
+        self.conn.execute_batch("BEGIN DEFERRED").map_err(fail)?;
+        let result = read();
+        let end = self
+            .conn
+            .execute_batch(if result.is_ok() { "COMMIT" } else { "ROLLBACK" });
+        result?;
+        end.map_err(fail)
+    }
+
     fn journal(
         &self,
         stream: &Stream,
@@ -294,6 +386,95 @@ impl Store for SqliteStore {
             })?;
         }
         Ok(())
+    }
+}
+
+/// `loopx.sqlite-wal` for `loopx.sqlite`.
+fn companion(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// A `file:` URI that opens `path` as an immutable database (no locks, no
+/// `-wal`, no `-shm`). Every byte outside the unreserved set is escaped, so
+/// no path can smuggle in a URI parameter.
+fn immutable_uri(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt as _;
+    let mut uri = String::from("file:");
+    for &byte in path.as_os_str().as_bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                uri.push(byte as char)
+            }
+            _ => uri.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    uri.push_str("?mode=ro&immutable=1");
+    uri
+}
+
+/// Create the database file for `init`: owner-only from its first byte
+/// (SQLite gives its `-wal` and `-shm` the same mode), and refused when a
+/// `-wal` is already there: SQLite would silently delete a log that may
+/// hold the only copy of committed operations.
+fn create_private(path: &Path) -> Result<(), StoreError> {
+    let display = path.display().to_string();
+    let wal = companion(path, "-wal");
+    if wal.symlink_metadata().is_ok() {
+        return Err(StoreError::OrphanedLog {
+            path: display,
+            wal: wal.display().to_string(),
+        });
+    }
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map(drop)
+        .map_err(|e| StoreError::Backend(format!("cannot create {display}: {e}")))
+}
+
+/// Keep the database and its companions owner-only, also for a loop created
+/// by an older loopx or under a lax umask.
+fn restrict_files(path: &Path) -> Result<(), StoreError> {
+    for file in [
+        path.to_owned(),
+        companion(path, "-wal"),
+        companion(path, "-shm"),
+    ] {
+        let Ok(meta) = file.symlink_metadata() else {
+            continue;
+        };
+        if meta.is_file() && meta.permissions().mode() & 0o077 != 0 {
+            fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).map_err(|e| {
+                StoreError::Backend(format!("cannot make {} owner-only: {e}", file.display()))
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Keep the `-wal` and `-shm` when the last connection closes (after its
+/// checkpoint, which still runs), so that readers never need to create them.
+fn persist_wal(conn: &Connection) -> rusqlite::Result<()> {
+    let mut on: std::ffi::c_int = 1;
+    // SAFETY: the handle lives as long as `conn`; "main" is NUL-terminated;
+    // SQLITE_FCNTL_PERSIST_WAL reads and writes one int through the pointer,
+    // which points to a live local.
+    let code = unsafe {
+        ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            ffi::SQLITE_FCNTL_PERSIST_WAL,
+            (&mut on as *mut std::ffi::c_int).cast(),
+        )
+    };
+    if code == ffi::SQLITE_OK {
+        Ok(())
+    } else {
+        Err(rusqlite::Error::SqliteFailure(ffi::Error::new(code), None))
     }
 }
 
