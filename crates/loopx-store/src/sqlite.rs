@@ -68,9 +68,14 @@ impl SqliteStore {
     ) -> Result<Self, StoreError> {
         let display = path.display().to_string();
         if access == Access::Create && path.symlink_metadata().is_err() {
+            refuse_orphaned_log(path)?;
             create_private(path)?;
         } else if !path.is_file() {
             return Err(StoreError::Missing { path: display });
+        } else if access != Access::ReadOnly && path.metadata().is_ok_and(|m| m.len() == 0) {
+            // An empty database file (a botched restore, a truncation) is
+            // as good as none: SQLite would discard the log beside it.
+            refuse_orphaned_log(path)?;
         }
         let store = match access {
             Access::ReadOnly => Self::open_reader(path)?,
@@ -414,19 +419,25 @@ fn immutable_uri(path: &Path) -> String {
     uri
 }
 
-/// Create the database file for `init`: owner-only from its first byte
-/// (SQLite gives its `-wal` and `-shm` the same mode), and refused when a
-/// `-wal` is already there: SQLite would silently delete a log that may
-/// hold the only copy of committed operations.
+/// Refuse to open a database that does not exist (or is empty) for
+/// writing when a `-wal` is beside it: SQLite would silently delete a log
+/// that may hold the only copy of committed operations. An empty `-wal`
+/// holds nothing and is no reason to refuse.
+fn refuse_orphaned_log(path: &Path) -> Result<(), StoreError> {
+    let wal = companion(path, "-wal");
+    match wal.symlink_metadata() {
+        Ok(meta) if !meta.is_file() || meta.len() > 0 => Err(StoreError::OrphanedLog {
+            path: path.display().to_string(),
+            wal: wal.display().to_string(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Create the database file for `init`, owner-only from its first byte
+/// (SQLite gives its `-wal` and `-shm` the same mode).
 fn create_private(path: &Path) -> Result<(), StoreError> {
     let display = path.display().to_string();
-    let wal = companion(path, "-wal");
-    if wal.symlink_metadata().is_ok() {
-        return Err(StoreError::OrphanedLog {
-            path: display,
-            wal: wal.display().to_string(),
-        });
-    }
     OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -616,5 +627,112 @@ mod tests {
         assert!(reader.commit(&commit(1, "b", "{}")).is_err());
         drop(reader);
         assert_eq!(std::fs::read(&path).unwrap(), before);
+    }
+
+    #[test]
+    fn a_consistent_read_never_sees_a_commit_made_during_it() {
+        let (dir, store) = fresh();
+        store.commit(&commit(0, "a", "{\"n\":1}")).unwrap();
+        let path = dir.path().join("loopx.sqlite");
+        let reader = SqliteStore::open(&path, Access::ReadOnly).unwrap();
+        let mut seen = Vec::new();
+        reader
+            .read_consistent(&mut || {
+                let mut journal = 0;
+                reader.journal("ledger", 0, &mut |_| {
+                    journal += 1;
+                    Ok(())
+                })?;
+                // Another writer commits between the journal and the
+                // snapshot read: the snapshot must still match the journal.
+                store.commit(&commit(1, "b", "{\"n\":2}")).unwrap();
+                let snapshot = reader.load("ledger")?.unwrap();
+                seen.push((journal, snapshot.revision, reader.streams()?.len()));
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(seen, [(1, 1, 1)]);
+        assert_eq!(reader.load("ledger").unwrap().unwrap().revision, 2);
+    }
+
+    #[test]
+    fn a_log_without_its_database_is_never_discarded() {
+        let (dir, store) = fresh();
+        let path = dir.path().join("loopx.sqlite");
+        // A reader keeps the writer from checkpointing the commit away.
+        let reader = SqliteStore::open(&path, Access::ReadOnly).unwrap();
+        reader.load("ledger").unwrap();
+        store.commit(&commit(0, "a", "{}")).unwrap();
+        drop(store);
+        drop(reader);
+        let wal = companion(&path, "-wal");
+        let log = std::fs::read(&wal).unwrap();
+        assert!(!log.is_empty(), "the commit should still be in the log");
+        let database = std::fs::read(&path).unwrap();
+
+        std::fs::remove_file(&path).unwrap();
+        assert!(matches!(
+            SqliteStore::open(&path, Access::Create),
+            Err(StoreError::OrphanedLog { .. })
+        ));
+        assert!(!path.exists(), "a refused create made a database");
+        std::fs::write(&path, b"").unwrap();
+        assert!(matches!(
+            SqliteStore::open(&path, Access::ReadWrite),
+            Err(StoreError::OrphanedLog { .. })
+        ));
+        assert_eq!(std::fs::read(&wal).unwrap(), log, "the log was touched");
+
+        std::fs::write(&path, database).unwrap();
+        let restored = SqliteStore::open(&path, Access::ReadOnly).unwrap();
+        assert_eq!(restored.load("ledger").unwrap().unwrap().revision, 1);
+    }
+
+    #[test]
+    fn files_are_private_and_a_reader_creates_none() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, store) = fresh();
+        store.commit(&commit(0, "a", "{}")).unwrap();
+        drop(store);
+        let path = dir.path().join("loopx.sqlite");
+        let names = || {
+            let mut names: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(
+            names(),
+            ["loopx.sqlite", "loopx.sqlite-shm", "loopx.sqlite-wal"]
+        );
+        for name in names() {
+            let mode = std::fs::metadata(dir.path().join(&name))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{name}");
+        }
+        assert_eq!(
+            std::fs::metadata(companion(&path, "-wal")).unwrap().len(),
+            0,
+            "the close-time checkpoint empties the log: the main file is a full backup"
+        );
+        let reader = SqliteStore::open(&path, Access::ReadOnly).unwrap();
+        assert_eq!(reader.load("ledger").unwrap().unwrap().revision, 1);
+        drop(reader);
+        assert_eq!(
+            names(),
+            ["loopx.sqlite", "loopx.sqlite-shm", "loopx.sqlite-wal"]
+        );
+    }
+
+    #[test]
+    fn a_uri_path_cannot_carry_parameters() {
+        assert_eq!(
+            immutable_uri(Path::new("/tmp/a b?mode=rw#x%/loopx.sqlite")),
+            "file:/tmp/a%20b%3Fmode%3Drw%23x%25/loopx.sqlite?mode=ro&immutable=1"
+        );
     }
 }
