@@ -504,6 +504,44 @@ fn validate_names_a_goal_stream_whose_snapshot_was_replaced() {
 }
 
 #[test]
+fn validate_names_a_goal_journal_entry_that_was_forged() {
+    let f = Fixture::new();
+    f.init(5, &[]);
+    let added = f
+        .loopx()
+        .args(["todo", "add", "--dir", f.d(), "--title", "write the proof"])
+        .args(["--operation-id", "todo-1"])
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "{}", stderr(&added));
+    let text = String::from_utf8_lossy(&added.stdout);
+    assert!(
+        text.contains("[operation todo-1]"),
+        "the receipt must name its operation: {text}"
+    );
+    // The journal refuses updates and deletes, but a row can be added.
+    let conn = rusqlite::Connection::open(f.dir.join("loopx.sqlite")).unwrap();
+    conn.execute(
+        "INSERT INTO journal (stream, revision, operation_id, request_digest, kind, event, receipt, committed_at)
+         VALUES ('goal:main', 3, 'forged', 'sha256:0', 'goal.todo_added', '{\"not\": \"an event\"}', '{}', '2026-01-01T00:00:00Z')",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let report = f.json(&["validate", "--dir", f.d()]);
+    assert_eq!(report["status"], "failed");
+    let errors = report["errors"].to_string();
+    assert!(
+        errors.contains("stream goal:main: journal revision 3 (goal.todo_added) does not parse"),
+        "{report:#}"
+    );
+    assert!(
+        errors.contains("stream goal:main: snapshot is at revision 2 but the journal ends at 3"),
+        "{report:#}"
+    );
+}
+
+#[test]
 fn a_tampered_todo_in_a_goal_snapshot_is_reported() {
     let f = Fixture::new();
     f.init(5, &[]);
