@@ -818,6 +818,13 @@ fn database_files_are_the_owners_alone_and_the_loop_directory_is_private() {
     check("init");
     f.append("continue", &[]).success();
     check("append");
+    // A loop whose database was left readable by others (an older loopx,
+    // a lax umask, a careless copy) is made private by the next write.
+    for name in ["loopx.sqlite", "loopx.sqlite-wal", "loopx.sqlite-shm"] {
+        std::fs::set_permissions(f.dir.join(name), std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    f.append("continue", &[]).success();
+    check("an append to a loop with lax files");
 
     // An existing directory any user may write is refused, untouched.
     let open = f.temp.path().join("open");
