@@ -127,10 +127,12 @@ impl SqliteStore {
 
     /// A reader that creates no file. When the `-wal` and `-shm` exist (every
     /// loop written by this loopx), SQLite reads through them, even when it
-    /// may not write them. A database without them (written by an older
-    /// loopx) in a directory this process cannot write has no live writer
-    /// that could be mid-commit (a writer would have created the `-wal`), so
-    /// it is read as an immutable file.
+    /// may not write them. A database without them (last written by an
+    /// older loopx) in a directory this process cannot write is read as an
+    /// immutable file: with no `-wal`, no writer is mid-commit, and one that
+    /// starts later writes only to its own `-wal` until its checkpoint on
+    /// close. That residue is why this is a fallback for old loops only and
+    /// never the way a writable directory is read.
     fn open_reader(path: &Path) -> Result<Self, StoreError> {
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let attempt = |target: &Path, flags: OpenFlags| -> rusqlite::Result<Connection> {
