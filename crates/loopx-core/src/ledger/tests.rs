@@ -405,3 +405,63 @@ proptest! {
         prop_assert_eq!(audit.iterations, h.ledger().spent.iterations);
     }
 }
+
+#[test]
+fn a_charge_or_record_that_would_overflow_a_total_is_refused() {
+    let mut h = Harness::new(init_request(5));
+    let mut big = report(Decision::Continue);
+    big.usd = 1e308;
+    h.append(big.clone()).unwrap();
+    let charge = LedgerRequest::Charge {
+        dispatch_id: "d-1".into(),
+        tokens: 0,
+        usd: 1e308,
+    };
+    assert!(matches!(
+        h.apply(charge),
+        Err(LedgerError::TotalOutOfRange(_))
+    ));
+    assert!(matches!(
+        h.append(big),
+        Err(LedgerError::TotalOutOfRange(_))
+    ));
+    assert_eq!(h.ledger().spent.usd, 1e308);
+    assert!(h.audit().is_valid(), "{:?}", h.audit());
+}
+
+#[test]
+fn the_stream_audit_refolds_through_the_owner_and_parses_the_snapshot() {
+    let mut h = Harness::new(init_request(5));
+    h.append(report(Decision::Continue)).unwrap();
+    let run = |snapshot: &str| {
+        let mut audit = audit::StreamAudit::<LedgerOwner>::new("ledger");
+        for (index, (_, kind, event)) in h.journal.iter().enumerate() {
+            audit.entry(index as u64 + 1, kind, event);
+        }
+        audit.finish(Some((h.journal.len() as u64, snapshot))).0
+    };
+    assert!(run(&canonical_json(h.ledger())).is_empty());
+    let problems = run("{}");
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("does not parse as a ledger"),
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn the_stream_audit_reports_a_journal_its_owner_cannot_fold_instead_of_dying() {
+    let mut h = Harness::new(init_request(5));
+    h.append(report(Decision::Continue)).unwrap();
+    // The append alone, with no loop initialized before it: `evolve`
+    // assumes this cannot happen.
+    let (_, kind, event) = &h.journal[1];
+    let mut audit = audit::StreamAudit::<LedgerOwner>::new("ledger");
+    audit.entry(1, kind, event);
+    let (problems, state) = audit.finish(None);
+    assert!(state.is_none());
+    assert!(
+        problems.iter().any(|p| p.contains("cannot follow")),
+        "{problems:?}"
+    );
+}
