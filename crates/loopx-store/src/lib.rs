@@ -94,6 +94,8 @@ pub enum StoreError {
         found: u32,
         known: u32,
     },
+    #[error("{wal} is present but {path} is not: the log may hold committed operations of a loop whose database was deleted or moved; restore {path} from a backup next to it (SQLite replays the log on the next open), or move {wal} (and any -shm beside it) out of this directory to start a new loop here; nothing was changed")]
+    OrphanedLog { path: String, wal: String },
     #[error("storage error: {0}")]
     Backend(String),
 }
@@ -119,6 +121,18 @@ pub trait Store {
     /// [`StoreError::StaleRevision`] or [`StoreError::DuplicateOperation`]
     /// without writing anything.
     fn commit(&self, commit: &Commit<'_>) -> Result<u64, StoreError>;
+
+    /// Every stream that holds a snapshot or a journal entry, in name order.
+    fn streams(&self) -> Result<Vec<String>, StoreError>;
+
+    /// Run `read` so that every read it makes through this store sees one
+    /// committed state of the whole store: what writers commit meanwhile
+    /// stays invisible to it. For audits that compare one stream's journal
+    /// with its snapshot, and one stream with another.
+    fn read_consistent(
+        &self,
+        read: &mut dyn FnMut() -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
 
     /// Visit the journal of `stream` in revision order, starting after
     /// `after_revision`. Streams: the journal can be much larger than memory

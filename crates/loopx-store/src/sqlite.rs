@@ -8,9 +8,21 @@
 //! Migrations are the numbered files in `migrations/sqlite/`, tracked by
 //! `PRAGMA user_version`. Only a writable open migrates; a read-only open of
 //! an older or newer schema refuses with a clear error and touches nothing.
+//!
+//! Files: the database and its `-wal` and `-shm` companions are the loop
+//! owner's alone (0600). A writer checkpoints on close, so the main file by
+//! itself is always a complete backup, and keeps the (then empty) `-wal`
+//! and the `-shm` in place ("persistent WAL"): a reader then finds every
+//! file it needs and creates none, which is what lets `status` and
+//! `validate` run in a read-only directory, or as another user, without
+//! changing a byte of the loop directory.
 
 use crate::{failpoint, Commit, JournalEntry, Snapshot, Store, StoreError, StoredReceipt, Stream};
-use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
+use rusqlite::{
+    ffi, params, Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior,
+};
+use std::fs::{self, OpenOptions};
+use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -55,20 +67,22 @@ impl SqliteStore {
         durability: Durability,
     ) -> Result<Self, StoreError> {
         let display = path.display().to_string();
-        if access != Access::Create && !path.is_file() {
+        if access == Access::Create && path.symlink_metadata().is_err() {
+            refuse_orphaned_log(path)?;
+            create_private(path)?;
+        } else if !path.is_file() {
             return Err(StoreError::Missing { path: display });
+        } else if access != Access::ReadOnly && path.metadata().is_ok_and(|m| m.len() == 0) {
+            // An empty database file (a botched restore, a truncation) is
+            // as good as none: SQLite would discard the log beside it.
+            refuse_orphaned_log(path)?;
         }
-        let flags = match access {
-            Access::Create => OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
-            Access::ReadWrite => OpenFlags::SQLITE_OPEN_READ_WRITE,
-            Access::ReadOnly => OpenFlags::SQLITE_OPEN_READ_ONLY,
-        } | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags).map_err(|e| classify(&display, e))?;
-        conn.busy_timeout(Duration::from_secs(30))
-            .map_err(|e| classify(&display, e))?;
-        let store = SqliteStore {
-            conn,
-            path: path.to_owned(),
+        let store = match access {
+            Access::ReadOnly => Self::open_reader(path)?,
+            Access::Create | Access::ReadWrite => Self::connect(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )?,
         };
         let version = store.user_version()?;
         match access {
@@ -81,19 +95,72 @@ impl SqliteStore {
                     Durability::Full => "FULL",
                     Durability::Unsafe => "OFF",
                 };
+                // journal_size_limit=0 makes the close-time checkpoint
+                // truncate the kept -wal to zero bytes.
                 store
                     .conn
                     .execute_batch(&format!(
-                        "PRAGMA journal_mode=WAL; PRAGMA synchronous={sync};"
+                        "PRAGMA journal_mode=WAL; PRAGMA synchronous={sync}; PRAGMA journal_size_limit=0;"
                     ))
                     .map_err(|e| classify(&display, e))?;
                 // Checkpointing on close (SQLite's default) is kept on
                 // purpose: after every command the main file alone holds the
                 // whole ledger, so copying loopx.sqlite is a complete backup.
+                persist_wal(&store.conn).map_err(|e| classify(&display, e))?;
                 store.migrate(version)?;
+                restrict_files(path)?;
             }
         }
         Ok(store)
+    }
+
+    fn connect(path: &Path, flags: OpenFlags) -> Result<Self, StoreError> {
+        let display = path.display().to_string();
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| classify(&display, e))?;
+        conn.busy_timeout(Duration::from_secs(30))
+            .map_err(|e| classify(&display, e))?;
+        Ok(SqliteStore {
+            conn,
+            path: path.to_owned(),
+        })
+    }
+
+    /// A reader that creates no file. When the `-wal` and `-shm` exist (every
+    /// loop written by this loopx), SQLite reads through them, even when it
+    /// may not write them. A database without them (last written by an
+    /// older loopx) in a directory this process cannot write is read as an
+    /// immutable file: with no `-wal`, no writer is mid-commit, and one that
+    /// starts later writes only to its own `-wal` until its checkpoint on
+    /// close. That residue is why this is a fallback for old loops only and
+    /// never the way a writable directory is read.
+    fn open_reader(path: &Path) -> Result<Self, StoreError> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let attempt = |target: &Path, flags: OpenFlags| -> rusqlite::Result<Connection> {
+            let conn = Connection::open_with_flags(target, flags)?;
+            conn.busy_timeout(Duration::from_secs(30))?;
+            // The first read is what opens the -wal: fail here, not later.
+            conn.query_row("PRAGMA user_version", [], |_| Ok(()))?;
+            Ok(conn)
+        };
+        let conn = match attempt(path, flags) {
+            Err(error)
+                if matches!(
+                    error.sqlite_error_code(),
+                    Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen)
+                ) && companion(path, "-wal").symlink_metadata().is_err() =>
+            {
+                attempt(
+                    Path::new(&immutable_uri(path)),
+                    flags | OpenFlags::SQLITE_OPEN_URI,
+                )
+            }
+            other => other,
+        }
+        .map_err(|e| classify(&path.display().to_string(), e))?;
+        Ok(SqliteStore {
+            conn,
+            path: path.to_owned(),
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -264,6 +331,38 @@ impl Store for SqliteStore {
         Ok(revision)
     }
 
+    fn streams(&self) -> Result<Vec<String>, StoreError> {
+        let display = self.display();
+        let fail = |e| classify(&display, e);
+        let mut statement = self
+            .conn
+            .prepare(
+                "SELECT stream FROM snapshots UNION SELECT DISTINCT stream FROM journal ORDER BY 1",
+            )
+            .map_err(fail)?;
+        let rows = statement
+            .query_map([], |row| row.get::<_, String>(0))
+            .map_err(fail)?;
+        rows.collect::<Result<_, _>>().map_err(fail)
+    }
+
+    fn read_consistent(
+        &self,
+        read: &mut dyn FnMut() -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let display = self.display();
+        let fail = |e| classify(&display, e);
+        // One read transaction: under WAL every statement in it sees the
+        // snapshot taken at its first read, whatever commits meanwhile.
+        self.conn.execute_batch("BEGIN DEFERRED").map_err(fail)?;
+        let result = read();
+        let end = self
+            .conn
+            .execute_batch(if result.is_ok() { "COMMIT" } else { "ROLLBACK" });
+        result?;
+        end.map_err(fail)
+    }
+
     fn journal(
         &self,
         stream: &Stream,
@@ -294,6 +393,101 @@ impl Store for SqliteStore {
             })?;
         }
         Ok(())
+    }
+}
+
+/// `loopx.sqlite-wal` for `loopx.sqlite`.
+fn companion(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// A `file:` URI that opens `path` as an immutable database (no locks, no
+/// `-wal`, no `-shm`). Every byte outside the unreserved set is escaped, so
+/// no path can smuggle in a URI parameter.
+fn immutable_uri(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt as _;
+    let mut uri = String::from("file:");
+    for &byte in path.as_os_str().as_bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                uri.push(byte as char)
+            }
+            _ => uri.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    uri.push_str("?mode=ro&immutable=1");
+    uri
+}
+
+/// Refuse to open a database that does not exist (or is empty) for
+/// writing when a `-wal` is beside it: SQLite would silently delete a log
+/// that may hold the only copy of committed operations. An empty `-wal`
+/// holds nothing and is no reason to refuse.
+fn refuse_orphaned_log(path: &Path) -> Result<(), StoreError> {
+    let wal = companion(path, "-wal");
+    match wal.symlink_metadata() {
+        Ok(meta) if !meta.is_file() || meta.len() > 0 => Err(StoreError::OrphanedLog {
+            path: path.display().to_string(),
+            wal: wal.display().to_string(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Create the database file for `init`, owner-only from its first byte
+/// (SQLite gives its `-wal` and `-shm` the same mode).
+fn create_private(path: &Path) -> Result<(), StoreError> {
+    let display = path.display().to_string();
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map(drop)
+        .map_err(|e| StoreError::Backend(format!("cannot create {display}: {e}")))
+}
+
+/// Keep the database and its companions owner-only, also for a loop created
+/// by an older loopx or under a lax umask.
+fn restrict_files(path: &Path) -> Result<(), StoreError> {
+    for file in [
+        path.to_owned(),
+        companion(path, "-wal"),
+        companion(path, "-shm"),
+    ] {
+        let Ok(meta) = file.symlink_metadata() else {
+            continue;
+        };
+        if meta.is_file() && meta.permissions().mode() & 0o077 != 0 {
+            fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).map_err(|e| {
+                StoreError::Backend(format!("cannot make {} owner-only: {e}", file.display()))
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Keep the `-wal` and `-shm` when the last connection closes (after its
+/// checkpoint, which still runs), so that readers never need to create them.
+fn persist_wal(conn: &Connection) -> rusqlite::Result<()> {
+    let mut on: std::ffi::c_int = 1;
+    // SAFETY: the handle lives as long as `conn`; "main" is NUL-terminated;
+    // SQLITE_FCNTL_PERSIST_WAL reads and writes one int through the pointer,
+    // which points to a live local.
+    let code = unsafe {
+        ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            ffi::SQLITE_FCNTL_PERSIST_WAL,
+            (&mut on as *mut std::ffi::c_int).cast(),
+        )
+    };
+    if code == ffi::SQLITE_OK {
+        Ok(())
+    } else {
+        Err(rusqlite::Error::SqliteFailure(ffi::Error::new(code), None))
     }
 }
 
@@ -435,5 +629,112 @@ mod tests {
         assert!(reader.commit(&commit(1, "b", "{}")).is_err());
         drop(reader);
         assert_eq!(std::fs::read(&path).unwrap(), before);
+    }
+
+    #[test]
+    fn a_consistent_read_never_sees_a_commit_made_during_it() {
+        let (dir, store) = fresh();
+        store.commit(&commit(0, "a", "{\"n\":1}")).unwrap();
+        let path = dir.path().join("loopx.sqlite");
+        let reader = SqliteStore::open(&path, Access::ReadOnly).unwrap();
+        let mut seen = Vec::new();
+        reader
+            .read_consistent(&mut || {
+                let mut journal = 0;
+                reader.journal("ledger", 0, &mut |_| {
+                    journal += 1;
+                    Ok(())
+                })?;
+                // Another writer commits between the journal and the
+                // snapshot read: the snapshot must still match the journal.
+                store.commit(&commit(1, "b", "{\"n\":2}")).unwrap();
+                let snapshot = reader.load("ledger")?.unwrap();
+                seen.push((journal, snapshot.revision, reader.streams()?.len()));
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(seen, [(1, 1, 1)]);
+        assert_eq!(reader.load("ledger").unwrap().unwrap().revision, 2);
+    }
+
+    #[test]
+    fn a_log_without_its_database_is_never_discarded() {
+        let (dir, store) = fresh();
+        let path = dir.path().join("loopx.sqlite");
+        // A reader keeps the writer from checkpointing the commit away.
+        let reader = SqliteStore::open(&path, Access::ReadOnly).unwrap();
+        reader.load("ledger").unwrap();
+        store.commit(&commit(0, "a", "{}")).unwrap();
+        drop(store);
+        drop(reader);
+        let wal = companion(&path, "-wal");
+        let log = std::fs::read(&wal).unwrap();
+        assert!(!log.is_empty(), "the commit should still be in the log");
+        let database = std::fs::read(&path).unwrap();
+
+        std::fs::remove_file(&path).unwrap();
+        assert!(matches!(
+            SqliteStore::open(&path, Access::Create),
+            Err(StoreError::OrphanedLog { .. })
+        ));
+        assert!(!path.exists(), "a refused create made a database");
+        std::fs::write(&path, b"").unwrap();
+        assert!(matches!(
+            SqliteStore::open(&path, Access::ReadWrite),
+            Err(StoreError::OrphanedLog { .. })
+        ));
+        assert_eq!(std::fs::read(&wal).unwrap(), log, "the log was touched");
+
+        std::fs::write(&path, database).unwrap();
+        let restored = SqliteStore::open(&path, Access::ReadOnly).unwrap();
+        assert_eq!(restored.load("ledger").unwrap().unwrap().revision, 1);
+    }
+
+    #[test]
+    fn files_are_private_and_a_reader_creates_none() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, store) = fresh();
+        store.commit(&commit(0, "a", "{}")).unwrap();
+        drop(store);
+        let path = dir.path().join("loopx.sqlite");
+        let names = || {
+            let mut names: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(
+            names(),
+            ["loopx.sqlite", "loopx.sqlite-shm", "loopx.sqlite-wal"]
+        );
+        for name in names() {
+            let mode = std::fs::metadata(dir.path().join(&name))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{name}");
+        }
+        assert_eq!(
+            std::fs::metadata(companion(&path, "-wal")).unwrap().len(),
+            0,
+            "the close-time checkpoint empties the log: the main file is a full backup"
+        );
+        let reader = SqliteStore::open(&path, Access::ReadOnly).unwrap();
+        assert_eq!(reader.load("ledger").unwrap().unwrap().revision, 1);
+        drop(reader);
+        assert_eq!(
+            names(),
+            ["loopx.sqlite", "loopx.sqlite-shm", "loopx.sqlite-wal"]
+        );
+    }
+
+    #[test]
+    fn a_uri_path_cannot_carry_parameters() {
+        assert_eq!(
+            immutable_uri(Path::new("/tmp/a b?mode=rw#x%/loopx.sqlite")),
+            "file:/tmp/a%20b%3Fmode%3Drw%23x%25/loopx.sqlite?mode=ro&immutable=1"
+        );
     }
 }

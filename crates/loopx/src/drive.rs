@@ -396,7 +396,8 @@ fn charge(dir: &LoopDir, dispatch_id: &str, read: &OutputReading) -> Result<()> 
         &context,
         now,
     )?;
-    dir.refresh_views()
+    dir.refresh_views_or_warn();
+    Ok(())
 }
 
 /// Run the loop's `success_check` on a pending success claim and settle
@@ -448,7 +449,7 @@ pub fn verify_claim(dir: &LoopDir, root: &Path, timeout: Duration) -> Result<Opt
         &context,
         now,
     )?;
-    dir.refresh_views()?;
+    dir.refresh_views_or_warn();
     Ok(Some(verified))
 }
 

@@ -6,12 +6,13 @@
 //! operator's sentinels `STOP_REQUESTED`, `BLOCKED`, `PAUSE`.
 
 use crate::{clock, fsutil};
-use anyhow::{bail, Context as _, Result};
+use anyhow::{bail, Result};
 use jiff::Timestamp;
 use loopx_core::dispatch::{self, DriverOwner, DriverState};
 use loopx_core::goal::continuation::{should_run, ShouldRun};
 use loopx_core::goal::{self, Goal, GoalCommand, GoalContext, GoalOwner, GoalReceipt, GoalRequest};
 use loopx_core::ledger::arbiter::{arbitrate, Sentinels, Verdict};
+use loopx_core::ledger::audit::{Audit, Auditor, StreamAudit};
 use loopx_core::ledger::proof::{EvidenceFiles, FileProblem};
 use loopx_core::ledger::{view, IterationRecord, Ledger, LedgerEvent, LedgerOwner, STREAM};
 use loopx_core::operation::{OperationId, Owner as _};
@@ -40,6 +41,23 @@ pub struct LoopDir {
 pub struct Reading {
     pub revision: u64,
     pub ledger: Ledger,
+}
+
+/// What `validate` found, over every stream of the store.
+pub struct StoreAudit {
+    /// The ledger's audit; its errors and warnings come first below.
+    pub ledger: Audit,
+    /// Every problem, each naming its stream unless it is the ledger's.
+    pub errors: Vec<String>,
+    pub warnings: Vec<String>,
+    /// Every stream audited, with the revision its journal ends at.
+    pub streams: Vec<(String, u64)>,
+}
+
+impl StoreAudit {
+    pub fn is_valid(&self) -> bool {
+        self.errors.is_empty()
+    }
 }
 
 /// A continuation decision and the reads it was made from.
@@ -94,12 +112,13 @@ impl LoopDir {
     }
 
     /// Create the directory, `proof_artifacts/` and the database for `init`.
+    /// The database comes first: when it refuses (an orphaned `-wal`),
+    /// nothing else has been created either.
     pub fn create(dir: &Path) -> Result<Self> {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create loop directory {}", dir.display()))?;
+        fsutil::create_loop_dir(dir)?;
         let root = dir.canonicalize()?;
-        fsutil::create_private_dir(&root.join(PROOF_ARTIFACTS))?;
         let store = SqliteStore::open(&root.join(DATABASE), Access::Create)?;
+        fsutil::create_private_dir(&root.join(PROOF_ARTIFACTS))?;
         Ok(LoopDir { root, store })
     }
 
@@ -109,10 +128,6 @@ impl LoopDir {
 
     pub fn display(&self) -> String {
         self.root.display().to_string()
-    }
-
-    pub fn store(&self) -> &SqliteStore {
-        &self.store
     }
 
     pub fn authority(&self) -> Authority<'_, SqliteStore> {
@@ -129,6 +144,69 @@ impl LoopDir {
                 self.display()
             ),
         }
+    }
+
+    /// Audit every stream of the store: each journal is refolded through
+    /// its owner's `evolve` and compared with the stored snapshot, and the
+    /// ledger's records are re-checked against the rule that admitted them.
+    /// All reads run in one read transaction, so a writer committing
+    /// meanwhile can never make a snapshot and its journal look apart.
+    pub fn audit(&self, now: Timestamp) -> Result<StoreAudit> {
+        let store = &self.store;
+        let mut found = None;
+        store.read_consistent(&mut || {
+            let mut auditor = Auditor::new(self, now);
+            store.journal(STREAM, 0, &mut |entry| {
+                auditor.entry(
+                    entry.revision,
+                    &entry.operation_id,
+                    &entry.kind,
+                    &entry.event,
+                );
+                Ok(())
+            })?;
+            let snapshot = store.load(STREAM)?;
+            let ledger = auditor.finish(snapshot.as_ref().map(|s| (s.revision, s.state.as_str())));
+            let mut audit = StoreAudit {
+                errors: ledger.errors.clone(),
+                warnings: ledger.warnings.clone(),
+                streams: vec![(STREAM.to_owned(), ledger.revision)],
+                ledger,
+            };
+            for stream in store.streams()? {
+                if stream == STREAM {
+                    continue;
+                }
+                let (problems, revision) = if let Some(goal_id) = stream.strip_prefix("goal:") {
+                    let (mut problems, revision, goal) =
+                        audit_stream::<GoalOwner>(store, &stream, "goal")?;
+                    if let Some(goal) = goal.filter(|g| g.goal_id != goal_id) {
+                        problems.push(format!(
+                            "the journal folds to goal {:?}, not the goal this stream is named for",
+                            goal.goal_id
+                        ));
+                    }
+                    (problems, revision)
+                } else if stream == dispatch::STREAM {
+                    let (problems, revision, _) =
+                        audit_stream::<DriverOwner>(store, &stream, "driver state")?;
+                    (problems, revision)
+                } else {
+                    let revision = store.revision(&stream)?;
+                    (
+                        vec!["no loopx owner writes a stream of this name: it was not written by loopx".to_owned()],
+                        revision,
+                    )
+                };
+                audit
+                    .errors
+                    .extend(problems.into_iter().map(|p| format!("stream {stream}: {p}")));
+                audit.streams.push((stream, revision));
+            }
+            found = Some(audit);
+            Ok(())
+        })?;
+        Ok(found.expect("the audit ran"))
     }
 
     /// The goal `goal_id`, or what the default goal will be when first written.
@@ -331,22 +409,73 @@ impl LoopDir {
         arbitrate(ledger, self.sentinels(), now)
     }
 
-    /// Rewrite `recovery.md` and `status.json` from the store. A failure
-    /// here never undoes a commit: the views are projections, and the next
-    /// write (or `loopx status`) can regenerate them.
-    pub fn refresh_views(&self) -> Result<()> {
-        let Reading { revision, ledger } = self.read()?;
+    /// Rewrite `recovery.md` and `status.json` from the store, after a
+    /// commit. Never an error: the commit stands whatever happens here (a
+    /// command that failed now would invite a retry that duplicates it), so
+    /// a view that cannot be written (full disk, a directory in its place)
+    /// comes back as a warning for the receipt, and the next write
+    /// regenerates it.
+    pub fn refresh_views(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let mut warn = |view: &str, error: anyhow::Error| {
+            warnings.push(format!(
+                "the operation is committed, but {view} could not be refreshed ({error:#}); it is a derived view: fix the cause and the next write to this loop rewrites it"
+            ))
+        };
+        let (revision, ledger) = match self.read() {
+            Ok(Reading { revision, ledger }) => (revision, ledger),
+            Err(error) => {
+                warn("recovery.md and status.json", error);
+                return warnings;
+            }
+        };
         let verdict = self.verdict(&ledger, clock::now());
-        fsutil::write_view(
+        if let Err(error) = fsutil::write_view(
             &self.root.join(RECOVERY),
             view::recovery_markdown(&ledger, &verdict).as_bytes(),
-        )?;
+        ) {
+            warn(RECOVERY, error);
+        }
         let mut status = view::status_json(&ledger, revision, &verdict);
         status["dir"] = self.display().into();
-        let mut text = serde_json::to_string_pretty(&status)?;
+        let mut text = serde_json::to_string_pretty(&status).expect("JSON values print");
         text.push('\n');
-        fsutil::write_view(&self.root.join(STATUS), text.as_bytes())
+        if let Err(error) = fsutil::write_view(&self.root.join(STATUS), text.as_bytes()) {
+            warn(STATUS, error);
+        }
+        warnings
     }
+
+    /// [`refresh_views`](Self::refresh_views) for a caller with no receipt
+    /// to carry warnings (the driver): they go to stderr.
+    pub fn refresh_views_or_warn(&self) {
+        for warning in self.refresh_views() {
+            eprintln!("warning: {warning}");
+        }
+    }
+}
+
+/// One stream's audit: its problems, the revision its journal ends at,
+/// and the state its journal folds to.
+type StreamFindings<S> = (Vec<String>, u64, Option<S>);
+
+/// Refold one stream's journal through `O` and compare it with the stored
+/// snapshot.
+fn audit_stream<O: loopx_core::operation::Owner>(
+    store: &SqliteStore,
+    stream: &str,
+    what: &'static str,
+) -> Result<StreamFindings<O::State>, loopx_store::StoreError> {
+    let mut audit = StreamAudit::<O>::new(what);
+    let mut last = 0;
+    store.journal(stream, 0, &mut |entry| {
+        last = entry.revision;
+        audit.entry(entry.revision, &entry.kind, &entry.event);
+        Ok(())
+    })?;
+    let snapshot = store.load(stream)?;
+    let (problems, state) = audit.finish(snapshot.as_ref().map(|s| (s.revision, s.state.as_str())));
+    Ok((problems, last, state))
 }
 
 /// The goal a command named is not this loop's: say which was asked for.

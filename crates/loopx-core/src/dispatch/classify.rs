@@ -155,7 +155,10 @@ fn usage_tokens(usage: &Value) -> Option<u64> {
         "cache_read_input_tokens",
     ];
     let found: Vec<u64> = parts.iter().filter_map(|k| number(usage, k)).collect();
-    (!found.is_empty()).then(|| found.iter().sum())
+    // Saturating: an agent reporting more than u64 holds has used at least
+    // that much, and a wrapped sum would charge it almost nothing. The
+    // ledger then refuses a total it cannot hold.
+    (!found.is_empty()).then(|| found.iter().fold(0u64, |sum, n| sum.saturating_add(*n)))
 }
 
 fn epoch(value: &Value) -> Option<Timestamp> {
@@ -221,7 +224,7 @@ pub fn read(output: &str, structured: Structured, now: Timestamp) -> Reading {
             }
             (Structured::CodexJson, "turn.completed") => {
                 if let Some(tokens) = event.get("usage").and_then(usage_tokens) {
-                    reading.usage.tokens += tokens;
+                    reading.usage.tokens = reading.usage.tokens.saturating_add(tokens);
                     reading.usage.tokens_provenance = Provenance::Computed;
                 }
             }
@@ -336,5 +339,21 @@ mod tests {
         let out = r#"{"type":"turn.completed","usage":{"input_tokens":10,"output_tokens":5}}
 {"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}"#;
         assert_eq!(read(out, Structured::CodexJson, now()).usage.tokens, 17);
+    }
+
+    #[test]
+    fn reported_usage_beyond_u64_saturates_instead_of_wrapping() {
+        let out = r#"{"type":"turn.completed","usage":{"input_tokens":18446744073709551615,"output_tokens":5}}
+{"type":"turn.completed","usage":{"input_tokens":1}}"#;
+        assert_eq!(
+            read(out, Structured::CodexJson, now()).usage.tokens,
+            u64::MAX
+        );
+        let out =
+            r#"{"type":"result","usage":{"input_tokens":18446744073709551615,"output_tokens":5}}"#;
+        assert_eq!(
+            read(out, Structured::ClaudeStreamJson, now()).usage.tokens,
+            u64::MAX
+        );
     }
 }

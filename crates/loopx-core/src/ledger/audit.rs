@@ -6,6 +6,11 @@
 //! audit and the writer cannot drift apart. At the end the fold is compared
 //! with the stored snapshot: a snapshot the journal does not explain is
 //! reported, field by field.
+//!
+//! [`StreamAudit`] is the part of that every stream gets, whatever owns it
+//! (the goal streams, the driver's): consecutive revisions, events that
+//! parse and carry their label, and a snapshot that parses as its owner's
+//! state and equals the fold of the journal through the owner's `evolve`.
 
 use super::budget::Exhausted;
 use super::proof::EvidenceFiles;
@@ -13,6 +18,7 @@ use super::vocabulary::LoopStatus;
 use super::{append_guard, Ledger, LedgerEvent, LedgerOwner};
 use crate::operation::Owner;
 use jiff::Timestamp;
+use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
@@ -95,7 +101,11 @@ impl<'a> Auditor<'a> {
                     "journal revision {revision} charges a USD amount that is not a budget number"
                 ));
             }
-            (Some(_), LedgerEvent::Charged { .. }) => {}
+            (Some(ledger), LedgerEvent::Charged { tokens, usd, .. }) => {
+                if let Err(refusal) = ledger.spent.charged(*tokens, *usd) {
+                    self.error(format!("journal revision {revision}: {refusal}"));
+                }
+            }
             (Some(ledger), LedgerEvent::ClaimSettled { iteration, .. })
                 if ledger.pending_claim != Some(*iteration) =>
             {
@@ -159,24 +169,8 @@ impl<'a> Auditor<'a> {
     }
 
     fn compare_snapshot(&mut self, folded: &Ledger, text: &str) {
-        let stored: serde_json::Value = match serde_json::from_str(text) {
-            Ok(value) => value,
-            Err(error) => return self.error(format!("snapshot does not parse: {error}")),
-        };
-        let folded = serde_json::to_value(folded).expect("a ledger serializes");
-        let (Some(stored), Some(folded)) = (stored.as_object(), folded.as_object()) else {
-            return self.error("snapshot is not a JSON object".into());
-        };
-        let keys: std::collections::BTreeSet<_> = stored.keys().chain(folded.keys()).collect();
-        for key in keys {
-            let (s, f) = (stored.get(key.as_str()), folded.get(key.as_str()));
-            if s != f {
-                self.error(format!(
-                    "snapshot disagrees with the journal on {key}: stored {}, journal folds to {}",
-                    brief(s),
-                    brief(f)
-                ));
-            }
+        for problem in snapshot_problems("ledger", folded, text) {
+            self.error(problem);
         }
     }
 
@@ -205,6 +199,148 @@ impl<'a> Auditor<'a> {
 
     fn error(&mut self, message: String) {
         self.audit.errors.push(message);
+    }
+}
+
+/// What is wrong with the stored snapshot `text` of a stream whose journal
+/// folds to `folded`. It is parsed as the state every command loads, not as
+/// loose JSON: a snapshot that no command can read is the worst
+/// inconsistency of all. Differences are named field by field.
+fn snapshot_problems<S: Serialize + DeserializeOwned>(
+    what: &str,
+    folded: &S,
+    text: &str,
+) -> Vec<String> {
+    let parse_error = serde_json::from_str::<S>(text).err();
+    let stored: serde_json::Value = match serde_json::from_str(text) {
+        Ok(value) => value,
+        Err(error) => return vec![format!("snapshot is not JSON ({error})")],
+    };
+    let folded = serde_json::to_value(folded).expect("states serialize");
+    let (Some(stored), Some(folded)) = (stored.as_object(), folded.as_object()) else {
+        return vec![format!("snapshot is not a {what} (not a JSON object)")];
+    };
+    let keys: std::collections::BTreeSet<_> = stored.keys().chain(folded.keys()).collect();
+    let differing: Vec<_> = keys
+        .into_iter()
+        .filter(|key| stored.get(key.as_str()) != folded.get(key.as_str()))
+        .collect();
+    if let Some(error) = parse_error {
+        // One line: a snapshot that does not parse (`{}`) differs
+        // everywhere, and listing every field would bury the point.
+        let fields: Vec<&str> = differing.iter().map(|k| k.as_str()).collect();
+        return vec![format!(
+            "snapshot does not parse as a {what} ({error}): every command that reads it will fail; it differs from the journal's fold on: {}",
+            fields.join(", ")
+        )];
+    }
+    differing
+        .into_iter()
+        .map(|key| {
+            format!(
+                "snapshot disagrees with the journal on {key}: stored {}, journal folds to {}",
+                brief(stored.get(key.as_str())),
+                brief(folded.get(key.as_str()))
+            )
+        })
+        .collect()
+}
+
+/// The audit every stream gets: feed it the journal with [`entry`], then
+/// the stored snapshot with [`finish`].
+///
+/// [`entry`]: StreamAudit::entry
+/// [`finish`]: StreamAudit::finish
+pub struct StreamAudit<O: Owner> {
+    what: &'static str,
+    state: Option<O::State>,
+    revision: u64,
+    broken: bool,
+    errors: Vec<String>,
+}
+
+impl<O: Owner> StreamAudit<O> {
+    /// `what` names the state in messages ("goal", "driver state").
+    pub fn new(what: &'static str) -> Self {
+        StreamAudit {
+            what,
+            state: None,
+            revision: 0,
+            broken: false,
+            errors: Vec::new(),
+        }
+    }
+
+    /// Check and fold the next journal entry.
+    pub fn entry(&mut self, revision: u64, kind: &str, event: &str) {
+        if revision != self.revision + 1 {
+            self.errors.push(format!(
+                "journal revision {revision} follows {}: revisions must be consecutive",
+                self.revision
+            ));
+        }
+        self.revision = revision;
+        if self.broken {
+            return;
+        }
+        let event: O::Event = match serde_json::from_str(event) {
+            Ok(event) => event,
+            Err(error) => {
+                // Later entries build on this one: folding on without it
+                // would only report its consequences.
+                self.broken = true;
+                return self.errors.push(format!(
+                    "journal revision {revision} ({kind}) does not parse: {error}; later entries are not folded"
+                ));
+            }
+        };
+        if O::event_kind(&event) != kind {
+            self.errors.push(format!(
+                "journal revision {revision} is labelled {kind} but holds {}",
+                O::event_kind(&event)
+            ));
+        }
+        // `evolve` is total over journals `decide` wrote; a journal written
+        // by hand may break its assumptions, and the audit must report that
+        // rather than die of it.
+        let state = self.state.take();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| O::evolve(state, &event))) {
+            Ok(next) => self.state = Some(next),
+            Err(_) => {
+                self.broken = true;
+                self.errors.push(format!(
+                    "journal revision {revision} ({kind}) cannot follow the entries before it; later entries are not folded"
+                ));
+            }
+        }
+    }
+
+    /// Compare the fold with the stored snapshot (`None`: no snapshot row).
+    /// Returns every problem found, and the folded state.
+    pub fn finish(mut self, snapshot: Option<(u64, &str)>) -> (Vec<String>, Option<O::State>) {
+        match (&self.state, snapshot) {
+            (None, None) => {}
+            (Some(_), None) => self
+                .errors
+                .push("the journal has entries but no snapshot exists".into()),
+            (None, Some((revision, _))) if self.revision == 0 => self.errors.push(format!(
+                "a snapshot at revision {revision} exists but the journal is empty"
+            )),
+            (None, Some(_)) => {}
+            (Some(folded), Some((revision, text))) => {
+                if revision != self.revision {
+                    self.errors.push(format!(
+                        "snapshot is at revision {revision} but the journal ends at {}",
+                        self.revision
+                    ));
+                }
+                if !self.broken {
+                    let problems = snapshot_problems(self.what, folded, text);
+                    self.errors.extend(problems);
+                }
+            }
+        }
+        (self.errors, self.state)
     }
 }
 

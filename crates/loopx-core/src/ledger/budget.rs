@@ -23,15 +23,70 @@ pub struct Spent {
 }
 
 impl Spent {
-    /// The total after one more iteration with these figures. Saturating:
-    /// a token count cannot wrap around into a fresh budget.
-    pub fn plus(&self, tokens: u64, usd: f64) -> Spent {
-        Spent {
-            iterations: self.iterations.saturating_add(1),
-            tokens: self.tokens.saturating_add(tokens),
-            usd: self.usd + usd,
-        }
+    /// The total after one more iteration with these figures.
+    pub fn plus(&self, tokens: u64, usd: f64) -> Result<Spent, OutOfRange> {
+        self.add(1, tokens, usd)
     }
+
+    /// The total after a driver's charge of these figures (no iteration).
+    pub fn charged(&self, tokens: u64, usd: f64) -> Result<Spent, OutOfRange> {
+        self.add(0, tokens, usd)
+    }
+
+    /// The one rule for growing a total: every figure must stay a budget
+    /// number the snapshot can hold. A total that wrapped would look like a
+    /// fresh budget, and an infinite USD total is not JSON (the snapshot
+    /// would no longer parse), so both are refused, never saturated.
+    fn add(&self, iterations: u64, tokens: u64, usd: f64) -> Result<Spent, OutOfRange> {
+        let refuse =
+            |total: &'static str, current: String, adding: String, limit: String| OutOfRange {
+                total,
+                current,
+                adding,
+                limit,
+            };
+        let iterations = self.iterations.checked_add(iterations).ok_or_else(|| {
+            refuse(
+                "iteration",
+                self.iterations.to_string(),
+                iterations.to_string(),
+                u64::MAX.to_string(),
+            )
+        })?;
+        let tokens = self.tokens.checked_add(tokens).ok_or_else(|| {
+            refuse(
+                "token",
+                self.tokens.to_string(),
+                tokens.to_string(),
+                u64::MAX.to_string(),
+            )
+        })?;
+        let sum = self.usd + usd;
+        if !is_budget_number(usd) || !is_budget_number(sum) {
+            return Err(refuse(
+                "USD",
+                // Debug prints 1e308, not 309 digits.
+                format!("{:?}", self.usd),
+                format!("{usd:?}"),
+                format!("{:?}", f64::MAX),
+            ));
+        }
+        Ok(Spent {
+            iterations,
+            tokens,
+            usd: sum,
+        })
+    }
+}
+
+/// A running total that would leave the range its type can hold.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("the loop's {total} total would leave the range loopx can record ({current} spent + {adding} reported; the largest total is {limit}); nothing was written: check the reported figure and record the iteration with a correct one")]
+pub struct OutOfRange {
+    pub total: &'static str,
+    pub current: String,
+    pub adding: String,
+    pub limit: String,
 }
 
 /// A budget that is used up, in the order the `done` arbiter reports them.
@@ -94,6 +149,38 @@ pub fn is_budget_number(value: f64) -> bool {
     value.is_finite() && value >= 0.0
 }
 
+/// A budget figure as stored: `-0` is zero (it would otherwise be kept,
+/// and shown, as `-0.0`).
+pub fn normalized(value: f64) -> f64 {
+    if value == 0.0 {
+        0.0
+    } else {
+        value
+    }
+}
+
+/// A duration a user wrote for a limit (`90m`, `2d 12h`), in the whole
+/// seconds loopx counts in. Zero means "unlimited" to the budgets, so a
+/// duration that would round to zero, or lose a fraction, is refused rather
+/// than silently turned into something else.
+pub fn whole_seconds(span: jiff::SignedDuration) -> Result<u64, DurationError> {
+    if span.is_negative() {
+        return Err(DurationError::Negative(format!("{span:#}")));
+    }
+    if span.subsec_nanos() != 0 {
+        return Err(DurationError::Fractional(format!("{span:#}")));
+    }
+    Ok(span.as_secs() as u64)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("a duration limit cannot be negative (got {0})")]
+    Negative(String),
+    #[error("a duration limit is counted in whole seconds (got {0}); write e.g. 1s, 90m or 2d 12h (0 means unlimited)")]
+    Fractional(String),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,13 +238,36 @@ mod tests {
     }
 
     #[test]
-    fn token_totals_saturate_instead_of_wrapping() {
-        let spent = Spent {
+    fn durations_that_would_round_are_refused() {
+        use jiff::SignedDuration;
+        assert!(matches!(
+            whole_seconds(SignedDuration::from_micros(100)),
+            Err(DurationError::Fractional(_))
+        ));
+        assert!(whole_seconds(SignedDuration::from_millis(1500)).is_err());
+        assert!(whole_seconds(SignedDuration::from_secs(-5)).is_err());
+        assert_eq!(whole_seconds(SignedDuration::from_secs(90)), Ok(90));
+        assert_eq!(normalized(-0.0).to_bits(), 0.0f64.to_bits());
+    }
+
+    #[test]
+    fn totals_that_leave_their_range_are_refused_not_saturated() {
+        let full = Spent {
             iterations: 1,
             tokens: u64::MAX - 1,
-            usd: 0.0,
-        }
-        .plus(10, 0.0);
-        assert_eq!(spent.tokens, u64::MAX);
+            usd: 1e308,
+        };
+        let tokens = full.plus(10, 0.0).unwrap_err();
+        assert_eq!(tokens.total, "token");
+        let usd = full.charged(0, 1e308).unwrap_err();
+        assert_eq!(usd.total, "USD");
+        assert!(usd.to_string().contains("1e308"), "{usd}");
+        assert!(full.charged(0, f64::NAN).is_err());
+        let ok = full.plus(1, 1.0).unwrap();
+        assert_eq!((ok.iterations, ok.tokens), (2, u64::MAX));
+        assert!(serde_json::to_string(&ok)
+            .unwrap()
+            .parse::<serde_json::Value>()
+            .is_ok());
     }
 }

@@ -355,6 +355,10 @@ pub enum LedgerError {
     Empty { field: &'static str },
     #[error("{field} must be a finite non-negative number (got {value})")]
     NotABudgetNumber { field: &'static str, value: f64 },
+    #[error(transparent)]
+    TotalOutOfRange(#[from] budget::OutOfRange),
+    #[error("max_iterations must be at least 1 (got 0): a loop with no iterations could never record one; pass --max-iterations 1 or more")]
+    NoIterations,
     #[error("--{field} is required (one of: {choices})")]
     Missing {
         field: &'static str,
@@ -466,7 +470,7 @@ pub fn append_guard(
             max: ledger.config.budget.max_iterations,
         });
     }
-    let after = ledger.spent.plus(report.tokens, report.usd);
+    let after = ledger.spent.plus(report.tokens, report.usd)?;
     let exhausted = ledger
         .config
         .budget
@@ -540,6 +544,9 @@ fn validate_init(init: &InitLoop) -> Result<(), LedgerError> {
             field: "max_usd",
             value: init.budget.max_usd,
         });
+    }
+    if init.budget.max_iterations == 0 {
+        return Err(LedgerError::NoIterations);
     }
     Ok(())
 }
@@ -637,11 +644,13 @@ impl Owner for LedgerOwner {
             (None, LedgerRequest::Init(init)) => {
                 validate_init(init)?;
                 let run_id = run_id_for(context.operation_id, context.now);
+                let mut config = init.clone();
+                config.budget.max_usd = budget::normalized(config.budget.max_usd);
                 Ok(Decided::write(
                     LedgerEvent::Initialized {
                         run_id: run_id.clone(),
                         at: context.now,
-                        config: Box::new(init.clone()),
+                        config: Box::new(config),
                     },
                     LedgerReceipt::Init {
                         run_id,
@@ -674,8 +683,13 @@ impl Owner for LedgerOwner {
                     .recent
                     .iter()
                     .filter(|r| !dispatch_id.is_empty() && &r.dispatch_id == dispatch_id);
+                // Saturating is right here: these only shrink the charge,
+                // and the records were already admitted within range.
                 let (told_tokens, told_usd) = reported.fold((0u64, 0.0f64), |(t, u), r| {
-                    (t + r.budget_delta.tokens, u + r.budget_delta.usd)
+                    (
+                        t.saturating_add(r.budget_delta.tokens),
+                        u + r.budget_delta.usd,
+                    )
                 });
                 let tokens = tokens.saturating_sub(told_tokens);
                 let usd = (usd - told_usd).max(0.0);
@@ -687,6 +701,7 @@ impl Owner for LedgerOwner {
                 if tokens == 0 && usd == 0.0 {
                     return Ok(Decided::unchanged(receipt));
                 }
+                ledger.spent.charged(tokens, usd)?;
                 let event = LedgerEvent::Charged {
                     dispatch_id: dispatch_id.clone(),
                     tokens,
@@ -757,9 +772,16 @@ impl Owner for LedgerOwner {
                 pending_claim: None,
             },
             (Some(mut ledger), LedgerEvent::IterationAppended { record }) => {
-                ledger.spent = ledger
+                // `decide` refused any record that would take a total out
+                // of range; a journal that holds one anyway (written by an
+                // older loopx) keeps the last representable total, and the
+                // audit reports the record.
+                if let Ok(spent) = ledger
                     .spent
-                    .plus(record.budget_delta.tokens, record.budget_delta.usd);
+                    .plus(record.budget_delta.tokens, record.budget_delta.usd)
+                {
+                    ledger.spent = spent;
+                }
                 ledger.status = if record.claim.is_some() {
                     LoopStatus::Running
                 } else {
@@ -779,8 +801,10 @@ impl Owner for LedgerOwner {
                     tokens, usd, at, ..
                 },
             ) => {
-                ledger.spent.tokens = ledger.spent.tokens.saturating_add(*tokens);
-                ledger.spent.usd += usd;
+                // As for records: `decide` keeps charges within range.
+                if let Ok(spent) = ledger.spent.charged(*tokens, *usd) {
+                    ledger.spent = spent;
+                }
                 ledger.updated_at = *at;
                 ledger
             }
@@ -886,7 +910,7 @@ fn record_from(
         budget_delta: BudgetDelta {
             iterations: 1,
             tokens: report.tokens,
-            usd: report.usd,
+            usd: budget::normalized(report.usd),
             wall_time_seconds: report.wall_time_seconds,
         },
         completed_summary: if report.completed_summary.is_empty() {

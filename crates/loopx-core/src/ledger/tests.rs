@@ -149,11 +149,18 @@ fn nothing_is_appended_after_a_terminal_decision_or_past_the_cap() {
             status: LoopStatus::Stopped
         })
     ));
-    let mut zero = Harness::new(init_request(0));
-    assert!(matches!(
-        zero.append(report(Decision::Stop)),
-        Err(LedgerError::IterationsExhausted { max: 0 })
-    ));
+    // A loop that could never record an iteration is refused at init.
+    let at = Timestamp::UNIX_EPOCH;
+    let id = OperationId::parse("init-zero").unwrap();
+    let context = LedgerContext {
+        now: at,
+        operation_id: &id,
+        files: &proof::NoFiles,
+    };
+    assert_eq!(
+        LedgerOwner::decide(None, &LedgerRequest::Init(init_request(0)), &context).unwrap_err(),
+        LedgerError::NoIterations
+    );
 }
 
 #[test]
@@ -373,7 +380,7 @@ proptest! {
     /// Whatever agents throw at it, an accepted ledger is a valid ledger.
     #[test]
     fn random_appends_never_break_the_invariants(
-        max_iterations in 0u64..8,
+        max_iterations in 1u64..8,
         max_tokens in prop::sample::select(vec![0u64, 50, 200]),
         reports in prop::collection::vec(arbitrary_report(), 0..16),
     ) {
@@ -397,4 +404,64 @@ proptest! {
         prop_assert!(audit.is_valid(), "{:?}", audit);
         prop_assert_eq!(audit.iterations, h.ledger().spent.iterations);
     }
+}
+
+#[test]
+fn a_charge_or_record_that_would_overflow_a_total_is_refused() {
+    let mut h = Harness::new(init_request(5));
+    let mut big = report(Decision::Continue);
+    big.usd = 1e308;
+    h.append(big.clone()).unwrap();
+    let charge = LedgerRequest::Charge {
+        dispatch_id: "d-1".into(),
+        tokens: 0,
+        usd: 1e308,
+    };
+    assert!(matches!(
+        h.apply(charge),
+        Err(LedgerError::TotalOutOfRange(_))
+    ));
+    assert!(matches!(
+        h.append(big),
+        Err(LedgerError::TotalOutOfRange(_))
+    ));
+    assert_eq!(h.ledger().spent.usd, 1e308);
+    assert!(h.audit().is_valid(), "{:?}", h.audit());
+}
+
+#[test]
+fn the_stream_audit_refolds_through_the_owner_and_parses_the_snapshot() {
+    let mut h = Harness::new(init_request(5));
+    h.append(report(Decision::Continue)).unwrap();
+    let run = |snapshot: &str| {
+        let mut audit = audit::StreamAudit::<LedgerOwner>::new("ledger");
+        for (index, (_, kind, event)) in h.journal.iter().enumerate() {
+            audit.entry(index as u64 + 1, kind, event);
+        }
+        audit.finish(Some((h.journal.len() as u64, snapshot))).0
+    };
+    assert!(run(&canonical_json(h.ledger())).is_empty());
+    let problems = run("{}");
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("does not parse as a ledger"),
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn the_stream_audit_reports_a_journal_its_owner_cannot_fold_instead_of_dying() {
+    let mut h = Harness::new(init_request(5));
+    h.append(report(Decision::Continue)).unwrap();
+    // The append alone, with no loop initialized before it: `evolve`
+    // assumes this cannot happen.
+    let (_, kind, event) = &h.journal[1];
+    let mut audit = audit::StreamAudit::<LedgerOwner>::new("ledger");
+    audit.entry(1, kind, event);
+    let (problems, state) = audit.finish(None);
+    assert!(state.is_none());
+    assert!(
+        problems.iter().any(|p| p.contains("cannot follow")),
+        "{problems:?}"
+    );
 }

@@ -364,6 +364,9 @@ fn receipt_reply(action: &str, receipt: &Receipt<GoalReceipt>) -> Reply {
             " [replay of operation {}: nothing written]",
             receipt.operation_id
         ));
+    } else if !receipt.unchanged {
+        // Named so that a doubted reply can be confirmed by a replay.
+        text.push_str(&format!(" [operation {}]", receipt.operation_id));
     }
     Reply::ok(json, text)
 }

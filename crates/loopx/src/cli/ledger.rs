@@ -7,7 +7,6 @@ use anyhow::{Context as _, Result};
 use clap::builder::PossibleValuesParser;
 use clap::Args;
 use loopx_core::goal::RootCommitments;
-use loopx_core::ledger::audit::Auditor;
 use loopx_core::ledger::budget::{is_budget_number, Budget};
 use loopx_core::ledger::proof::NoFiles;
 use loopx_core::ledger::vocabulary::{Decision, GoalFocusMode, Mode, SUCCESS_STOP_REASONS};
@@ -17,7 +16,7 @@ use loopx_core::ledger::{
 };
 use loopx_core::operation::Owner;
 use loopx_store::sqlite::Access;
-use loopx_store::{Receipt, Store as _};
+use loopx_store::Receipt;
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -290,10 +289,7 @@ pub fn parse_duration(text: &str) -> Result<u64, String> {
         .trim()
         .parse()
         .map_err(|_| format!("{text:?} is not a duration; write e.g. 90m, 48h or 2d 12h"))?;
-    if span.is_negative() {
-        return Err("a wall-time budget cannot be negative".into());
-    }
-    Ok(span.as_secs() as u64)
+    loopx_core::ledger::budget::whole_seconds(span).map_err(|e| e.to_string())
 }
 
 pub fn init(args: &InitArgs) -> Result<Reply> {
@@ -344,9 +340,12 @@ pub fn init(args: &InitArgs) -> Result<Reply> {
     let receipt =
         dir.authority()
             .execute::<LedgerOwner>(STREAM, &operation_id, &request, &context, now)?;
-    if !receipt.replayed {
-        dir.refresh_views()?;
-    }
+    // Committed: from here on nothing is an error (see `refresh_views`).
+    let warnings = if receipt.replayed {
+        Vec::new()
+    } else {
+        dir.refresh_views()
+    };
     let LedgerReceipt::Init {
         run_id,
         max_iterations,
@@ -362,7 +361,10 @@ pub fn init(args: &InitArgs) -> Result<Reply> {
         replay_note(&receipt),
         dir.display()
     );
-    Ok(Reply::ok(receipt_json("init", &dir, &receipt), text))
+    Ok(Reply::ok(
+        receipt_json("init", &dir, &receipt, warnings),
+        text,
+    ))
 }
 
 pub fn append_iteration(args: &AppendArgs) -> Result<Reply> {
@@ -445,9 +447,12 @@ pub fn append_iteration(args: &AppendArgs) -> Result<Reply> {
     let receipt =
         dir.authority()
             .execute::<LedgerOwner>(STREAM, &operation_id, &request, &context, now)?;
-    if !receipt.replayed {
-        dir.refresh_views()?;
-    }
+    // Committed: from here on nothing is an error (see `refresh_views`).
+    let warnings = if receipt.replayed {
+        Vec::new()
+    } else {
+        dir.refresh_views()
+    };
     let LedgerReceipt::AppendIteration {
         iteration,
         decision,
@@ -462,11 +467,13 @@ pub fn append_iteration(args: &AppendArgs) -> Result<Reply> {
         replay_note(&receipt)
     );
     Ok(Reply::ok(
-        receipt_json("append-iteration", &dir, &receipt),
+        receipt_json("append-iteration", &dir, &receipt, warnings),
         text,
     ))
 }
 
+/// Every receipt names its operation, so that a reply lost or doubted can
+/// be confirmed by repeating the command with `--operation-id`.
 fn replay_note<R>(receipt: &Receipt<R>) -> String {
     if receipt.replayed {
         format!(
@@ -474,7 +481,10 @@ fn replay_note<R>(receipt: &Receipt<R>) -> String {
             receipt.operation_id
         )
     } else {
-        String::new()
+        format!(
+            " [operation {}, revision {}]",
+            receipt.operation_id, receipt.revision
+        )
     }
 }
 
@@ -482,6 +492,7 @@ fn receipt_json<R: serde::Serialize>(
     action: &str,
     dir: &LoopDir,
     receipt: &Receipt<R>,
+    warnings: Vec<String>,
 ) -> serde_json::Value {
     let mut json = json!({
         "status": "ok",
@@ -491,7 +502,7 @@ fn receipt_json<R: serde::Serialize>(
         "revision": receipt.revision,
         "committed_at": receipt.committed_at,
         "replayed": receipt.replayed,
-        "warnings": [],
+        "warnings": warnings,
     });
     if let (Some(out), Ok(serde_json::Value::Object(body))) =
         (json.as_object_mut(), serde_json::to_value(&receipt.body))
@@ -503,30 +514,25 @@ fn receipt_json<R: serde::Serialize>(
 
 pub fn validate(args: &DirArgs) -> Result<Reply> {
     let dir = LoopDir::open(&args.dir, Access::ReadOnly)?;
-    let now = clock::now();
-    let mut auditor = Auditor::new(&dir, now);
-    dir.store().journal(STREAM, 0, &mut |entry| {
-        auditor.entry(
-            entry.revision,
-            &entry.operation_id,
-            &entry.kind,
-            &entry.event,
-        );
-        Ok(())
-    })?;
-    let snapshot = dir.store().load(STREAM)?;
-    let audit = auditor.finish(snapshot.as_ref().map(|s| (s.revision, s.state.as_str())));
+    let audit = dir.audit(clock::now())?;
     let valid = audit.is_valid();
+    let streams: Vec<_> = audit
+        .streams
+        .iter()
+        .map(|(stream, revision)| json!({"stream": stream, "revision": revision}))
+        .collect();
     let json = json!({
         "status": if valid { "ok" } else { "failed" },
         "errors": audit.errors,
         "warnings": audit.warnings,
-        "checked": {"dir": dir.display(), "iterations": audit.iterations, "revision": audit.revision},
+        "checked": {"dir": dir.display(), "iterations": audit.ledger.iterations, "revision": audit.ledger.revision, "streams": streams},
     });
     let mut text = if valid {
         format!(
-            "valid: {} iterations, journal revision {}",
-            audit.iterations, audit.revision
+            "valid: {} iterations, journal revision {}, {} streams audited",
+            audit.ledger.iterations,
+            audit.ledger.revision,
+            audit.streams.len()
         )
     } else {
         format!(
@@ -537,9 +543,6 @@ pub fn validate(args: &DirArgs) -> Result<Reply> {
     };
     for error in &audit.errors {
         text.push_str(&format!("\n  error: {error}"));
-    }
-    for warning in &audit.warnings {
-        text.push_str(&format!("\n  warning: {warning}"));
     }
     Ok(Reply {
         json,

@@ -80,7 +80,9 @@ enum Command {
 }
 
 /// What a command produced: the JSON object, the text for people, and
-/// the exit code.
+/// the exit code. Warnings travel in the JSON's `warnings` array (strings);
+/// the text rendering says each on stderr, so that a command that succeeded
+/// with a warning is never mistaken for one that did not happen.
 pub struct Reply {
     pub json: Value,
     pub text: String,
@@ -178,6 +180,10 @@ fn dispatch(command: Command, json: bool) -> Result<Reply> {
 }
 
 fn emit(reply: &Reply, json: bool) {
+    let warnings = reply.json["warnings"].as_array().into_iter().flatten();
+    for warning in warnings.filter_map(Value::as_str) {
+        eprintln!("warning: {warning}");
+    }
     if json {
         print_json(&reply.json);
         if reply.code == 0 {
