@@ -17,3 +17,4 @@ pub mod operation;
 pub mod path;
 pub mod redact;
 pub mod text;
+pub mod words;

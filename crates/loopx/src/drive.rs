@@ -724,7 +724,10 @@ fn run(
         if options.max_iterations.is_some_and(|max| turns >= max) {
             return ended(
                 Exit::Done,
-                format!("ran the {turns} turns --max-iterations allowed for this run"),
+                format!(
+                    "ran the {} --max-iterations allowed for this run",
+                    loopx_core::words::count(turns, "turn")
+                ),
                 turns,
             );
         }
@@ -940,12 +943,12 @@ fn turn(
         failed => format!(": {}; see {log_name}", failed.sentence()),
     };
     progress(&format!(
-        "iteration {iteration} [{provider_name}] {} in {:.1}s (exit {}{usd}){why}; {} iterations left",
+        "iteration {iteration} [{provider_name}] {} in {:.1}s (exit {}{usd}){why}; {} left",
         Outcome::from(result).label(),
         turn.elapsed.as_secs_f64(),
         turn.exit_status
             .map_or("killed".to_owned(), |c| c.to_string()),
-        after.ledger.remaining_iterations()
+        loopx_core::words::count(after.ledger.remaining_iterations(), "iteration")
     ));
     Ok((result, read, log_name))
 }

@@ -147,3 +147,59 @@ fn todo_add_takes_the_title_positionally_or_as_a_flag_but_not_both() {
         .collect();
     assert_eq!(titles, ["Read the paper", "Check lemma 2"]);
 }
+
+#[test]
+fn text_says_counts_in_good_grammar_and_times_as_people_read_them() {
+    let fixture = common::Fixture::new();
+    let d = fixture.d();
+    let init = fixture
+        .loopx()
+        .args(["init", "--dir", d, "--goal", "g", "--success-criteria", "c"])
+        .args(["--max-iterations", "1", "--max-wall", "2h"])
+        .output()
+        .unwrap();
+    let init = String::from_utf8_lossy(&init.stdout);
+    assert!(init.contains("(1 iteration at most)"), "{init}");
+    let status = fixture
+        .loopx()
+        .args(["status", "--dir", d])
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.contains("0s elapsed of 2h (2h left)")
+            || status.contains("1s elapsed of 2h (1h 59m left)"),
+        "{status}"
+    );
+    fixture
+        .loopx()
+        .args(["todo", "add", "--dir", d, "Read"])
+        .assert()
+        .success();
+    fixture
+        .loopx()
+        .args([
+            "todo",
+            "claim",
+            "--dir",
+            d,
+            "t1",
+            "--agent-id",
+            "ann",
+            "--ttl",
+            "600",
+        ])
+        .assert()
+        .success();
+    let list = fixture
+        .loopx()
+        .args(["todo", "list", "--dir", d])
+        .output()
+        .unwrap();
+    let list = String::from_utf8_lossy(&list.stdout);
+    assert!(list.contains("leased to ann until "), "{list}");
+    assert!(
+        list.contains("(in 9m)") || list.contains("(in 10m)"),
+        "{list}"
+    );
+}

@@ -4,6 +4,8 @@
 use super::arbiter::Verdict;
 use super::vocabulary::LoopStatus;
 use super::{IterationRecord, Ledger};
+use crate::words;
+use jiff::Timestamp;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 
@@ -68,8 +70,8 @@ pub fn recovery_markdown(ledger: &Ledger, verdict: &Verdict) -> String {
     let _ = writeln!(out, "- Active blockers: {blockers}");
     let _ = writeln!(
         out,
-        "- Budget remaining: {} iterations",
-        ledger.remaining_iterations()
+        "- Budget remaining: {}",
+        words::count(ledger.remaining_iterations(), "iteration")
     );
     if let Some(reason) = verdict.reason {
         let _ = writeln!(
@@ -127,7 +129,7 @@ pub fn status_json(ledger: &Ledger, revision: u64, verdict: &Verdict) -> Value {
 }
 
 /// The human `status` text.
-pub fn status_text(ledger: &Ledger, verdict: &Verdict) -> String {
+pub fn status_text(ledger: &Ledger, verdict: &Verdict, now: Timestamp) -> String {
     let mut out = String::new();
     let budget = &ledger.config.budget;
     let limit = |max: String, unlimited: bool| {
@@ -158,15 +160,17 @@ pub fn status_text(ledger: &Ledger, verdict: &Verdict) -> String {
         ledger.spent.usd,
         limit(format!("{:.4}", budget.max_usd), budget.max_usd == 0.0)
     );
-    let _ = writeln!(
-        out,
-        "  wall time   since {} (limit {})",
-        ledger.created_at,
-        limit(
-            format!("{}s", budget.max_wall_time_seconds),
-            budget.max_wall_time_seconds == 0
-        )
-    );
+    let elapsed = ledger.elapsed_seconds(now);
+    let wall = match budget.max_wall_time_seconds {
+        0 => format!("{} elapsed of unlimited", words::duration(elapsed)),
+        max => format!(
+            "{} elapsed of {} ({} left)",
+            words::duration(elapsed),
+            words::duration(max),
+            words::duration(max.saturating_sub(elapsed))
+        ),
+    };
+    let _ = writeln!(out, "  wall time   {wall}, since {}", ledger.created_at);
     let done = match (verdict.done, verdict.reason) {
         (true, Some(reason)) => format!("yes ({reason})"),
         (false, Some(reason)) => format!("no ({reason})"),

@@ -189,8 +189,8 @@ pub fn drive(args: &DriveArgs) -> Result<Reply> {
         "action": "drive", "exit_code": ended.exit.code(), "reason": ended.exit.reason(), "detail": ended.reason, "turns": ended.turns,
     });
     let text = format!(
-        "drive stopped after {} turns: {} ({}; exit {})",
-        ended.turns,
+        "drive stopped after {}: {} ({}; exit {})",
+        loopx_core::words::count(ended.turns, "turn"),
         ended.reason,
         ended.exit.reason(),
         ended.exit.code()

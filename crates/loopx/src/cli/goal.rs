@@ -13,6 +13,7 @@ use loopx_core::goal::todo::TodoAction;
 use loopx_core::goal::{self, inspect, Actor, GoalCommand, GoalReceipt, GoalRequest};
 use loopx_core::operation::OperationId;
 use loopx_core::text::limits::DOCUMENT_BYTES;
+use loopx_core::words;
 use loopx_store::sqlite::Access;
 use loopx_store::Receipt;
 use serde_json::json;
@@ -574,10 +575,16 @@ pub fn todo(command: &TodoCommand) -> Result<Reply> {
             let now = clock::now();
             let mut text = String::new();
             for todo in &goal.todos {
-                let holder = todo
-                    .holder(now)
-                    .map(|h| format!(" leased to {h}"))
-                    .unwrap_or_default();
+                let holder = match (todo.holder(now), &todo.lease) {
+                    (Some(holder), Some(lease)) => format!(
+                        " leased to {holder} until {} (in {})",
+                        lease.expires_at,
+                        words::duration(
+                            lease.expires_at.duration_since(now).as_secs().max(0) as u64
+                        )
+                    ),
+                    _ => String::new(),
+                };
                 text.push_str(&format!(
                     "{:<6} {:<9} {}{holder}\n",
                     todo.id,

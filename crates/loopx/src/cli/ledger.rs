@@ -15,6 +15,7 @@ use loopx_core::ledger::{
     LedgerReceipt, LedgerRequest, StopConditions, DEFAULT_PLATEAU_RULE, STREAM,
 };
 use loopx_core::operation::Owner;
+use loopx_core::words;
 use loopx_store::sqlite::Access;
 use loopx_store::Receipt;
 use serde_json::json;
@@ -355,9 +356,10 @@ pub fn init(args: &InitArgs) -> Result<Reply> {
         unreachable!("init yields an init receipt")
     };
     let text = format!(
-        "{} loop {run_id} in {} ({max_iterations} iterations at most){}\nnext: loopx append-iteration --dir {} --mode bounded-research --objective \"...\" --decision continue",
+        "{} loop {run_id} in {} ({} at most){}\nnext: loopx append-iteration --dir {} --mode bounded-research --objective \"...\" --decision continue",
         if receipt.replayed { "already initialized" } else { "initialized" },
         dir.display(),
+        words::count(*max_iterations, "iteration"),
         replay_note(&receipt),
         dir.display()
     );
@@ -463,7 +465,8 @@ pub fn append_iteration(args: &AppendArgs) -> Result<Reply> {
         unreachable!("append yields an append receipt")
     };
     let text = format!(
-        "iteration {iteration} recorded: {decision} (loop {state_status}, {remaining_iterations} iterations left){}",
+        "iteration {iteration} recorded: {decision} (loop {state_status}, {} left){}",
+        words::count(*remaining_iterations, "iteration"),
         replay_note(&receipt)
     );
     Ok(Reply::ok(
@@ -529,10 +532,10 @@ pub fn validate(args: &DirArgs) -> Result<Reply> {
     });
     let mut text = if valid {
         format!(
-            "valid: {} iterations, journal revision {}, {} streams audited",
-            audit.ledger.iterations,
+            "valid: {}, journal revision {}, {} audited",
+            words::count(audit.ledger.iterations, "iteration"),
             audit.ledger.revision,
-            audit.streams.len()
+            words::count(audit.streams.len() as u64, "stream")
         )
     } else {
         format!(
@@ -554,12 +557,13 @@ pub fn validate(args: &DirArgs) -> Result<Reply> {
 pub fn status(args: &DirArgs) -> Result<Reply> {
     let dir = LoopDir::open(&args.dir, Access::ReadOnly)?;
     let Reading { revision, ledger } = dir.read()?;
-    let verdict = dir.verdict(&ledger, clock::now());
+    let now = clock::now();
+    let verdict = dir.verdict(&ledger, now);
     let mut json = view::status_json(&ledger, revision, &verdict);
     json["dir"] = dir.display().into();
     let (_, driver) = dir.driver()?;
     let driver = loopx_core::dispatch::summary(&driver, crate::platform::alive);
-    let mut text = view::status_text(&ledger, &verdict);
+    let mut text = view::status_text(&ledger, &verdict, now);
     text.push_str(&format!("  driver      {}\n", driver.line()));
     json["driver"] = serde_json::to_value(&driver)?;
     Ok(Reply::ok(json, text))

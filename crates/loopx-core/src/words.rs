@@ -1,0 +1,57 @@
+//! Plain-English pieces every text view shares: a count with the right
+//! form of its noun, and a span of seconds as a person would say it. Pure;
+//! the views and adapters that print for people call these, never their
+//! own copies.
+
+/// `1 iteration`, `2 iterations`, `0 iterations`.
+pub fn count(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// A span of seconds at the precision a person reads at a glance: `45s`,
+/// `12m`, `3h 20m`, `2d 4h`.
+pub fn duration(seconds: u64) -> String {
+    const MINUTE: u64 = 60;
+    const HOUR: u64 = 60 * MINUTE;
+    const DAY: u64 = 24 * HOUR;
+    match seconds {
+        s if s < MINUTE => format!("{s}s"),
+        s if s < HOUR => format!("{}m", s / MINUTE),
+        s if s < DAY => match (s / HOUR, s % HOUR / MINUTE) {
+            (h, 0) => format!("{h}h"),
+            (h, m) => format!("{h}h {m}m"),
+        },
+        s => match (s / DAY, s % DAY / HOUR) {
+            (d, 0) => format!("{d}d"),
+            (d, h) => format!("{d}d {h}h"),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_thing_is_singular_and_every_other_count_plural() {
+        assert_eq!(count(0, "iteration"), "0 iterations");
+        assert_eq!(count(1, "iteration"), "1 iteration");
+        assert_eq!(count(2, "turn"), "2 turns");
+    }
+
+    #[test]
+    fn durations_read_at_a_glance() {
+        assert_eq!(duration(0), "0s");
+        assert_eq!(duration(59), "59s");
+        assert_eq!(duration(60), "1m");
+        assert_eq!(duration(3599), "59m");
+        assert_eq!(duration(3600), "1h");
+        assert_eq!(duration(3600 + 20 * 60 + 5), "1h 20m");
+        assert_eq!(duration(2 * 86400 + 4 * 3600), "2d 4h");
+        assert_eq!(duration(86400), "1d");
+    }
+}
