@@ -6,9 +6,9 @@
 //! The decisions (classification, failover, recovery) are the core's; this
 //! module does the processes, files and clocks.
 
-use crate::loop_dir::{LoopDir, DRIVER_LOCK, DRIVER_LOGS};
-use crate::{clock, platform};
 use anyhow::{bail, Context as _, Result};
+use loopx_app::loop_dir::{LoopDir, DRIVER_LOCK, DRIVER_LOGS};
+use loopx_app::{clock, platform};
 use loopx_core::digest::Digest;
 use loopx_core::dispatch::classify::{self, Reading as OutputReading, END_OF_PROMPT};
 use loopx_core::dispatch::provider::{self, Launcher, Structured};
@@ -69,19 +69,6 @@ impl std::fmt::Display for Usage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.0)
     }
-}
-
-/// The executable `binary` on PATH, if any.
-pub fn which(binary: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(binary))
-        .find(|candidate| {
-            candidate
-                .metadata()
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
 }
 
 /// What the project root looks like now.
@@ -181,7 +168,7 @@ fn log_dir(dir: &LoopDir) -> Result<PathBuf> {
             Ok(logs)
         }
         Err(_) => {
-            crate::fsutil::create_private_dir(&logs)?;
+            loopx_app::fsutil::create_private_dir(&logs)?;
             Ok(logs)
         }
     }
@@ -225,7 +212,7 @@ fn agent_liveness(dir: &LoopDir, dispatch_id: &str) -> Liveness {
     let unknown = || Liveness::Unknown {
         record: record.clone(),
     };
-    let Ok(bytes) = crate::fsutil::read_no_follow(&dir.path(&record)) else {
+    let Ok(bytes) = loopx_app::fsutil::read_no_follow(&dir.path(&record)) else {
         return unknown();
     };
     let text = String::from_utf8_lossy(&bytes);
@@ -592,7 +579,7 @@ impl Drop for Ticker {
 pub fn drive(options: &Options) -> Result<Ended> {
     let dir = match LoopDir::open(&options.dir, Access::ReadWrite) {
         Ok(dir) => dir,
-        Err(error) if !options.dir.join(crate::loop_dir::DATABASE).is_file() => {
+        Err(error) if !options.dir.join(loopx_app::loop_dir::DATABASE).is_file() => {
             return Err(error.context(Usage("wrong --dir")))
         }
         Err(error) => return Err(error),
@@ -737,7 +724,7 @@ fn run(
         let launcher = match &options.target {
             Target::Command(_) => None,
             Target::Providers(_) => match provider::find(&provider_name)
-                .and_then(|p| provider::resolve(p, |b| which(b).is_some()))
+                .and_then(|p| provider::resolve(p, |b| platform::which(b).is_some()))
             {
                 Some(launcher) => Some(launcher),
                 None => match session.after(TurnResult::Unavailable, None, clock::now()) {
@@ -822,7 +809,7 @@ fn turn(
     logs: &Path,
     provider_name: &str,
     launcher: Option<&Launcher>,
-    before: &crate::loop_dir::Reading,
+    before: &loopx_app::loop_dir::Reading,
 ) -> Result<(TurnResult, OutputReading, String)> {
     let iteration = before.ledger.spent.iterations + 1;
     let prompt = dir.task_body(&options.goal_id, &Actor::Agent(options.agent_id.clone()))?;

@@ -3,9 +3,9 @@
 use super::ledger::DirArgs;
 use super::Reply;
 use crate::drive::{self, Options, Target};
-use crate::loop_dir::LoopDir;
 use anyhow::Result;
 use clap::Args;
+use loopx_app::loop_dir::LoopDir;
 use loopx_core::dispatch::provider;
 use loopx_core::dispatch::session::Limits;
 use loopx_core::dispatch::{DriverRequest, RecoveryPlan};
@@ -236,7 +236,7 @@ pub fn agent_cmd(args: &AgentCmdArgs) -> Result<Reply> {
     let mut lines = Vec::new();
     for each in &known {
         let family = provider::family(each, env);
-        let resolved = provider::resolve(each, |b| drive::which(b).is_some());
+        let resolved = provider::resolve(each, |b| loopx_app::platform::which(b).is_some());
         let wanted: Vec<&str> = each.launchers.iter().map(|l| l.binary).collect();
         let error = format!("none of {} is on PATH", wanted.join(", "));
         let launcher = match resolved {
@@ -281,7 +281,7 @@ pub fn agent_cmd(args: &AgentCmdArgs) -> Result<Reply> {
         let found = resolved.is_some();
         entries.insert(
             each.name.into(),
-            json!({"binary_found": found, "binary": drive::which(launcher.binary), "argv": argv,
+            json!({"binary_found": found, "binary": loopx_app::platform::which(launcher.binary), "argv": argv,
                    "family": family, "warning": (!found).then_some(&error)}),
         );
     }
@@ -334,7 +334,7 @@ pub fn recover(args: &RecoverArgs) -> Result<Reply> {
             dispatch_id: id.clone(),
             reason: "cancelled by the operator (loopx recover --cancel)".into(),
         };
-        let now = crate::clock::now();
+        let now = loopx_app::clock::now();
         let op = loopx_core::operation::OperationId::parse(&format!("cancel.{id}"))?;
         dir.authority()
             .execute::<loopx_core::dispatch::DriverOwner>(
@@ -386,7 +386,7 @@ fn show_recovery(args: &RecoverArgs) -> Result<Reply> {
     let (_, state) = dir.driver()?;
     if let Some(driver) = state
         .registration
-        .filter(|r| intent.is_some() && crate::platform::alive(r.pid))
+        .filter(|r| intent.is_some() && loopx_app::platform::alive(r.pid))
     {
         text = format!("a driver (pid {}) is running this loop, so the open dispatch is probably its current turn, not a leftover; {text}", driver.pid);
     }

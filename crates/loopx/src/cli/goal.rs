@@ -3,10 +3,10 @@
 
 use super::ledger::DirArgs;
 use super::{operation_id, Reply};
-use crate::loop_dir::{GoalReading, LoopDir};
-use crate::{clock, fsutil};
 use anyhow::{Context as _, Result};
 use clap::{Args, Subcommand};
+use loopx_app::loop_dir::{GoalReading, LoopDir};
+use loopx_app::{clock, fsutil};
 use loopx_core::digest::Digest;
 use loopx_core::goal::outcome::OutcomeUpdate;
 use loopx_core::goal::todo::TodoAction;

@@ -1,11 +1,11 @@
 //! Interactive forcing: arm, disarm, active, and the Stop-hook check.
 
 use super::Reply;
-use crate::clock;
-use crate::loop_dir::LoopDir;
-use crate::registry::Registry;
 use anyhow::{bail, Result};
 use clap::Args;
+use loopx_app::clock;
+use loopx_app::loop_dir::LoopDir;
+use loopx_app::registry::Registry;
 use loopx_core::hook::{
     self, covers, entry_live, ArmedLoop, HookSignals, LoopReading, ARMED_SCHEMA_VERSION,
 };
@@ -101,7 +101,7 @@ fn resolve(path: &Path) -> String {
 /// The loop an entry names, judged now; `Missing` when it is gone.
 fn read_loop(entry: &ArmedLoop) -> LoopReading {
     let dir = Path::new(&entry.loop_dir);
-    if !dir.join(crate::loop_dir::DATABASE).is_file() {
+    if !dir.join(loopx_app::loop_dir::DATABASE).is_file() {
         return LoopReading::Missing;
     }
     match LoopDir::open(dir, Access::ReadOnly).and_then(|d| d.read().map(|r| (d, r))) {
@@ -292,7 +292,7 @@ pub fn hook_check(args: &HookCheckArgs, json: bool) -> ExitCode {
 
 /// Whether an entry's `--pid` process is alive (false when it has none).
 fn pid_alive(entry: &ArmedLoop) -> bool {
-    entry.pid != 0 && crate::platform::exists(entry.pid)
+    entry.pid != 0 && loopx_app::platform::exists(entry.pid)
 }
 
 /// The hook's verdict for this payload; never fails (every doubt allows).

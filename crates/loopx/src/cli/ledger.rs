@@ -1,11 +1,11 @@
 //! The ledger commands: init, append-iteration, validate, status, done.
 
 use super::{operation_id, Reply};
-use crate::clock;
-use crate::loop_dir::{LoopDir, Reading};
 use anyhow::{Context as _, Result};
 use clap::builder::PossibleValuesParser;
 use clap::Args;
+use loopx_app::clock;
+use loopx_app::loop_dir::{LoopDir, Reading};
 use loopx_core::goal::RootCommitments;
 use loopx_core::ledger::budget::{is_budget_number, Budget};
 use loopx_core::ledger::proof::NoFiles;
@@ -328,7 +328,7 @@ pub fn init(args: &InitArgs) -> Result<Reply> {
     };
     LedgerOwner::decide(None, &request, &precheck)?;
 
-    let dir = if args.dir.dir.join(crate::loop_dir::DATABASE).is_file() {
+    let dir = if args.dir.dir.join(loopx_app::loop_dir::DATABASE).is_file() {
         LoopDir::open(&args.dir.dir, Access::ReadWrite)?
     } else {
         LoopDir::create(&args.dir.dir)?
@@ -562,7 +562,7 @@ pub fn status(args: &DirArgs) -> Result<Reply> {
     let mut json = view::status_json(&ledger, revision, &verdict);
     json["dir"] = dir.display().into();
     let (_, driver) = dir.driver()?;
-    let driver = loopx_core::dispatch::summary(&driver, crate::platform::alive);
+    let driver = loopx_core::dispatch::summary(&driver, loopx_app::platform::alive);
     let mut text = view::status_text(&ledger, &verdict, now);
     text.push_str(&format!("  driver      {}\n", driver.line()));
     json["driver"] = serde_json::to_value(&driver)?;

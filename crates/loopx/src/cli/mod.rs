@@ -9,6 +9,7 @@ mod serve;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+pub use loopx_app::error::describe;
 use loopx_core::ledger::LedgerError;
 use loopx_core::operation::OperationId;
 use loopx_store::AuthorityError;
@@ -215,18 +216,6 @@ fn merge(into: &mut Value, extra: Value) {
     if let (Some(into), Value::Object(extra)) = (into.as_object_mut(), extra) {
         into.extend(extra);
     }
-}
-
-/// The full chain of an error, outermost first, without repetition.
-pub fn describe(error: &anyhow::Error) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    for cause in error.chain() {
-        let text = cause.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-    }
-    parts.join(": ")
 }
 
 fn details(error: &anyhow::Error) -> Option<Value> {

@@ -2,11 +2,11 @@
 //! writes go through the same owners and answer with receipts.
 
 use super::App;
-use crate::clock;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
+use loopx_app::clock;
 use loopx_core::goal::objective::ObjectiveDocument;
 use loopx_core::goal::outcome::{OutcomeUpdate, RequirementInput, SourceInput};
 use loopx_core::goal::{self, inspect, Actor, GoalCommand, GoalError, GoalRequest};
@@ -42,7 +42,7 @@ fn bad(message: impl Into<String>) -> Failure {
 
 /// Map an error from the owners and the store to an HTTP answer.
 pub fn failure(error: anyhow::Error) -> Failure {
-    let message = crate::cli::describe(&error);
+    let message = loopx_app::error::describe(&error);
     if let Some(error) = error.downcast_ref::<AuthorityError<GoalError>>() {
         return match error {
             AuthorityError::Rejected(_) => bad(message),
@@ -101,7 +101,7 @@ pub async fn status(State(app): State<Arc<App>>) -> Result<Response, Failure> {
         json["dir"] = dir.display().into();
         json["driver"] = serde_json::to_value(loopx_core::dispatch::summary(
             &dir.driver()?.1,
-            crate::platform::alive,
+            loopx_app::platform::alive,
         ))?;
         Ok(ok(json))
     })

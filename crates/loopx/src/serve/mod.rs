@@ -14,7 +14,6 @@ mod api;
 mod auth;
 mod page;
 
-use crate::loop_dir::LoopDir;
 use anyhow::{bail, Context as _, Result};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
@@ -22,6 +21,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use loopx_app::loop_dir::LoopDir;
 use loopx_store::sqlite::Access;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -188,7 +188,7 @@ fn announce(url: &str, port: u16, token_file: Option<&Path>, login: &str, json: 
 fn open_browser(login: &str) -> Option<PathBuf> {
     let Some(opener) = ["xdg-open", "open"]
         .into_iter()
-        .find(|o| crate::drive::which(o).is_some())
+        .find(|o| loopx_app::platform::which(o).is_some())
     else {
         eprintln!("loopx dashboard: no browser opener found (xdg-open, open); open the login link printed above yourself");
         return None;

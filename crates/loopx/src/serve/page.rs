@@ -3,11 +3,11 @@
 
 use super::api::{blocking, Failure};
 use super::App;
-use crate::clock;
-use crate::loop_dir::{Decision, GoalReading, LoopDir, Reading};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
+use loopx_app::clock;
+use loopx_app::loop_dir::{Decision, GoalReading, LoopDir, Reading};
 use loopx_core::dispatch::{summary, DriverSummary};
 use loopx_core::goal::continuation::ShouldRun;
 use loopx_core::goal::inspect::{self, Readback};
@@ -37,7 +37,7 @@ fn snapshot(dir: &LoopDir) -> anyhow::Result<Snapshot> {
         verdict,
         should_run: decision,
     } = dir.decision(goal::DEFAULT_GOAL_ID, &Actor::Owner)?;
-    let driver = summary(&dir.driver()?.1, crate::platform::alive);
+    let driver = summary(&dir.driver()?.1, loopx_app::platform::alive);
     Ok(Snapshot {
         dir: dir.display(),
         ledger,

@@ -1,0 +1,22 @@
+//! The loopx application layer: "a loop" and what can be done with it.
+//!
+//! A loop is opened through its location (the loop directory, and the
+//! store that holds its state); every use case the adapters offer (init,
+//! append, status, the goal and todo operations, refresh-state, should-run,
+//! the task body, iteration detail, the driver's bookkeeping) is one
+//! function here returning a typed view. The CLI, the HTTP server, the MCP
+//! server and the driver parse, call and render; none of them holds a rule
+//! of its own, and none imports another.
+//!
+//! Below this layer: the pure owners (`loopx-core`) and the durable
+//! authority (`loopx-store`). Platform detail (process groups, locks,
+//! randomness) is fenced in [`platform`].
+
+pub mod clock;
+pub mod error;
+pub mod fsutil;
+pub mod loop_dir;
+pub mod platform;
+pub mod registry;
+
+pub use error::{AppError, ErrorClass};
