@@ -13,6 +13,7 @@
 //! randomness) is fenced in [`platform`].
 
 pub mod clock;
+pub mod driver;
 pub mod error;
 pub mod fsutil;
 pub mod loop_dir;

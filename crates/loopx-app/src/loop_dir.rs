@@ -8,7 +8,7 @@
 use crate::{clock, fsutil};
 use anyhow::{bail, Result};
 use jiff::Timestamp;
-use loopx_core::dispatch::{self, DriverOwner, DriverState};
+use loopx_core::dispatch::{self, DriverOwner};
 use loopx_core::goal::continuation::{should_run, ShouldRun};
 use loopx_core::goal::{self, Goal, GoalCommand, GoalContext, GoalOwner, GoalReceipt, GoalRequest};
 use loopx_core::ledger::arbiter::{arbitrate, Sentinels, Verdict};
@@ -316,12 +316,6 @@ impl LoopDir {
         let path = LoopPath::parse(relative).ok()?;
         let bytes = self.tail_file(&path, max as u64).ok()?;
         Some(String::from_utf8_lossy(&bytes).into_owned())
-    }
-
-    /// The driver's journal state (empty if no driver ever ran).
-    pub fn driver(&self) -> Result<(u64, DriverState)> {
-        let Loaded { revision, state } = self.authority().load::<DriverOwner>(dispatch::STREAM)?;
-        Ok((revision, state.unwrap_or_default()))
     }
 
     /// The continuation decision for `actor` on goal `goal_id`, from the

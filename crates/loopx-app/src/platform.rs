@@ -269,3 +269,13 @@ pub fn which(binary: &str) -> Option<std::path::PathBuf> {
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
 }
+
+/// Eight hex digits that differ between processes (the standard library's
+/// per-process random hash keys, mixed with the pid): enough to keep the
+/// names of two drivers' writes apart, not a secret.
+pub fn nonce() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    format!("{:08x}", hasher.finish() as u32)
+}

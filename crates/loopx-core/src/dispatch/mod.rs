@@ -9,6 +9,7 @@
 pub mod classify;
 pub mod provider;
 pub mod session;
+pub mod step;
 
 use crate::operation::{Decided, Owner};
 use classify::{FailureClass, Usage};
@@ -54,7 +55,7 @@ pub struct Intent {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Outcome {
+pub enum TurnOutcome {
     Advanced,
     NoAdvance,
     Failed(FailureClass),
@@ -65,35 +66,35 @@ pub enum Outcome {
     Cancelled,
 }
 
-impl From<session::TurnResult> for Outcome {
+impl From<session::TurnResult> for TurnOutcome {
     fn from(result: session::TurnResult) -> Self {
         use session::TurnResult;
         match result {
-            TurnResult::Advanced => Outcome::Advanced,
-            TurnResult::NoAdvance => Outcome::NoAdvance,
-            TurnResult::Failed(class) => Outcome::Failed(class),
-            TurnResult::TimedOut => Outcome::TimedOut,
-            TurnResult::Unavailable => Outcome::Cancelled,
+            TurnResult::Advanced => TurnOutcome::Advanced,
+            TurnResult::NoAdvance => TurnOutcome::NoAdvance,
+            TurnResult::Failed(class) => TurnOutcome::Failed(class),
+            TurnResult::TimedOut => TurnOutcome::TimedOut,
+            TurnResult::Unavailable => TurnOutcome::Cancelled,
         }
     }
 }
 
-impl Outcome {
+impl TurnOutcome {
     /// `advanced`, `failed:quota`, ...
     pub fn label(self) -> String {
         match self {
-            Outcome::Advanced => "advanced".into(),
-            Outcome::NoAdvance => "no_advance".into(),
-            Outcome::Failed(class) => format!(
+            TurnOutcome::Advanced => "advanced".into(),
+            TurnOutcome::NoAdvance => "no_advance".into(),
+            TurnOutcome::Failed(class) => format!(
                 "failed:{}",
                 serde_json::to_value(class)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_owned))
                     .unwrap_or_default()
             ),
-            Outcome::TimedOut => "timed_out".into(),
-            Outcome::RecoveredAdvanced => "recovered_advanced".into(),
-            Outcome::Cancelled => "cancelled".into(),
+            TurnOutcome::TimedOut => "timed_out".into(),
+            TurnOutcome::RecoveredAdvanced => "recovered_advanced".into(),
+            TurnOutcome::Cancelled => "cancelled".into(),
         }
     }
 }
@@ -103,7 +104,7 @@ pub struct Settlement {
     pub dispatch_id: String,
     pub iteration: u64,
     pub provider: String,
-    pub outcome: Outcome,
+    pub outcome: TurnOutcome,
     pub exit_status: Option<i32>,
     pub usage: Usage,
     pub settled_at: Timestamp,
@@ -383,7 +384,7 @@ impl Owner for DriverOwner {
                             dispatch_id: open.dispatch_id,
                             iteration: open.iteration,
                             provider: open.provider,
-                            outcome: Outcome::Cancelled,
+                            outcome: TurnOutcome::Cancelled,
                             exit_status: None,
                             usage: Usage::default(),
                             settled_at: *at,
@@ -615,7 +616,7 @@ mod tests {
                     dispatch_id: "d1".into(),
                     iteration: 4,
                     provider: "claude".into(),
-                    outcome: Outcome::Failed(FailureClass::Failure),
+                    outcome: TurnOutcome::Failed(FailureClass::Failure),
                     exit_status: Some(1),
                     usage: Usage::default(),
                     settled_at: now,
@@ -677,7 +678,7 @@ mod tests {
         .unwrap();
         let after = DriverOwner::evolve(Some(state), &cancel.event.unwrap());
         assert!(after.open.is_none());
-        assert_eq!(after.recent[0].outcome, Outcome::Cancelled);
+        assert_eq!(after.recent[0].outcome, TurnOutcome::Cancelled);
     }
 }
 

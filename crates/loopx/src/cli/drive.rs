@@ -5,10 +5,11 @@ use super::Reply;
 use crate::drive::{self, Options, Target};
 use anyhow::Result;
 use clap::Args;
+use loopx_app::driver;
 use loopx_app::loop_dir::LoopDir;
 use loopx_core::dispatch::provider;
-use loopx_core::dispatch::session::Limits;
-use loopx_core::dispatch::{DriverRequest, RecoveryPlan};
+use loopx_core::dispatch::session::{Exit, Limits};
+use loopx_core::dispatch::RecoveryPlan;
 use loopx_core::goal::{self, Actor};
 use loopx_store::sqlite::Access;
 use serde_json::json;
@@ -176,11 +177,12 @@ pub fn drive(args: &DriveArgs) -> Result<Reply> {
         }
         Err(error) => {
             let message = super::describe(&error);
-            let json = json!({"status": "failed", "action": "drive", "exit_code": 4, "reason": "runtime_error", "error": message});
+            let exit = Exit::RuntimeError;
+            let json = json!({"status": "failed", "action": "drive", "exit_code": exit.code(), "reason": exit.reason(), "error": message});
             return Ok(Reply {
                 json,
                 text: format!("loopx drive: stopped by a runtime error: {message}"),
-                code: 4,
+                code: exit.code(),
             });
         }
     };
@@ -203,10 +205,16 @@ pub fn drive(args: &DriveArgs) -> Result<Reply> {
 }
 
 fn bad_arguments(message: String) -> Reply {
+    bad_arguments_of("drive", message)
+}
+
+/// A usage error of `action`, with `drive`'s exit code for it.
+fn bad_arguments_of(action: &str, message: String) -> Reply {
+    let exit = Exit::BadArguments;
     Reply {
-        json: json!({"status": "failed", "action": "drive", "exit_code": 2, "reason": "bad_arguments", "error": message}),
+        json: json!({"status": "failed", "action": action, "exit_code": exit.code(), "reason": exit.reason(), "error": message}),
         text: format!("error: {message}"),
-        code: 2,
+        code: exit.code(),
     }
 }
 
@@ -221,11 +229,7 @@ pub fn agent_cmd(args: &AgentCmdArgs) -> Result<Reply> {
             args.provider,
             provider::names().join(", ")
         );
-        return Ok(Reply {
-            json: json!({"status": "failed", "action": "agent-cmd", "exit_code": 2, "reason": "bad_arguments", "error": message}),
-            text: format!("error: {message}"),
-            code: 2,
-        });
+        return Ok(bad_arguments_of("agent-cmd", message));
     };
     let dir = LoopDir::open(&args.dir.dir, Access::ReadOnly)?;
     let root = args.root.clone().unwrap_or(std::env::current_dir()?);
@@ -245,8 +249,8 @@ pub fn agent_cmd(args: &AgentCmdArgs) -> Result<Reply> {
             // no binary: show the first launcher's command with a warning.
             None if args.print_prompt => {
                 eprintln!(
-                    "warning: provider {} unavailable: {error}; `loopx drive --provider {}` would exit 6 until one is installed",
-                    each.name, each.name
+                    "warning: provider {} unavailable: {error}; `loopx drive --provider {}` would exit {} until one is installed",
+                    each.name, each.name, Exit::ProviderUnavailable.code()
                 );
                 &each.launchers[0]
             }
@@ -258,7 +262,7 @@ pub fn agent_cmd(args: &AgentCmdArgs) -> Result<Reply> {
                 ));
                 entries.insert(
                     each.name.into(),
-                    json!({"binary_found": false, "family": family, "exit_code": 6, "error": error}),
+                    json!({"binary_found": false, "family": family, "exit_code": Exit::ProviderUnavailable.code(), "error": error}),
                 );
                 continue;
             }
@@ -304,7 +308,7 @@ pub fn agent_cmd(args: &AgentCmdArgs) -> Result<Reply> {
                     only.name,
                     entry["error"].as_str().unwrap_or("")
                 ),
-                code: 6,
+                code: Exit::ProviderUnavailable.code(),
             });
         }
         let json = json!({
@@ -326,24 +330,15 @@ pub fn recover(args: &RecoverArgs) -> Result<Reply> {
         return show_recovery(args);
     }
     let dir = LoopDir::open(&args.dir.dir, Access::ReadWrite)?;
-    let _lock = drive::take_lock(&dir)?;
+    let _lock = driver::take_lock(&dir)?;
     let (_, state) = dir.driver()?;
     if args.cancel {
         let id = args.dispatch_id.clone().unwrap_or_default();
-        let request = DriverRequest::Cancel {
-            dispatch_id: id.clone(),
-            reason: "cancelled by the operator (loopx recover --cancel)".into(),
-        };
-        let now = loopx_app::clock::now();
-        let op = loopx_core::operation::OperationId::parse(&format!("cancel.{id}"))?;
-        dir.authority()
-            .execute::<loopx_core::dispatch::DriverOwner>(
-                loopx_core::dispatch::STREAM,
-                &op,
-                &request,
-                &now,
-                now,
-            )?;
+        driver::cancel(
+            &dir,
+            &id,
+            "cancelled by the operator (loopx recover --cancel)".into(),
+        )?;
         return Ok(Reply::ok(
             json!({"status": "ok", "action": "recover", "cancelled": id}),
             format!("cancelled dispatch {id}"),
@@ -351,7 +346,7 @@ pub fn recover(args: &RecoverArgs) -> Result<Reply> {
     }
     let plan = match &state.open {
         None => RecoveryPlan::Clear,
-        Some(_) => drive::recover(&dir, Duration::ZERO)?,
+        Some(_) => driver::recover(&dir, Duration::ZERO)?,
     };
     let text = match &plan {
         RecoveryPlan::Clear => "no open dispatch: nothing to recover".to_owned(),
@@ -359,11 +354,7 @@ pub fn recover(args: &RecoverArgs) -> Result<Reply> {
         RecoveryPlan::CancelUnstarted { dispatch_id } => format!("cancelled {dispatch_id}: no iteration, no workspace change, no live agent; the next drive dispatches afresh"),
         RecoveryPlan::FailClosed { inspect, .. } => format!("needs a person: {inspect}"),
     };
-    let code = if matches!(plan, RecoveryPlan::FailClosed { .. }) {
-        4
-    } else {
-        0
-    };
+    let code = recovery_exit(&plan).code();
     Ok(Reply {
         json: json!({"status": if code == 0 { "ok" } else { "failed" }, "action": "recover", "applied": code == 0, "plan": plan, "open": state.open}),
         text,
@@ -375,7 +366,7 @@ pub fn recover(args: &RecoverArgs) -> Result<Reply> {
 /// write), so it can be run beside a live driver.
 fn show_recovery(args: &RecoverArgs) -> Result<Reply> {
     let dir = LoopDir::open(&args.dir.dir, Access::ReadOnly)?;
-    let (intent, plan) = drive::plan_recovery(&dir, Duration::ZERO)?;
+    let (intent, plan) = driver::plan_recovery(&dir, Duration::ZERO)?;
     let apply = format!("loopx recover --dir {} --apply", dir.display());
     let mut text = match &plan {
         RecoveryPlan::Clear => "no open dispatch: nothing to recover".to_owned(),
@@ -390,16 +381,21 @@ fn show_recovery(args: &RecoverArgs) -> Result<Reply> {
     {
         text = format!("a driver (pid {}) is running this loop, so the open dispatch is probably its current turn, not a leftover; {text}", driver.pid);
     }
-    let code = if matches!(plan, RecoveryPlan::FailClosed { .. }) {
-        4
-    } else {
-        0
-    };
+    let code = recovery_exit(&plan).code();
     Ok(Reply {
         json: json!({"status": if code == 0 { "ok" } else { "failed" }, "action": "recover", "applied": false, "plan": plan, "open": intent}),
         text,
         code,
     })
+}
+
+/// A plan that needs a person ends `recover` as a crash recovery ends
+/// `drive`: with a runtime error.
+fn recovery_exit(plan: &RecoveryPlan) -> Exit {
+    match plan {
+        RecoveryPlan::FailClosed { .. } => Exit::RuntimeError,
+        _ => Exit::Done,
+    }
 }
 
 pub fn verify(args: &VerifyArgs) -> Result<Reply> {

@@ -1,0 +1,510 @@
+//! The driver's use cases: everything `loopx drive` and `loopx recover`
+//! read from and commit to the store, one function each.
+//!
+//! Register and unregister a driver, ask the core's step what to do next
+//! (with should-run computed from the same reads), record an intent before
+//! a turn and settle it after (its cost charged to the ledger first), say
+//! what the driver waits for, settle a verified success claim, plan and
+//! apply a crash recovery, and summarise the driver for `status`. The agent
+//! record beside each turn's log (`driver_logs/<dispatch>.pid`) is owned
+//! here too, because the driver writes it and recovery reads it.
+//!
+//! Not here: spawning agents and checks, timeouts and the terminal ticker
+//! (the binary's `drive/`), the policy itself (`loopx_core::dispatch`).
+
+use crate::loop_dir::{LoopDir, Reading, DRIVER_LOCK, DRIVER_LOGS};
+use crate::{clock, fsutil, platform};
+use anyhow::{bail, Context as _, Result};
+use loopx_core::digest::Digest;
+use loopx_core::dispatch::classify::{self, Reading as OutputReading};
+use loopx_core::dispatch::provider::{self, Structured};
+use loopx_core::dispatch::session::Session;
+use loopx_core::dispatch::step::{self, Situation, Step};
+use loopx_core::dispatch::{
+    self, DriverOwner, DriverRequest, DriverState, DriverSummary, Intent, Liveness, Observed,
+    RecoveryPlan, Registration, Settlement, TurnOutcome, Waiting, Workspace,
+};
+use loopx_core::goal::continuation::should_run;
+use loopx_core::goal::Actor;
+use loopx_core::ledger::arbiter::arbitrate;
+use loopx_core::ledger::{CheckRun, LedgerContext, LedgerOwner, LedgerRequest, STREAM};
+use loopx_core::operation::OperationId;
+use loopx_core::path::LoopPath;
+use loopx_store::Loaded;
+use std::fs::{File, OpenOptions};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+impl LoopDir {
+    /// The driver's journal state (empty if no driver ever ran).
+    pub fn driver(&self) -> Result<(u64, DriverState)> {
+        let Loaded { revision, state } = self.authority().load::<DriverOwner>(dispatch::STREAM)?;
+        Ok((revision, state.unwrap_or_default()))
+    }
+}
+
+/// What `status` shows of the driver, its registered pid checked against
+/// the live processes.
+pub fn summary(dir: &LoopDir) -> Result<DriverSummary> {
+    Ok(dispatch::summary(&dir.driver()?.1, platform::alive))
+}
+
+/// The step the driver takes next, from one read of the ledger, the goal
+/// and the sentinels, with the reading it was decided on.
+pub fn next_step(
+    dir: &LoopDir,
+    goal_id: &str,
+    agent: &str,
+    session: &Session,
+    turns: u64,
+    max_turns: Option<u64>,
+    pause_poll: Duration,
+) -> Result<(Reading, Step)> {
+    let reading = dir.read()?;
+    let goal = dir.goal(goal_id)?;
+    let now = clock::now();
+    let sentinels = dir.sentinels();
+    let verdict = arbitrate(&reading.ledger, sentinels, now);
+    let actor = Actor::Agent(agent.to_owned());
+    let should_run = should_run(
+        &reading.ledger,
+        &verdict,
+        sentinels,
+        &goal.goal,
+        &actor,
+        now,
+    );
+    let step = step::next(&Situation {
+        ledger: &reading.ledger,
+        verdict: &verdict,
+        should_run: &should_run,
+        goal: &goal.goal,
+        agent,
+        session,
+        turns,
+        max_turns,
+        pause_poll: jiff::SignedDuration::try_from(pause_poll)?,
+        now,
+    });
+    Ok((reading, step))
+}
+
+/// `prefix.id`: the operation id of one driver write, stable across a
+/// retry of the same write.
+fn op(prefix: &str, id: &str) -> Result<OperationId> {
+    Ok(OperationId::parse(&format!("{prefix}.{id}"))?)
+}
+
+fn write(dir: &LoopDir, id: &OperationId, request: &DriverRequest) -> Result<()> {
+    let now = clock::now();
+    dir.authority()
+        .execute::<DriverOwner>(dispatch::STREAM, id, request, &now, now)?;
+    Ok(())
+}
+
+/// A name no other dispatch, claim check or registration of this loop
+/// uses: `prefix` (the iteration, say), a per-process nonce, and the clock.
+pub fn fresh_name(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}{:04x}",
+        platform::nonce(),
+        clock::now().as_millisecond() as u16
+    )
+}
+
+/// Register this process as the loop's driver in workspace `root`. A
+/// `DriverError::WorkspaceMismatch` comes back inside the error when the
+/// loop was driven from another root.
+pub fn register(dir: &LoopDir, registration: Registration, workspace_root: String) -> Result<()> {
+    let id = op(
+        "register",
+        &format!("{}-{}", registration.pid, platform::nonce()),
+    )?;
+    write(
+        dir,
+        &id,
+        &DriverRequest::Register {
+            registration,
+            workspace_root,
+        },
+    )
+}
+
+pub fn unregister(dir: &LoopDir, pid: u32) -> Result<()> {
+    write(
+        dir,
+        &op("unregister", &format!("{pid}-{}", platform::nonce()))?,
+        &DriverRequest::Unregister { pid },
+    )
+}
+
+/// Record what the driver is waiting for (`None`: it is not), and the
+/// provider it is on.
+pub fn set_waiting(
+    dir: &LoopDir,
+    pid: u32,
+    waiting: Option<Waiting>,
+    provider: Option<&str>,
+) -> Result<()> {
+    let request = DriverRequest::Wait {
+        pid,
+        waiting,
+        provider: provider.map(str::to_owned),
+    };
+    // Waits repeat with other content, so each needs its own id.
+    static WAITS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WAITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let id = format!(
+        "{pid}-{}-{}-{n}",
+        platform::nonce(),
+        clock::now().as_millisecond()
+    );
+    write(dir, &op("wait", &id)?, &request)
+}
+
+/// Commit the intent of a turn, before its agent starts.
+pub fn intend(dir: &LoopDir, intent: Intent) -> Result<()> {
+    write(
+        dir,
+        &op("intent", &intent.dispatch_id)?,
+        &DriverRequest::Intend {
+            intent: Box::new(intent),
+        },
+    )
+}
+
+/// Close a turn: charge its measured cost to the ledger, then settle its
+/// dispatch. Two commits today, each idempotent by its operation id, so a
+/// crash between them is repaired by the restart's recovery; this is the
+/// one place to switch to an atomic multi-stream commit.
+pub fn settle_turn(dir: &LoopDir, read: &OutputReading, settlement: Settlement) -> Result<()> {
+    charge(dir, &settlement.dispatch_id, read)?;
+    write(
+        dir,
+        &op("settle", &settlement.dispatch_id)?,
+        &DriverRequest::Settle {
+            settlement: Box::new(settlement),
+        },
+    )
+}
+
+/// The end of a turn, after its settlement: the point where the store may
+/// do its per-turn upkeep (a WAL checkpoint, so a copy of the directory
+/// is a complete backup between turns). Nothing to do yet.
+pub fn turn_finished(_dir: &LoopDir) {}
+
+/// Charge a dispatch's measured cost to the ledger, once.
+fn charge(dir: &LoopDir, dispatch_id: &str, read: &OutputReading) -> Result<()> {
+    if read.usage.tokens == 0 && read.usage.usd == 0.0 {
+        return Ok(());
+    }
+    let request = LedgerRequest::Charge {
+        dispatch_id: dispatch_id.to_owned(),
+        tokens: read.usage.tokens,
+        usd: read.usage.usd,
+    };
+    ledger_write(dir, &op("charge", dispatch_id)?, &request)
+}
+
+/// Commit a driver-made ledger request, then rewrite the views.
+fn ledger_write(dir: &LoopDir, id: &OperationId, request: &LedgerRequest) -> Result<()> {
+    let now = clock::now();
+    let context = LedgerContext {
+        now,
+        operation_id: id,
+        files: dir,
+    };
+    dir.authority()
+        .execute::<LedgerOwner>(STREAM, id, request, &context, now)?;
+    dir.refresh_views_or_warn();
+    Ok(())
+}
+
+/// Cancel the open dispatch `dispatch_id`, saying why.
+pub fn cancel(dir: &LoopDir, dispatch_id: &str, reason: String) -> Result<()> {
+    write(
+        dir,
+        &op("cancel", dispatch_id)?,
+        &DriverRequest::Cancel {
+            dispatch_id: dispatch_id.to_owned(),
+            reason,
+        },
+    )
+}
+
+/// Settle the pending success claim of `iteration` with the check that
+/// ran on it (`name` identifies the run); whether it passed.
+pub fn settle_claim(dir: &LoopDir, iteration: u64, check: CheckRun, name: &str) -> Result<bool> {
+    let verified = check.passed();
+    ledger_write(
+        dir,
+        &op("claim", name)?,
+        &LedgerRequest::SettleClaim { iteration, check },
+    )?;
+    Ok(verified)
+}
+
+/// What the project root looks like now.
+pub fn workspace(root: &Path) -> Workspace {
+    let git = |args: &[&str]| -> Option<String> {
+        let output = Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            // A probe: `git status` must not take the index lock.
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        output
+            .status
+            .success()
+            .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
+    };
+    let top = git(&["rev-parse", "--show-toplevel"]).map(|s| s.trim().to_owned());
+    let Some(top) = top else {
+        return Workspace {
+            root: root.display().to_string(),
+            head: None,
+            changes: None,
+        };
+    };
+    let head = git(&["rev-parse", "HEAD"]).map(|s| s.trim().to_owned());
+    let status = git(&["status", "--porcelain=v1", "-uall"]).unwrap_or_default();
+    let diff = git(&["diff", "HEAD"]).unwrap_or_default();
+    let changes = Digest::of_bytes(format!("{status}\n{diff}").as_bytes()).to_string();
+    Workspace {
+        root: top,
+        head,
+        changes: Some(changes),
+    }
+}
+
+/// Hold the loop's driver lock for as long as the value lives. The lock
+/// dies with the process, so a dead driver never blocks the next one.
+pub fn take_lock(dir: &LoopDir) -> Result<File> {
+    let path = dir.path(DRIVER_LOCK);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let (_, state) = dir.driver()?;
+            let who = state
+                .registration
+                .map(|r| format!(" (pid {}, since {})", r.pid, r.started_at))
+                .unwrap_or_default();
+            bail!("another driver{who} is running this loop; one driver per loop: stop it first, or watch it with `loopx status --dir {}`", dir.display())
+        }
+        Err(std::fs::TryLockError::Error(error)) => {
+            Err(error).context("cannot lock the driver lock")
+        }
+    }
+}
+
+/// The private directory of turn logs and agent records, created or
+/// narrowed to its owner; a symlink or a file in its place is refused.
+pub fn log_dir(dir: &LoopDir) -> Result<PathBuf> {
+    let logs = dir.path(DRIVER_LOGS);
+    match logs.symlink_metadata() {
+        Ok(meta) if meta.file_type().is_symlink() || !meta.is_dir() => {
+            bail!(
+                "{} must be a real directory, not a symlink or a file",
+                logs.display()
+            )
+        }
+        Ok(_) => {
+            // Logs hold everything agents print, secrets included: an
+            // older or hand-made directory is narrowed to its owner.
+            platform::make_private_dir(&logs)
+                .with_context(|| format!("cannot make {} private (0700)", logs.display()))?;
+            Ok(logs)
+        }
+        Err(_) => {
+            fsutil::create_private_dir(&logs)?;
+            Ok(logs)
+        }
+    }
+}
+
+/// The durable record of a dispatch's agent, beside its log.
+pub fn record_path(logs: &Path, dispatch_id: &str) -> PathBuf {
+    logs.join(format!("{dispatch_id}.pid"))
+}
+
+/// What the record says before the agent is let run.
+pub const NOT_STARTED: &str = "not-started";
+
+/// Replace the record of `dispatch_id` with `content`, durably: written to
+/// a private temporary file, synced, renamed over, and the directory
+/// synced, so it is the old or the new record and survives a power cut.
+pub fn write_record(logs: &Path, dispatch_id: &str, content: &str) -> std::io::Result<()> {
+    let temporary = logs.join(format!(".{dispatch_id}.pid.tmp"));
+    let _ = std::fs::remove_file(&temporary);
+    let mut file = platform::create_private(&temporary)?;
+    file.write_all(format!("{content}\n").as_bytes())?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(&temporary, record_path(logs, dispatch_id))?;
+    platform::sync_dir(logs)
+}
+
+/// The record of a running agent: its process group and, where the
+/// platform tells, when its leader started, so that a recycled pid is not
+/// mistaken for the agent.
+pub fn agent_identity(pgid: u32) -> String {
+    match platform::start_time(pgid) {
+        Some(start) => format!("{pgid} {start}"),
+        None => pgid.to_string(),
+    }
+}
+
+/// What the record of `dispatch_id` says about its agent now.
+fn agent_liveness(dir: &LoopDir, dispatch_id: &str) -> Liveness {
+    let record = format!("{DRIVER_LOGS}/{dispatch_id}.pid");
+    let unknown = || Liveness::Unknown {
+        record: record.clone(),
+    };
+    let Ok(bytes) = fsutil::read_no_follow(&dir.path(&record)) else {
+        return unknown();
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    if text.trim() == NOT_STARTED {
+        return Liveness::NotStarted;
+    }
+    let mut words = text.split_whitespace();
+    let pgid = words.next().and_then(|w| w.parse::<u32>().ok());
+    let start = words.next().map(|w| w.parse::<u64>().ok());
+    match (pgid, start) {
+        // 0 and 1 would name our own group and init's: never a record.
+        (Some(pgid), start) if pgid > 1 && start != Some(None) => {
+            // A live leader that started at another time is a new process
+            // on a recycled pid; a group without its leader is still ours
+            // (the kernel does not hand out a pid its group still uses).
+            let recycled = start.flatten().is_some_and(|recorded| {
+                platform::start_time(pgid).is_some_and(|now| now != recorded)
+            });
+            if platform::group_alive(pgid) && !recycled {
+                Liveness::Alive
+            } else {
+                Liveness::Gone
+            }
+        }
+        _ => unknown(),
+    }
+}
+
+/// Remove every agent record: called when no dispatch is open, so any
+/// record left is stale (a driver killed between its settlement and the
+/// record's removal).
+pub fn remove_stale_records(logs: &Path) {
+    let Ok(entries) = std::fs::read_dir(logs) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.ends_with(".pid") || name.ends_with(".pid.tmp") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// How much of a turn's log the driver reads to classify it: structured
+/// results and errors come last, and an agent that prints without end must
+/// not make the driver read without end.
+const AGENT_LOG_TAIL: u64 = 8 * 1024 * 1024;
+
+/// The end of a turn's log, read through the loop directory's confinement
+/// (the name comes from the journal); empty when there is none to read.
+pub fn agent_log(dir: &LoopDir, log: &str) -> String {
+    LoopPath::parse(log)
+        .ok()
+        .and_then(|path| dir.tail_file(&path, AGENT_LOG_TAIL).ok())
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default()
+}
+
+fn structured_for(provider: &str) -> Structured {
+    provider::find(provider)
+        .and_then(|p| p.launchers.first())
+        .map_or(Structured::Text, |l| l.structured)
+}
+
+/// What a starting driver should do about an open intent, after waiting up
+/// to `wait_for_agent` for a live agent to finish. Writes nothing.
+pub fn plan_recovery(
+    dir: &LoopDir,
+    wait_for_agent: Duration,
+) -> Result<(Option<Intent>, RecoveryPlan)> {
+    let (_, state) = dir.driver()?;
+    let Some(intent) = state.open.clone() else {
+        return Ok((None, RecoveryPlan::Clear));
+    };
+    let deadline = Instant::now() + wait_for_agent;
+    while agent_liveness(dir, &intent.dispatch_id) == Liveness::Alive && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let reading = dir.read()?;
+    let observed_workspace = workspace(Path::new(&intent.workspace.root));
+    let plan = dispatch::recovery_plan(
+        Some(&intent),
+        &Observed {
+            iterations_now: reading.ledger.spent.iterations,
+            ledger_revision_now: reading.revision,
+            workspace_now: &observed_workspace,
+            agent: agent_liveness(dir, &intent.dispatch_id),
+        },
+    );
+    Ok((Some(intent), plan))
+}
+
+/// Reconcile an open intent left by a driver that died. Returns the plan
+/// it followed; `FailClosed` means stop and let a person look.
+pub fn recover(dir: &LoopDir, wait_for_agent: Duration) -> Result<RecoveryPlan> {
+    let (intent, plan) = plan_recovery(dir, wait_for_agent)?;
+    if let Some(intent) = intent {
+        apply_recovery(dir, &intent, &plan)?;
+    }
+    Ok(plan)
+}
+
+/// Carry out `plan` for the open `intent`: settle it or cancel it. A
+/// fail-closed plan writes nothing.
+pub fn apply_recovery(dir: &LoopDir, intent: &Intent, plan: &RecoveryPlan) -> Result<()> {
+    match plan {
+        RecoveryPlan::SettleAdvanced {
+            dispatch_id,
+            iteration,
+        } => {
+            let structured = structured_for(&intent.provider);
+            let output = agent_log(dir, &intent.log);
+            let read = classify::read(classify::agent_output(&output), structured, clock::now());
+            let settlement = Settlement {
+                dispatch_id: dispatch_id.clone(),
+                iteration: *iteration,
+                provider: intent.provider.clone(),
+                outcome: TurnOutcome::RecoveredAdvanced,
+                exit_status: None,
+                usage: read.usage.clone(),
+                settled_at: clock::now(),
+                note: "settled after a driver restart: the agent had recorded its iteration; not re-run".into(),
+            };
+            settle_turn(dir, &read, settlement)?;
+        }
+        RecoveryPlan::CancelUnstarted { dispatch_id } => cancel(
+            dir,
+            dispatch_id,
+            "cancelled after a driver restart: no iteration recorded, workspace unchanged, agent gone".into(),
+        )?,
+        RecoveryPlan::Clear | RecoveryPlan::FailClosed { .. } => return Ok(()),
+    }
+    let _ = std::fs::remove_file(record_path(&dir.path(DRIVER_LOGS), &intent.dispatch_id));
+    Ok(())
+}

@@ -1,0 +1,385 @@
+//! The driver's run-or-stop policy: from what the store says now and how
+//! this run has gone, the one thing `loopx drive` does next.
+//!
+//! It owns the order of the questions (a pending success claim first, then
+//! the stop arbiter, the operator's pause, this run's turn cap, should-run's
+//! admission, and last the provider), so the driver's loop only executes
+//! the answer. It does not own the answers themselves: the arbiter
+//! ([`crate::ledger::arbiter`]), should-run ([`crate::goal::continuation`])
+//! and the run's failure and failover state ([`super::session`]) do. What
+//! happens after a turn is [`super::session::Session::after`]'s.
+
+use super::session::{Exit, Session};
+use crate::goal::continuation::{Action, ShouldRun};
+use crate::goal::Goal;
+use crate::ledger::arbiter::Verdict;
+use crate::ledger::Ledger;
+use jiff::{SignedDuration, Timestamp};
+
+/// Everything the step reads; the adapter gathers it from the store.
+pub struct Situation<'a> {
+    pub ledger: &'a Ledger,
+    pub verdict: &'a Verdict,
+    /// should-run for the driving agent, from the same reads.
+    pub should_run: &'a ShouldRun,
+    pub goal: &'a Goal,
+    /// The agent id the driver's turns act as.
+    pub agent: &'a str,
+    pub session: &'a Session,
+    /// Turns this run has started, and the most it may (`--max-iterations`).
+    pub turns: u64,
+    pub max_turns: Option<u64>,
+    /// How long a paused driver sleeps before it looks again.
+    pub pause_poll: SignedDuration,
+    pub now: Timestamp,
+}
+
+/// What the driver does next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Run the loop's success_check on the agent's claim before anything
+    /// else: an agent's own "done" is never enough.
+    VerifyClaim { iteration: u64 },
+    /// End the run with this exit code.
+    Stop { exit: Exit, reason: String },
+    /// The operator paused the loop: look again at `until`.
+    Pause { until: Timestamp, reason: String },
+    /// should-run says back off (every todo leased to someone else or
+    /// deferred, ...): start no turn; look again when the state changes,
+    /// at `until` at the latest.
+    Wait { until: Timestamp, reason: String },
+    /// Start a turn with this provider.
+    Run { provider: String },
+}
+
+/// The next step for `situation`.
+pub fn next(situation: &Situation<'_>) -> Step {
+    let Situation {
+        ledger,
+        verdict,
+        should_run,
+        goal,
+        agent,
+        session,
+        turns,
+        max_turns,
+        pause_poll,
+        now,
+    } = situation;
+    if let Some(iteration) = ledger.pending_claim {
+        return Step::VerifyClaim { iteration };
+    }
+    if verdict.done {
+        return Step::Stop {
+            exit: Exit::Done,
+            reason: format!("done: {}", verdict.reason.unwrap_or("done")),
+        };
+    }
+    if verdict.paused {
+        return Step::Pause {
+            until: now.checked_add(*pause_poll).unwrap_or(*now),
+            reason: "paused (PAUSE sentinel)".into(),
+        };
+    }
+    if max_turns.is_some_and(|max| *turns >= max) {
+        return Step::Stop {
+            exit: Exit::Done,
+            reason: format!(
+                "ran the {} --max-iterations allowed for this run",
+                crate::words::count(*turns, "turn")
+            ),
+        };
+    }
+    let hint = &should_run.scheduler_hint;
+    // A lease the driving agent holds is its own unfinished work, which
+    // its next turn resumes: only other agents' leases hold it back.
+    let resumes_own_work = hint.action == Action::BackoffUntilStateChange
+        && goal.todos.iter().any(|t| t.holder(*now) == Some(*agent));
+    if !should_run.should_run && !resumes_own_work {
+        let continuation = &hint.goal_runtime_continuation;
+        let recheck = SignedDuration::from_secs(
+            continuation
+                .recheck_after_seconds
+                .map_or(i64::MAX, |s| i64::try_from(s).unwrap_or(i64::MAX)),
+        );
+        let until = continuation
+            .recheck_at
+            .or_else(|| now.checked_add(recheck).ok())
+            .unwrap_or(*now);
+        return Step::Wait {
+            until,
+            reason: format!("waiting: {}", hint.reason),
+        };
+    }
+    match session.current() {
+        Some(provider) => Step::Run {
+            provider: provider.to_owned(),
+        },
+        None => Step::Stop {
+            exit: Exit::ProviderUnavailable,
+            reason: "no provider left".into(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dispatch::session::Limits;
+    use crate::goal::continuation::should_run;
+    use crate::goal::todo::TodoAction;
+    use crate::goal::{Actor, GoalCommand, GoalContext, GoalOwner, GoalRequest, RootCommitments};
+    use crate::ledger::arbiter::{arbitrate, Sentinels};
+    use crate::ledger::budget::Budget;
+    use crate::ledger::{InitLoop, LedgerEvent, LedgerOwner};
+    use crate::operation::Owner as _;
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::UNIX_EPOCH
+            .checked_add(SignedDuration::from_secs(1_000_000 + seconds))
+            .unwrap()
+    }
+
+    fn ledger() -> Ledger {
+        LedgerOwner::evolve(
+            None,
+            &LedgerEvent::Initialized {
+                run_id: "run-1".into(),
+                at: at(0),
+                config: Box::new(InitLoop::new(
+                    "Prove lemma B",
+                    "checked proof",
+                    Budget::iterations_only(10),
+                )),
+            },
+        )
+    }
+
+    fn apply(goal: Option<Goal>, actor: Actor, request: GoalRequest) -> Goal {
+        let command = GoalCommand {
+            actor,
+            expected_instance: None,
+            request,
+            base_revision: None,
+        };
+        let decided =
+            GoalOwner::decide(goal.as_ref(), &command, &GoalContext { now: at(0) }).unwrap();
+        GoalOwner::evolve(goal, &decided.event.unwrap())
+    }
+
+    /// A goal with one todo `t1`, to which `action` was done by `by`.
+    fn goal_with(by: &str, action: Option<TodoAction>) -> Goal {
+        let goal = apply(
+            None,
+            Actor::Owner,
+            GoalRequest::Create {
+                goal_id: "main".into(),
+                objective: "Prove lemma B".into(),
+                commitments: RootCommitments::default(),
+            },
+        );
+        let goal = apply(
+            Some(goal),
+            Actor::Owner,
+            GoalRequest::AddTodo {
+                id: Some("t1".into()),
+                title: "work".into(),
+            },
+        );
+        match action {
+            None => goal,
+            Some(action) => apply(
+                Some(goal),
+                Actor::Agent(by.into()),
+                GoalRequest::Todo {
+                    id: "t1".into(),
+                    action,
+                    note: String::new(),
+                },
+            ),
+        }
+    }
+
+    struct Case {
+        ledger: Ledger,
+        sentinels: Sentinels,
+        goal: Goal,
+        session: Session,
+        turns: u64,
+        max_turns: Option<u64>,
+    }
+
+    impl Case {
+        fn new() -> Self {
+            Case {
+                ledger: ledger(),
+                sentinels: Sentinels::default(),
+                goal: goal_with("", None),
+                session: Session::new(vec!["claude".into(), "codex".into()], limits()),
+                turns: 0,
+                max_turns: None,
+            }
+        }
+
+        fn step(&self) -> Step {
+            let now = at(10);
+            let verdict = arbitrate(&self.ledger, self.sentinels, now);
+            let actor = Actor::Agent("agent".into());
+            let should_run = should_run(
+                &self.ledger,
+                &verdict,
+                self.sentinels,
+                &self.goal,
+                &actor,
+                now,
+            );
+            next(&Situation {
+                ledger: &self.ledger,
+                verdict: &verdict,
+                should_run: &should_run,
+                goal: &self.goal,
+                agent: "agent",
+                session: &self.session,
+                turns: self.turns,
+                max_turns: self.max_turns,
+                pause_poll: SignedDuration::from_secs(5),
+                now,
+            })
+        }
+    }
+
+    fn limits() -> Limits {
+        Limits {
+            max_failures: 3,
+            max_quota_waits: 0,
+            quota_backoff_seconds: 60,
+            max_quota_wait_seconds: 3600,
+        }
+    }
+
+    #[test]
+    fn a_runnable_frontier_runs_the_first_provider_not_excluded() {
+        assert_eq!(
+            Case::new().step(),
+            Step::Run {
+                provider: "claude".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_pending_success_claim_is_verified_before_anything_else() {
+        let mut case = Case::new();
+        case.ledger.pending_claim = Some(4);
+        case.sentinels.stop_requested = true;
+        assert_eq!(case.step(), Step::VerifyClaim { iteration: 4 });
+    }
+
+    #[test]
+    fn the_stop_arbiter_ends_the_run_with_exit_0() {
+        let mut case = Case::new();
+        case.sentinels.stop_requested = true;
+        let Step::Stop { exit, reason } = case.step() else {
+            panic!("not a stop: {:?}", case.step())
+        };
+        assert_eq!(exit, Exit::Done);
+        assert!(reason.starts_with("done: "), "{reason}");
+    }
+
+    #[test]
+    fn a_paused_loop_pauses_until_the_next_look() {
+        let mut case = Case::new();
+        case.sentinels.paused = true;
+        assert_eq!(
+            case.step(),
+            Step::Pause {
+                until: at(15),
+                reason: "paused (PAUSE sentinel)".into()
+            }
+        );
+    }
+
+    #[test]
+    fn the_runs_turn_cap_stops_it_cleanly() {
+        let mut case = Case::new();
+        case.turns = 2;
+        case.max_turns = Some(2);
+        assert_eq!(
+            case.step(),
+            Step::Stop {
+                exit: Exit::Done,
+                reason: "ran the 2 turns --max-iterations allowed for this run".into()
+            }
+        );
+        case.max_turns = Some(3);
+        assert!(matches!(case.step(), Step::Run { .. }));
+    }
+
+    #[test]
+    fn every_todo_leased_to_another_agent_waits_until_the_lease_expires() {
+        let mut case = Case::new();
+        case.goal = goal_with("other", Some(TodoAction::Claim { ttl_seconds: 600 }));
+        let Step::Wait { until, reason } = case.step() else {
+            panic!("not a wait: {:?}", case.step())
+        };
+        assert_eq!(until, at(600));
+        assert!(
+            reason.starts_with("waiting: every open todo is leased"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn a_lease_the_driving_agent_holds_is_resumed_not_waited_on() {
+        let mut case = Case::new();
+        case.goal = goal_with("agent", Some(TodoAction::Claim { ttl_seconds: 600 }));
+        assert!(matches!(case.step(), Step::Run { .. }), "{:?}", case.step());
+    }
+
+    #[test]
+    fn every_todo_deferred_waits_until_the_first_is_due() {
+        let mut case = Case::new();
+        case.goal = goal_with("agent", Some(TodoAction::Defer { seconds: 120 }));
+        let Step::Wait { until, reason } = case.step() else {
+            panic!("not a wait: {:?}", case.step())
+        };
+        assert_eq!(until, at(120));
+        assert!(
+            reason.starts_with("waiting: every open todo is deferred"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn every_todo_blocked_waits_for_fresh_evidence() {
+        let mut case = Case::new();
+        case.goal = goal_with(
+            "agent",
+            Some(TodoAction::Block {
+                reason: "needs data".into(),
+            }),
+        );
+        let Step::Wait { until, reason } = case.step() else {
+            panic!("not a wait: {:?}", case.step())
+        };
+        assert!(until > at(10));
+        assert!(reason.contains("blocked"), "{reason}");
+    }
+
+    #[test]
+    fn no_provider_left_stops_with_exit_6() {
+        let mut case = Case::new();
+        let now = at(0);
+        for _ in 0..2 {
+            case.session
+                .after(super::super::session::TurnResult::Unavailable, None, now);
+        }
+        assert_eq!(
+            case.step(),
+            Step::Stop {
+                exit: Exit::ProviderUnavailable,
+                reason: "no provider left".into()
+            }
+        );
+    }
+}

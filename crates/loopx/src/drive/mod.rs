@@ -1,0 +1,292 @@
+//! `loopx drive`: run unattended turns until the loop should stop.
+//!
+//! Each turn is a fresh agent process in its own process group, in the
+//! project root, with the prompt regenerated from state. Before it starts,
+//! the driver commits a dispatch intent; after it exits, a settlement.
+//!
+//! This module is the loop: it asks the core's step
+//! (`loopx_core::dispatch::step`, through `loopx_app::driver::next_step`)
+//! what to do next and does it, with the clocks and sleeps that takes. One
+//! turn is [`turn`]; one bounded process is [`agent`]; the spinner is
+//! [`ticker`]. Every commit is a `loopx_app::driver` use case.
+
+mod agent;
+mod ticker;
+mod turn;
+
+use anyhow::{Context as _, Result};
+use loopx_app::driver;
+use loopx_app::loop_dir::LoopDir;
+use loopx_app::{clock, platform};
+use loopx_core::dispatch::provider;
+use loopx_core::dispatch::session::{Exit, Limits, Next, Session, TurnResult};
+use loopx_core::dispatch::step::Step;
+use loopx_core::dispatch::{DriverError, RecoveryPlan, Registration, Waiting};
+use loopx_store::sqlite::Access;
+use loopx_store::AuthorityError;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub use turn::verify_claim;
+
+/// What runs each turn.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// Named providers, first available first.
+    Providers(Vec<String>),
+    /// A shell command; the prompt arrives on its stdin.
+    Command(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub dir: PathBuf,
+    pub root: PathBuf,
+    pub target: Target,
+    pub goal_id: String,
+    pub agent_id: String,
+    pub limits: Limits,
+    pub iteration_timeout: Duration,
+    pub max_iterations: Option<u64>,
+    /// How often a paused loop is looked at again.
+    pub pause_poll: Duration,
+}
+
+/// How a drive run ended.
+pub struct Ended {
+    pub exit: Exit,
+    pub reason: String,
+    pub turns: u64,
+}
+
+/// Marks an error as the caller's to fix (a wrong `--dir` or `--root`):
+/// `drive` exits 2 for it, not 4.
+#[derive(Debug)]
+pub struct Usage(pub &'static str);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+pub fn drive(options: &Options) -> Result<Ended> {
+    let dir = match LoopDir::open(&options.dir, Access::ReadWrite) {
+        Ok(dir) => dir,
+        Err(error) if !options.dir.join(loopx_app::loop_dir::DATABASE).is_file() => {
+            return Err(error.context(Usage("wrong --dir")))
+        }
+        Err(error) => return Err(error),
+    };
+    let root = options
+        .root
+        .canonicalize()
+        .with_context(|| format!("--root {} does not exist", options.root.display()))
+        .context(Usage("wrong --root"))?;
+    let _lock = driver::take_lock(&dir)?;
+    let logs = driver::log_dir(&dir)?;
+    let pid = std::process::id();
+    let (providers, command) = match &options.target {
+        Target::Providers(names) => (names.clone(), None),
+        Target::Command(cmd) => (vec!["cmd".to_owned()], Some(cmd.clone())),
+    };
+    let registration = Registration {
+        pid,
+        started_at: clock::now(),
+        providers: providers.clone(),
+        command: command.clone(),
+    };
+    let root_identity = driver::workspace(&root);
+    driver::register(&dir, registration, root_identity.root.clone()).map_err(|error| {
+        let mismatch = matches!(
+            error.downcast_ref::<AuthorityError<DriverError>>(),
+            Some(AuthorityError::Rejected(
+                DriverError::WorkspaceMismatch { .. }
+            ))
+        );
+        if mismatch {
+            error.context(Usage("wrong --root"))
+        } else {
+            error
+        }
+    })?;
+    let ended = run(
+        &dir,
+        options,
+        &root,
+        &logs,
+        Session::new(providers, options.limits),
+    );
+    let _ = driver::unregister(&dir, pid);
+    ended
+}
+
+/// How often a driver held back by should-run looks at the store again:
+/// short enough that a released lease or a new todo starts the next turn
+/// promptly, long enough that waiting costs next to nothing.
+const STATE_POLL: Duration = Duration::from_secs(1);
+
+fn run(
+    dir: &LoopDir,
+    options: &Options,
+    root: &Path,
+    logs: &Path,
+    mut session: Session,
+) -> Result<Ended> {
+    let pid = std::process::id();
+    let mut turns = 0u64;
+    let ended = |exit: Exit, reason: String, turns: u64| {
+        Ok(Ended {
+            exit,
+            reason,
+            turns,
+        })
+    };
+    match driver::recover(dir, options.iteration_timeout)? {
+        RecoveryPlan::FailClosed { inspect, .. } => {
+            return ended(
+                Exit::RuntimeError,
+                inspect.replace("<DIR>", &dir.display()),
+                turns,
+            )
+        }
+        RecoveryPlan::Clear => {}
+        plan => progress(&format!(
+            "recovered an open dispatch: {}",
+            serde_json::to_string(&plan)?
+        )),
+    }
+    // Nothing is open now, so any agent record left is stale (a driver
+    // killed between its settlement and the record's removal).
+    driver::remove_stale_records(logs);
+    // What the journal last heard this driver wait for: a wait is
+    // committed when it changes, not on every look.
+    let mut announced: Option<String> = None;
+    loop {
+        let (reading, step) = driver::next_step(
+            dir,
+            &options.goal_id,
+            &options.agent_id,
+            &session,
+            turns,
+            options.max_iterations,
+            options.pause_poll,
+        )?;
+        let provider_name = match step {
+            Step::VerifyClaim { .. } => {
+                if let Some(verified) = verify_claim(dir, root, options.iteration_timeout)? {
+                    progress(if verified {
+                        "success claim verified by the success_check; banking the stop"
+                    } else {
+                        "success claim refused: the success_check failed (its log is in driver_logs/); the loop goes on"
+                    });
+                }
+                continue;
+            }
+            Step::Stop { exit, reason } => return ended(exit, reason, turns),
+            Step::Pause { until, reason } => {
+                // Re-announced on every look: its `until` is the next look.
+                driver::set_waiting(dir, pid, Some(Waiting { until, reason }), session.current())?;
+                announced = None;
+                std::thread::sleep(options.pause_poll);
+                continue;
+            }
+            Step::Wait { until, reason } => {
+                if announced.as_deref() != Some(&reason) {
+                    progress(&reason);
+                    driver::set_waiting(
+                        dir,
+                        pid,
+                        Some(Waiting {
+                            until,
+                            reason: reason.clone(),
+                        }),
+                        session.current(),
+                    )?;
+                    announced = Some(reason);
+                }
+                // The next look re-reads the store: a released lease, a
+                // new todo or the stop arbiter ends the wait there.
+                std::thread::sleep(STATE_POLL);
+                continue;
+            }
+            Step::Run { provider } => provider,
+        };
+        let launcher = match &options.target {
+            Target::Command(_) => None,
+            Target::Providers(_) => match provider::find(&provider_name)
+                .and_then(|p| provider::resolve(p, |b| platform::which(b).is_some()))
+            {
+                Some(launcher) => Some(launcher),
+                None => match session.after(TurnResult::Unavailable, None, clock::now()) {
+                    Next::Switch { excluded, next, .. } => {
+                        progress(&format!("{excluded} is not installed; switching to {next}"));
+                        continue;
+                    }
+                    Next::Exit { exit, reason } => return ended(exit, reason, turns),
+                    _ => unreachable!("a missing binary excludes its provider"),
+                },
+            },
+        };
+        driver::set_waiting(dir, pid, None, Some(&provider_name))?;
+        announced = None;
+        let (turn_result, read, log_name) =
+            turn::turn(dir, options, root, logs, &provider_name, launcher, &reading)?;
+        turns += 1;
+        match session.after(turn_result, read.resets_at, clock::now()) {
+            Next::Continue => {}
+            Next::Wait {
+                seconds,
+                until,
+                reason,
+            } => {
+                let until = until.unwrap_or_else(|| {
+                    clock::now()
+                        .checked_add(jiff::SignedDuration::from_secs(seconds as i64))
+                        .unwrap_or(clock::now())
+                });
+                progress(&reason);
+                driver::set_waiting(
+                    dir,
+                    pid,
+                    Some(Waiting { until, reason }),
+                    Some(&provider_name),
+                )?;
+                wait(dir, seconds)?;
+            }
+            Next::Switch {
+                excluded,
+                next,
+                cause,
+            } => progress(&format!(
+                "{excluded} excluded for this run ({}); switching to {next}",
+                cause.reason()
+            )),
+            Next::Exit { exit, reason } if turn_result == TurnResult::Advanced => {
+                return ended(exit, reason, turns)
+            }
+            Next::Exit { exit, reason } => {
+                return ended(exit, format!("{reason}; see {log_name}"), turns)
+            }
+        }
+    }
+}
+
+/// Sleep up to `seconds`, waking early when the loop must stop.
+fn wait(dir: &LoopDir, seconds: u64) -> Result<()> {
+    let until = Instant::now() + Duration::from_secs(seconds);
+    while Instant::now() < until {
+        let reading = dir.read()?;
+        if dir.verdict(&reading.ledger, clock::now()).done {
+            return Ok(());
+        }
+        std::thread::sleep(
+            Duration::from_millis(250).min(until.saturating_duration_since(Instant::now())),
+        );
+    }
+    Ok(())
+}
+
+fn progress(message: &str) {
+    eprintln!("loopx drive: {message}");
+}
