@@ -1,5 +1,9 @@
-//! File-system primitives with the guarantees loopx relies on. Platform
-//! detail stays here.
+//! File-system primitives with the guarantees loopx relies on: durable
+//! replacement, private creation, and reads that never follow a symlink
+//! out of the loop directory. Its libc calls (`O_NOFOLLOW` opens, `openat`
+//! and `fstatat` walks) stay here rather than in [`crate::platform`]
+//! because they are these primitives; processes and signals are
+//! `platform`'s.
 
 use anyhow::{Context as _, Result};
 use loopx_core::path::{FileProblem, LoopPath};

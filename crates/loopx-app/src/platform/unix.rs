@@ -1,9 +1,7 @@
-//! Processes, signals and private files: every call into libc and every
-//! read of `/proc` lives here, so the rest of the code never sees them.
-//!
-//! Unix only. Linux adds the child-subreaper role and the `/proc` walk that
-//! finds what a turn left behind; on other Unixes those are no-ops and the
-//! process group is the only fence.
+//! Every Unix: process groups, signals, the pre-exec handshake that holds
+//! an agent until its pid is on disk, private files, and the PATH search.
+//! What only Linux offers (the subreaper, `/proc`) is in `linux.rs`, with
+//! `fallback.rs` for the other Unixes; callers use [`super`] only.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read as _, Write as _};
@@ -144,38 +142,6 @@ pub fn alive(pid: u32) -> bool {
     unsafe { libc::kill(pid, 0) == 0 }
 }
 
-/// When process `pid` started (clock ticks since boot), where the platform
-/// says: with the pid it names one process across pid reuse.
-pub fn start_time(pid: u32) -> Option<u64> {
-    #[cfg(target_os = "linux")]
-    {
-        // Field 22 of /proc/<pid>/stat; fields 3.. follow the last ')'.
-        stat_fields(pid)?.get(19)?.parse().ok()
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = pid;
-        None
-    }
-}
-
-/// Become the reaper of every orphaned descendant, so that a process a
-/// turn detaches (`setsid`, a double fork) is re-parented to this process
-/// instead of init and [`kill_adopted`] can find it. Returns whether the
-/// platform supports it.
-pub fn become_subreaper() -> bool {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: prctl(PR_SET_CHILD_SUBREAPER, 1) only sets a flag on
-        // this process.
-        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) == 0 }
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        false
-    }
-}
-
 /// SIGKILL and reap every child of this process except `keep`, over and
 /// over until none is left: killing one re-parents its own children here.
 /// Returns how many were killed. Call it only when no child of ours should
@@ -184,7 +150,7 @@ pub fn kill_adopted(keep: &[u32]) -> usize {
     let mut killed = 0;
     // Bounded: a fork bomb cannot keep the driver here forever.
     for _ in 0..10_000 {
-        let children: Vec<u32> = children()
+        let children: Vec<u32> = super::os::children()
             .into_iter()
             .filter(|p| !keep.contains(p))
             .collect();
@@ -206,41 +172,6 @@ pub fn kill_adopted(keep: &[u32]) -> usize {
         }
     }
     killed
-}
-
-/// The pids whose parent is this process, from `/proc/<pid>/stat`.
-fn children() -> Vec<u32> {
-    #[cfg(target_os = "linux")]
-    {
-        let me = std::process::id();
-        let Ok(entries) = std::fs::read_dir("/proc") else {
-            return Vec::new();
-        };
-        entries
-            .flatten()
-            .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-            .filter(|pid| parent_of(*pid) == Some(me))
-            .collect()
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        Vec::new()
-    }
-}
-
-/// The fields of `/proc/<pid>/stat` from the third on ("pid (comm) state
-/// ppid …"; the command name may itself hold parentheses and spaces, so
-/// split after the last ')').
-#[cfg(target_os = "linux")]
-fn stat_fields(pid: u32) -> Option<Vec<String>> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    Some(rest.split_whitespace().map(str::to_owned).collect())
-}
-
-#[cfg(target_os = "linux")]
-fn parent_of(pid: u32) -> Option<u32> {
-    stat_fields(pid)?.get(1)?.parse().ok()
 }
 
 /// Whether a process with this pid exists, even one of another user
@@ -268,14 +199,4 @@ pub fn which(binary: &str) -> Option<std::path::PathBuf> {
                 .metadata()
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
-}
-
-/// Eight hex digits that differ between processes (the standard library's
-/// per-process random hash keys, mixed with the pid): enough to keep the
-/// names of two drivers' writes apart, not a secret.
-pub fn nonce() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u32(std::process::id());
-    format!("{:08x}", hasher.finish() as u32)
 }

@@ -1,0 +1,44 @@
+//! What only Linux offers the driver: the child-subreaper role, and the
+//! `/proc` walk that finds a process's start time and this process's
+//! children. Reached only through [`super`]; `fallback.rs` is the same API
+//! for the other Unixes.
+
+/// When process `pid` started (clock ticks since boot): with the pid it
+/// names one process across pid reuse.
+pub fn start_time(pid: u32) -> Option<u64> {
+    // Field 22 of /proc/<pid>/stat; fields 3.. follow the last ')'.
+    stat_fields(pid)?.get(19)?.parse().ok()
+}
+
+/// Become the reaper of every orphaned descendant. Returns whether it took.
+pub fn become_subreaper() -> bool {
+    // SAFETY: prctl(PR_SET_CHILD_SUBREAPER, 1) only sets a flag on this
+    // process.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) == 0 }
+}
+
+/// The pids whose parent is this process, from `/proc/<pid>/stat`.
+pub fn children() -> Vec<u32> {
+    let me = std::process::id();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| parent_of(*pid) == Some(me))
+        .collect()
+}
+
+/// The fields of `/proc/<pid>/stat` from the third on ("pid (comm) state
+/// ppid …"; the command name may itself hold parentheses and spaces, so
+/// split after the last ')').
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    Some(rest.split_whitespace().map(str::to_owned).collect())
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
+    stat_fields(pid)?.get(1)?.parse().ok()
+}

@@ -1,0 +1,52 @@
+//! The platform, fenced: processes, signals, the subreaper, private files,
+//! the PATH search and per-process randomness. Every call into libc and
+//! every read of `/proc` lives below this module, so the rest of the code
+//! sees only the portable functions here.
+//!
+//! `unix.rs` holds what every Unix has (process groups, signals, the
+//! pre-exec handshake, private files, `which`); `linux.rs` what only Linux
+//! has (the child-subreaper role, `/proc`); `fallback.rs` stands in for it
+//! on the other Unixes, where the process group is the only fence. File
+//! locks need nothing here: `std::fs::File::try_lock` is portable. The
+//! no-follow file primitives that confine reads to the loop directory are
+//! `crate::fsutil`'s.
+
+#[cfg(not(target_os = "linux"))]
+mod fallback;
+#[cfg(target_os = "linux")]
+mod linux;
+mod unix;
+
+#[cfg(not(target_os = "linux"))]
+use fallback as os;
+#[cfg(target_os = "linux")]
+use linux as os;
+
+pub use unix::{
+    alive, create_private, exists, group_alive, in_new_group, kill_adopted, kill_group,
+    make_private_dir, spawn_recorded, sync_dir, which,
+};
+
+/// When process `pid` started (clock ticks since boot), where the platform
+/// says: with the pid it names one process across pid reuse.
+pub fn start_time(pid: u32) -> Option<u64> {
+    os::start_time(pid)
+}
+
+/// Become the reaper of every orphaned descendant, so that a process a
+/// turn detaches (`setsid`, a double fork) is re-parented to this process
+/// instead of init and [`kill_adopted`] can find it. Returns whether the
+/// platform supports it.
+pub fn become_subreaper() -> bool {
+    os::become_subreaper()
+}
+
+/// Eight hex digits that differ between processes (the standard library's
+/// per-process random hash keys, mixed with the pid): enough to keep the
+/// names of two drivers' writes apart, not a secret.
+pub fn nonce() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    format!("{:08x}", hasher.finish() as u32)
+}
