@@ -31,6 +31,7 @@ use loopx_core::ledger::{CheckRun, LedgerContext, LedgerOwner, LedgerRequest, ST
 use loopx_core::operation::OperationId;
 use loopx_core::path::LoopPath;
 use loopx_store::Loaded;
+use serde::Serialize;
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -223,7 +224,7 @@ fn ledger_write(dir: &LoopDir, id: &OperationId, request: &LedgerRequest) -> Res
 }
 
 /// Cancel the open dispatch `dispatch_id`, saying why.
-pub fn cancel(dir: &LoopDir, dispatch_id: &str, reason: String) -> Result<()> {
+fn cancel(dir: &LoopDir, dispatch_id: &str, reason: String) -> Result<()> {
     write(
         dir,
         &op("cancel", dispatch_id)?,
@@ -439,7 +440,7 @@ fn structured_for(provider: &str) -> Structured {
 
 /// What a starting driver should do about an open intent, after waiting up
 /// to `wait_for_agent` for a live agent to finish. Writes nothing.
-pub fn plan_recovery(
+fn plan_recovery(
     dir: &LoopDir,
     wait_for_agent: Duration,
 ) -> Result<(Option<Intent>, RecoveryPlan)> {
@@ -477,7 +478,7 @@ pub fn recover(dir: &LoopDir, wait_for_agent: Duration) -> Result<RecoveryPlan> 
 
 /// Carry out `plan` for the open `intent`: settle it or cancel it. A
 /// fail-closed plan writes nothing.
-pub fn apply_recovery(dir: &LoopDir, intent: &Intent, plan: &RecoveryPlan) -> Result<()> {
+fn apply_recovery(dir: &LoopDir, intent: &Intent, plan: &RecoveryPlan) -> Result<()> {
     match plan {
         RecoveryPlan::SettleAdvanced {
             dispatch_id,
@@ -507,4 +508,65 @@ pub fn apply_recovery(dir: &LoopDir, intent: &Intent, plan: &RecoveryPlan) -> Re
     }
     let _ = std::fs::remove_file(record_path(&dir.path(DRIVER_LOGS), &intent.dispatch_id));
     Ok(())
+}
+
+/// What `loopx recover` found, and did when told to.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Recovery {
+    /// Whether the plan was carried out (a plan that needs a person never is).
+    pub applied: bool,
+    pub plan: RecoveryPlan,
+    pub open: Option<Intent>,
+    /// A live driver of this loop while a dispatch is open: the dispatch is
+    /// then probably its current turn, not a leftover.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub running_driver: Option<u32>,
+}
+
+impl Recovery {
+    pub fn needs_a_person(&self) -> bool {
+        matches!(self.plan, RecoveryPlan::FailClosed { .. })
+    }
+}
+
+/// The recovery plan for the open dispatch, read-only (no lock, no
+/// write), so it can be shown beside a live driver.
+pub fn show_recovery(dir: &LoopDir) -> Result<Recovery> {
+    let (open, plan) = plan_recovery(dir, Duration::ZERO)?;
+    let (_, state) = dir.driver()?;
+    let running_driver = state
+        .registration
+        .filter(|r| open.is_some() && platform::alive(r.pid))
+        .map(|r| r.pid);
+    Ok(Recovery {
+        applied: false,
+        plan,
+        open,
+        running_driver,
+    })
+}
+
+/// Carry out the recovery plan for the open dispatch now, holding the
+/// driver lock so no driver starts meanwhile.
+pub fn run_recovery(dir: &LoopDir) -> Result<Recovery> {
+    let _lock = take_lock(dir)?;
+    let (_, state) = dir.driver()?;
+    let plan = recover(dir, Duration::ZERO)?;
+    Ok(Recovery {
+        applied: !matches!(plan, RecoveryPlan::FailClosed { .. }),
+        plan,
+        open: state.open,
+        running_driver: None,
+    })
+}
+
+/// Cancel the open dispatch `dispatch_id` for an operator who has looked,
+/// whatever the plan says, holding the driver lock.
+pub fn cancel_dispatch(dir: &LoopDir, dispatch_id: &str) -> Result<()> {
+    let _lock = take_lock(dir)?;
+    cancel(
+        dir,
+        dispatch_id,
+        "cancelled by the operator (loopx recover --cancel)".into(),
+    )
 }

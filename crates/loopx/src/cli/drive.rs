@@ -326,76 +326,56 @@ pub fn agent_cmd(args: &AgentCmdArgs) -> Result<Reply> {
 }
 
 pub fn recover(args: &RecoverArgs) -> Result<Reply> {
-    if !args.apply && !args.cancel {
-        return show_recovery(args);
-    }
-    let dir = LoopDir::open(&args.dir.dir, Access::ReadWrite)?;
-    let _lock = driver::take_lock(&dir)?;
-    let (_, state) = dir.driver()?;
     if args.cancel {
+        let dir = LoopDir::open(&args.dir.dir, Access::ReadWrite)?;
         let id = args.dispatch_id.clone().unwrap_or_default();
-        driver::cancel(
-            &dir,
-            &id,
-            "cancelled by the operator (loopx recover --cancel)".into(),
-        )?;
+        driver::cancel_dispatch(&dir, &id)?;
         return Ok(Reply::ok(
             json!({"status": "ok", "action": "recover", "cancelled": id}),
             format!("cancelled dispatch {id}"),
         ));
     }
-    let plan = match &state.open {
-        None => RecoveryPlan::Clear,
-        Some(_) => driver::recover(&dir, Duration::ZERO)?,
+    let (dir, recovery) = if args.apply {
+        let dir = LoopDir::open(&args.dir.dir, Access::ReadWrite)?;
+        let recovery = driver::run_recovery(&dir)?;
+        (dir, recovery)
+    } else {
+        let dir = LoopDir::open(&args.dir.dir, Access::ReadOnly)?;
+        let recovery = driver::show_recovery(&dir)?;
+        (dir, recovery)
     };
-    let text = match &plan {
-        RecoveryPlan::Clear => "no open dispatch: nothing to recover".to_owned(),
-        RecoveryPlan::SettleAdvanced { dispatch_id, iteration } => format!("settled {dispatch_id}: the agent had recorded iteration {iteration}; it will not be re-run"),
-        RecoveryPlan::CancelUnstarted { dispatch_id } => format!("cancelled {dispatch_id}: no iteration, no workspace change, no live agent; the next drive dispatches afresh"),
-        RecoveryPlan::FailClosed { inspect, .. } => format!("needs a person: {inspect}"),
-    };
-    let code = recovery_exit(&plan).code();
-    Ok(Reply {
-        json: json!({"status": if code == 0 { "ok" } else { "failed" }, "action": "recover", "applied": code == 0, "plan": plan, "open": state.open}),
-        text,
-        code,
-    })
-}
-
-/// `recover` without `--apply`: the plan, read-only (no lock file, no
-/// write), so it can be run beside a live driver.
-fn show_recovery(args: &RecoverArgs) -> Result<Reply> {
-    let dir = LoopDir::open(&args.dir.dir, Access::ReadOnly)?;
-    let (intent, plan) = driver::plan_recovery(&dir, Duration::ZERO)?;
     let apply = format!("loopx recover --dir {} --apply", dir.display());
-    let mut text = match &plan {
-        RecoveryPlan::Clear => "no open dispatch: nothing to recover".to_owned(),
-        RecoveryPlan::SettleAdvanced { dispatch_id, iteration } => format!("would settle {dispatch_id}: the agent recorded iteration {iteration}, so it will not be re-run; `{apply}` (or the next `loopx drive`) does it"),
-        RecoveryPlan::CancelUnstarted { dispatch_id } => format!("would cancel {dispatch_id}: no iteration, no workspace change, no live agent; `{apply}` (or the next `loopx drive`) does it, and the next drive dispatches afresh"),
-        RecoveryPlan::FailClosed { inspect, .. } => format!("needs a person: {}", inspect.replace("<DIR>", &dir.display())),
+    let mut text = match (&recovery.plan, args.apply) {
+        (RecoveryPlan::Clear, _) => "no open dispatch: nothing to recover".to_owned(),
+        (RecoveryPlan::SettleAdvanced { dispatch_id, iteration }, true) => format!("settled {dispatch_id}: the agent had recorded iteration {iteration}; it will not be re-run"),
+        (RecoveryPlan::SettleAdvanced { dispatch_id, iteration }, false) => format!("would settle {dispatch_id}: the agent recorded iteration {iteration}, so it will not be re-run; `{apply}` (or the next `loopx drive`) does it"),
+        (RecoveryPlan::CancelUnstarted { dispatch_id }, true) => format!("cancelled {dispatch_id}: no iteration, no workspace change, no live agent; the next drive dispatches afresh"),
+        (RecoveryPlan::CancelUnstarted { dispatch_id }, false) => format!("would cancel {dispatch_id}: no iteration, no workspace change, no live agent; `{apply}` (or the next `loopx drive`) does it, and the next drive dispatches afresh"),
+        (RecoveryPlan::FailClosed { inspect, .. }, _) => format!("needs a person: {}", inspect.replace("<DIR>", &dir.display())),
     };
-    let (_, state) = dir.driver()?;
-    if let Some(driver) = state
-        .registration
-        .filter(|r| intent.is_some() && loopx_app::platform::alive(r.pid))
-    {
-        text = format!("a driver (pid {}) is running this loop, so the open dispatch is probably its current turn, not a leftover; {text}", driver.pid);
+    if let Some(pid) = recovery.running_driver {
+        text = format!("a driver (pid {pid}) is running this loop, so the open dispatch is probably its current turn, not a leftover; {text}");
     }
-    let code = recovery_exit(&plan).code();
+    // A plan that needs a person ends `recover` as a crash recovery ends
+    // `drive`: with a runtime error.
+    let exit = if recovery.needs_a_person() {
+        Exit::RuntimeError
+    } else {
+        Exit::Done
+    };
+    let mut json = serde_json::to_value(&recovery)?;
+    json["status"] = if recovery.needs_a_person() {
+        "failed"
+    } else {
+        "ok"
+    }
+    .into();
+    json["action"] = "recover".into();
     Ok(Reply {
-        json: json!({"status": if code == 0 { "ok" } else { "failed" }, "action": "recover", "applied": false, "plan": plan, "open": intent}),
+        json,
         text,
-        code,
+        code: exit.code(),
     })
-}
-
-/// A plan that needs a person ends `recover` as a crash recovery ends
-/// `drive`: with a runtime error.
-fn recovery_exit(plan: &RecoveryPlan) -> Exit {
-    match plan {
-        RecoveryPlan::FailClosed { .. } => Exit::RuntimeError,
-        _ => Exit::Done,
-    }
 }
 
 pub fn verify(args: &VerifyArgs) -> Result<Reply> {
