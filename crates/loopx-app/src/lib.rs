@@ -16,7 +16,10 @@ pub mod clock;
 pub mod error;
 pub mod fsutil;
 pub mod loop_dir;
+pub mod operation;
 pub mod platform;
+pub mod receipt;
 pub mod registry;
 
 pub use error::{AppError, ErrorClass};
+pub use receipt::ReceiptView;

@@ -227,23 +227,7 @@ fn details(error: &anyhow::Error) -> Option<Value> {
     }
 }
 
-/// The operation id given, or a fresh one: unique per invocation, so that
-/// only a deliberate repeat of `--operation-id` is a replay.
+/// The operation id given, or a fresh one (see `loopx_app::operation`).
 pub fn operation_id(given: Option<&str>) -> Result<OperationId> {
-    use std::hash::{BuildHasher, Hasher};
-    match given {
-        Some(id) => Ok(OperationId::parse(id)?),
-        None => {
-            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-            hasher.write_u32(std::process::id());
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos());
-            hasher.write_u128(nanos);
-            Ok(OperationId::parse(&format!(
-                "auto-{nanos:x}-{:016x}",
-                hasher.finish()
-            ))?)
-        }
-    }
+    Ok(loopx_app::operation::given_or_generated(given)?)
 }
