@@ -15,6 +15,8 @@
 pub mod clock;
 pub mod error;
 pub mod fsutil;
+pub mod iterations;
+pub mod ledger;
 pub mod loop_dir;
 pub mod operation;
 pub mod platform;

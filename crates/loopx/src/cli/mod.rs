@@ -10,9 +10,8 @@ mod serve;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 pub use loopx_app::error::describe;
-use loopx_core::ledger::LedgerError;
+use loopx_app::{AppError, ErrorClass};
 use loopx_core::operation::OperationId;
-use loopx_store::AuthorityError;
 use serde_json::{json, Value};
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -98,6 +97,11 @@ impl Reply {
             code: 0,
         }
     }
+
+    /// A use case's view as the JSON reply, with its text for people.
+    pub fn view(view: &impl serde::Serialize, text: impl Into<String>) -> Result<Self> {
+        Ok(Reply::ok(serde_json::to_value(view)?, text))
+    }
 }
 
 /// The parser users run: `Cli`, where a value that looks like a negative
@@ -134,18 +138,53 @@ pub fn main() -> ExitCode {
             emit(&reply, json);
             ExitCode::from(reply.code)
         }
-        Err(error) => {
-            let message = describe(&error);
-            if json {
-                let mut body = json!({"status": "failed", "error": message});
-                if let Some(details) = details(&error) {
-                    merge(&mut body, details);
-                }
-                print_json(&body);
-            }
-            eprintln!("error: {message}");
-            ExitCode::from(1)
+        Err(error) => fail(AppError::from(error), json),
+    }
+}
+
+/// The one rendering of a failed command: `error: <message>` on stderr
+/// (then this adapter's hint for the class, if any), the `--json` body
+/// `{"status":"failed","error":...,"class":...}` with the error's details
+/// merged in, and the exit code for the class.
+fn fail(error: AppError, json: bool) -> ExitCode {
+    if json {
+        let mut body = json!({"status": "failed", "error": error.message, "class": error.class});
+        if let Some(details) = error.details {
+            merge(&mut body, details);
         }
+        print_json(&body);
+    }
+    eprintln!("error: {}", error.message);
+    if let Some(hint) = hint(error.class) {
+        eprintln!("hint: {hint}");
+    }
+    ExitCode::from(exit_code(error.class))
+}
+
+/// Every failure class exits 1, as the reference does: a script tells them
+/// apart by the `class` of the `--json` body. (`drive` keeps its own exit
+/// codes, which it returns as replies, not errors.)
+fn exit_code(class: ErrorClass) -> u8 {
+    match class {
+        ErrorClass::Refused
+        | ErrorClass::Conflict
+        | ErrorClass::Stale
+        | ErrorClass::NotFound
+        | ErrorClass::Unavailable
+        | ErrorClass::Internal => 1,
+    }
+}
+
+/// What to do next, in this CLI's words, where the message cannot say it
+/// without naming a flag.
+fn hint(class: ErrorClass) -> Option<&'static str> {
+    match class {
+        ErrorClass::Conflict => Some(
+            "this --operation-id was already used for a different request: choose a new one, or repeat the original command to see its receipt",
+        ),
+        ErrorClass::Stale => Some("read the current state again, then retry the command"),
+        ErrorClass::Unavailable => Some("the store is busy or unreachable: retry shortly; nothing was written"),
+        ErrorClass::Refused | ErrorClass::NotFound | ErrorClass::Internal => None,
     }
 }
 
@@ -215,15 +254,6 @@ fn print_json(value: &Value) {
 fn merge(into: &mut Value, extra: Value) {
     if let (Some(into), Value::Object(extra)) = (into.as_object_mut(), extra) {
         into.extend(extra);
-    }
-}
-
-fn details(error: &anyhow::Error) -> Option<Value> {
-    match error.downcast_ref::<AuthorityError<LedgerError>>() {
-        Some(AuthorityError::Rejected(refusal)) => refusal.details(),
-        _ => error
-            .downcast_ref::<LedgerError>()
-            .and_then(LedgerError::details),
     }
 }
 
