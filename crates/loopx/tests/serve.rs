@@ -168,6 +168,14 @@ fn loop_with_outcome() -> Fixture {
     f
 }
 
+/// A goal write through the CLI, as another client would make it.
+fn someone_else_commits(f: &Fixture) {
+    f.loopx()
+        .args(["todo", "add", "--dir", f.d(), "--title", "Concurrent work"])
+        .assert()
+        .success();
+}
+
 fn requirement(id: &str, text: &str, op: &str, base: u64) -> Value {
     json!({"requirement_id": id, "description": text, "source_ref": "dashboard", "operation_id": op, "base_revision": base})
 }
@@ -656,10 +664,7 @@ fn a_stale_write_is_refused_and_its_retry_writes_exactly_once() {
     let server = serve(&f, &[]);
     let page_base = server.revision();
     // Someone else commits through the CLI after the page loaded.
-    f.loopx()
-        .args(["todo", "add", "--dir", f.d(), "--title", "Concurrent work"])
-        .assert()
-        .success();
+    someone_else_commits(&f);
     let stale = server.post(
         "/api/outcomes/deck/requirements",
         &requirement("R2", "Results first", "ui-draft-1", page_base),
@@ -908,10 +913,7 @@ fn each_error_class_answers_with_its_status_and_names_its_class() {
         (400, Some("refused".into()))
     );
     // Stale: prepared against a revision that is no longer current.
-    f.loopx()
-        .args(["todo", "add", "--dir", f.d(), "--title", "Concurrent work"])
-        .assert()
-        .success();
+    someone_else_commits(&f);
     let stale = server.post(
         "/api/outcomes/deck/requirements",
         &requirement("R2", "Results first", "ui-2", base),
