@@ -15,7 +15,14 @@ use loopx_core::hook::{self, covers, entry_live, ArmedLoop, HookVerdict, LoopRea
 use loopx_core::ledger::arbiter::Verdict;
 use loopx_store::sqlite::Access;
 use serde::Serialize;
+use serde_json::json;
 use std::path::{Path, PathBuf};
+
+/// The `reason` in an arming error's details, for adapters to add their
+/// own hint (a flag to pass, a command to run).
+pub const ALREADY_ARMED: &str = "already_armed";
+pub const NOT_COVERED: &str = "not_covered";
+pub const SEVERAL_COVER: &str = "several_cover";
 
 /// What `arm` asks for.
 pub struct ArmRequest<'a> {
@@ -152,9 +159,10 @@ pub fn arm(request: ArmRequest<'_>) -> Result<Armed, AppError> {
             if let LoopReading::Read { verdict, .. } = read_loop(other) {
                 if !verdict.done {
                     return Err(AppError::refused(format!(
-                        "loop {} ({}) is already armed for {root} and unfinished: disarm it with `loopx disarm --run-id {}`, or pass --force",
-                        other.run_id, other.loop_dir, other.run_id
-                    )));
+                        "loop {} ({}) is already armed for {root} and unfinished: disarm it first, or arm with force",
+                        other.run_id, other.loop_dir
+                    ))
+                    .with_details(json!({"reason": ALREADY_ARMED, "armed_run_id": other.run_id})));
                 }
             }
         }
@@ -225,18 +233,18 @@ fn covering_here(entries: &[ArmedLoop]) -> Result<String, AppError> {
         .collect();
     match covering.as_slice() {
         [one] => Ok(one.loop_dir.clone()),
-        [] => Err(AppError::not_found(format!(
-            "no armed loop covers {here}: pass --dir or --run-id (`loopx active` lists the armed loops)"
-        ))),
+        [] => Err(AppError::not_found(format!("no armed loop covers {here}"))
+            .with_details(json!({"reason": NOT_COVERED}))),
         several => Err(AppError::refused(format!(
-            "{} armed loops cover {here} ({}): pass --dir or --run-id to say which",
+            "{} armed loops cover {here} ({}): name the one to disarm",
             several.len(),
             several
                 .iter()
                 .map(|e| format!("{} at {}", e.run_id, e.loop_dir))
                 .collect::<Vec<_>>()
                 .join(", ")
-        ))),
+        ))
+        .with_details(json!({"reason": SEVERAL_COVER}))),
     }
 }
 

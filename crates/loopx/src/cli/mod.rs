@@ -143,19 +143,23 @@ pub fn main() -> ExitCode {
 }
 
 /// The one rendering of a failed command: `error: <message>` on stderr
-/// (then this adapter's hint for the class, if any), the `--json` body
+/// (then this adapter's hint, if any), the `--json` body
 /// `{"status":"failed","error":...,"class":...}` with the error's details
-/// merged in, and the exit code for the class.
+/// and the hint merged in, and the exit code for the class.
 fn fail(error: AppError, json: bool) -> ExitCode {
+    let hint = hint(&error);
     if json {
         let mut body = json!({"status": "failed", "error": error.message, "class": error.class});
         if let Some(details) = error.details {
             merge(&mut body, details);
         }
+        if let Some(hint) = &hint {
+            body["hint"] = hint.as_str().into();
+        }
         print_json(&body);
     }
     eprintln!("error: {}", error.message);
-    if let Some(hint) = hint(error.class) {
+    if let Some(hint) = hint {
         eprintln!("hint: {hint}");
     }
     ExitCode::from(exit_code(error.class))
@@ -176,16 +180,33 @@ fn exit_code(class: ErrorClass) -> u8 {
 }
 
 /// What to do next, in this CLI's words, where the message cannot say it
-/// without naming a flag.
-fn hint(class: ErrorClass) -> Option<&'static str> {
-    match class {
-        ErrorClass::Conflict => Some(
-            "this --operation-id was already used for a different request: choose a new one, or repeat the original command to see its receipt",
+/// without naming a flag or a command.
+fn hint(error: &AppError) -> Option<String> {
+    use loopx_app::arming;
+    let detail = |key: &str| {
+        error
+            .details
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .and_then(Value::as_str)
+    };
+    let hint = match (error.class, detail("reason")) {
+        (_, Some(arming::ALREADY_ARMED)) => format!(
+            "disarm it with `loopx disarm --run-id {}`, or pass --force",
+            detail("armed_run_id").unwrap_or("<RUN_ID>")
         ),
-        ErrorClass::Stale => Some("read the current state again, then retry the command"),
-        ErrorClass::Unavailable => Some("the store is busy or unreachable: retry shortly; nothing was written"),
-        ErrorClass::Refused | ErrorClass::NotFound | ErrorClass::Internal => None,
-    }
+        (_, Some(arming::NOT_COVERED)) => {
+            "pass --dir or --run-id (`loopx active` lists the armed loops)".into()
+        }
+        (_, Some(arming::SEVERAL_COVER)) => "pass --dir or --run-id to say which".into(),
+        (ErrorClass::Conflict, _) => "this --operation-id was already used for a different request: choose a new one, or repeat the original command to see its receipt".into(),
+        (ErrorClass::Stale, _) => "read the current state again, then retry the command".into(),
+        (ErrorClass::Unavailable, _) => {
+            "the store is busy or unreachable: retry shortly; nothing was written".into()
+        }
+        _ => return None,
+    };
+    Some(hint)
 }
 
 /// Run one parsed command (everything but the Stop hook).
