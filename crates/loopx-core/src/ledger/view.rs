@@ -79,12 +79,8 @@ pub fn recovery_markdown(ledger: &Ledger, verdict: &Verdict) -> String {
         "- Budget remaining: {}",
         words::count(ledger.remaining_iterations(), "iteration")
     );
-    if let Some(reason) = verdict.reason {
-        let _ = writeln!(
-            out,
-            "- Stop condition: {reason}{}",
-            if verdict.done { "" } else { " (not done)" }
-        );
+    if verdict.reason.is_some() {
+        let _ = writeln!(out, "- Stop condition: {}", verdict_text(verdict));
     }
     if !ledger.recent.is_empty() {
         let _ = writeln!(out);
@@ -249,4 +245,63 @@ pub fn status_text(ledger: &Ledger, verdict: &Verdict, now: Timestamp) -> String
     }
     let _ = writeln!(out, "  next        {}", next_safe_action(ledger, verdict));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(done: bool, paused: bool, reason: Option<&'static str>) -> Verdict {
+        Verdict {
+            done,
+            paused,
+            reason,
+            conditions: reason.into_iter().collect(),
+        }
+    }
+
+    #[test]
+    fn the_verdict_reads_done_or_not_with_its_reason_and_pause() {
+        assert_eq!(
+            verdict_text(&verdict(true, true, Some("user_stop_requested"))),
+            "done: user_stop_requested (paused)"
+        );
+        assert_eq!(
+            verdict_text(&verdict(false, false, Some("stopped_by_agent"))),
+            "not done: stopped_by_agent"
+        );
+        assert_eq!(verdict_text(&verdict(false, false, None)), "not done");
+    }
+
+    #[test]
+    fn zero_reads_unlimited_except_for_iterations() {
+        let limits = limits(&Budget {
+            max_iterations: 0,
+            max_wall_time_seconds: 0,
+            max_tokens: 0,
+            max_usd: 0.0,
+        });
+        assert_eq!(
+            (limits.iterations.as_str(), limits.tokens.as_str()),
+            ("0", "unlimited")
+        );
+        assert_eq!(
+            (limits.usd.as_str(), limits.wall_time.as_str()),
+            ("unlimited", "unlimited")
+        );
+        let limits = limits_of(500, 2.5, 5400);
+        assert_eq!(
+            (limits.tokens.as_str(), limits.usd.as_str()),
+            ("500", "2.5000")
+        );
+    }
+
+    fn limits_of(tokens: u64, usd: f64, wall: u64) -> Limits {
+        limits(&Budget {
+            max_iterations: 3,
+            max_wall_time_seconds: wall,
+            max_tokens: tokens,
+            max_usd: usd,
+        })
+    }
 }
