@@ -277,3 +277,24 @@ pub async fn revise_objective(
     })
     .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_class_has_one_status_and_the_body_names_it() {
+        for (class, status) in [
+            (ErrorClass::Refused, 400),
+            (ErrorClass::Conflict, 409),
+            (ErrorClass::Stale, 409),
+            (ErrorClass::NotFound, 404),
+            (ErrorClass::Unavailable, 503),
+            (ErrorClass::Internal, 500),
+        ] {
+            let Failure(code, message, extra) = failure(AppError::new(class, "why"));
+            assert_eq!((code.as_u16(), message.as_str()), (status, "why"));
+            assert_eq!(extra["class"], class.as_str());
+        }
+    }
+}
