@@ -12,12 +12,18 @@
 //! authority (`loopx-store`). Platform detail (process groups, locks,
 //! randomness) is fenced in [`platform`].
 
+pub mod arming;
 pub mod clock;
 pub mod driver;
 pub mod error;
 pub mod fsutil;
+pub mod iterations;
+pub mod ledger;
 pub mod loop_dir;
+pub mod operation;
 pub mod platform;
+pub mod receipt;
 pub mod registry;
 
 pub use error::{AppError, ErrorClass};
+pub use receipt::ReceiptView;

@@ -14,7 +14,7 @@ use loopx_core::goal::{self, Goal, GoalCommand, GoalContext, GoalOwner, GoalRece
 use loopx_core::ledger::arbiter::{arbitrate, Sentinels, Verdict};
 use loopx_core::ledger::audit::{Audit, Auditor, StreamAudit};
 use loopx_core::ledger::proof::{EvidenceFiles, FileProblem};
-use loopx_core::ledger::{view, IterationRecord, Ledger, LedgerEvent, LedgerOwner, STREAM};
+use loopx_core::ledger::{view, Ledger, LedgerOwner, STREAM};
 use loopx_core::operation::{OperationId, Owner as _};
 use loopx_core::path::LoopPath;
 use loopx_core::text::limits::PROOF_ARTIFACT_BYTES;
@@ -244,80 +244,6 @@ impl LoopDir {
         Ok(())
     }
 
-    /// Iteration records from the journal, oldest first, from revision
-    /// `after` on.
-    fn records_after(&self, after: u64) -> Result<Vec<IterationRecord>> {
-        let mut records = Vec::new();
-        self.store.journal(STREAM, after, &mut |entry| {
-            if entry.kind == "ledger.iteration_appended" {
-                if let Ok(LedgerEvent::IterationAppended { record }) =
-                    serde_json::from_str(&entry.event)
-                {
-                    records.push(*record);
-                }
-            }
-            Ok(())
-        })?;
-        Ok(records)
-    }
-
-    /// The last `limit` iteration records, oldest first, reading only the
-    /// end of the journal when that is enough.
-    pub fn recent_records(&self, limit: usize) -> Result<Vec<IterationRecord>> {
-        let reading = self.read()?;
-        let wanted = (reading.ledger.spent.iterations as usize).min(limit);
-        let mut window = (limit as u64) * 2 + 8;
-        loop {
-            let after = reading.revision.saturating_sub(window);
-            let mut records = self.records_after(after)?;
-            if records.len() >= wanted || after == 0 {
-                let start = records.len().saturating_sub(limit);
-                return Ok(records.split_off(start));
-            }
-            window *= 4;
-        }
-    }
-
-    /// One iteration: its record, and the driver's dispatch and log for it.
-    pub fn iteration_detail(&self, iteration: u64) -> Result<Option<serde_json::Value>> {
-        // Each iteration takes at least one revision after init, so
-        // iteration n sits at revision n + 1 or later.
-        let found = self
-            .records_after(iteration)?
-            .into_iter()
-            .find(|r| r.iteration == iteration);
-        let Some(record) = found else { return Ok(None) };
-        let mut intent = None;
-        self.store.journal(dispatch::STREAM, 0, &mut |entry| {
-            if entry.kind == "driver.intended" {
-                if let Ok(dispatch::DriverEvent::Intended { intent: i }) =
-                    serde_json::from_str(&entry.event)
-                {
-                    if i.iteration == iteration
-                        && (record.dispatch_id.is_empty() || i.dispatch_id == record.dispatch_id)
-                    {
-                        intent = Some(*i);
-                    }
-                }
-            }
-            Ok(())
-        })?;
-        let log = intent
-            .as_ref()
-            .and_then(|i| self.log_tail(&i.log, 64 * 1024));
-        Ok(Some(
-            serde_json::json!({"status": "ok", "record": record, "dispatch": intent, "log": log}),
-        ))
-    }
-
-    /// The last `max` bytes of a log named by the journal, read only if it
-    /// is a regular file inside the loop directory.
-    fn log_tail(&self, relative: &str, max: usize) -> Option<String> {
-        let path = LoopPath::parse(relative).ok()?;
-        let bytes = self.tail_file(&path, max as u64).ok()?;
-        Some(String::from_utf8_lossy(&bytes).into_owned())
-    }
-
     /// The continuation decision for `actor` on goal `goal_id`, from the
     /// store, with everything it was computed from.
     pub fn decision(&self, goal_id: &str, actor: &goal::Actor) -> Result<Decision> {
@@ -482,11 +408,12 @@ fn no_such_goal(goal_id: &str) -> anyhow::Error {
 }
 
 fn missing_loop(dir: &Path) -> anyhow::Error {
-    anyhow::anyhow!(
+    crate::AppError::not_found(format!(
         "no loop at {}: there is no {DATABASE} there; create one with `loopx init --dir {} --goal ... --success-criteria ...`",
         dir.display(),
         dir.display()
-    )
+    ))
+    .into()
 }
 
 /// Files named by state or by an agent: the only way to read them, each

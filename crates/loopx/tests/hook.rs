@@ -272,6 +272,24 @@ fn arming_is_exclusive_per_root_and_registry_lives_outside_the_project() {
         .assert()
         .failure()
         .stderr(contains("already armed"));
+    // The refusal is classified, and the CLI names the flags that resolve it.
+    let refused = f
+        .loopx()
+        .args(["arm", "--json", "--dir", second.to_str().unwrap()])
+        .args(["--root", root.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&refused.stdout).unwrap();
+    assert_eq!(
+        (body["class"].as_str(), body["reason"].as_str()),
+        (Some("refused"), Some("already_armed"))
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("hint: disarm it with `loopx disarm --run-id ")
+            && stderr.contains("--force"),
+        "{stderr}"
+    );
     let active = f.loopx().args(["active", "--json"]).output().unwrap();
     let active: serde_json::Value = serde_json::from_slice(&active.stdout).unwrap();
     assert_eq!(

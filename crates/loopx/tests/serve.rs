@@ -168,6 +168,14 @@ fn loop_with_outcome() -> Fixture {
     f
 }
 
+/// A goal write through the CLI, as another client would make it.
+fn someone_else_commits(f: &Fixture) {
+    f.loopx()
+        .args(["todo", "add", "--dir", f.d(), "--title", "Concurrent work"])
+        .assert()
+        .success();
+}
+
 fn requirement(id: &str, text: &str, op: &str, base: u64) -> Value {
     json!({"requirement_id": id, "description": text, "source_ref": "dashboard", "operation_id": op, "base_revision": base})
 }
@@ -656,10 +664,7 @@ fn a_stale_write_is_refused_and_its_retry_writes_exactly_once() {
     let server = serve(&f, &[]);
     let page_base = server.revision();
     // Someone else commits through the CLI after the page loaded.
-    f.loopx()
-        .args(["todo", "add", "--dir", f.d(), "--title", "Concurrent work"])
-        .assert()
-        .success();
+    someone_else_commits(&f);
     let stale = server.post(
         "/api/outcomes/deck/requirements",
         &requirement("R2", "Results first", "ui-draft-1", page_base),
@@ -890,4 +895,76 @@ fn dashboard_hands_the_browser_its_login_link_in_a_private_file_not_on_a_command
     assert!(html.contains(login), "{html}");
     assert_eq!(server.login(login).status, 303);
     assert_eq!(server.login(login).status, 403, "the link is single-use");
+}
+
+#[test]
+fn each_error_class_answers_with_its_status_and_names_its_class() {
+    let f = loop_with_outcome();
+    let server = serve(&f, &[]);
+    let class = |reply: &Reply| reply.json()["class"].as_str().map(str::to_owned);
+    // Refused: a request the rules turn down.
+    let base = server.revision();
+    let refused = server.post(
+        "/api/outcomes/deck/requirements",
+        &json!({"requirement_id": "R2", "description": "x", "source_ref": " ", "operation_id": "ui-1", "base_revision": base}),
+    );
+    assert_eq!(
+        (refused.status, class(&refused)),
+        (400, Some("refused".into()))
+    );
+    // Stale: prepared against a revision that is no longer current.
+    someone_else_commits(&f);
+    let stale = server.post(
+        "/api/outcomes/deck/requirements",
+        &requirement("R2", "Results first", "ui-2", base),
+    );
+    assert_eq!(
+        (stale.status, class(&stale)),
+        (409, Some("stale".into())),
+        "{}",
+        stale.body
+    );
+    // Conflict: an operation id reused for another request.
+    let fresh = server.revision();
+    let ok = server.post(
+        "/api/outcomes/deck/requirements",
+        &requirement("R2", "Results first", "ui-3", fresh),
+    );
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    let conflict = server.post(
+        "/api/outcomes/deck/requirements",
+        &requirement("R3", "Other", "ui-3", fresh + 1),
+    );
+    assert_eq!(
+        (conflict.status, class(&conflict)),
+        (409, Some("conflict".into())),
+        "{}",
+        conflict.body
+    );
+    assert_eq!(conflict.json()["status"], "failed");
+    // Not found: an iteration the ledger does not hold.
+    for path in ["/api/iterations/99", "/api/iterations/zero"] {
+        let missing = server.get(path);
+        assert_eq!(
+            (missing.status, class(&missing)),
+            (404, Some("not_found".into())),
+            "{path}"
+        );
+    }
+}
+
+#[test]
+fn status_json_and_api_status_are_the_same_object() {
+    let f = loop_with_outcome();
+    let server = serve(&f, &[]);
+    let cli = f.json(&["status", "--dir", f.d()]);
+    let http = server.get("/api/status").json();
+    let (cli, http) = (cli.as_object().unwrap(), http.as_object().unwrap());
+    assert_eq!(
+        cli.keys().collect::<Vec<_>>(),
+        http.keys().collect::<Vec<_>>()
+    );
+    for (key, value) in cli {
+        assert_eq!(Some(value), http.get(key), "field {key}");
+    }
 }

@@ -1,12 +1,18 @@
 //! Projections of the ledger: `recovery.md`, `status.json` and the `status`
 //! read. Derived views only: loopx never reads them back.
+//!
+//! Also the one owner of two rendering rules every adapter shares: the
+//! stop verdict in words ([`verdict_text`]) and a budget limit where 0
+//! means unlimited ([`limits`]).
 
 use super::arbiter::Verdict;
-use super::vocabulary::LoopStatus;
+use super::budget::{Budget, Spent};
+use super::vocabulary::{Decision, GoalFocusMode, LoopStatus};
 use super::{IterationRecord, Ledger};
 use crate::words;
 use jiff::Timestamp;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 use std::fmt::Write as _;
 
 /// The action an agent resuming this loop should take next.
@@ -73,12 +79,8 @@ pub fn recovery_markdown(ledger: &Ledger, verdict: &Verdict) -> String {
         "- Budget remaining: {}",
         words::count(ledger.remaining_iterations(), "iteration")
     );
-    if let Some(reason) = verdict.reason {
-        let _ = writeln!(
-            out,
-            "- Stop condition: {reason}{}",
-            if verdict.done { "" } else { " (not done)" }
-        );
+    if verdict.reason.is_some() {
+        let _ = writeln!(out, "- Stop condition: {}", verdict_text(verdict));
     }
     if !ledger.recent.is_empty() {
         let _ = writeln!(out);
@@ -103,87 +105,203 @@ pub fn one_line(record: &IterationRecord) -> String {
     line
 }
 
-/// The `status --json` object, also written as `status.json`.
-pub fn status_json(ledger: &Ledger, revision: u64, verdict: &Verdict) -> Value {
+/// The stop verdict in words: `done: <reason>`, `not done: <reason>` or
+/// `not done`, then ` (paused)` when the loop is paused.
+pub fn verdict_text(verdict: &Verdict) -> String {
+    let mut text = match (verdict.done, verdict.reason) {
+        (true, Some(reason)) => format!("done: {reason}"),
+        (false, Some(reason)) => format!("not done: {reason}"),
+        _ => "not done".to_owned(),
+    };
+    if verdict.paused {
+        text.push_str(" (paused)");
+    }
+    text
+}
+
+/// A loop's budget limits as people read them. Zero means unlimited for
+/// tokens, USD and wall time (never for iterations, always a hard cap).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    pub iterations: String,
+    pub tokens: String,
+    pub usd: String,
+    pub wall_time: String,
+}
+
+pub fn limits(budget: &Budget) -> Limits {
+    let or_unlimited = |unlimited: bool, text: String| {
+        if unlimited {
+            "unlimited".to_owned()
+        } else {
+            text
+        }
+    };
+    Limits {
+        iterations: budget.max_iterations.to_string(),
+        tokens: or_unlimited(budget.max_tokens == 0, budget.max_tokens.to_string()),
+        usd: or_unlimited(budget.max_usd == 0.0, format!("{:.4}", budget.max_usd)),
+        wall_time: or_unlimited(
+            budget.max_wall_time_seconds == 0,
+            words::duration(budget.max_wall_time_seconds),
+        ),
+    }
+}
+
+/// The ledger's part of the `status` read, also written as `status.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status<'a> {
+    pub status: &'static str,
+    pub action: &'static str,
+    pub run_id: &'a str,
+    pub revision: u64,
+    pub goal: &'a str,
+    pub success_criteria: &'a str,
+    pub state_status: LoopStatus,
+    pub goal_focus_mode: GoalFocusMode,
+    pub iterations: u64,
+    pub last_decision: Option<Decision>,
+    pub remaining_iterations: u64,
+    pub budget: &'a Budget,
+    pub spent: &'a Spent,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub next_safe_action: String,
+    pub done: &'a Verdict,
+    pub last_iteration: Option<&'a IterationRecord>,
+}
+
+pub fn status<'a>(ledger: &'a Ledger, revision: u64, verdict: &'a Verdict) -> Status<'a> {
     let last = ledger.last_record();
-    json!({
-        "status": "ok",
-        "action": "status",
-        "run_id": ledger.run_id,
-        "revision": revision,
-        "goal": ledger.config.goal,
-        "success_criteria": ledger.config.success_criteria,
-        "state_status": ledger.status,
-        "goal_focus_mode": ledger.config.goal_focus_mode,
-        "iterations": ledger.spent.iterations,
-        "last_decision": last.map(|r| r.decision),
-        "remaining_iterations": ledger.remaining_iterations(),
-        "budget": ledger.config.budget,
-        "spent": ledger.spent,
-        "created_at": ledger.created_at,
-        "updated_at": ledger.updated_at,
-        "next_safe_action": next_safe_action(ledger, verdict),
-        "done": verdict,
-        "last_iteration": last,
-    })
+    Status {
+        status: "ok",
+        action: "status",
+        run_id: &ledger.run_id,
+        revision,
+        goal: &ledger.config.goal,
+        success_criteria: &ledger.config.success_criteria,
+        state_status: ledger.status,
+        goal_focus_mode: ledger.config.goal_focus_mode,
+        iterations: ledger.spent.iterations,
+        last_decision: last.map(|r| r.decision),
+        remaining_iterations: ledger.remaining_iterations(),
+        budget: &ledger.config.budget,
+        spent: &ledger.spent,
+        created_at: ledger.created_at,
+        updated_at: ledger.updated_at,
+        next_safe_action: next_safe_action(ledger, verdict),
+        done: verdict,
+        last_iteration: last,
+    }
+}
+
+/// [`status`] as a JSON value (what `status.json` holds).
+pub fn status_json(ledger: &Ledger, revision: u64, verdict: &Verdict) -> Value {
+    serde_json::to_value(status(ledger, revision, verdict)).expect("the status view serializes")
 }
 
 /// The human `status` text.
 pub fn status_text(ledger: &Ledger, verdict: &Verdict, now: Timestamp) -> String {
     let mut out = String::new();
     let budget = &ledger.config.budget;
-    let limit = |max: String, unlimited: bool| {
-        if unlimited {
-            "unlimited".to_owned()
-        } else {
-            max
-        }
-    };
+    let limits = limits(budget);
     let _ = writeln!(out, "loop {}: {}", ledger.run_id, ledger.config.goal);
     let _ = writeln!(out, "  status      {}", ledger.status);
     let _ = writeln!(
         out,
         "  iterations  {} of {} ({} left)",
         ledger.spent.iterations,
-        budget.max_iterations,
+        limits.iterations,
         ledger.remaining_iterations()
     );
     let _ = writeln!(
         out,
         "  tokens      {} of {}",
-        ledger.spent.tokens,
-        limit(budget.max_tokens.to_string(), budget.max_tokens == 0)
+        ledger.spent.tokens, limits.tokens
     );
     let _ = writeln!(
         out,
         "  usd         {:.4} of {}",
-        ledger.spent.usd,
-        limit(format!("{:.4}", budget.max_usd), budget.max_usd == 0.0)
+        ledger.spent.usd, limits.usd
     );
     let elapsed = ledger.elapsed_seconds(now);
     let wall = match budget.max_wall_time_seconds {
-        0 => format!("{} elapsed of unlimited", words::duration(elapsed)),
+        0 => format!(
+            "{} elapsed of {}",
+            words::duration(elapsed),
+            limits.wall_time
+        ),
         max => format!(
             "{} elapsed of {} ({} left)",
             words::duration(elapsed),
-            words::duration(max),
+            limits.wall_time,
             words::duration(max.saturating_sub(elapsed))
         ),
     };
     let _ = writeln!(out, "  wall time   {wall}, since {}", ledger.created_at);
-    let done = match (verdict.done, verdict.reason) {
-        (true, Some(reason)) => format!("yes ({reason})"),
-        (false, Some(reason)) => format!("no ({reason})"),
-        _ => "no".into(),
-    };
-    let _ = writeln!(
-        out,
-        "  done        {done}{}",
-        if verdict.paused { ", paused" } else { "" }
-    );
+    let _ = writeln!(out, "  verdict     {}", verdict_text(verdict));
     if let Some(record) = ledger.last_record() {
         let _ = writeln!(out, "  last        {}", one_line(record));
     }
     let _ = writeln!(out, "  next        {}", next_safe_action(ledger, verdict));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(done: bool, paused: bool, reason: Option<&'static str>) -> Verdict {
+        Verdict {
+            done,
+            paused,
+            reason,
+            conditions: reason.into_iter().collect(),
+        }
+    }
+
+    #[test]
+    fn the_verdict_reads_done_or_not_with_its_reason_and_pause() {
+        assert_eq!(
+            verdict_text(&verdict(true, true, Some("user_stop_requested"))),
+            "done: user_stop_requested (paused)"
+        );
+        assert_eq!(
+            verdict_text(&verdict(false, false, Some("stopped_by_agent"))),
+            "not done: stopped_by_agent"
+        );
+        assert_eq!(verdict_text(&verdict(false, false, None)), "not done");
+    }
+
+    #[test]
+    fn zero_reads_unlimited_except_for_iterations() {
+        let limits = limits(&Budget {
+            max_iterations: 0,
+            max_wall_time_seconds: 0,
+            max_tokens: 0,
+            max_usd: 0.0,
+        });
+        assert_eq!(
+            (limits.iterations.as_str(), limits.tokens.as_str()),
+            ("0", "unlimited")
+        );
+        assert_eq!(
+            (limits.usd.as_str(), limits.wall_time.as_str()),
+            ("unlimited", "unlimited")
+        );
+        let limits = limits_of(500, 2.5, 5400);
+        assert_eq!(
+            (limits.tokens.as_str(), limits.usd.as_str()),
+            ("500", "2.5000")
+        );
+    }
+
+    fn limits_of(tokens: u64, usd: f64, wall: u64) -> Limits {
+        limits(&Budget {
+            max_iterations: 3,
+            max_wall_time_seconds: wall,
+            max_tokens: tokens,
+            max_usd: usd,
+        })
+    }
 }

@@ -1,18 +1,15 @@
 //! Interactive forcing: arm, disarm, active, and the Stop-hook check.
+//! The use cases are `loopx_app::arming`'s; `hook-check` keeps its own
+//! rendering (it must fail open and speak the agent CLI's protocol).
 
 use super::Reply;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::Args;
-use loopx_app::clock;
-use loopx_app::loop_dir::LoopDir;
-use loopx_app::registry::Registry;
-use loopx_core::hook::{
-    self, covers, entry_live, ArmedLoop, HookSignals, LoopReading, ARMED_SCHEMA_VERSION,
-};
-use loopx_store::sqlite::Access;
+use loopx_app::arming::{self, ArmRequest};
+use loopx_core::hook::{self, HookSignals};
 use serde_json::json;
 use std::io::Read as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -91,157 +88,40 @@ pub struct HookCheckArgs {
     pub registry: RegistryArgs,
 }
 
-fn resolve(path: &Path) -> String {
-    path.canonicalize()
-        .unwrap_or_else(|_| path.to_path_buf())
-        .display()
-        .to_string()
-}
-
-/// The loop an entry names, judged now; `Missing` when it is gone.
-fn read_loop(entry: &ArmedLoop) -> LoopReading {
-    let dir = Path::new(&entry.loop_dir);
-    if !dir.join(loopx_app::loop_dir::DATABASE).is_file() {
-        return LoopReading::Missing;
-    }
-    match LoopDir::open(dir, Access::ReadOnly).and_then(|d| d.read().map(|r| (d, r))) {
-        Ok((dir, reading)) => LoopReading::Read {
-            verdict: dir.verdict(&reading.ledger, clock::now()),
-            iterations: reading.ledger.spent.iterations,
-            pending_claim: reading.ledger.pending_claim,
-        },
-        Err(error) => LoopReading::Unreadable(error.to_string()),
-    }
-}
-
 pub fn arm(args: &ArmArgs) -> Result<Reply> {
-    let dir = LoopDir::open(&args.dir.dir, Access::ReadOnly)?;
-    let run_id = dir.read()?.ledger.run_id;
-    let root = resolve(&args.root.clone().unwrap_or(std::env::current_dir()?));
-    let registry = Registry::locate(args.registry.registry_dir.as_deref())?;
-    let _lock = registry.lock()?;
-    let (entries, _) = registry.entries();
-    for other in entries.iter().filter(|e| e.run_id != run_id) {
-        if other.project_root == root && !args.force && entry_live(other, pid_alive(other)) {
-            if let LoopReading::Read { verdict, .. } = read_loop(other) {
-                if !verdict.done {
-                    bail!(
-                        "loop {} ({}) is already armed for {root} and unfinished: disarm it with `loopx disarm --run-id {}`, or pass --force",
-                        other.run_id,
-                        other.loop_dir,
-                        other.run_id
-                    );
-                }
-            }
-        }
-    }
-    let entry = ArmedLoop {
-        schema_version: ARMED_SCHEMA_VERSION.into(),
-        run_id: run_id.clone(),
-        loop_dir: dir.display(),
-        project_root: root.clone(),
-        armed_at: clock::now(),
+    let armed = arming::arm(ArmRequest {
+        loop_dir: &args.dir.dir,
+        root: args.root.as_deref(),
+        force: args.force,
         pid: args.pid,
         driver: args.driver,
-        notify_channel: args.notify.clone(),
-    };
-    let path = registry.write(&entry)?;
-    let json = json!({
-        "status": "ok", "action": "arm", "run_id": run_id, "registry": registry.display(),
-        "entry": path.display().to_string(), "project_root": root, "loop_dir": entry.loop_dir,
-        "pid": entry.pid, "driver": entry.driver, "notify_channel": entry.notify_channel,
-    });
-    Ok(Reply::ok(
-        json,
-        format!(
-            "armed loop {run_id} for sessions under {root}\nkill switch: loopx disarm --dir {}",
-            entry.loop_dir
-        ),
-    ))
+        notify: args.notify.clone(),
+        registry_dir: args.registry.registry_dir.as_deref(),
+    })?;
+    let text = format!(
+        "armed loop {} for sessions under {}\nkill switch: loopx disarm --dir {}",
+        armed.run_id, armed.project_root, armed.loop_dir
+    );
+    Reply::view(&armed, text)
 }
 
 pub fn disarm(args: &DisarmArgs) -> Result<Reply> {
-    let registry = Registry::locate(args.registry.registry_dir.as_deref())?;
-    let _lock = registry.lock()?;
-    let (entries, _) = registry.entries();
-    let mut dir = args.dir.as_deref().map(resolve);
-    if dir.is_none() && args.run_id.is_none() {
-        dir = Some(covering_here(&entries)?);
-    }
-    let mut removed = Vec::new();
-    for entry in entries {
-        let named = args.run_id.as_deref() == Some(entry.run_id.as_str())
-            || dir.as_deref() == Some(entry.loop_dir.as_str());
-        if named && registry.remove(&entry.run_id)? {
-            removed.push(entry.run_id);
-        }
-    }
-    let text = if removed.is_empty() {
+    let disarmed = arming::disarm(
+        args.registry.registry_dir.as_deref(),
+        args.dir.as_deref(),
+        args.run_id.as_deref(),
+    )?;
+    let text = if disarmed.removed.is_empty() {
         "nothing was armed for that loop".to_owned()
     } else {
-        format!("disarmed {}", removed.join(", "))
+        format!("disarmed {}", disarmed.removed.join(", "))
     };
-    let json = json!({"status": "ok", "action": "disarm", "removed": removed, "registry": registry.display()});
-    Ok(Reply::ok(json, text))
-}
-
-/// The loop directory of the one armed loop whose root covers the current
-/// directory; none or several is an error naming what to pass instead.
-fn covering_here(entries: &[ArmedLoop]) -> Result<String> {
-    let here = resolve(&std::env::current_dir()?);
-    let covering: Vec<&ArmedLoop> = entries
-        .iter()
-        .filter(|e| covers(&e.project_root, &here))
-        .collect();
-    match covering.as_slice() {
-        [one] => Ok(one.loop_dir.clone()),
-        [] => bail!(
-            "no armed loop covers {here}: pass --dir or --run-id (`loopx active` lists the armed loops)"
-        ),
-        several => bail!(
-            "{} armed loops cover {here} ({}): pass --dir or --run-id to say which",
-            several.len(),
-            several
-                .iter()
-                .map(|e| format!("{} at {}", e.run_id, e.loop_dir))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
+    Reply::view(&disarmed, text)
 }
 
 pub fn active(args: &RegistryArgs) -> Result<Reply> {
-    let registry = Registry::locate(args.registry_dir.as_deref())?;
-    let (entries, unreadable) = registry.entries();
-    let mut loops = Vec::new();
-    let mut text = String::new();
-    for entry in &entries {
-        let (state, done) = match read_loop(entry) {
-            _ if !entry_live(entry, pid_alive(entry)) => ("pid_exited", None),
-            LoopReading::Read { verdict, .. } => (
-                if verdict.done { "done" } else { "unfinished" },
-                Some(verdict),
-            ),
-            LoopReading::Missing => ("missing", None),
-            _ => ("unreadable", None),
-        };
-        text.push_str(&format!(
-            "{}  {state:<10}  {}  (root {})\n",
-            entry.run_id, entry.loop_dir, entry.project_root
-        ));
-        loops.push(json!({"entry": entry, "state": state, "done": done}));
-    }
-    if entries.is_empty() {
-        text.push_str("no loop is armed\n");
-    }
-    for name in &unreadable {
-        text.push_str(&format!("unreadable registry entry: {name}\n"));
-    }
-    let json = json!({
-        "status": "ok", "action": "active", "registry": registry.display(),
-        "count": loops.len(), "loops": loops, "unreadable": unreadable,
-    });
-    Ok(Reply::ok(json, text))
+    let view = arming::active(args.registry_dir.as_deref())?;
+    Reply::view(&view, view.text())
 }
 
 /// The hook payload's bytes on stdin, read with a deadline so that a hook
@@ -290,11 +170,6 @@ pub fn hook_check(args: &HookCheckArgs, json: bool) -> ExitCode {
     }
 }
 
-/// Whether an entry's `--pid` process is alive (false when it has none).
-fn pid_alive(entry: &ArmedLoop) -> bool {
-    entry.pid != 0 && loopx_app::platform::exists(entry.pid)
-}
-
 /// The hook's verdict for this payload; never fails (every doubt allows).
 pub fn decide(
     args: &HookCheckArgs,
@@ -321,37 +196,6 @@ pub fn decide(
             .or_else(|| env_root("GROK_WORKSPACE_ROOT"))
             .or_else(|| env_root("CLAUDE_PROJECT_DIR"))
             .or_else(|| std::env::current_dir().ok());
-        let (Some(root), Ok(registry)) = (
-            root,
-            Registry::locate(args.registry.registry_dir.as_deref()),
-        ) else {
-            return hook::verdict(None, LoopReading::NoneArmed);
-        };
-        let root = resolve(&root);
-        let (entries, _) = registry.entries();
-        let Some(entry) = entries
-            .iter()
-            .find(|e| covers(&e.project_root, &root) && entry_live(e, pid_alive(e)))
-        else {
-            return hook::verdict(None, LoopReading::NoneArmed);
-        };
-        if let Some(verdict) = hook::driver_stand_down(entry, pid_alive(entry)) {
-            return verdict;
-        }
-        let reading = read_loop(entry);
-        let iterations = match &reading {
-            LoopReading::Read { iterations, .. } => *iterations,
-            _ => 0,
-        };
-        let (verdict, streak) = hook::bounded(
-            hook::verdict(Some(entry), reading),
-            registry.streak(&entry.run_id).as_ref(),
-            iterations,
-        );
-        if let Some(streak) = streak {
-            // Fail open: a streak that cannot be saved lets this block stand once.
-            let _ = registry.save_streak(&entry.run_id, &streak);
-        }
-        verdict
+        arming::stop_check(root.as_deref(), args.registry.registry_dir.as_deref())
     })
 }

@@ -1,24 +1,22 @@
 //! The ledger commands: init, append-iteration, validate, status, done.
+//! Each parses its flags, calls its use case in `loopx_app::ledger` and
+//! renders the view it returns.
 
-use super::{operation_id, Reply};
-use anyhow::{Context as _, Result};
+use super::Reply;
+use anyhow::Result;
 use clap::builder::PossibleValuesParser;
 use clap::Args;
-use loopx_app::clock;
-use loopx_app::loop_dir::{LoopDir, Reading};
+use loopx_app::ledger;
+use loopx_app::loop_dir::LoopDir;
+use loopx_app::AppError;
 use loopx_core::goal::RootCommitments;
 use loopx_core::ledger::budget::{is_budget_number, Budget};
-use loopx_core::ledger::proof::NoFiles;
 use loopx_core::ledger::vocabulary::{Decision, GoalFocusMode, Mode, SUCCESS_STOP_REASONS};
 use loopx_core::ledger::{
-    nonblank, view, EvidenceChecked, InitLoop, IterationReport, LedgerContext, LedgerOwner,
-    LedgerReceipt, LedgerRequest, StopConditions, DEFAULT_PLATEAU_RULE, STREAM,
+    nonblank, EvidenceChecked, InitLoop, IterationReport, StopConditions, DEFAULT_PLATEAU_RULE,
 };
-use loopx_core::operation::Owner;
 use loopx_core::words;
 use loopx_store::sqlite::Access;
-use loopx_store::Receipt;
-use serde_json::json;
 use std::path::PathBuf;
 
 #[derive(Debug, Args)]
@@ -216,9 +214,10 @@ fn compute_runs(
     args: &AppendArgs,
 ) -> Result<Option<Vec<serde_json::Map<String, serde_json::Value>>>> {
     if args.compute_none && !args.compute_runs.is_empty() {
-        anyhow::bail!(
-            "--compute-none is mutually exclusive with --compute-run: pass one or the other"
-        );
+        return Err(AppError::refused(
+            "--compute-none is mutually exclusive with --compute-run: pass one or the other",
+        )
+        .into());
     }
     if args.compute_none {
         return Ok(Some(Vec::new()));
@@ -232,24 +231,24 @@ fn compute_runs(
         let text = match raw.strip_prefix('@') {
             Some(path) => {
                 let mut text = String::new();
-                std::io::Read::read_to_string(
-                    &mut std::io::Read::take(
-                        std::fs::File::open(path)
-                            .with_context(|| format!("cannot read --compute-run file {path}"))?,
-                        1 << 20,
-                    ),
-                    &mut text,
-                )
-                .with_context(|| format!("cannot read --compute-run file {path} as UTF-8"))?;
+                let file = std::fs::File::open(path).map_err(|e| {
+                    AppError::refused(format!("cannot read --compute-run file {path}: {e}"))
+                })?;
+                std::io::Read::read_to_string(&mut std::io::Read::take(file, 1 << 20), &mut text)
+                    .map_err(|e| {
+                    AppError::refused(format!(
+                        "cannot read --compute-run file {path} as UTF-8: {e}"
+                    ))
+                })?;
                 text
             }
             None => raw.to_owned(),
         };
         match serde_json::from_str(&text) {
             Ok(serde_json::Value::Object(run)) => runs.push(run),
-            _ => anyhow::bail!(
+            _ => return Err(AppError::refused(format!(
                 "each --compute-run value must be a JSON object (or @FILE holding one), e.g. '{{\"service\":\"local\",\"status\":\"succeeded\"}}'; got {raw:?}"
-            ),
+            )).into()),
         }
     }
     Ok(Some(runs))
@@ -294,8 +293,7 @@ pub fn parse_duration(text: &str) -> Result<u64, String> {
 }
 
 pub fn init(args: &InitArgs) -> Result<Reply> {
-    let operation_id = operation_id(args.operation_id.as_deref())?;
-    let request = LedgerRequest::Init(InitLoop {
+    let request = InitLoop {
         goal: args.goal.trim().to_owned(),
         success_criteria: args.success_criteria.trim().to_owned(),
         default_mode: Mode::parse(&args.mode).expect("clap checked the mode"),
@@ -318,59 +316,20 @@ pub fn init(args: &InitArgs) -> Result<Reply> {
             non_goals: nonblank(&args.non_goals),
             permissions: nonblank(&args.permissions),
         },
-    });
-    let now = clock::now();
-    // Refuse bad input before anything exists on disk.
-    let precheck = LedgerContext {
-        now,
-        operation_id: &operation_id,
-        files: &NoFiles,
     };
-    LedgerOwner::decide(None, &request, &precheck)?;
-
-    let dir = if args.dir.dir.join(loopx_app::loop_dir::DATABASE).is_file() {
-        LoopDir::open(&args.dir.dir, Access::ReadWrite)?
-    } else {
-        LoopDir::create(&args.dir.dir)?
-    };
-    let context = LedgerContext {
-        now,
-        operation_id: &operation_id,
-        files: &dir,
-    };
-    let receipt =
-        dir.authority()
-            .execute::<LedgerOwner>(STREAM, &operation_id, &request, &context, now)?;
-    // Committed: from here on nothing is an error (see `refresh_views`).
-    let warnings = if receipt.replayed {
-        Vec::new()
-    } else {
-        dir.refresh_views()
-    };
-    let LedgerReceipt::Init {
-        run_id,
-        max_iterations,
-        ..
-    } = &receipt.body
-    else {
-        unreachable!("init yields an init receipt")
-    };
+    let view = ledger::init(&args.dir.dir, args.operation_id.as_deref(), request)?;
+    let dir = view.dir.as_deref().unwrap_or_default();
     let text = format!(
-        "{} loop {run_id} in {} ({} at most){}\nnext: loopx append-iteration --dir {} --mode bounded-research --objective \"...\" --decision continue",
-        if receipt.replayed { "already initialized" } else { "initialized" },
-        dir.display(),
-        words::count(*max_iterations, "iteration"),
-        replay_note(&receipt),
-        dir.display()
+        "{} loop {} in {dir} ({} at most){}\nnext: loopx append-iteration --dir {dir} --mode bounded-research --objective \"...\" --decision continue",
+        if view.replayed { "already initialized" } else { "initialized" },
+        view.body.run_id,
+        words::count(view.body.max_iterations, "iteration"),
+        view.note(),
     );
-    Ok(Reply::ok(
-        receipt_json("init", &dir, &receipt, warnings),
-        text,
-    ))
+    Reply::view(&view, text)
 }
 
 pub fn append_iteration(args: &AppendArgs) -> Result<Reply> {
-    let operation_id = operation_id(args.operation_id.as_deref())?;
     let direction = loopx_core::ledger::Direction {
         global_delta: args.global_delta.clone().unwrap_or_default(),
         campaign_delta: args.campaign_delta.clone().unwrap_or_default(),
@@ -384,15 +343,7 @@ pub fn append_iteration(args: &AppendArgs) -> Result<Reply> {
         residual_id: args.residual_id.clone(),
         scope_lock: args.scope_lock.clone(),
     };
-    let dir = LoopDir::open(
-        &args.dir.dir,
-        if args.dry_run {
-            Access::ReadOnly
-        } else {
-            Access::ReadWrite
-        },
-    )?;
-    let request = LedgerRequest::AppendIteration(IterationReport {
+    let report = IterationReport {
         mode: Mode::parse(&args.mode),
         objective: args.objective.clone(),
         decision: Decision::parse(&args.decision),
@@ -416,174 +367,42 @@ pub fn append_iteration(args: &AppendArgs) -> Result<Reply> {
         executor_provider: args.executor_provider.clone(),
         dispatch_id: args.dispatch_id.clone(),
         direction: Box::new(direction),
-    });
-    let now = clock::now();
-    let context = LedgerContext {
-        now,
-        operation_id: &operation_id,
-        files: &dir,
     };
     if args.dry_run {
-        let decided = dir
-            .authority()
-            .preview::<LedgerOwner>(STREAM, &request, &context)?;
-        let LedgerReceipt::AppendIteration {
-            iteration,
-            decision,
-            ..
-        } = decided.receipt
-        else {
-            unreachable!("append yields an append receipt")
-        };
-        let json = json!({
-            "status": "ok", "action": "append-iteration", "dry_run": true, "dir": dir.display(),
-            "iteration": iteration, "decision": decision, "would_append": decided.event, "warnings": [],
-        });
-        return Ok(Reply::ok(
-            json,
-            format!(
-                "dry run: iteration {iteration} ({decision}) would be accepted; nothing written"
-            ),
-        ));
+        let preview = ledger::preview_append(&args.dir.dir, report)?;
+        let text = format!(
+            "dry run: iteration {} ({}) would be accepted; nothing written",
+            preview.iteration, preview.decision
+        );
+        return Reply::view(&preview, text);
     }
-    let receipt =
-        dir.authority()
-            .execute::<LedgerOwner>(STREAM, &operation_id, &request, &context, now)?;
-    // Committed: from here on nothing is an error (see `refresh_views`).
-    let warnings = if receipt.replayed {
-        Vec::new()
-    } else {
-        dir.refresh_views()
-    };
-    let LedgerReceipt::AppendIteration {
-        iteration,
-        decision,
-        state_status,
-        remaining_iterations,
-    } = &receipt.body
-    else {
-        unreachable!("append yields an append receipt")
-    };
+    let view = ledger::append_iteration(&args.dir.dir, args.operation_id.as_deref(), report)?;
+    let body = &view.body;
     let text = format!(
-        "iteration {iteration} recorded: {decision} (loop {state_status}, {} left){}",
-        words::count(*remaining_iterations, "iteration"),
-        replay_note(&receipt)
+        "iteration {} recorded: {} (loop {}, {} left){}",
+        body.iteration,
+        body.decision,
+        body.state_status,
+        words::count(body.remaining_iterations, "iteration"),
+        view.note()
     );
-    Ok(Reply::ok(
-        receipt_json("append-iteration", &dir, &receipt, warnings),
-        text,
-    ))
-}
-
-/// Every receipt names its operation, so that a reply lost or doubted can
-/// be confirmed by repeating the command with `--operation-id`.
-fn replay_note<R>(receipt: &Receipt<R>) -> String {
-    if receipt.replayed {
-        format!(
-            " [replay of operation {}: nothing written]",
-            receipt.operation_id
-        )
-    } else {
-        format!(
-            " [operation {}, revision {}]",
-            receipt.operation_id, receipt.revision
-        )
-    }
-}
-
-fn receipt_json<R: serde::Serialize>(
-    action: &str,
-    dir: &LoopDir,
-    receipt: &Receipt<R>,
-    warnings: Vec<String>,
-) -> serde_json::Value {
-    let mut json = json!({
-        "status": "ok",
-        "action": action,
-        "dir": dir.display(),
-        "operation_id": receipt.operation_id,
-        "revision": receipt.revision,
-        "committed_at": receipt.committed_at,
-        "replayed": receipt.replayed,
-        "warnings": warnings,
-    });
-    if let (Some(out), Ok(serde_json::Value::Object(body))) =
-        (json.as_object_mut(), serde_json::to_value(&receipt.body))
-    {
-        out.extend(body.into_iter().filter(|(key, _)| key != "action"));
-    }
-    json
+    Reply::view(&view, text)
 }
 
 pub fn validate(args: &DirArgs) -> Result<Reply> {
-    let dir = LoopDir::open(&args.dir, Access::ReadOnly)?;
-    let audit = dir.audit(clock::now())?;
-    let valid = audit.is_valid();
-    let streams: Vec<_> = audit
-        .streams
-        .iter()
-        .map(|(stream, revision)| json!({"stream": stream, "revision": revision}))
-        .collect();
-    let json = json!({
-        "status": if valid { "ok" } else { "failed" },
-        "errors": audit.errors,
-        "warnings": audit.warnings,
-        "checked": {"dir": dir.display(), "iterations": audit.ledger.iterations, "revision": audit.ledger.revision, "streams": streams},
-    });
-    let mut text = if valid {
-        format!(
-            "valid: {}, journal revision {}, {} audited",
-            words::count(audit.ledger.iterations, "iteration"),
-            audit.ledger.revision,
-            words::count(audit.streams.len() as u64, "stream")
-        )
-    } else {
-        format!(
-            "invalid: {} problems in {}",
-            audit.errors.len(),
-            dir.display()
-        )
-    };
-    for error in &audit.errors {
-        text.push_str(&format!("\n  error: {error}"));
-    }
+    let view = ledger::validate(&LoopDir::open(&args.dir, Access::ReadOnly)?)?;
     Ok(Reply {
-        json,
-        text,
-        code: if valid { 0 } else { 1 },
+        code: if view.is_valid() { 0 } else { 1 },
+        ..Reply::view(&view, view.text())?
     })
 }
 
 pub fn status(args: &DirArgs) -> Result<Reply> {
-    let dir = LoopDir::open(&args.dir, Access::ReadOnly)?;
-    let Reading { revision, ledger } = dir.read()?;
-    let now = clock::now();
-    let verdict = dir.verdict(&ledger, now);
-    let mut json = view::status_json(&ledger, revision, &verdict);
-    json["dir"] = dir.display().into();
-    let (_, driver) = dir.driver()?;
-    let driver = loopx_core::dispatch::summary(&driver, loopx_app::platform::alive);
-    let mut text = view::status_text(&ledger, &verdict, now);
-    text.push_str(&format!("  driver      {}\n", driver.line()));
-    json["driver"] = serde_json::to_value(&driver)?;
-    Ok(Reply::ok(json, text))
+    let view = ledger::status(&LoopDir::open(&args.dir, Access::ReadOnly)?)?;
+    Reply::view(&view, view.text())
 }
 
 pub fn done(args: &DirArgs) -> Result<Reply> {
-    let dir = LoopDir::open(&args.dir, Access::ReadOnly)?;
-    let Reading { ledger, .. } = dir
-        .read()
-        .context("the done arbiter needs a readable ledger")?;
-    let verdict = dir.verdict(&ledger, clock::now());
-    let text = match (verdict.done, verdict.reason) {
-        (true, Some(reason)) => format!("done: {reason}"),
-        (false, Some(reason)) => format!("not done: {reason}"),
-        _ => "not done".to_owned(),
-    } + if verdict.paused { " (paused)" } else { "" };
-    let json = json!({
-        "status": "ok", "action": "done", "dir": dir.display(),
-        "done": verdict.done, "paused": verdict.paused, "reason": verdict.reason,
-        "conditions": verdict.conditions,
-    });
-    Ok(Reply::ok(json, text))
+    let view = ledger::done(&LoopDir::open(&args.dir, Access::ReadOnly)?)?;
+    Reply::view(&view, view.text())
 }

@@ -10,9 +10,8 @@ mod serve;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 pub use loopx_app::error::describe;
-use loopx_core::ledger::LedgerError;
+use loopx_app::{AppError, ErrorClass};
 use loopx_core::operation::OperationId;
-use loopx_store::AuthorityError;
 use serde_json::{json, Value};
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -98,6 +97,11 @@ impl Reply {
             code: 0,
         }
     }
+
+    /// A use case's view as the JSON reply, with its text for people.
+    pub fn view(view: &impl serde::Serialize, text: impl Into<String>) -> Result<Self> {
+        Ok(Reply::ok(serde_json::to_value(view)?, text))
+    }
 }
 
 /// The parser users run: `Cli`, where a value that looks like a negative
@@ -134,19 +138,75 @@ pub fn main() -> ExitCode {
             emit(&reply, json);
             ExitCode::from(reply.code)
         }
-        Err(error) => {
-            let message = describe(&error);
-            if json {
-                let mut body = json!({"status": "failed", "error": message});
-                if let Some(details) = details(&error) {
-                    merge(&mut body, details);
-                }
-                print_json(&body);
-            }
-            eprintln!("error: {message}");
-            ExitCode::from(1)
-        }
+        Err(error) => fail(AppError::from(error), json),
     }
+}
+
+/// The one rendering of a failed command: `error: <message>` on stderr
+/// (then this adapter's hint, if any), the `--json` body
+/// `{"status":"failed","error":...,"class":...}` with the error's details
+/// and the hint merged in, and the exit code for the class.
+fn fail(error: AppError, json: bool) -> ExitCode {
+    let hint = hint(&error);
+    if json {
+        let mut body = json!({"status": "failed", "error": error.message, "class": error.class});
+        if let Some(details) = error.details {
+            merge(&mut body, details);
+        }
+        if let Some(hint) = &hint {
+            body["hint"] = hint.as_str().into();
+        }
+        print_json(&body);
+    }
+    eprintln!("error: {}", error.message);
+    if let Some(hint) = hint {
+        eprintln!("hint: {hint}");
+    }
+    ExitCode::from(exit_code(error.class))
+}
+
+/// Every failure class exits 1, as the reference does: a script tells them
+/// apart by the `class` of the `--json` body. (`drive` keeps its own exit
+/// codes, which it returns as replies, not errors.)
+fn exit_code(class: ErrorClass) -> u8 {
+    match class {
+        ErrorClass::Refused
+        | ErrorClass::Conflict
+        | ErrorClass::Stale
+        | ErrorClass::NotFound
+        | ErrorClass::Unavailable
+        | ErrorClass::Internal => 1,
+    }
+}
+
+/// What to do next, in this CLI's words, where the message cannot say it
+/// without naming a flag or a command.
+fn hint(error: &AppError) -> Option<String> {
+    use loopx_app::arming;
+    let detail = |key: &str| {
+        error
+            .details
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .and_then(Value::as_str)
+    };
+    let hint = match (error.class, detail("reason")) {
+        (_, Some(arming::ALREADY_ARMED)) => format!(
+            "disarm it with `loopx disarm --run-id {}`, or pass --force",
+            detail("armed_run_id").unwrap_or("<RUN_ID>")
+        ),
+        (_, Some(arming::NOT_COVERED)) => {
+            "pass --dir or --run-id (`loopx active` lists the armed loops)".into()
+        }
+        (_, Some(arming::SEVERAL_COVER)) => "pass --dir or --run-id to say which".into(),
+        (ErrorClass::Conflict, _) => "this --operation-id was already used for a different request: choose a new one, or repeat the original command to see its receipt".into(),
+        (ErrorClass::Stale, _) => "read the current state again, then retry the command".into(),
+        (ErrorClass::Unavailable, _) => {
+            "the store is busy or unreachable: retry shortly; nothing was written".into()
+        }
+        _ => return None,
+    };
+    Some(hint)
 }
 
 /// Run one parsed command (everything but the Stop hook).
@@ -218,32 +278,7 @@ fn merge(into: &mut Value, extra: Value) {
     }
 }
 
-fn details(error: &anyhow::Error) -> Option<Value> {
-    match error.downcast_ref::<AuthorityError<LedgerError>>() {
-        Some(AuthorityError::Rejected(refusal)) => refusal.details(),
-        _ => error
-            .downcast_ref::<LedgerError>()
-            .and_then(LedgerError::details),
-    }
-}
-
-/// The operation id given, or a fresh one: unique per invocation, so that
-/// only a deliberate repeat of `--operation-id` is a replay.
+/// The operation id given, or a fresh one (see `loopx_app::operation`).
 pub fn operation_id(given: Option<&str>) -> Result<OperationId> {
-    use std::hash::{BuildHasher, Hasher};
-    match given {
-        Some(id) => Ok(OperationId::parse(id)?),
-        None => {
-            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-            hasher.write_u32(std::process::id());
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos());
-            hasher.write_u128(nanos);
-            Ok(OperationId::parse(&format!(
-                "auto-{nanos:x}-{:016x}",
-                hasher.finish()
-            ))?)
-        }
-    }
+    Ok(loopx_app::operation::given_or_generated(given)?)
 }

@@ -6,14 +6,12 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use loopx_app::clock;
+use loopx_app::{clock, iterations, ledger, AppError, ErrorClass};
 use loopx_core::goal::objective::ObjectiveDocument;
 use loopx_core::goal::outcome::{OutcomeUpdate, RequirementInput, SourceInput};
-use loopx_core::goal::{self, inspect, Actor, GoalCommand, GoalError, GoalRequest};
-use loopx_core::ledger::{view, LedgerError};
+use loopx_core::goal::{self, inspect, Actor, GoalCommand, GoalRequest};
 use loopx_core::operation::OperationId;
 use loopx_store::sqlite::Access;
-use loopx_store::AuthorityError;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -37,36 +35,29 @@ impl IntoResponse for Failure {
 }
 
 fn bad(message: impl Into<String>) -> Failure {
-    Failure(StatusCode::BAD_REQUEST, message.into(), Value::Null)
+    failure(AppError::refused(message))
 }
 
-/// Map an error from the owners and the store to an HTTP answer.
-pub fn failure(error: anyhow::Error) -> Failure {
-    let message = loopx_app::error::describe(&error);
-    if let Some(error) = error.downcast_ref::<AuthorityError<GoalError>>() {
-        return match error {
-            AuthorityError::Rejected(_) => bad(message),
-            AuthorityError::Conflict { .. } => Failure(
-                StatusCode::CONFLICT,
-                message,
-                json!({"reason": "operation_conflict"}),
-            ),
-            AuthorityError::StaleBase { actual, .. } => Failure(
-                StatusCode::CONFLICT,
-                message,
-                json!({"reason": "stale", "current_revision": actual}),
-            ),
-            _ => Failure(StatusCode::INTERNAL_SERVER_ERROR, message, Value::Null),
-        };
+/// The one mapping of an error to an HTTP answer: its class decides the
+/// status, and the body is `{"status":"failed","error":...,"class":...}`
+/// with the error's details merged in, as the CLI's `--json` prints it.
+pub fn failure(error: impl Into<AppError>) -> Failure {
+    let error = error.into();
+    let mut extra = json!({"class": error.class});
+    if let (Some(extra), Some(Value::Object(details))) = (extra.as_object_mut(), error.details) {
+        extra.extend(details);
     }
-    if error
-        .downcast_ref::<AuthorityError<LedgerError>>()
-        .is_some()
-        || error.downcast_ref::<GoalError>().is_some()
-    {
-        return bad(message);
+    Failure(status_of(error.class), error.message, extra)
+}
+
+fn status_of(class: ErrorClass) -> StatusCode {
+    match class {
+        ErrorClass::Refused => StatusCode::BAD_REQUEST,
+        ErrorClass::Conflict | ErrorClass::Stale => StatusCode::CONFLICT,
+        ErrorClass::NotFound => StatusCode::NOT_FOUND,
+        ErrorClass::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorClass::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
-    Failure(StatusCode::INTERNAL_SERVER_ERROR, message, Value::Null)
 }
 
 /// Run blocking store work off the async threads.
@@ -75,11 +66,10 @@ pub async fn blocking<T: Send + 'static>(
 ) -> Result<T, Failure> {
     match tokio::task::spawn_blocking(work).await {
         Ok(result) => result.map_err(failure),
-        Err(error) => Err(Failure(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            error.to_string(),
-            Value::Null,
-        )),
+        Err(error) => Err(failure(AppError::new(
+            ErrorClass::Internal,
+            format!("the request's worker failed: {error}"),
+        ))),
     }
 }
 
@@ -94,16 +84,8 @@ fn ok(value: Value) -> Response {
 
 pub async fn status(State(app): State<Arc<App>>) -> Result<Response, Failure> {
     blocking(move || {
-        let dir = app.open(Access::ReadOnly)?;
-        let reading = dir.read()?;
-        let verdict = dir.verdict(&reading.ledger, clock::now());
-        let mut json = view::status_json(&reading.ledger, reading.revision, &verdict);
-        json["dir"] = dir.display().into();
-        json["driver"] = serde_json::to_value(loopx_core::dispatch::summary(
-            &dir.driver()?.1,
-            loopx_app::platform::alive,
-        ))?;
-        Ok(ok(json))
+        let view = ledger::status(&app.open(Access::ReadOnly)?)?;
+        Ok(ok(serde_json::to_value(view)?))
     })
     .await
 }
@@ -142,9 +124,8 @@ pub async fn iterations(
 ) -> Result<Response, Failure> {
     let limit = limit.limit.unwrap_or(20).clamp(1, 500);
     blocking(move || {
-        let dir = app.open(Access::ReadOnly)?;
-        let records: Vec<_> = dir.recent_records(limit)?.into_iter().rev().collect();
-        Ok(ok(json!({"status": "ok", "iterations": records})))
+        let view = iterations::recent(&app.open(Access::ReadOnly)?, limit)?;
+        Ok(ok(serde_json::to_value(view)?))
     })
     .await
 }
@@ -153,22 +134,14 @@ pub async fn iteration(
     State(app): State<Arc<App>>,
     Path(n): Path<String>,
 ) -> Result<Response, Failure> {
-    let not_found = |n: &str| {
-        Failure(
-            StatusCode::NOT_FOUND,
-            format!("no iteration {n:?} in this ledger (iterations are numbered from 1)"),
-            Value::Null,
-        )
-    };
     let Some(n) = super::iteration_number(&n) else {
-        return Err(not_found(&n));
+        return Err(failure(AppError::not_found(format!(
+            "no iteration {n:?} in this ledger (iterations are numbered from 1)"
+        ))));
     };
     blocking(move || {
-        let dir = app.open(Access::ReadOnly)?;
-        Ok(match dir.iteration_detail(n)? {
-            Some(detail) => ok(serde_json::to_value(detail)?),
-            None => not_found(&n.to_string()).into_response(),
-        })
+        let view = iterations::detail(&app.open(Access::ReadOnly)?, n)?;
+        Ok(ok(serde_json::to_value(view)?))
     })
     .await
 }
@@ -303,4 +276,25 @@ pub async fn revise_objective(
         submit(&app, id, request, None).map(ok)
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_class_has_one_status_and_the_body_names_it() {
+        for (class, status) in [
+            (ErrorClass::Refused, 400),
+            (ErrorClass::Conflict, 409),
+            (ErrorClass::Stale, 409),
+            (ErrorClass::NotFound, 404),
+            (ErrorClass::Unavailable, 503),
+            (ErrorClass::Internal, 500),
+        ] {
+            let Failure(code, message, extra) = failure(AppError::new(class, "why"));
+            assert_eq!((code.as_u16(), message.as_str()), (status, "why"));
+            assert_eq!(extra["class"], class.as_str());
+        }
+    }
 }

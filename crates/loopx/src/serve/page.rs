@@ -6,15 +6,15 @@ use super::App;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
-use loopx_app::clock;
 use loopx_app::loop_dir::{Decision, GoalReading, LoopDir, Reading};
+use loopx_app::{clock, iterations, ErrorClass};
 use loopx_core::dispatch::{summary, DriverSummary};
 use loopx_core::goal::continuation::ShouldRun;
 use loopx_core::goal::inspect::{self, Readback};
 use loopx_core::goal::todo::TodoStatus;
 use loopx_core::goal::{self, objective, Actor};
 use loopx_core::ledger::arbiter::Verdict;
-use loopx_core::ledger::IterationRecord;
+use loopx_core::ledger::view;
 use loopx_store::sqlite::Access;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
@@ -176,7 +176,7 @@ fn state_tag(state: &str) -> Markup {
 fn live_section(s: &Snapshot, readback: &Readback<'_>) -> Markup {
     let ledger = &s.ledger.ledger;
     let budget = &ledger.config.budget;
-    let unlimited = |limit: bool, text: String| if limit { "unlimited".to_owned() } else { text };
+    let limits = view::limits(budget);
     let objective = &readback.objective;
     html! {
         div id="live" data-revision=(readback.provider_revision) {
@@ -212,11 +212,11 @@ fn live_section(s: &Snapshot, readback: &Readback<'_>) -> Markup {
                     }
                     div class="card" {
                         h3 { "Loop" }
-                        p { "Status " strong data-testid="loop-status" { (ledger.status) } " · " (if s.verdict.done { format!("done ({})", s.verdict.reason.unwrap_or("done")) } else { "not done".to_owned() }) }
-                        p { "Iterations " (ledger.spent.iterations) " of " (budget.max_iterations) " (" (ledger.remaining_iterations()) " left)" }
-                        p { "Tokens " (ledger.spent.tokens) " of " (unlimited(budget.max_tokens == 0, budget.max_tokens.to_string())) }
-                        p { "USD " (format!("{:.4}", ledger.spent.usd)) " of " (unlimited(budget.max_usd == 0.0, format!("{:.2}", budget.max_usd))) }
-                        p { "Wall time since " (ledger.created_at) " (limit " (unlimited(budget.max_wall_time_seconds == 0, format!("{}s", budget.max_wall_time_seconds))) ")" }
+                        p { "Status " strong data-testid="loop-status" { (ledger.status) } " · " (view::verdict_text(&s.verdict)) }
+                        p { "Iterations " (ledger.spent.iterations) " of " (limits.iterations) " (" (ledger.remaining_iterations()) " left)" }
+                        p { "Tokens " (ledger.spent.tokens) " of " (limits.tokens) }
+                        p { "USD " (format!("{:.4}", ledger.spent.usd)) " of " (limits.usd) }
+                        p { "Wall time since " (ledger.created_at) " (limit " (limits.wall_time) ")" }
                         p { "Driver: " span data-testid="driver" { (s.driver.line()) } }
                         p class="muted" { "Next: " (s.decision.next_action) " (" (s.decision.scheduler_hint.reason_code) ")" }
                     }
@@ -351,10 +351,12 @@ pub async fn iteration(
             return not_found();
         };
         let dir = app.open(Access::ReadOnly)?;
-        let Some(detail) = dir.iteration_detail(n)? else {
-            return not_found();
+        let detail = match iterations::detail(&dir, n) {
+            Ok(detail) => detail,
+            Err(error) if error.class == ErrorClass::NotFound => return not_found(),
+            Err(error) => return Err(error.into()),
         };
-        let record: IterationRecord = serde_json::from_value(detail["record"].clone())?;
+        let record = &detail.record;
         let list = |items: &[String]| html! { @if items.is_empty() { span class="muted" { "none" } } @else { ul { @for i in items { li { (i) } } } } };
         let body = html! {
             p { a href="/" { "← overview" } }
@@ -375,9 +377,9 @@ pub async fn iteration(
             }
             section {
                 h2 { "Driver log" }
-                @match detail["log"].as_str() {
-                    Some(log) => { p class="muted" { (detail["dispatch"]["dispatch_id"].as_str().unwrap_or("")) " · " (detail["dispatch"]["provider"].as_str().unwrap_or("")) } pre data-testid="log" { (log) } }
-                    None => p class="muted" { "This iteration was not recorded under the driver, or its log is gone." },
+                @match (&detail.log, &detail.dispatch) {
+                    (Some(log), Some(dispatch)) => { p class="muted" { (dispatch.dispatch_id) " · " (dispatch.provider) } pre data-testid="log" { (log) } }
+                    _ => p class="muted" { "This iteration was not recorded under the driver, or its log is gone." },
                 }
             }
         };

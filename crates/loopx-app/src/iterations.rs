@@ -1,0 +1,124 @@
+//! The iteration reads: the most recent iteration records, and one
+//! iteration in detail (its record, the driver's dispatch for it, the tail
+//! of its log).
+//!
+//! Owns: finding records in the ledger journal without refolding all of
+//! it, and joining an iteration with its dispatch. Journal entries are
+//! recognised by their typed events (`LedgerEvent`, `DriverEvent`), never
+//! by kind strings. Does not own: how an adapter lays the detail out.
+
+use crate::loop_dir::LoopDir;
+use crate::AppError;
+use loopx_core::dispatch::{self, DriverEvent, Intent};
+use loopx_core::ledger::{IterationRecord, LedgerEvent, STREAM};
+use loopx_core::path::LoopPath;
+use loopx_store::Store as _;
+use serde::Serialize;
+
+/// The most recent iterations, newest first.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecentIterations {
+    pub status: &'static str,
+    pub iterations: Vec<IterationRecord>,
+}
+
+/// One iteration: what the ledger recorded, and, when the driver ran it,
+/// its dispatch and the tail of its log.
+#[derive(Debug, Clone, Serialize)]
+pub struct IterationDetail {
+    pub status: &'static str,
+    pub record: IterationRecord,
+    pub dispatch: Option<Intent>,
+    pub log: Option<String>,
+}
+
+/// How much of a turn's log the detail shows: its end, where a failure is.
+const LOG_TAIL_BYTES: u64 = 64 * 1024;
+
+/// The last `limit` iteration records, newest first.
+pub fn recent(dir: &LoopDir, limit: usize) -> Result<RecentIterations, AppError> {
+    let mut iterations = recent_records(dir, limit)?;
+    iterations.reverse();
+    Ok(RecentIterations {
+        status: "ok",
+        iterations,
+    })
+}
+
+/// The last `limit` iteration records, oldest first, reading only the end
+/// of the journal when that is enough.
+pub fn recent_records(dir: &LoopDir, limit: usize) -> Result<Vec<IterationRecord>, AppError> {
+    let reading = dir.read()?;
+    let wanted = (reading.ledger.spent.iterations as usize).min(limit);
+    let mut window = (limit as u64) * 2 + 8;
+    loop {
+        let after = reading.revision.saturating_sub(window);
+        let mut records = records_after(dir, after)?;
+        if records.len() >= wanted || after == 0 {
+            let start = records.len().saturating_sub(limit);
+            return Ok(records.split_off(start));
+        }
+        window *= 4;
+    }
+}
+
+/// Iteration `iteration` in detail; not found when the ledger has none.
+pub fn detail(dir: &LoopDir, iteration: u64) -> Result<IterationDetail, AppError> {
+    // Each iteration takes at least one revision after init, so
+    // iteration n sits at revision n + 1 or later.
+    let record = records_after(dir, iteration)?
+        .into_iter()
+        .find(|r| r.iteration == iteration)
+        .ok_or_else(|| {
+            AppError::not_found(format!(
+                "no iteration {iteration} in this ledger (iterations are numbered from 1)"
+            ))
+        })?;
+    let mut dispatch = None;
+    dir.authority()
+        .store()
+        .journal(dispatch::STREAM, 0, &mut |entry| {
+            if let Ok(DriverEvent::Intended { intent }) = serde_json::from_str(&entry.event) {
+                if intent.iteration == iteration
+                    && (record.dispatch_id.is_empty() || intent.dispatch_id == record.dispatch_id)
+                {
+                    dispatch = Some(*intent);
+                }
+            }
+            Ok(())
+        })
+        .map_err(anyhow::Error::new)?;
+    let log = dispatch.as_ref().and_then(|i| log_tail(dir, &i.log));
+    Ok(IterationDetail {
+        status: "ok",
+        record,
+        dispatch,
+        log,
+    })
+}
+
+/// Iteration records from the journal, oldest first, from revision `after`
+/// on.
+fn records_after(dir: &LoopDir, after: u64) -> Result<Vec<IterationRecord>, AppError> {
+    let mut records = Vec::new();
+    dir.authority()
+        .store()
+        .journal(STREAM, after, &mut |entry| {
+            if let Ok(LedgerEvent::IterationAppended { record }) =
+                serde_json::from_str(&entry.event)
+            {
+                records.push(*record);
+            }
+            Ok(())
+        })
+        .map_err(anyhow::Error::new)?;
+    Ok(records)
+}
+
+/// The end of a log named by the journal, read only if it is a regular
+/// file inside the loop directory.
+fn log_tail(dir: &LoopDir, relative: &str) -> Option<String> {
+    let path = LoopPath::parse(relative).ok()?;
+    let bytes = dir.tail_file(&path, LOG_TAIL_BYTES).ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}

@@ -1,0 +1,339 @@
+//! The ledger's use cases: init, append-iteration (and its dry run),
+//! status, done and validate, each returning a typed view that every
+//! adapter serializes as is.
+//!
+//! Owns: opening the loop for each use case, committing through the
+//! authority, refreshing the views after a commit, and composing the status
+//! read (ledger, stop verdict, driver) once for the CLI and HTTP alike.
+//! Does not own: the ledger's rules (`loopx_core::ledger`), the rendering
+//! rules of its views (`loopx_core::ledger::view`), or any adapter's hints.
+
+use crate::loop_dir::{LoopDir, Reading, DATABASE};
+use crate::operation::given_or_generated;
+use crate::receipt::ReceiptView;
+use crate::{clock, platform, AppError};
+use jiff::Timestamp;
+use loopx_core::dispatch::{self, DriverSummary};
+use loopx_core::ledger::arbiter::Verdict;
+use loopx_core::ledger::proof::NoFiles;
+use loopx_core::ledger::vocabulary::{Decision, LoopStatus};
+use loopx_core::ledger::{
+    view, InitLoop, IterationReport, Ledger, LedgerContext, LedgerEvent, LedgerOwner,
+    LedgerReceipt, LedgerRequest, STREAM,
+};
+use loopx_core::operation::{OperationId, Owner as _};
+use loopx_store::sqlite::Access;
+use loopx_store::Receipt;
+use serde::Serialize;
+use std::path::Path;
+
+/// What `init` created.
+#[derive(Debug, Clone, Serialize)]
+pub struct Initialized {
+    pub run_id: String,
+    pub state_status: LoopStatus,
+    pub max_iterations: u64,
+}
+
+/// What `append-iteration` recorded.
+#[derive(Debug, Clone, Serialize)]
+pub struct Appended {
+    pub iteration: u64,
+    pub decision: Decision,
+    pub state_status: LoopStatus,
+    pub remaining_iterations: u64,
+}
+
+/// What `append-iteration --dry-run` would record; nothing was written.
+#[derive(Debug, Clone, Serialize)]
+pub struct AppendPreview {
+    pub status: &'static str,
+    pub action: &'static str,
+    pub dry_run: bool,
+    pub dir: String,
+    pub iteration: u64,
+    pub decision: Decision,
+    pub would_append: Option<LedgerEvent>,
+    pub warnings: Vec<String>,
+}
+
+/// Create a loop in `root` (refused, leaving nothing behind, when the
+/// request is invalid or `root` already holds a loop).
+pub fn init(
+    root: &Path,
+    operation_id: Option<&str>,
+    request: InitLoop,
+) -> Result<ReceiptView<Initialized>, AppError> {
+    let operation_id = given_or_generated(operation_id)?;
+    let request = LedgerRequest::Init(request);
+    let now = clock::now();
+    // Refuse bad input before anything exists on disk.
+    let precheck = LedgerContext {
+        now,
+        operation_id: &operation_id,
+        files: &NoFiles,
+    };
+    LedgerOwner::decide(None, &request, &precheck).map_err(anyhow::Error::new)?;
+    let dir = if root.join(DATABASE).is_file() {
+        LoopDir::open(root, Access::ReadWrite)?
+    } else {
+        LoopDir::create(root)?
+    };
+    let (receipt, warnings) = commit(&dir, &operation_id, &request, now)?;
+    Ok(ReceiptView::new("init", receipt, |body| match body {
+        LedgerReceipt::Init {
+            run_id,
+            state_status,
+            max_iterations,
+        } => Initialized {
+            run_id,
+            state_status,
+            max_iterations,
+        },
+        _ => unreachable!("init yields an init receipt"),
+    })
+    .in_dir(dir.display())
+    .with_warnings(warnings))
+}
+
+/// Record one iteration.
+pub fn append_iteration(
+    root: &Path,
+    operation_id: Option<&str>,
+    report: IterationReport,
+) -> Result<ReceiptView<Appended>, AppError> {
+    let operation_id = given_or_generated(operation_id)?;
+    let dir = LoopDir::open(root, Access::ReadWrite)?;
+    let request = LedgerRequest::AppendIteration(report);
+    let (receipt, warnings) = commit(&dir, &operation_id, &request, clock::now())?;
+    Ok(ReceiptView::new("append-iteration", receipt, appended)
+        .in_dir(dir.display())
+        .with_warnings(warnings))
+}
+
+/// What [`append_iteration`] would record, from a read-only look.
+pub fn preview_append(root: &Path, report: IterationReport) -> Result<AppendPreview, AppError> {
+    let operation_id = given_or_generated(None)?;
+    let dir = LoopDir::open(root, Access::ReadOnly)?;
+    let request = LedgerRequest::AppendIteration(report);
+    let context = LedgerContext {
+        now: clock::now(),
+        operation_id: &operation_id,
+        files: &dir,
+    };
+    let decided = dir
+        .authority()
+        .preview::<LedgerOwner>(STREAM, &request, &context)
+        .map_err(anyhow::Error::new)?;
+    let Appended {
+        iteration,
+        decision,
+        ..
+    } = appended(decided.receipt);
+    Ok(AppendPreview {
+        status: "ok",
+        action: "append-iteration",
+        dry_run: true,
+        dir: dir.display(),
+        iteration,
+        decision,
+        would_append: decided.event,
+        warnings: Vec::new(),
+    })
+}
+
+fn appended(body: LedgerReceipt) -> Appended {
+    match body {
+        LedgerReceipt::AppendIteration {
+            iteration,
+            decision,
+            state_status,
+            remaining_iterations,
+        } => Appended {
+            iteration,
+            decision,
+            state_status,
+            remaining_iterations,
+        },
+        _ => unreachable!("append yields an append receipt"),
+    }
+}
+
+/// Commit `request` to the ledger, then refresh the views. Once committed
+/// nothing is an error (see `refresh_views`): what goes wrong after is a
+/// warning. A replay wrote nothing, so there is nothing to refresh.
+fn commit(
+    dir: &LoopDir,
+    operation_id: &OperationId,
+    request: &LedgerRequest,
+    now: Timestamp,
+) -> Result<(Receipt<LedgerReceipt>, Vec<String>), AppError> {
+    let context = LedgerContext {
+        now,
+        operation_id,
+        files: dir,
+    };
+    let receipt = dir
+        .authority()
+        .execute::<LedgerOwner>(STREAM, operation_id, request, &context, now)
+        .map_err(anyhow::Error::new)?;
+    let warnings = if receipt.replayed {
+        Vec::new()
+    } else {
+        dir.refresh_views()
+    };
+    Ok((receipt, warnings))
+}
+
+/// The loop at a glance: the ledger, its stop verdict and the driver, as
+/// of `now`. `status --json` and `GET /api/status` both return this.
+#[derive(Debug, Clone)]
+pub struct StatusView {
+    pub dir: String,
+    pub revision: u64,
+    pub ledger: Ledger,
+    pub verdict: Verdict,
+    pub driver: DriverSummary,
+    pub now: Timestamp,
+}
+
+impl Serialize for StatusView {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Wire<'a> {
+            #[serde(flatten)]
+            ledger: view::Status<'a>,
+            dir: &'a str,
+            driver: &'a DriverSummary,
+        }
+        Wire {
+            ledger: view::status(&self.ledger, self.revision, &self.verdict),
+            dir: &self.dir,
+            driver: &self.driver,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl StatusView {
+    /// The status for people: the ledger's lines, then the driver's.
+    pub fn text(&self) -> String {
+        let mut text = view::status_text(&self.ledger, &self.verdict, self.now);
+        text.push_str(&format!("  driver      {}\n", self.driver.line()));
+        text
+    }
+}
+
+pub fn status(dir: &LoopDir) -> Result<StatusView, AppError> {
+    let Reading { revision, ledger } = dir.read()?;
+    let now = clock::now();
+    let verdict = dir.verdict(&ledger, now);
+    let (_, driver) = dir.driver()?;
+    Ok(StatusView {
+        dir: dir.display(),
+        revision,
+        driver: dispatch::summary(&driver, platform::alive),
+        ledger,
+        verdict,
+        now,
+    })
+}
+
+/// The read-only stop arbiter's answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct DoneView {
+    pub status: &'static str,
+    pub action: &'static str,
+    pub dir: String,
+    #[serde(flatten)]
+    pub verdict: Verdict,
+}
+
+impl DoneView {
+    pub fn text(&self) -> String {
+        view::verdict_text(&self.verdict)
+    }
+}
+
+pub fn done(dir: &LoopDir) -> Result<DoneView, AppError> {
+    let Reading { ledger, .. } = dir
+        .read()
+        .map_err(|e| AppError::from(e.context("the done arbiter needs a readable ledger")))?;
+    Ok(DoneView {
+        status: "ok",
+        action: "done",
+        dir: dir.display(),
+        verdict: dir.verdict(&ledger, clock::now()),
+    })
+}
+
+/// What `validate` found. A store with problems is a finding, not a
+/// failure of the use case: `status` says `failed` and the adapter decides
+/// what that means for its caller (the CLI exits 1).
+#[derive(Debug, Clone, Serialize)]
+pub struct ValidateView {
+    pub status: &'static str,
+    pub errors: Vec<String>,
+    pub warnings: Vec<String>,
+    pub checked: Checked,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Checked {
+    pub dir: String,
+    pub iterations: u64,
+    pub revision: u64,
+    pub streams: Vec<StreamChecked>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamChecked {
+    pub stream: String,
+    pub revision: u64,
+}
+
+impl ValidateView {
+    pub fn is_valid(&self) -> bool {
+        self.errors.is_empty()
+    }
+
+    pub fn text(&self) -> String {
+        let mut text = if self.is_valid() {
+            format!(
+                "valid: {}, journal revision {}, {} audited",
+                loopx_core::words::count(self.checked.iterations, "iteration"),
+                self.checked.revision,
+                loopx_core::words::count(self.checked.streams.len() as u64, "stream")
+            )
+        } else {
+            format!(
+                "invalid: {} problems in {}",
+                self.errors.len(),
+                self.checked.dir
+            )
+        };
+        for error in &self.errors {
+            text.push_str(&format!("\n  error: {error}"));
+        }
+        text
+    }
+}
+
+pub fn validate(dir: &LoopDir) -> Result<ValidateView, AppError> {
+    let audit = dir.audit(clock::now())?;
+    Ok(ValidateView {
+        status: if audit.is_valid() { "ok" } else { "failed" },
+        checked: Checked {
+            dir: dir.display(),
+            iterations: audit.ledger.iterations,
+            revision: audit.ledger.revision,
+            streams: audit
+                .streams
+                .into_iter()
+                .map(|(stream, revision)| StreamChecked { stream, revision })
+                .collect(),
+        },
+        errors: audit.errors,
+        warnings: audit.warnings,
+    })
+}

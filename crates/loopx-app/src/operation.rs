@@ -1,0 +1,65 @@
+//! Operation ids: the one place a fresh id is generated.
+//!
+//! Owns: the shape of a generated id (`auto-<nanos>-<random>`), unique per
+//! invocation so that only a deliberate repeat of an id is a replay.
+//! Does not own: what an id may look like (`loopx_core::operation::OperationId`)
+//! or what a replay does (the store's authority).
+
+use crate::AppError;
+use loopx_core::operation::OperationId;
+
+/// A fresh operation id, never equal to one generated before.
+pub fn generate() -> OperationId {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    OperationId::parse(&format!("auto-{nanos:x}-{:016x}", random_u64()))
+        .expect("a generated id has only letters, digits and '-'")
+}
+
+/// A short random token (8 hex digits) for names that must not collide
+/// across processes, such as a driver's dispatch id.
+pub fn random_token() -> String {
+    format!("{:08x}", random_u64() as u32)
+}
+
+/// The operation id the caller gave, or a fresh one. A given id that is
+/// not a valid operation id is refused, naming the value.
+pub fn given_or_generated(given: Option<&str>) -> Result<OperationId, AppError> {
+    match given {
+        Some(id) => OperationId::parse(id).map_err(|e| AppError::refused(e.to_string())),
+        None => Ok(generate()),
+    }
+}
+
+/// Randomness from the standard library's per-process hash keys (seeded by
+/// the OS), mixed with the process id and the time: enough to tell two
+/// invocations apart, with no dependency on a random-number crate.
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    hasher.write_u128(nanos);
+    hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_ids_differ_and_a_given_one_is_kept() {
+        assert_ne!(generate(), generate());
+        assert_eq!(given_or_generated(Some("op-7")).unwrap().as_str(), "op-7");
+        let refused = given_or_generated(Some("bad id")).unwrap_err();
+        assert_eq!(refused.class, crate::ErrorClass::Refused);
+        assert!(
+            refused.message.contains("\"bad id\""),
+            "{}",
+            refused.message
+        );
+    }
+}
