@@ -13,14 +13,11 @@ pub fn generate() -> OperationId {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    OperationId::parse(&format!("auto-{nanos:x}-{:016x}", random_u64()))
-        .expect("a generated id has only letters, digits and '-'")
-}
-
-/// A short random token (8 hex digits) for names that must not collide
-/// across processes, such as a driver's dispatch id.
-pub fn random_token() -> String {
-    format!("{:08x}", random_u64() as u32)
+    OperationId::parse(&format!(
+        "auto-{nanos:x}-{:016x}",
+        crate::platform::random_u64()
+    ))
+    .expect("a generated id has only letters, digits and '-'")
 }
 
 /// The operation id the caller gave, or a fresh one. A given id that is
@@ -35,16 +32,6 @@ pub fn given_or_generated(given: Option<&str>) -> Result<OperationId, AppError> 
 /// Randomness from the standard library's per-process hash keys (seeded by
 /// the OS), mixed with the process id and the time: enough to tell two
 /// invocations apart, with no dependency on a random-number crate.
-fn random_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u32(std::process::id());
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    hasher.write_u128(nanos);
-    hasher.finish()
-}
 
 #[cfg(test)]
 mod tests {

@@ -41,12 +41,31 @@ pub fn become_subreaper() -> bool {
     os::become_subreaper()
 }
 
-/// Eight hex digits that differ between processes (the standard library's
-/// per-process random hash keys, mixed with the pid): enough to keep the
-/// names of two drivers' writes apart, not a secret.
-pub fn nonce() -> String {
+/// A number that differs between processes and between calls (the
+/// standard library's per-process random hash keys, mixed with the pid and
+/// the clock): enough to keep generated names apart, not a secret.
+pub fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     hasher.write_u32(std::process::id());
-    format!("{:08x}", hasher.finish() as u32)
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    hasher.write_u128(nanos);
+    hasher.finish()
+}
+
+/// Eight hex digits from [`random_u64`]: enough to keep the names of two
+/// drivers' writes apart, not a secret.
+pub fn nonce() -> String {
+    format!("{:08x}", random_u64() as u32)
+}
+
+/// `bytes` bytes from the kernel's random source, as hex: for secrets
+/// (tokens, one-time links, sessions).
+pub fn secret_hex(bytes: usize) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let mut buffer = vec![0u8; bytes];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut buffer)?;
+    Ok(buffer.iter().map(|b| format!("{b:02x}")).collect())
 }

@@ -30,11 +30,7 @@ pub const MIN_TOKEN_LEN: usize = 16;
 
 /// `bytes` random bytes from the kernel, as hex.
 pub fn random_hex(bytes: usize) -> Result<String> {
-    let mut buffer = vec![0u8; bytes];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut buffer))
-        .context("cannot read /dev/urandom for a secret")?;
-    Ok(buffer.iter().map(|b| format!("{b:02x}")).collect())
+    loopx_app::platform::secret_hex(bytes).context("cannot read /dev/urandom for a secret")
 }
 
 /// Equal secrets, compared without an early exit so the time taken says
