@@ -29,10 +29,6 @@ pub fn given_or_generated(given: Option<&str>) -> Result<OperationId, AppError> 
     }
 }
 
-/// Randomness from the standard library's per-process hash keys (seeded by
-/// the OS), mixed with the process id and the time: enough to tell two
-/// invocations apart, with no dependency on a random-number crate.
-
 #[cfg(test)]
 mod tests {
     use super::*;
