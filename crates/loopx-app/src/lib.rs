@@ -13,8 +13,10 @@
 //! randomness) is fenced in [`platform`].
 
 pub mod clock;
+pub mod continuation;
 pub mod error;
 pub mod fsutil;
+pub mod goal;
 pub mod loop_dir;
 pub mod platform;
 pub mod registry;

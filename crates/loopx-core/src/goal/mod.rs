@@ -362,6 +362,8 @@ pub enum GoalError {
         outcome_id: String,
         checkpoint: String,
     },
+    #[error("no pending proposal {digest}: read the goal again to see the current ones")]
+    NoProposal { digest: String },
     #[error("{0}")]
     Invalid(String),
     #[error("{0}")]

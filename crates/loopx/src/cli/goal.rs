@@ -1,23 +1,23 @@
 //! The goal commands: goal-acceptance, todo, quota should-run,
-//! refresh-state and task-body.
+//! refresh-state and task-body. Each parses its flags, calls its use case
+//! in `loopx_app::goal` / `loopx_app::continuation`, and renders the view.
 
 use super::ledger::DirArgs;
 use super::{operation_id, Reply};
 use anyhow::{Context as _, Result};
 use clap::{Args, Subcommand};
-use loopx_app::loop_dir::{GoalReading, LoopDir};
-use loopx_app::{clock, fsutil};
+use loopx_app::continuation;
+use loopx_app::goal::acceptance::{self, Adoption, GoalInspection};
+use loopx_app::goal::refresh::{self, Refresh, RefreshView};
+use loopx_app::goal::todo::{self as todos, TodoList};
+use loopx_app::goal::{read_document, GoalReceiptView, GoalTarget, GoalWrite, Submit};
+use loopx_app::loop_dir::LoopDir;
 use loopx_core::digest::Digest;
-use loopx_core::goal::outcome::OutcomeUpdate;
-use loopx_core::goal::todo::TodoAction;
-use loopx_core::goal::{self, inspect, Actor, GoalCommand, GoalReceipt, GoalRequest};
-use loopx_core::operation::OperationId;
-use loopx_core::text::limits::DOCUMENT_BYTES;
+use loopx_core::goal::{self, Actor};
 use loopx_core::words;
 use loopx_store::sqlite::Access;
-use loopx_store::Receipt;
-use serde_json::json;
-use std::path::{Path, PathBuf};
+use serde::Serialize;
+use std::path::PathBuf;
 
 /// Which goal, as whom.
 #[derive(Debug, Args)]
@@ -41,6 +41,35 @@ impl GoalArgs {
             Some(agent) => Ok(Actor::agent(agent).context("--agent-id / LOOPX_AGENT_ID")?),
             None => Ok(Actor::Owner),
         }
+    }
+
+    /// The goal a write acts on, as whom, and (`--goal-instance`) which
+    /// lifetime it means.
+    fn target(&self, write: &WriteArgs) -> Result<GoalTarget> {
+        Ok(GoalTarget {
+            goal_id: self.goal_id.clone(),
+            actor: self.actor()?,
+            expected_instance: write.goal_instance.clone(),
+        })
+    }
+
+    fn open(&self, access: Access) -> Result<LoopDir> {
+        LoopDir::open(&self.dir.dir, access)
+    }
+}
+
+impl WriteArgs {
+    /// `--operation-id`, or a fresh one.
+    fn id(&self) -> Result<loopx_core::operation::OperationId> {
+        operation_id(self.operation_id.as_deref())
+    }
+
+    /// Commit under the operation id, or (`preview`) only show the result.
+    fn submit(&self, preview: bool) -> Result<Submit> {
+        Ok(match preview {
+            true => Submit::Preview,
+            false => Submit::Execute(self.id()?),
+        })
     }
 }
 
@@ -111,11 +140,11 @@ pub struct AdoptArgs {
     #[arg(long)]
     pub revision: u64,
     /// The current_digest from inspect.
-    #[arg(long)]
-    pub digest: String,
+    #[arg(long, value_parser = Digest::parse)]
+    pub digest: Digest,
     /// The objective_work_digest from `inspect --agent-id`.
-    #[arg(long)]
-    pub work_digest: String,
+    #[arg(long, value_parser = Digest::parse)]
+    pub work_digest: Digest,
     /// Why this agent accepts the revision, in a sentence.
     #[arg(long)]
     pub review_summary: String,
@@ -145,8 +174,8 @@ pub struct AckArgs {
     #[arg(long)]
     pub outcome_id: String,
     /// The gap checkpoint `goal-acceptance inspect` showed for it.
-    #[arg(long)]
-    pub checkpoint: String,
+    #[arg(long, value_parser = Digest::parse)]
+    pub checkpoint: Digest,
     #[command(flatten)]
     pub write: WriteArgs,
 }
@@ -308,199 +337,128 @@ fn parse_block(text: &str) -> Result<(String, String), String> {
     }
 }
 
-/// A JSON document the user named, read no further than the limit for
-/// documents.
-fn read_document<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
-    let bytes = fsutil::read_bounded(path, DOCUMENT_BYTES)?;
-    serde_json::from_slice(&bytes)
-        .with_context(|| format!("{} is not a valid document", path.display()))
-}
-
-/// The command a CLI goal write sends.
-fn goal_command(goal: &GoalArgs, write: &WriteArgs, request: GoalRequest) -> Result<GoalCommand> {
-    Ok(GoalCommand {
-        actor: goal.actor()?,
-        expected_instance: write.goal_instance.clone(),
-        request,
-        base_revision: None,
-    })
-}
-
-/// Show what a request would do, writing nothing.
-fn preview(
-    dir: &LoopDir,
-    goal: &GoalArgs,
-    write: &WriteArgs,
-    request: GoalRequest,
-) -> Result<Reply> {
-    let decided = dir.goal_preview(&goal.goal_id, &goal_command(goal, write, request)?)?;
-    let json = json!({"status": "ok", "action": "preview", "would_write": decided.event.is_some(), "receipt": decided.receipt, "event": decided.event});
-    let text = format!(
-        "preview (nothing written): {}; pass --execute to write",
-        decided.receipt.effects.join(", ")
-    );
+/// The `--json` object of a command: its view, with `status` and `action`.
+fn reply(action: &str, view: &impl Serialize, text: String) -> Result<Reply> {
+    let mut json = serde_json::to_value(view)?;
+    json["status"] = "ok".into();
+    json["action"] = action.into();
     Ok(Reply::ok(json, text))
 }
 
-fn receipt_reply(action: &str, receipt: &Receipt<GoalReceipt>) -> Reply {
-    let mut json = json!({
-        "status": "ok", "action": action, "operation_id": receipt.operation_id, "revision": receipt.revision,
-        "replayed": receipt.replayed, "unchanged": receipt.unchanged,
-        "goal_id": receipt.body.goal_id, "instance_id": receipt.body.instance_id, "effects": receipt.body.effects,
-    });
-    for (key, value) in &receipt.body.values {
-        json[key] = value.clone();
-    }
-    let mut text = format!(
-        "{} (goal {}, revision {})",
-        receipt.body.effects.join(", "),
-        receipt.body.instance_id,
-        receipt.revision
-    );
-    if let Some(id) = receipt.body.values.get("todo_id").and_then(|v| v.as_str()) {
-        text = format!("{id}: {text}");
-    }
-    if receipt.replayed {
-        text.push_str(&format!(
-            " [replay of operation {}: nothing written]",
-            receipt.operation_id
-        ));
-    } else if !receipt.unchanged {
-        // Named so that a doubted reply can be confirmed by a replay.
-        text.push_str(&format!(" [operation {}]", receipt.operation_id));
-    }
-    Reply::ok(json, text)
+fn receipt_reply(action: &str, receipt: &GoalReceiptView) -> Result<Reply> {
+    reply(action, receipt, receipt.text())
 }
 
-fn open(dir: &DirArgs, access: Access) -> Result<LoopDir> {
-    LoopDir::open(&dir.dir, access)
-}
-
-/// Write `request` (or, with `dry_run`, only show what it would write).
-fn submit(
-    goal: &GoalArgs,
-    write: &WriteArgs,
-    action: &str,
-    request: GoalRequest,
-    dry_run: bool,
-) -> Result<Reply> {
-    if dry_run {
-        return preview(&open(&goal.dir, Access::ReadOnly)?, goal, write, request);
+fn write_reply(action: &str, write: &GoalWrite) -> Result<Reply> {
+    match write {
+        GoalWrite::Committed(receipt) => receipt_reply(action, receipt),
+        GoalWrite::Previewed(preview) => {
+            let text = format!(
+                "preview (nothing written): {}; pass --execute to write",
+                preview.receipt.effects.join(", ")
+            );
+            reply("preview", preview, text)
+        }
     }
-    let dir = open(&goal.dir, Access::ReadWrite)?;
-    let id = operation_id(write.operation_id.as_deref())?;
-    Ok(receipt_reply(
-        action,
-        &dir.goal_execute(&goal.goal_id, &id, &goal_command(goal, write, request)?)?,
-    ))
 }
 
 pub fn acceptance(command: &AcceptanceCommand) -> Result<Reply> {
     match command {
         AcceptanceCommand::Inspect(args) => {
-            let dir = open(&args.dir, Access::ReadOnly)?;
-            let actor = args.actor()?;
-            let GoalReading { goal, revision } = dir.goal(&args.goal_id)?;
-            let readback = inspect::readback(&goal, revision, actor.agent_id(), clock::now());
-            let mut json = serde_json::to_value(&readback)?;
-            json["status"] = "ok".into();
-            json["action"] = "goal-acceptance-inspect".into();
-            Ok(Reply::ok(json, inspect_text(&readback)))
+            let dir = args.open(Access::ReadOnly)?;
+            let inspection = acceptance::inspect(&dir, &args.goal_id, &args.actor()?)?;
+            let text = inspect_text(&inspection);
+            reply("goal-acceptance-inspect", &inspection, text)
         }
         AcceptanceCommand::PrepareObjective(args) => {
-            let request = GoalRequest::PrepareObjective {
-                document: read_document(&args.document)?,
-            };
-            submit(
-                &args.goal,
-                &args.write,
-                "prepare-objective",
-                request,
-                !args.execute,
-            )
+            let document = read_document(&args.document)?;
+            let how = args.write.submit(!args.execute)?;
+            let dir = args.goal.open(how.access())?;
+            let target = args.goal.target(&args.write)?;
+            let written = acceptance::prepare_objective(&dir, &target, document, &how)?;
+            write_reply("prepare-objective", &written)
         }
         AcceptanceCommand::ReviseObjective(ReviseArgs {
             objective: args,
             expected_provider_revision,
         }) => {
-            let request = GoalRequest::ReviseObjective {
-                document: read_document(&args.document)?,
-                expected_provider_revision: *expected_provider_revision,
-            };
-            submit(
-                &args.goal,
-                &args.write,
-                "revise-objective",
-                request,
-                !args.execute,
-            )
+            let document = read_document(&args.document)?;
+            let how = args.write.submit(!args.execute)?;
+            let dir = args.goal.open(how.access())?;
+            let target = args.goal.target(&args.write)?;
+            let written = acceptance::revise_objective(
+                &dir,
+                &target,
+                document,
+                *expected_provider_revision,
+                &how,
+            )?;
+            write_reply("revise-objective", &written)
         }
         AcceptanceCommand::AdoptObjective(args) => {
-            let request = GoalRequest::AdoptObjective {
+            let adoption = Adoption {
                 revision: args.revision,
-                digest: parse_digest(&args.digest)?,
-                work_digest: parse_digest(&args.work_digest)?,
+                digest: args.digest.clone(),
+                work_digest: args.work_digest.clone(),
                 review_summary: args.review_summary.clone(),
             };
-            submit(&args.goal, &args.write, "adopt-objective", request, false)
+            let dir = args.goal.open(Access::ReadWrite)?;
+            let target = args.goal.target(&args.write)?;
+            let receipt = acceptance::adopt_objective(&dir, &target, adoption, &args.write.id()?)?;
+            receipt_reply("adopt-objective", &receipt)
         }
         AcceptanceCommand::RefineOutcome(args) => {
-            let request = GoalRequest::RefineOutcome {
-                update: read_document(&args.document)?,
-            };
-            submit(
-                &args.goal,
-                &args.write,
-                "refine-outcome",
-                request,
-                args.dry_run,
-            )
+            let update = read_document(&args.document)?;
+            let how = args.write.submit(args.dry_run)?;
+            let dir = args.goal.open(how.access())?;
+            let target = args.goal.target(&args.write)?;
+            let written = acceptance::refine_outcome(&dir, &target, update, &how)?;
+            write_reply("refine-outcome", &written)
         }
         AcceptanceCommand::AckGap(args) => {
-            let request = GoalRequest::AcknowledgeGap {
-                outcome_id: args.outcome_id.clone(),
-                checkpoint: parse_digest(&args.checkpoint)?,
-            };
-            submit(&args.goal, &args.write, "ack-gap", request, false)
+            let dir = args.goal.open(Access::ReadWrite)?;
+            let target = args.goal.target(&args.write)?;
+            let receipt = acceptance::ack_gap(
+                &dir,
+                &target,
+                args.outcome_id.clone(),
+                args.checkpoint.clone(),
+                &args.write.id()?,
+            )?;
+            receipt_reply("ack-gap", &receipt)
         }
         AcceptanceCommand::RegisterAgent(args) => {
-            // Registration is the owner's act, whoever the agent is.
-            let goal = GoalArgs {
-                dir: DirArgs {
-                    dir: args.dir.dir.clone(),
-                },
+            let dir = LoopDir::open(&args.dir.dir, Access::ReadWrite)?;
+            let target = GoalTarget {
                 goal_id: args.goal_id.clone(),
-                agent_id: None,
+                actor: Actor::Owner,
+                expected_instance: args.write.goal_instance.clone(),
             };
-            let request = GoalRequest::RegisterAgent {
-                agent_id: args.agent_id.clone(),
-            };
-            submit(&goal, &args.write, "register-agent", request, false)
+            let receipt = acceptance::register_agent(
+                &dir,
+                &target,
+                args.agent_id.clone(),
+                &args.write.id()?,
+            )?;
+            receipt_reply("register-agent", &receipt)
         }
         AcceptanceCommand::Recreate(args) => {
-            let request = GoalRequest::Recreate {
-                objective: args.objective.clone(),
-                reason: args.reason.clone(),
-            };
-            submit(&args.goal, &args.write, "recreate", request, false)
+            let dir = args.goal.open(Access::ReadWrite)?;
+            let target = args.goal.target(&args.write)?;
+            let receipt = acceptance::recreate(
+                &dir,
+                &target,
+                args.objective.clone(),
+                args.reason.clone(),
+                &args.write.id()?,
+            )?;
+            receipt_reply("recreate", &receipt)
         }
     }
 }
 
-fn parse_digest(text: &str) -> Result<Digest> {
-    let hex = text.strip_prefix("sha256:").unwrap_or("");
-    if hex.len() == 64
-        && hex
-            .chars()
-            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
-    {
-        Ok(serde_json::from_value(json!(text))?)
-    } else {
-        anyhow::bail!("{text:?} is not a digest: expected sha256:<64 lowercase hex>, as `loopx goal-acceptance inspect` prints")
-    }
-}
-
-fn inspect_text(readback: &inspect::Readback<'_>) -> String {
+fn inspect_text(inspection: &GoalInspection) -> String {
+    let readback = inspection.readback();
     let mut out = format!(
         "goal {} (lifetime {}, provider revision {})\n  original objective: {}\n",
         readback.instance_id,
@@ -567,102 +525,92 @@ fn inspect_text(readback: &inspect::Readback<'_>) -> String {
     out
 }
 
-pub fn todo(command: &TodoCommand) -> Result<Reply> {
-    let (goal, write, request) = match command {
-        TodoCommand::List(args) => {
-            let dir = open(&args.dir, Access::ReadOnly)?;
-            let GoalReading { goal, .. } = dir.goal(&args.goal_id)?;
-            let now = clock::now();
-            let mut text = String::new();
-            for todo in &goal.todos {
-                let holder = match (todo.holder(now), &todo.lease) {
-                    (Some(holder), Some(lease)) => format!(
-                        " leased to {holder} until {} (in {})",
-                        lease.expires_at,
-                        words::duration(
-                            lease.expires_at.duration_since(now).as_secs().max(0) as u64
-                        )
-                    ),
-                    _ => String::new(),
-                };
-                text.push_str(&format!(
-                    "{:<6} {:<9} {}{holder}\n",
-                    todo.id,
-                    todo.status.as_str(),
-                    todo.title
-                ));
-            }
-            if goal.todos.is_empty() {
-                text.push_str("no todos\n");
-            }
-            return Ok(Reply::ok(
-                json!({"status": "ok", "action": "todo-list", "todos": goal.todos}),
-                text,
-            ));
-        }
-        TodoCommand::Add(args) => (
-            &args.goal,
-            &args.write,
-            GoalRequest::AddTodo {
-                id: args.id.clone(),
-                title: args
-                    .title
-                    .clone()
-                    .or_else(|| args.title_flag.clone())
-                    .unwrap_or_default(),
-            },
-        ),
-        TodoCommand::Claim(args) => todo_request(
-            &args.todo,
-            TodoAction::Claim {
-                ttl_seconds: args.ttl,
-            },
-        ),
-        TodoCommand::Renew(args) => todo_request(
-            &args.todo,
-            TodoAction::Renew {
-                ttl_seconds: args.ttl,
-            },
-        ),
-        TodoCommand::Release(args) => todo_request(args, TodoAction::Release),
-        TodoCommand::Complete(args) => todo_request(args, TodoAction::Complete),
-        TodoCommand::Block(args) => todo_request(
-            &args.todo,
-            TodoAction::Block {
-                reason: args.reason.clone(),
-            },
-        ),
-        TodoCommand::Defer(args) => todo_request(
-            &args.todo,
-            TodoAction::Defer {
-                seconds: args.duration,
-            },
-        ),
-    };
-    let dir = open(&goal.dir, Access::ReadWrite)?;
-    let id = operation_id(write.operation_id.as_deref())?;
-    Ok(receipt_reply(
-        "todo",
-        &dir.goal_execute(&goal.goal_id, &id, &goal_command(goal, write, request)?)?,
-    ))
+fn todo_list_text(list: &TodoList) -> String {
+    let now = list.read_at;
+    let mut text = String::new();
+    for todo in &list.todos {
+        let holder = match (todo.holder(now), &todo.lease) {
+            (Some(holder), Some(lease)) => format!(
+                " leased to {holder} until {} (in {})",
+                lease.expires_at,
+                words::duration(lease.expires_at.duration_since(now).as_secs().max(0) as u64)
+            ),
+            _ => String::new(),
+        };
+        text.push_str(&format!(
+            "{:<6} {:<9} {}{holder}\n",
+            todo.id,
+            todo.status.as_str(),
+            todo.title
+        ));
+    }
+    if list.todos.is_empty() {
+        text.push_str("no todos\n");
+    }
+    text
 }
 
-fn todo_request(args: &TodoNoteArgs, action: TodoAction) -> (&GoalArgs, &WriteArgs, GoalRequest) {
-    (
-        &args.goal,
-        &args.write,
-        GoalRequest::Todo {
-            id: args.id.clone(),
-            action,
-            note: args.note.clone(),
-        },
-    )
+pub fn todo(command: &TodoCommand) -> Result<Reply> {
+    if let TodoCommand::List(args) = command {
+        let list = todos::list(&args.open(Access::ReadOnly)?, &args.goal_id)?;
+        let text = todo_list_text(&list);
+        return reply("todo-list", &list, text);
+    }
+    let (goal, write) = match command {
+        TodoCommand::List(_) => unreachable!("answered above"),
+        TodoCommand::Add(args) => (&args.goal, &args.write),
+        TodoCommand::Claim(args) | TodoCommand::Renew(args) => (&args.todo.goal, &args.todo.write),
+        TodoCommand::Release(args) | TodoCommand::Complete(args) => (&args.goal, &args.write),
+        TodoCommand::Block(args) => (&args.todo.goal, &args.todo.write),
+        TodoCommand::Defer(args) => (&args.todo.goal, &args.todo.write),
+    };
+    let dir = goal.open(Access::ReadWrite)?;
+    let target = goal.target(write)?;
+    let op = write.id()?;
+    let receipt = match command {
+        TodoCommand::List(_) => unreachable!("answered above"),
+        TodoCommand::Add(args) => {
+            let title = args.title.clone().or_else(|| args.title_flag.clone());
+            todos::add(
+                &dir,
+                &target,
+                args.id.clone(),
+                title.unwrap_or_default(),
+                &op,
+            )?
+        }
+        TodoCommand::Claim(args) => {
+            todos::claim(&dir, &target, &args.todo.id, args.ttl, &args.todo.note, &op)?
+        }
+        TodoCommand::Renew(args) => {
+            todos::renew(&dir, &target, &args.todo.id, args.ttl, &args.todo.note, &op)?
+        }
+        TodoCommand::Release(args) => todos::release(&dir, &target, &args.id, &args.note, &op)?,
+        TodoCommand::Complete(args) => todos::complete(&dir, &target, &args.id, &args.note, &op)?,
+        TodoCommand::Block(args) => todos::block(
+            &dir,
+            &target,
+            &args.todo.id,
+            args.reason.clone(),
+            &args.todo.note,
+            &op,
+        )?,
+        TodoCommand::Defer(args) => todos::defer(
+            &dir,
+            &target,
+            &args.todo.id,
+            args.duration,
+            &args.todo.note,
+            &op,
+        )?,
+    };
+    receipt_reply("todo", &receipt)
 }
 
 pub fn quota(command: &QuotaCommand) -> Result<Reply> {
     let QuotaCommand::ShouldRun(args) = command;
-    let dir = open(&args.dir, Access::ReadOnly)?;
-    let decision = dir.decision(&args.goal_id, &args.actor()?)?.should_run;
+    let dir = args.open(Access::ReadOnly)?;
+    let decision = continuation::should_run(&dir, &args.goal_id, &args.actor()?)?;
     let hint = &decision.scheduler_hint;
     let text = format!(
         "{} ({}): {}",
@@ -670,87 +618,45 @@ pub fn quota(command: &QuotaCommand) -> Result<Reply> {
         hint.reason_code,
         hint.reason
     );
-    let mut json = serde_json::to_value(&decision)?;
-    json["status"] = "ok".into();
-    json["action"] = "quota-should-run".into();
-    Ok(Reply::ok(json, text))
+    reply("quota-should-run", &decision, text)
 }
 
 pub fn task_body(args: &TaskBodyArgs) -> Result<Reply> {
-    let dir = open(&args.goal.dir, Access::ReadOnly)?;
-    let body = dir.task_body(&args.goal.goal_id, &args.goal.actor()?)?;
-    let json = json!({"status": "ok", "action": "task-body", "bytes": body.len(), "digest": Digest::of_bytes(body.as_bytes()), "body": body});
-    Ok(Reply::ok(json, body))
+    let dir = args.goal.open(Access::ReadOnly)?;
+    let body = continuation::task_body(&dir, &args.goal.goal_id, &args.goal.actor()?)?;
+    let text = body.body.clone();
+    reply("task-body", &body, text)
 }
 
 pub fn refresh_state(args: &RefreshArgs) -> Result<Reply> {
     // Read (and bound) the document before the loop is opened for writing.
-    let update: Option<OutcomeUpdate> = match &args.goal_outcome_update_json {
+    let outcome_update = match &args.goal_outcome_update_json {
         Some(path) => Some(read_document(path)?),
         None => None,
     };
-    let dir = open(&args.goal.dir, Access::ReadWrite)?;
-    let base = operation_id(args.write.operation_id.as_deref())?;
-    let part = |suffix: &str| {
-        OperationId::parse(&format!("{base}.{suffix}"))
-            .context("--operation-id is too long to derive its parts; use at most 110 characters")
-    };
-    let mut todos: Vec<(String, TodoAction)> = Vec::new();
-    todos.extend(
-        args.complete
-            .iter()
-            .map(|id| (id.clone(), TodoAction::Complete)),
-    );
-    todos.extend(
-        args.release
-            .iter()
-            .map(|id| (id.clone(), TodoAction::Release)),
-    );
-    todos.extend(args.block.iter().map(|(id, reason)| {
-        (
-            id.clone(),
-            TodoAction::Block {
-                reason: reason.clone(),
-            },
-        )
-    }));
-    let request = GoalRequest::Writeback {
+    let dir = args.goal.open(Access::ReadWrite)?;
+    let target = args.goal.target(&args.write)?;
+    let refresh = Refresh {
         note: args.note.clone(),
         evidence_refs: args.evidence_refs.clone(),
-        todos,
+        complete: args.complete.clone(),
+        release: args.release.clone(),
+        block: args.block.clone(),
+        outcome_update,
     };
-    let writeback_command = goal_command(&args.goal, &args.write, request)?;
-    // Refuse a malformed writeback before the outcome commits, so a bad
-    // --note never leaves half a refresh behind.
-    goal::input::check(&writeback_command)?;
-    let mut outcome = None;
-    if let Some(update) = update {
-        outcome = Some(dir.goal_execute(
-            &args.goal.goal_id,
-            &part("outcome")?,
-            &goal_command(
-                &args.goal,
-                &args.write,
-                GoalRequest::RefineOutcome { update },
-            )?,
-        )?);
+    let view = refresh::refresh_state(&dir, &target, refresh, &args.write.id()?)?;
+    let text = refresh_text(&view);
+    reply("refresh-state", &view, text)
+}
+
+fn refresh_text(view: &RefreshView) -> String {
+    let writeback = view.writeback.text();
+    match &view.outcome {
+        Some(o) => format!(
+            "outcome: {} (revision {})\nwriteback: {writeback}",
+            o.effects.join(", "),
+            o.revision
+        ),
+        None => writeback,
     }
-    let writeback = dir.goal_execute(&args.goal.goal_id, &part("writeback")?, &writeback_command).map_err(|error| match &outcome {
-        Some(committed) => error.context(format!(
-            "the outcome refinement already committed (operation {}, revision {}); the writeback did not: fix the cause and repeat this exact command with --operation-id {base} to finish without duplicating",
-            committed.operation_id, committed.revision
-        )),
-        None => error,
-    })?;
-    let mut reply = receipt_reply("refresh-state", &writeback);
-    reply.json["outcome"] = outcome.as_ref().map_or(serde_json::Value::Null, |o| json!({"operation_id": o.operation_id, "revision": o.revision, "replayed": o.replayed, "effects": o.body.effects}));
-    if let Some(o) = &outcome {
-        reply.text = format!(
-            "outcome: {} (revision {})\nwriteback: {}",
-            o.body.effects.join(", "),
-            o.revision,
-            reply.text
-        );
-    }
-    Ok(reply)
 }
