@@ -4,7 +4,7 @@
 //! every goal use case answers with.
 //!
 //! The use cases themselves live beside this file, one function each:
-//! [`todo`] (the frontier), [`acceptance`] (objective, outcomes, gaps,
+//! [`todo`](mod@todo) (the frontier), [`acceptance`] (objective, outcomes, gaps,
 //! agents, lifetimes, and the dashboard's writes), [`refresh`] (the turn's
 //! writeback). The rules are the goal owner's (`loopx_core::goal`); nothing
 //! here decides what a request may do. Should-run and the task body are in
