@@ -18,6 +18,7 @@ pub mod todo;
 pub use receipt::{GoalPreviewView, GoalReceiptView, GoalWrite};
 
 use crate::clock;
+use crate::error::AppError;
 use crate::loop_dir::LoopDir;
 use anyhow::Result;
 use loopx_core::goal::{
@@ -108,13 +109,15 @@ fn bootstrap(ledger: &Ledger) -> (OperationId, GoalCommand, GoalContext) {
     )
 }
 
-/// The goal a command named is not this loop's: say which was asked for.
+/// The goal a command named is not this loop's: say which was asked for,
+/// and which goal there is.
 fn no_such_goal(goal_id: &str) -> anyhow::Error {
-    anyhow::anyhow!(
+    AppError::not_found(format!(
         "this loop has no goal {goal_id:?}; its goal is {:?}: drop --goal-id or pass --goal-id {}",
         goal::DEFAULT_GOAL_ID,
         goal::DEFAULT_GOAL_ID
-    )
+    ))
+    .into()
 }
 
 impl LoopDir {

@@ -349,12 +349,13 @@ fn receipt_reply(action: &str, receipt: &GoalReceiptView) -> Result<Reply> {
     reply(action, receipt, receipt.text())
 }
 
-fn write_reply(action: &str, write: &GoalWrite) -> Result<Reply> {
+/// A write that may have been a preview; `to_write` says how to write it.
+fn write_reply(action: &str, write: &GoalWrite, to_write: &str) -> Result<Reply> {
     match write {
         GoalWrite::Committed(receipt) => receipt_reply(action, receipt),
         GoalWrite::Previewed(preview) => {
             let text = format!(
-                "preview (nothing written): {}; pass --execute to write",
+                "preview (nothing written): {}; {to_write} to write",
                 preview.receipt.effects.join(", ")
             );
             reply("preview", preview, text)
@@ -376,7 +377,7 @@ pub fn acceptance(command: &AcceptanceCommand) -> Result<Reply> {
             let dir = args.goal.open(how.access())?;
             let target = args.goal.target(&args.write)?;
             let written = acceptance::prepare_objective(&dir, &target, document, &how)?;
-            write_reply("prepare-objective", &written)
+            write_reply("prepare-objective", &written, "pass --execute")
         }
         AcceptanceCommand::ReviseObjective(ReviseArgs {
             objective: args,
@@ -393,7 +394,7 @@ pub fn acceptance(command: &AcceptanceCommand) -> Result<Reply> {
                 *expected_provider_revision,
                 &how,
             )?;
-            write_reply("revise-objective", &written)
+            write_reply("revise-objective", &written, "pass --execute")
         }
         AcceptanceCommand::AdoptObjective(args) => {
             let adoption = Adoption {
@@ -413,7 +414,7 @@ pub fn acceptance(command: &AcceptanceCommand) -> Result<Reply> {
             let dir = args.goal.open(how.access())?;
             let target = args.goal.target(&args.write)?;
             let written = acceptance::refine_outcome(&dir, &target, update, &how)?;
-            write_reply("refine-outcome", &written)
+            write_reply("refine-outcome", &written, "run it without --dry-run")
         }
         AcceptanceCommand::AckGap(args) => {
             let dir = args.goal.open(Access::ReadWrite)?;
