@@ -14,6 +14,7 @@ use loopx_app::goal::{read_document, GoalReceiptView, GoalTarget, GoalWrite, Sub
 use loopx_app::loop_dir::LoopDir;
 use loopx_core::digest::Digest;
 use loopx_core::goal::{self, Actor};
+use loopx_core::operation::OperationId;
 use loopx_core::words;
 use loopx_store::sqlite::Access;
 use serde::Serialize;
@@ -56,11 +57,19 @@ impl GoalArgs {
     fn open(&self, access: Access) -> Result<LoopDir> {
         LoopDir::open(&self.dir.dir, access)
     }
+
+    /// What every committing goal command needs: the loop opened for
+    /// writing, the target, and the operation id.
+    fn writer(&self, write: &WriteArgs) -> Result<(LoopDir, GoalTarget, OperationId)> {
+        let dir = self.open(Access::ReadWrite)?;
+        let id = write.id()?;
+        Ok((dir, self.target(write)?, id))
+    }
 }
 
 impl WriteArgs {
     /// `--operation-id`, or a fresh one.
-    fn id(&self) -> Result<loopx_core::operation::OperationId> {
+    fn id(&self) -> Result<OperationId> {
         operation_id(self.operation_id.as_deref())
     }
 
@@ -403,9 +412,8 @@ pub fn acceptance(command: &AcceptanceCommand) -> Result<Reply> {
                 work_digest: args.work_digest.clone(),
                 review_summary: args.review_summary.clone(),
             };
-            let dir = args.goal.open(Access::ReadWrite)?;
-            let target = args.goal.target(&args.write)?;
-            let receipt = acceptance::adopt_objective(&dir, &target, adoption, &args.write.id()?)?;
+            let (dir, target, op) = args.goal.writer(&args.write)?;
+            let receipt = acceptance::adopt_objective(&dir, &target, adoption, &op)?;
             receipt_reply("adopt-objective", &receipt)
         }
         AcceptanceCommand::RefineOutcome(args) => {
@@ -417,14 +425,13 @@ pub fn acceptance(command: &AcceptanceCommand) -> Result<Reply> {
             write_reply("refine-outcome", &written, "run it without --dry-run")
         }
         AcceptanceCommand::AckGap(args) => {
-            let dir = args.goal.open(Access::ReadWrite)?;
-            let target = args.goal.target(&args.write)?;
+            let (dir, target, op) = args.goal.writer(&args.write)?;
             let receipt = acceptance::ack_gap(
                 &dir,
                 &target,
                 args.outcome_id.clone(),
                 args.checkpoint.clone(),
-                &args.write.id()?,
+                &op,
             )?;
             receipt_reply("ack-gap", &receipt)
         }
@@ -444,14 +451,13 @@ pub fn acceptance(command: &AcceptanceCommand) -> Result<Reply> {
             receipt_reply("register-agent", &receipt)
         }
         AcceptanceCommand::Recreate(args) => {
-            let dir = args.goal.open(Access::ReadWrite)?;
-            let target = args.goal.target(&args.write)?;
+            let (dir, target, op) = args.goal.writer(&args.write)?;
             let receipt = acceptance::recreate(
                 &dir,
                 &target,
                 args.objective.clone(),
                 args.reason.clone(),
-                &args.write.id()?,
+                &op,
             )?;
             receipt_reply("recreate", &receipt)
         }
@@ -552,25 +558,14 @@ fn todo_list_text(list: &TodoList) -> String {
 }
 
 pub fn todo(command: &TodoCommand) -> Result<Reply> {
-    if let TodoCommand::List(args) = command {
-        let list = todos::list(&args.open(Access::ReadOnly)?, &args.goal_id)?;
-        let text = todo_list_text(&list);
-        return reply("todo-list", &list, text);
-    }
-    let (goal, write) = match command {
-        TodoCommand::List(_) => unreachable!("answered above"),
-        TodoCommand::Add(args) => (&args.goal, &args.write),
-        TodoCommand::Claim(args) | TodoCommand::Renew(args) => (&args.todo.goal, &args.todo.write),
-        TodoCommand::Release(args) | TodoCommand::Complete(args) => (&args.goal, &args.write),
-        TodoCommand::Block(args) => (&args.todo.goal, &args.todo.write),
-        TodoCommand::Defer(args) => (&args.todo.goal, &args.todo.write),
-    };
-    let dir = goal.open(Access::ReadWrite)?;
-    let target = goal.target(write)?;
-    let op = write.id()?;
     let receipt = match command {
-        TodoCommand::List(_) => unreachable!("answered above"),
+        TodoCommand::List(args) => {
+            let list = todos::list(&args.open(Access::ReadOnly)?, &args.goal_id)?;
+            let text = todo_list_text(&list);
+            return reply("todo-list", &list, text);
+        }
         TodoCommand::Add(args) => {
+            let (dir, target, op) = args.goal.writer(&args.write)?;
             let title = args.title.clone().or_else(|| args.title_flag.clone());
             todos::add(
                 &dir,
@@ -580,30 +575,30 @@ pub fn todo(command: &TodoCommand) -> Result<Reply> {
                 &op,
             )?
         }
-        TodoCommand::Claim(args) => {
-            todos::claim(&dir, &target, &args.todo.id, args.ttl, &args.todo.note, &op)?
+        TodoCommand::Claim(TodoLeaseArgs { todo, ttl }) => {
+            let (dir, target, op) = todo.goal.writer(&todo.write)?;
+            todos::claim(&dir, &target, &todo.id, *ttl, &todo.note, &op)?
         }
-        TodoCommand::Renew(args) => {
-            todos::renew(&dir, &target, &args.todo.id, args.ttl, &args.todo.note, &op)?
+        TodoCommand::Renew(TodoLeaseArgs { todo, ttl }) => {
+            let (dir, target, op) = todo.goal.writer(&todo.write)?;
+            todos::renew(&dir, &target, &todo.id, *ttl, &todo.note, &op)?
         }
-        TodoCommand::Release(args) => todos::release(&dir, &target, &args.id, &args.note, &op)?,
-        TodoCommand::Complete(args) => todos::complete(&dir, &target, &args.id, &args.note, &op)?,
-        TodoCommand::Block(args) => todos::block(
-            &dir,
-            &target,
-            &args.todo.id,
-            args.reason.clone(),
-            &args.todo.note,
-            &op,
-        )?,
-        TodoCommand::Defer(args) => todos::defer(
-            &dir,
-            &target,
-            &args.todo.id,
-            args.duration,
-            &args.todo.note,
-            &op,
-        )?,
+        TodoCommand::Release(todo) => {
+            let (dir, target, op) = todo.goal.writer(&todo.write)?;
+            todos::release(&dir, &target, &todo.id, &todo.note, &op)?
+        }
+        TodoCommand::Complete(todo) => {
+            let (dir, target, op) = todo.goal.writer(&todo.write)?;
+            todos::complete(&dir, &target, &todo.id, &todo.note, &op)?
+        }
+        TodoCommand::Block(TodoBlockArgs { todo, reason }) => {
+            let (dir, target, op) = todo.goal.writer(&todo.write)?;
+            todos::block(&dir, &target, &todo.id, reason.clone(), &todo.note, &op)?
+        }
+        TodoCommand::Defer(TodoDeferArgs { todo, duration }) => {
+            let (dir, target, op) = todo.goal.writer(&todo.write)?;
+            todos::defer(&dir, &target, &todo.id, *duration, &todo.note, &op)?
+        }
     };
     receipt_reply("todo", &receipt)
 }
@@ -635,8 +630,7 @@ pub fn refresh_state(args: &RefreshArgs) -> Result<Reply> {
         Some(path) => Some(read_document(path)?),
         None => None,
     };
-    let dir = args.goal.open(Access::ReadWrite)?;
-    let target = args.goal.target(&args.write)?;
+    let (dir, target, base) = args.goal.writer(&args.write)?;
     let refresh = Refresh {
         note: args.note.clone(),
         evidence_refs: args.evidence_refs.clone(),
@@ -645,7 +639,7 @@ pub fn refresh_state(args: &RefreshArgs) -> Result<Reply> {
         block: args.block.clone(),
         outcome_update,
     };
-    let view = refresh::refresh_state(&dir, &target, refresh, &args.write.id()?)?;
+    let view = refresh::refresh_state(&dir, &target, refresh, &base)?;
     let text = refresh_text(&view);
     reply("refresh-state", &view, text)
 }
