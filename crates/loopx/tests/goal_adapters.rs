@@ -250,5 +250,21 @@ fn a_malformed_digest_is_refused_by_the_one_parser_through_either_adapter() {
     );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains(&expected), "{stderr}");
+    // A digest that parses but names no proposal is the owner's refusal.
+    let unknown = format!("sha256:{}", "0".repeat(64));
+    let (status, http) = server.request(
+        "POST",
+        "/api/objective/revise",
+        &json!({"proposal_digest": unknown, "expected_provider_revision": 1, "operation_id": "web-4"})
+            .to_string(),
+    );
+    assert_eq!(status, 400, "{http}");
+    assert!(
+        http["error"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("no pending proposal {unknown}")),
+        "{http}"
+    );
     assert_eq!(f.fingerprint(), before);
 }
