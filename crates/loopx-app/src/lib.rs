@@ -14,9 +14,11 @@
 
 pub mod arming;
 pub mod clock;
+pub mod continuation;
 pub mod driver;
 pub mod error;
 pub mod fsutil;
+pub mod goal;
 pub mod iterations;
 pub mod ledger;
 pub mod loop_dir;

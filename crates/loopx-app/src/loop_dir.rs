@@ -9,17 +9,15 @@ use crate::{clock, fsutil};
 use anyhow::{bail, Result};
 use jiff::Timestamp;
 use loopx_core::dispatch::{self, DriverOwner};
-use loopx_core::goal::continuation::{should_run, ShouldRun};
-use loopx_core::goal::{self, Goal, GoalCommand, GoalContext, GoalOwner, GoalReceipt, GoalRequest};
+use loopx_core::goal::GoalOwner;
 use loopx_core::ledger::arbiter::{arbitrate, Sentinels, Verdict};
 use loopx_core::ledger::audit::{Audit, Auditor, StreamAudit};
 use loopx_core::ledger::proof::{EvidenceFiles, FileProblem};
 use loopx_core::ledger::{view, Ledger, LedgerOwner, STREAM};
-use loopx_core::operation::{OperationId, Owner as _};
 use loopx_core::path::LoopPath;
 use loopx_core::text::limits::PROOF_ARTIFACT_BYTES;
 use loopx_store::sqlite::{Access, SqliteStore};
-use loopx_store::{decide_at, Authority, Loaded, Preview, Receipt, Store as _};
+use loopx_store::{Authority, Loaded, Store as _};
 use std::path::{Path, PathBuf};
 
 pub const DATABASE: &str = "loopx.sqlite";
@@ -58,46 +56,6 @@ impl StoreAudit {
     pub fn is_valid(&self) -> bool {
         self.errors.is_empty()
     }
-}
-
-/// A continuation decision and the reads it was made from.
-pub struct Decision {
-    pub reading: Reading,
-    pub goal: GoalReading,
-    pub verdict: Verdict,
-    pub should_run: ShouldRun,
-}
-
-/// A goal as read. `revision` 0 means the loop's default goal was never
-/// written yet and this is what its first write will create.
-pub struct GoalReading {
-    pub revision: u64,
-    pub goal: Goal,
-}
-
-/// The request that creates a loop's default goal from its ledger. It is
-/// deterministic, so every process that needs the goal first commits the
-/// same operation and all but one of them merely replay it.
-fn bootstrap(ledger: &Ledger) -> (OperationId, GoalCommand, GoalContext) {
-    let command = GoalCommand {
-        actor: goal::Actor::Owner,
-        expected_instance: None,
-        request: GoalRequest::Create {
-            goal_id: goal::DEFAULT_GOAL_ID.into(),
-            objective: ledger.config.goal.clone(),
-            commitments: ledger.config.commitments.clone(),
-        },
-        base_revision: None,
-    };
-    let id = OperationId::parse(&format!("goal-bootstrap.{}", ledger.run_id))
-        .expect("run ids make valid operation ids");
-    (
-        id,
-        command,
-        GoalContext {
-            now: ledger.created_at,
-        },
-    )
 }
 
 impl LoopDir {
@@ -209,111 +167,8 @@ impl LoopDir {
         Ok(found.expect("the audit ran"))
     }
 
-    /// The goal `goal_id`, or what the default goal will be when first written.
-    pub fn goal(&self, goal_id: &str) -> Result<GoalReading> {
-        match self.authority().load::<GoalOwner>(&goal::stream(goal_id))? {
-            Loaded {
-                revision,
-                state: Some(goal),
-            } => Ok(GoalReading { revision, goal }),
-            Loaded { state: None, .. } if goal_id == goal::DEFAULT_GOAL_ID => {
-                let (_, command, context) = bootstrap(&self.read()?.ledger);
-                let decided = GoalOwner::decide(None, &command, &context)?;
-                let event = decided.event.expect("creating a goal writes");
-                Ok(GoalReading {
-                    revision: 0,
-                    goal: GoalOwner::evolve(None, &event),
-                })
-            }
-            Loaded { state: None, .. } => Err(no_such_goal(goal_id)),
-        }
-    }
-
-    /// Make sure the goal a write targets exists in the store.
-    pub fn ensure_goal(&self, goal_id: &str) -> Result<()> {
-        let stream = goal::stream(goal_id);
-        if self.store.revision(&stream)? > 0 {
-            return Ok(());
-        }
-        if goal_id != goal::DEFAULT_GOAL_ID {
-            return Err(no_such_goal(goal_id));
-        }
-        let (id, command, context) = bootstrap(&self.read()?.ledger);
-        self.authority()
-            .execute::<GoalOwner>(&stream, &id, &command, &context, context.now)?;
-        Ok(())
-    }
-
-    /// The continuation decision for `actor` on goal `goal_id`, from the
-    /// store, with everything it was computed from.
-    pub fn decision(&self, goal_id: &str, actor: &goal::Actor) -> Result<Decision> {
-        let reading = self.read()?;
-        let goal = self.goal(goal_id)?;
-        let now = clock::now();
-        let sentinels = self.sentinels();
-        let verdict = arbitrate(&reading.ledger, sentinels, now);
-        let should_run = should_run(&reading.ledger, &verdict, sentinels, &goal.goal, actor, now);
-        Ok(Decision {
-            reading,
-            goal,
-            verdict,
-            should_run,
-        })
-    }
-
-    /// The next turn's prompt, rendered from state.
-    pub fn task_body(&self, goal_id: &str, actor: &goal::Actor) -> Result<String> {
-        let Decision {
-            reading,
-            goal,
-            should_run: decision,
-            ..
-        } = self.decision(goal_id, actor)?;
-        Ok(goal::task_body::render(
-            &self.display(),
-            &reading.ledger,
-            &goal.goal,
-            &decision,
-        ))
-    }
-
     pub fn path(&self, relative: &str) -> PathBuf {
         self.root.join(relative)
-    }
-
-    /// Commit a goal command, creating the loop's default goal first if
-    /// this is its first write.
-    pub fn goal_execute(
-        &self,
-        goal_id: &str,
-        id: &OperationId,
-        command: &GoalCommand,
-    ) -> Result<Receipt<GoalReceipt>> {
-        self.ensure_goal(goal_id)?;
-        let now = clock::now();
-        Ok(self.authority().execute::<GoalOwner>(
-            &goal::stream(goal_id),
-            id,
-            command,
-            &GoalContext { now },
-            now,
-        )?)
-    }
-
-    /// What a goal command would do now; writes nothing, not even the
-    /// default goal.
-    pub fn goal_preview(&self, goal_id: &str, command: &GoalCommand) -> Result<Preview<GoalOwner>> {
-        let GoalReading { revision, goal } = self.goal(goal_id)?;
-        let loaded = Loaded {
-            revision,
-            state: Some(goal),
-        };
-        Ok(decide_at::<GoalOwner>(
-            &goal::stream(goal_id),
-            &loaded,
-            command,
-            &GoalContext { now: clock::now() },
-        )?)
     }
 
     pub fn sentinels(&self) -> Sentinels {
@@ -396,15 +251,6 @@ fn audit_stream<O: loopx_core::operation::Owner>(
     let snapshot = store.load(stream)?;
     let (problems, state) = audit.finish(snapshot.as_ref().map(|s| (s.revision, s.state.as_str())));
     Ok((problems, last, state))
-}
-
-/// The goal a command named is not this loop's: say which was asked for.
-fn no_such_goal(goal_id: &str) -> anyhow::Error {
-    anyhow::anyhow!(
-        "this loop has no goal {goal_id:?}; its goal is {:?}: drop --goal-id or pass --goal-id {}",
-        goal::DEFAULT_GOAL_ID,
-        goal::DEFAULT_GOAL_ID
-    )
 }
 
 fn missing_loop(dir: &Path) -> anyhow::Error {

@@ -10,9 +10,34 @@ use sha2::{Digest as _, Sha256};
 use std::fmt;
 
 /// A content digest, always rendered as `sha256:<64 lowercase hex>`.
+///
+/// Deserializing goes through [`Digest::parse`], so a digest read from a
+/// request body or a stored event is a digest, never any string.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize)]
-#[serde(transparent)]
+#[serde(try_from = "String")]
 pub struct Digest(String);
+
+/// A text that was meant to be a digest and is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{text:?} is not a digest: expected sha256:<64 lowercase hex>, as the goal readback prints it"
+)]
+pub struct NotADigest {
+    pub text: String,
+}
+
+impl TryFrom<String> for Digest {
+    type Error = NotADigest;
+
+    fn try_from(text: String) -> Result<Self, NotADigest> {
+        let hex = text.strip_prefix("sha256:").unwrap_or("");
+        if hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            Ok(Digest(text))
+        } else {
+            Err(NotADigest { text })
+        }
+    }
+}
 
 impl Digest {
     /// The digest of raw bytes.
@@ -31,6 +56,12 @@ impl Digest {
     /// The digest of a value's canonical JSON.
     pub fn of_json<T: Serialize + ?Sized>(value: &T) -> Self {
         Self::of_bytes(canonical_json(value).as_bytes())
+    }
+
+    /// The one parser of digests a person or a program wrote down
+    /// (`sha256:<64 lowercase hex>`); every adapter parses through it.
+    pub fn parse(text: &str) -> Result<Self, NotADigest> {
+        Self::try_from(text.to_owned())
     }
 
     pub fn as_str(&self) -> &str {
@@ -127,6 +158,22 @@ mod tests {
             alpha: vec![1, 2],
         };
         assert_eq!(canonical_len(&unordered), canonical_json(&unordered).len());
+    }
+
+    #[test]
+    fn only_a_prefixed_lowercase_sha256_parses() {
+        let good = Digest::of_bytes(b"x");
+        assert_eq!(Digest::parse(good.as_str()), Ok(good.clone()));
+        let upper = good.as_str().to_uppercase().replace("SHA256", "sha256");
+        for bad in ["", "sha256:00", "md5:00", &upper, &good.as_str()[7..]] {
+            assert!(Digest::parse(bad).is_err(), "{bad:?} parsed");
+        }
+        let read: Result<Digest, _> = serde_json::from_value(json!("sha256:00"));
+        assert!(read.is_err(), "deserializing skips the parser");
+        assert_eq!(
+            serde_json::from_value::<Digest>(json!(good.as_str())).unwrap(),
+            good
+        );
     }
 
     #[test]

@@ -736,3 +736,39 @@ fn goal_reads_on_a_fresh_loop_write_nothing() {
         "ledger_next_iteration"
     );
 }
+
+#[test]
+fn a_dry_run_refinement_writes_nothing_and_says_how_to_write_it() {
+    let f = setup();
+    let before = f.fingerprint();
+    let path = f.doc("o1.json", &deck("t1"));
+    let output = f
+        .loopx()
+        .args(["goal-acceptance", "refine-outcome", "--dir", f.d()])
+        .args(["--document", &path, "--dry-run"])
+        .env("LOOPX_AGENT_ID", "a")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}");
+    assert!(
+        text.contains("preview (nothing written): outcome_created")
+            && text.contains("run it without --dry-run to write"),
+        "{text}"
+    );
+    let json = f.ok(
+        Some("a"),
+        &[
+            "goal-acceptance",
+            "refine-outcome",
+            "--document",
+            &path,
+            "--dry-run",
+        ],
+    );
+    assert_eq!(
+        (json["action"].as_str(), json["would_write"].as_bool()),
+        (Some("preview"), Some(true))
+    );
+    assert_eq!(f.fingerprint(), before);
+}

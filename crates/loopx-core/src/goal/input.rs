@@ -2,7 +2,7 @@
 //! ([`crate::ident`]) and every free-text field within its limit and free
 //! of control characters ([`crate::text`]).
 //!
-//! [`check`] runs first in [`super::GoalOwner::decide`], before any rule
+//! [`check`] runs first in [`super::GoalOwner`]'s decide, before any rule
 //! reads the request, so a hostile field is refused whatever the request
 //! would otherwise have done, and the rules after it may print any field.
 

@@ -9,6 +9,7 @@ use super::*;
 use crate::ledger::arbiter::{arbitrate, Sentinels};
 use crate::ledger::budget::Budget;
 use crate::ledger::{InitLoop, LedgerEvent, LedgerOwner};
+use crate::operation::Owner as _;
 use jiff::{SignedDuration, Timestamp};
 use proptest::prelude::*;
 

@@ -6,10 +6,11 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use loopx_app::{clock, iterations, ledger, AppError, ErrorClass};
+use loopx_app::goal::acceptance::{self, NewRequirement, RevisionSource};
+use loopx_app::{continuation, iterations, ledger, AppError, ErrorClass};
+use loopx_core::digest::Digest;
 use loopx_core::goal::objective::ObjectiveDocument;
-use loopx_core::goal::outcome::{OutcomeUpdate, RequirementInput, SourceInput};
-use loopx_core::goal::{self, inspect, Actor, GoalCommand, GoalRequest};
+use loopx_core::goal::{self, Actor};
 use loopx_core::operation::OperationId;
 use loopx_store::sqlite::Access;
 use serde::Deserialize;
@@ -93,13 +94,8 @@ pub async fn status(State(app): State<Arc<App>>) -> Result<Response, Failure> {
 pub async fn goal(State(app): State<Arc<App>>) -> Result<Response, Failure> {
     blocking(move || {
         let dir = app.open(Access::ReadOnly)?;
-        let reading = dir.goal(goal::DEFAULT_GOAL_ID)?;
-        Ok(ok(serde_json::to_value(inspect::readback(
-            &reading.goal,
-            reading.revision,
-            None,
-            clock::now(),
-        ))?))
+        let inspection = acceptance::inspect(&dir, goal::DEFAULT_GOAL_ID, &Actor::Owner)?;
+        Ok(ok(serde_json::to_value(inspection)?))
     })
     .await
 }
@@ -107,8 +103,8 @@ pub async fn goal(State(app): State<Arc<App>>) -> Result<Response, Failure> {
 pub async fn should_run(State(app): State<Arc<App>>) -> Result<Response, Failure> {
     blocking(move || {
         let dir = app.open(Access::ReadOnly)?;
-        let decision = dir.decision(goal::DEFAULT_GOAL_ID, &Actor::Owner)?;
-        Ok(ok(serde_json::to_value(decision.should_run)?))
+        let decision = continuation::should_run(&dir, goal::DEFAULT_GOAL_ID, &Actor::Owner)?;
+        Ok(ok(serde_json::to_value(decision)?))
     })
     .await
 }
@@ -154,29 +150,16 @@ fn operation(id: &str) -> Result<OperationId, Failure> {
     OperationId::parse(id).map_err(|e| bad(e.to_string()))
 }
 
-/// Commit a goal request as the owner, against the revision the page read.
-fn submit(
-    app: &App,
-    id: OperationId,
-    request: GoalRequest,
-    base: Option<u64>,
-) -> anyhow::Result<Value> {
-    let dir = app.open(Access::ReadWrite)?;
-    let command = GoalCommand {
-        actor: Actor::Owner,
-        expected_instance: None,
-        request,
-        base_revision: base,
-    };
-    let receipt = dir.goal_execute(goal::DEFAULT_GOAL_ID, &id, &command)?;
-    Ok(
-        json!({"status": "ok", "operation_id": receipt.operation_id, "revision": receipt.revision, "replayed": receipt.replayed, "unchanged": receipt.unchanged, "effects": receipt.body.effects}),
-    )
+/// A write's answer: its receipt view, with `status`.
+fn written(view: impl serde::Serialize) -> anyhow::Result<Response> {
+    let mut json = serde_json::to_value(view)?;
+    json["status"] = "ok".into();
+    Ok(ok(json))
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct NewRequirement {
+pub struct RequirementForm {
     requirement_id: String,
     description: String,
     source_ref: String,
@@ -192,33 +175,26 @@ pub async fn add_requirement(
     Path(outcome_id): Path<String>,
     body: Bytes,
 ) -> Result<Response, Failure> {
-    let input: NewRequirement = parse(&body)?;
-    if input.source_ref.trim().is_empty() {
-        return Err(bad(
-            "a new requirement needs a source_ref (where the request came from)",
-        ));
-    }
-    let id = operation(&input.operation_id)?;
-    let update = OutcomeUpdate {
+    let form: RequirementForm = parse(&body)?;
+    let id = operation(&form.operation_id)?;
+    let input = NewRequirement {
         outcome_id,
-        add_requirements: vec![RequirementInput {
-            id: input.requirement_id.trim().to_owned(),
-            description: input.description,
-        }],
-        source: Some(SourceInput {
-            source_ref: input.source_ref.trim().to_owned(),
-            summary: input.source_summary,
-        }),
-        ..OutcomeUpdate::default()
+        requirement_id: form.requirement_id,
+        description: form.description,
+        source_ref: form.source_ref,
+        source_summary: form.source_summary,
+        base_revision: form.base_revision,
     };
-    let base = input.base_revision;
-    blocking(move || submit(&app, id, GoalRequest::RefineOutcome { update }, Some(base)).map(ok))
-        .await
+    blocking(move || {
+        let dir = app.open(Access::ReadWrite)?;
+        written(acceptance::add_requirement(&dir, input, &id)?)
+    })
+    .await
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Revision {
+pub struct RevisionForm {
     /// Apply this pending proposal...
     #[serde(default)]
     proposal_digest: Option<String>,
@@ -233,47 +209,19 @@ pub async fn revise_objective(
     State(app): State<Arc<App>>,
     body: Bytes,
 ) -> Result<Response, Failure> {
-    let input: Revision = parse(&body)?;
-    let id = operation(&input.operation_id)?;
+    let form: RevisionForm = parse(&body)?;
+    let id = operation(&form.operation_id)?;
+    let source = match (form.document, form.proposal_digest) {
+        (Some(document), None) => RevisionSource::Document(document),
+        (None, Some(digest)) => {
+            RevisionSource::Proposal(Digest::parse(&digest).map_err(|e| bad(e.to_string()))?)
+        }
+        _ => return Err(bad("send exactly one of proposal_digest and document")),
+    };
+    let expected = form.expected_provider_revision;
     blocking(move || {
-        let document = match (input.document, input.proposal_digest) {
-            (Some(document), None) => document,
-            (None, Some(digest)) => {
-                let dir = app.open(Access::ReadOnly)?;
-                let reading = dir.goal(goal::DEFAULT_GOAL_ID)?;
-                // A proposal becomes the revision with the same digest once
-                // applied; rebuilding the identical request from it lets a
-                // retried apply replay instead of failing.
-                let objective = &reading.goal.objective;
-                let pending = objective
-                    .proposals
-                    .iter()
-                    .find(|p| p.digest.as_str() == digest)
-                    .map(|p| (&p.objective, &p.reason, &p.source_ref));
-                let applied = objective
-                    .revisions
-                    .iter()
-                    .find(|r| r.digest.as_str() == digest)
-                    .map(|r| (&r.objective, &r.reason, &r.source_ref));
-                let Some((text, reason, source_ref)) = pending.or(applied) else {
-                    return Ok(bad(format!(
-                        "no pending proposal {digest}; reload to see the current ones"
-                    ))
-                    .into_response());
-                };
-                ObjectiveDocument {
-                    objective: text.clone(),
-                    reason: reason.clone(),
-                    source_ref: source_ref.clone(),
-                }
-            }
-            _ => return Ok(bad("send exactly one of proposal_digest and document").into_response()),
-        };
-        let request = GoalRequest::ReviseObjective {
-            document,
-            expected_provider_revision: input.expected_provider_revision,
-        };
-        submit(&app, id, request, None).map(ok)
+        let dir = app.open(Access::ReadWrite)?;
+        written(acceptance::apply_revision(&dir, source, expected, &id)?)
     })
     .await
 }

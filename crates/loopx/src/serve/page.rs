@@ -6,13 +6,15 @@ use super::App;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
-use loopx_app::loop_dir::{Decision, GoalReading, LoopDir, Reading};
+use loopx_app::continuation::NextTurn;
+use loopx_app::goal::acceptance::GoalInspection;
+use loopx_app::loop_dir::{LoopDir, Reading};
 use loopx_app::{clock, iterations, ErrorClass};
 use loopx_core::dispatch::{summary, DriverSummary};
 use loopx_core::goal::continuation::ShouldRun;
-use loopx_core::goal::inspect::{self, Readback};
+use loopx_core::goal::inspect::Readback;
 use loopx_core::goal::todo::TodoStatus;
-use loopx_core::goal::{self, objective, Actor};
+use loopx_core::goal::{self, Actor};
 use loopx_core::ledger::arbiter::Verdict;
 use loopx_core::ledger::view;
 use loopx_store::sqlite::Access;
@@ -25,24 +27,25 @@ struct Snapshot {
     dir: String,
     ledger: Reading,
     verdict: Verdict,
-    goal: GoalReading,
+    /// The goal's readback, from the same read as the decision.
+    goal: GoalInspection,
     driver: DriverSummary,
     decision: ShouldRun,
 }
 
 fn snapshot(dir: &LoopDir) -> anyhow::Result<Snapshot> {
-    let Decision {
+    let NextTurn {
         reading: ledger,
         goal,
         verdict,
         should_run: decision,
-    } = dir.decision(goal::DEFAULT_GOAL_ID, &Actor::Owner)?;
+    } = dir.next_turn(goal::DEFAULT_GOAL_ID, &Actor::Owner)?;
     let driver = summary(&dir.driver()?.1, loopx_app::platform::alive);
     Ok(Snapshot {
         dir: dir.display(),
         ledger,
         verdict,
-        goal,
+        goal: GoalInspection::of(goal),
         driver,
         decision,
     })
@@ -255,7 +258,7 @@ fn live_section(s: &Snapshot, readback: &Readback<'_>) -> Markup {
                     @for status in [TodoStatus::Open, TodoStatus::Claimed, TodoStatus::Blocked, TodoStatus::Deferred, TodoStatus::Done] {
                         div data-column=(status.as_str()) {
                             h3 { (status.as_str()) }
-                            @for t in s.goal.goal.todos.iter().filter(|t| t.status == status) {
+                            @for t in s.goal.reading.goal.todos.iter().filter(|t| t.status == status) {
                                 div class="card" {
                                     strong { (t.id) } " " (t.title)
                                     @if let Some(lease) = &t.lease { p class="muted" { "leased to " (lease.holder) " until " (lease.expires_at) } }
@@ -312,8 +315,8 @@ fn refine_form(readback: &Readback<'_>) -> Markup {
 fn render_overview(app: &App) -> anyhow::Result<Markup> {
     let dir = app.open(Access::ReadOnly)?;
     let s = snapshot(&dir)?;
-    let readback = inspect::readback(&s.goal.goal, s.goal.revision, None, clock::now());
-    let title = objective::current_text(&s.goal.goal).to_owned();
+    let readback = s.goal.readback();
+    let title = readback.objective.current_objective.to_owned();
     Ok(layout(
         &title,
         &format!("loop {} · {}", s.ledger.ledger.run_id, s.dir),
@@ -332,7 +335,7 @@ pub async fn live(State(app): State<Arc<App>>) -> Result<Response, Failure> {
     blocking(move || {
         let dir = app.open(Access::ReadOnly)?;
         let s = snapshot(&dir)?;
-        let readback = inspect::readback(&s.goal.goal, s.goal.revision, None, clock::now());
+        let readback = s.goal.readback();
         Ok(Html(live_section(&s, &readback).into_string()).into_response())
     })
     .await

@@ -1,0 +1,242 @@
+//! The goal of a loop, as the application reaches it: reading it (or what
+//! the loop's default goal will be before its first write), committing a
+//! goal request through the authority, previewing one, and the typed views
+//! every goal use case answers with.
+//!
+//! The use cases themselves live beside this file, one function each:
+//! [`todo`](mod@todo) (the frontier), [`acceptance`] (objective, outcomes, gaps,
+//! agents, lifetimes, and the dashboard's writes), [`refresh`] (the turn's
+//! writeback). The rules are the goal owner's (`loopx_core::goal`); nothing
+//! here decides what a request may do. Should-run and the task body are in
+//! [`crate::continuation`].
+
+pub mod acceptance;
+mod receipt;
+pub mod refresh;
+pub mod todo;
+
+pub use receipt::{GoalPreviewView, GoalReceiptView, GoalWrite};
+
+use crate::clock;
+use crate::error::AppError;
+use crate::loop_dir::LoopDir;
+use anyhow::Result;
+use loopx_core::goal::{
+    self, Actor, Goal, GoalCommand, GoalContext, GoalOwner, GoalReceipt, GoalRequest,
+};
+use loopx_core::ledger::Ledger;
+use loopx_core::operation::{OperationId, Owner as _};
+use loopx_store::sqlite::Access;
+use loopx_store::{decide_at, Loaded, Preview, Receipt, Store as _};
+
+/// A goal as read. `revision` 0 means the loop's default goal was never
+/// written yet and this is what its first write will create.
+pub struct GoalReading {
+    pub revision: u64,
+    pub goal: Goal,
+}
+
+/// Which goal a write acts on, as whom, and which lifetime the caller read.
+#[derive(Debug, Clone)]
+pub struct GoalTarget {
+    pub goal_id: String,
+    pub actor: Actor,
+    /// Refuse unless this is still the goal's current instance (`main#1`).
+    pub expected_instance: Option<String>,
+}
+
+impl GoalTarget {
+    /// The loop's own goal, as its owner (the dashboard's writes).
+    pub fn owner_of_default() -> Self {
+        GoalTarget {
+            goal_id: goal::DEFAULT_GOAL_ID.to_owned(),
+            actor: Actor::Owner,
+            expected_instance: None,
+        }
+    }
+
+    fn command(&self, request: GoalRequest, base_revision: Option<u64>) -> GoalCommand {
+        GoalCommand {
+            actor: self.actor.clone(),
+            expected_instance: self.expected_instance.clone(),
+            request,
+            base_revision,
+        }
+    }
+}
+
+/// Whether a write commits (under its operation id) or only shows what it
+/// would commit.
+#[derive(Debug, Clone)]
+pub enum Submit {
+    Execute(OperationId),
+    Preview,
+}
+
+impl Submit {
+    /// How the loop must be opened for this: a preview never writes, not
+    /// even the default goal, so it opens read-only.
+    pub fn access(&self) -> Access {
+        match self {
+            Submit::Execute(_) => Access::ReadWrite,
+            Submit::Preview => Access::ReadOnly,
+        }
+    }
+}
+
+/// The request that creates a loop's default goal from its ledger. It is
+/// deterministic, so every process that needs the goal first commits the
+/// same operation and all but one of them merely replay it.
+fn bootstrap(ledger: &Ledger) -> (OperationId, GoalCommand, GoalContext) {
+    let command = GoalCommand {
+        actor: Actor::Owner,
+        expected_instance: None,
+        request: GoalRequest::Create {
+            goal_id: goal::DEFAULT_GOAL_ID.into(),
+            objective: ledger.config.goal.clone(),
+            commitments: ledger.config.commitments.clone(),
+        },
+        base_revision: None,
+    };
+    let id = OperationId::parse(&format!("goal-bootstrap.{}", ledger.run_id))
+        .expect("run ids make valid operation ids");
+    (
+        id,
+        command,
+        GoalContext {
+            now: ledger.created_at,
+        },
+    )
+}
+
+/// The goal a command named is not this loop's: say which was asked for,
+/// and which goal there is.
+fn no_such_goal(goal_id: &str) -> anyhow::Error {
+    AppError::not_found(format!(
+        "this loop has no goal {goal_id:?}; its goal is {:?}: drop --goal-id or pass --goal-id {}",
+        goal::DEFAULT_GOAL_ID,
+        goal::DEFAULT_GOAL_ID
+    ))
+    .into()
+}
+
+impl LoopDir {
+    /// The goal `goal_id`, or what the default goal will be when first written.
+    pub fn goal(&self, goal_id: &str) -> Result<GoalReading> {
+        match self.authority().load::<GoalOwner>(&goal::stream(goal_id))? {
+            Loaded {
+                revision,
+                state: Some(goal),
+            } => Ok(GoalReading { revision, goal }),
+            Loaded { state: None, .. } if goal_id == goal::DEFAULT_GOAL_ID => {
+                let (_, command, context) = bootstrap(&self.read()?.ledger);
+                let decided = GoalOwner::decide(None, &command, &context)?;
+                let event = decided.event.expect("creating a goal writes");
+                Ok(GoalReading {
+                    revision: 0,
+                    goal: GoalOwner::evolve(None, &event),
+                })
+            }
+            Loaded { state: None, .. } => Err(no_such_goal(goal_id)),
+        }
+    }
+
+    /// Make sure the goal a write targets exists in the store.
+    fn ensure_goal(&self, goal_id: &str) -> Result<()> {
+        let stream = goal::stream(goal_id);
+        if self.authority().store().revision(&stream)? > 0 {
+            return Ok(());
+        }
+        if goal_id != goal::DEFAULT_GOAL_ID {
+            return Err(no_such_goal(goal_id));
+        }
+        let (id, command, context) = bootstrap(&self.read()?.ledger);
+        self.authority()
+            .execute::<GoalOwner>(&stream, &id, &command, &context, context.now)?;
+        Ok(())
+    }
+
+    /// Commit a goal command, creating the loop's default goal first if
+    /// this is its first write.
+    fn goal_execute(
+        &self,
+        goal_id: &str,
+        id: &OperationId,
+        command: &GoalCommand,
+    ) -> Result<Receipt<GoalReceipt>> {
+        self.ensure_goal(goal_id)?;
+        let now = clock::now();
+        Ok(self.authority().execute::<GoalOwner>(
+            &goal::stream(goal_id),
+            id,
+            command,
+            &GoalContext { now },
+            now,
+        )?)
+    }
+
+    /// What a goal command would do now; writes nothing, not even the
+    /// default goal.
+    fn goal_preview(&self, goal_id: &str, command: &GoalCommand) -> Result<Preview<GoalOwner>> {
+        let GoalReading { revision, goal } = self.goal(goal_id)?;
+        let loaded = Loaded {
+            revision,
+            state: Some(goal),
+        };
+        Ok(decide_at::<GoalOwner>(
+            &goal::stream(goal_id),
+            &loaded,
+            command,
+            &GoalContext { now: clock::now() },
+        )?)
+    }
+}
+
+/// Commit one goal request: the write path every goal use case shares.
+/// `base_revision` is the goal revision the caller's view was read at, for
+/// writes that must not land on a state the caller never saw.
+fn write(
+    dir: &LoopDir,
+    target: &GoalTarget,
+    id: &OperationId,
+    request: GoalRequest,
+    base_revision: Option<u64>,
+) -> Result<GoalReceiptView> {
+    let command = target.command(request, base_revision);
+    Ok(GoalReceiptView(dir.goal_execute(
+        &target.goal_id,
+        id,
+        &command,
+    )?))
+}
+
+/// Commit `request`, or with [`Submit::Preview`] only show what it would
+/// commit.
+fn submit(
+    dir: &LoopDir,
+    target: &GoalTarget,
+    submit: &Submit,
+    request: GoalRequest,
+) -> Result<GoalWrite> {
+    match submit {
+        Submit::Execute(id) => write(dir, target, id, request, None).map(GoalWrite::Committed),
+        Submit::Preview => {
+            let decided = dir.goal_preview(&target.goal_id, &target.command(request, None))?;
+            Ok(GoalWrite::Previewed(GoalPreviewView {
+                would_write: decided.event.is_some(),
+                receipt: decided.receipt,
+                event: decided.event,
+            }))
+        }
+    }
+}
+
+/// A JSON document a person named (an outcome update, an objective
+/// revision), read no further than the limit for documents, so a document
+/// without end (`/dev/zero`) is refused quickly.
+pub fn read_document<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T> {
+    use anyhow::Context as _;
+    let bytes = crate::fsutil::read_bounded(path, loopx_core::text::limits::DOCUMENT_BYTES)?;
+    serde_json::from_slice(&bytes)
+        .with_context(|| format!("{} is not a valid document", path.display()))
+}

@@ -1,0 +1,370 @@
+//! The goal owner: decide a [`GoalCommand`] against the current [`Goal`]
+//! (which rule refuses it, or which [`Change`]s it resolves to, and the
+//! receipt), for the store's authority. The objective, outcome and todo
+//! rules it dispatches to live in their own modules.
+
+use super::todo::{self, EvidenceNote, Todo, TodoAction, TodoStatus};
+use super::{
+    event, gap, input, objective, outcome, Actor, Change, Goal, GoalCommand, GoalContext,
+    GoalError, GoalEvent, GoalReceipt, GoalRequest, DEFAULT_GOAL_ID,
+};
+use crate::operation::{Decided, Owner};
+use jiff::Timestamp;
+use std::collections::BTreeMap;
+
+fn ensure_adopted(goal: &Goal, actor: &Actor) -> Result<(), GoalError> {
+    let Actor::Agent(agent) = actor else {
+        return Ok(());
+    };
+    if !goal.is_multi_agent() || objective::has_adopted(goal, agent) {
+        return Ok(());
+    }
+    Err(GoalError::NotAdopted {
+        agent: agent.clone(),
+        revision: goal.objective.current_revision(),
+    })
+}
+
+pub(super) fn receipt(goal: &Goal, effects: &[&str]) -> GoalReceipt {
+    GoalReceipt {
+        goal_id: goal.goal_id.clone(),
+        instance_id: goal.instance_id.clone(),
+        effects: effects.iter().map(|e| (*e).to_owned()).collect(),
+        values: BTreeMap::new(),
+    }
+}
+
+/// Decide one todo action (with its optional note) for `actor`.
+fn todo_changes(
+    goal: &Goal,
+    id: &str,
+    action: &TodoAction,
+    note: &str,
+    actor: &Actor,
+    now: Timestamp,
+) -> Result<Vec<Change>, GoalError> {
+    let todo = goal
+        .todo(id)
+        .ok_or_else(|| GoalError::NoTodo { id: id.to_owned() })?;
+    if action.acquires() {
+        ensure_adopted(goal, actor)?;
+    }
+    let transition = todo::decide(todo, action, actor, now)?;
+    let mut changes = vec![Change::TodoChanged {
+        id: id.to_owned(),
+        transition,
+    }];
+    if !note.trim().is_empty() {
+        changes.push(Change::NoteRecorded {
+            todo: Some(id.to_owned()),
+            note: EvidenceNote {
+                at: now,
+                by: actor.name().to_owned(),
+                note: note.trim().to_owned(),
+                evidence_refs: vec![],
+            },
+        });
+    }
+    Ok(changes)
+}
+
+fn transition_effect(action: &TodoAction) -> &'static str {
+    match action {
+        TodoAction::Claim { .. } => "todo_claimed",
+        TodoAction::Renew { .. } => "lease_renewed",
+        TodoAction::Release => "todo_released",
+        TodoAction::Complete => "todo_completed",
+        TodoAction::Block { .. } => "todo_blocked",
+        TodoAction::Defer { .. } => "todo_deferred",
+    }
+}
+
+pub struct GoalOwner;
+
+impl Owner for GoalOwner {
+    type State = Goal;
+    type Request = GoalCommand;
+    type Event = GoalEvent;
+    type Receipt = GoalReceipt;
+    type Error = GoalError;
+    type Context<'a> = GoalContext;
+
+    fn expected_revision(command: &GoalCommand) -> Option<u64> {
+        match &command.request {
+            GoalRequest::ReviseObjective {
+                expected_provider_revision,
+                ..
+            } => Some(*expected_provider_revision),
+            _ => command.base_revision,
+        }
+    }
+
+    fn decide(
+        state: Option<&Goal>,
+        command: &GoalCommand,
+        context: &GoalContext,
+    ) -> Result<Decided<GoalEvent, GoalReceipt>, GoalError> {
+        input::check(command)?;
+        let now = context.now;
+        let actor = &command.actor;
+        let event = |changes: Vec<Change>| GoalEvent {
+            at: now,
+            actor: actor.clone(),
+            changes,
+        };
+        let GoalRequest::Create {
+            goal_id,
+            objective,
+            commitments,
+        } = &command.request
+        else {
+            let goal = state.ok_or_else(|| GoalError::NoGoal {
+                goal_id: DEFAULT_GOAL_ID.into(),
+            })?;
+            if let Some(expected) = &command.expected_instance {
+                if expected != &goal.instance_id {
+                    return Err(GoalError::LifetimeMismatch {
+                        expected: expected.clone(),
+                        current: goal.instance_id.clone(),
+                    });
+                }
+            }
+            return decide_on(goal, command, now).map(|(changes, receipt)| {
+                match changes.is_empty() {
+                    true => Decided::unchanged(receipt),
+                    false => Decided::write(event(changes), receipt),
+                }
+            });
+        };
+        if let Some(goal) = state {
+            return Err(GoalError::GoalExists {
+                goal_id: goal.goal_id.clone(),
+                instance_id: goal.instance_id.clone(),
+            });
+        }
+        if objective.trim().is_empty() {
+            return Err(GoalError::EmptyObjective);
+        }
+        let instance_id = format!("{goal_id}#1");
+        let receipt = GoalReceipt {
+            goal_id: goal_id.clone(),
+            instance_id: instance_id.clone(),
+            effects: vec!["goal_created".into()],
+            values: BTreeMap::new(),
+        };
+        let created = Change::Created {
+            goal_id: goal_id.clone(),
+            lifetime: 1,
+            instance_id,
+            objective: objective.trim().to_owned(),
+            commitments: commitments.clone(),
+        };
+        Ok(Decided::write(event(vec![created]), receipt))
+    }
+
+    fn evolve(state: Option<Goal>, event: &GoalEvent) -> Goal {
+        event::fold(state, event)
+    }
+
+    fn event_kind(event: &GoalEvent) -> &'static str {
+        match event.changes.as_slice() {
+            [Change::Created { .. }] => "goal.created",
+            [Change::Retired { .. }, ..] => "goal.recreated",
+            [Change::AgentRegistered { .. }] => "goal.agent_registered",
+            [Change::ObjectiveProposed { .. }] => "goal.objective_proposed",
+            [Change::ObjectiveRevised { .. }] => "goal.objective_revised",
+            [Change::ObjectiveAdopted { .. }] => "goal.objective_adopted",
+            [Change::OutcomeRefined { .. }] => "goal.outcome_refined",
+            [Change::TodoAdded { .. }] => "goal.todo_added",
+            [Change::GapAcknowledged { .. }] => "goal.gap_acknowledged",
+            [Change::TodoChanged { .. }]
+            | [Change::TodoChanged { .. }, Change::NoteRecorded { .. }] => "goal.todo_changed",
+            _ => "goal.writeback",
+        }
+    }
+}
+
+fn decide_on(
+    goal: &Goal,
+    command: &GoalCommand,
+    now: Timestamp,
+) -> Result<(Vec<Change>, GoalReceipt), GoalError> {
+    let actor = &command.actor;
+    match &command.request {
+        GoalRequest::Create { .. } => unreachable!("handled by decide"),
+        GoalRequest::Recreate { objective, reason } => {
+            if let Actor::Agent(agent) = actor {
+                return Err(GoalError::OwnerOnly {
+                    what: "recreate a goal",
+                    agent: agent.clone(),
+                });
+            }
+            if objective.trim().is_empty() {
+                return Err(GoalError::EmptyObjective);
+            }
+            let lifetime = goal.lifetime + 1;
+            let instance_id = format!("{}#{lifetime}", goal.goal_id);
+            let changes = vec![
+                Change::Retired {
+                    reason: reason.trim().to_owned(),
+                },
+                Change::Created {
+                    goal_id: goal.goal_id.clone(),
+                    lifetime,
+                    instance_id: instance_id.clone(),
+                    objective: objective.trim().to_owned(),
+                    commitments: goal.commitments.clone(),
+                },
+            ];
+            let mut receipt =
+                receipt(goal, &["goal_recreated"]).with("predecessor", &goal.instance_id);
+            receipt.instance_id = instance_id;
+            Ok((changes, receipt))
+        }
+        GoalRequest::RegisterAgent { agent_id } => {
+            if goal.is_registered(agent_id) {
+                return Ok((vec![], receipt(goal, &["agent_already_registered"])));
+            }
+            Ok((
+                vec![Change::AgentRegistered {
+                    agent_id: agent_id.clone(),
+                }],
+                receipt(goal, &["agent_registered"]).with("agents", goal.agents.len() + 1),
+            ))
+        }
+        GoalRequest::PrepareObjective { document } => {
+            objective::prepare(goal, actor, document, now)
+        }
+        GoalRequest::ReviseObjective { document, .. } => {
+            objective::revise(goal, actor, document, now)
+        }
+        GoalRequest::AdoptObjective {
+            revision,
+            digest,
+            work_digest,
+            review_summary,
+        } => objective::adopt(
+            goal,
+            actor,
+            *revision,
+            digest,
+            work_digest,
+            review_summary,
+            now,
+        ),
+        GoalRequest::RefineOutcome { update } => {
+            let refined = outcome::decide(goal, actor, update, now)?;
+            let effects = refined.effects();
+            let mut r = receipt(
+                goal,
+                &effects.iter().map(String::as_str).collect::<Vec<_>>(),
+            )
+            .with("outcome_id", &refined.outcome_id);
+            r = r.with("requirements_added", refined.requirements.len());
+            Ok((
+                vec![Change::OutcomeRefined {
+                    refined: Box::new(refined),
+                }],
+                r,
+            ))
+        }
+        GoalRequest::AddTodo { id, title } => {
+            if title.trim().is_empty() {
+                return Err(GoalError::Invalid(
+                    "a todo needs a non-empty --title".into(),
+                ));
+            }
+            let id = match id {
+                Some(id) => id.clone(),
+                None => {
+                    let mut n = goal.next_todo_number;
+                    while goal.todo(&format!("t{n}")).is_some() {
+                        n += 1;
+                    }
+                    format!("t{n}")
+                }
+            };
+            if goal.todo(&id).is_some() {
+                return Err(GoalError::TodoExists { id });
+            }
+            let todo = Todo {
+                id: id.clone(),
+                title: title.trim().to_owned(),
+                status: TodoStatus::Open,
+                lease: None,
+                created_at: now,
+                created_by: actor.name().to_owned(),
+                blocked_reason: String::new(),
+                deferred_until: None,
+                completed_at: None,
+                evidence: Vec::new(),
+            };
+            Ok((
+                vec![Change::TodoAdded { todo }],
+                receipt(goal, &["todo_added"]).with("todo_id", id),
+            ))
+        }
+        GoalRequest::Todo { id, action, note } => {
+            let changes = todo_changes(goal, id, action, note, actor, now)?;
+            Ok((
+                changes,
+                receipt(goal, &[transition_effect(action)]).with("todo_id", id),
+            ))
+        }
+        GoalRequest::AcknowledgeGap {
+            outcome_id,
+            checkpoint,
+        } => {
+            let open = gap::gaps(goal, now)
+                .into_iter()
+                .find(|g| &g.outcome_id == outcome_id && &g.checkpoint == checkpoint);
+            match open {
+                None => Err(GoalError::NoSuchGap {
+                    outcome_id: outcome_id.clone(),
+                    checkpoint: checkpoint.to_string(),
+                }),
+                Some(gap) if gap.acknowledged => {
+                    Ok((vec![], receipt(goal, &["gap_already_acknowledged"])))
+                }
+                Some(_) => Ok((
+                    vec![Change::GapAcknowledged {
+                        outcome_id: outcome_id.clone(),
+                        checkpoint: checkpoint.clone(),
+                    }],
+                    receipt(goal, &["gap_acknowledged"]),
+                )),
+            }
+        }
+        GoalRequest::Writeback {
+            note,
+            evidence_refs,
+            todos,
+        } => {
+            let mut changes = Vec::new();
+            let mut effects = Vec::new();
+            let mut seen = std::collections::BTreeSet::new();
+            for (id, action) in todos {
+                if !seen.insert(id) {
+                    return Err(GoalError::Invalid(format!(
+                        "todo {id} appears twice in one writeback"
+                    )));
+                }
+                changes.extend(todo_changes(goal, id, action, "", actor, now)?);
+                effects.push(transition_effect(action));
+            }
+            if !note.trim().is_empty() || !evidence_refs.is_empty() {
+                changes.push(Change::NoteRecorded {
+                    todo: None,
+                    note: EvidenceNote {
+                        at: now,
+                        by: actor.name().to_owned(),
+                        note: note.trim().to_owned(),
+                        evidence_refs: evidence_refs.clone(),
+                    },
+                });
+                effects.push("note_recorded");
+            }
+            Ok((changes, receipt(goal, &effects)))
+        }
+    }
+}
