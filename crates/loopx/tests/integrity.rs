@@ -516,7 +516,7 @@ fn validate_names_a_goal_journal_entry_that_was_forged() {
     assert!(added.status.success(), "{}", stderr(&added));
     let text = String::from_utf8_lossy(&added.stdout);
     assert!(
-        text.contains("[operation todo-1]"),
+        text.contains("[operation todo-1, revision 2]"),
         "the receipt must name its operation: {text}"
     );
     // The journal refuses updates and deletes, but a row can be added.

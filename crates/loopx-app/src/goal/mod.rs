@@ -15,7 +15,7 @@ mod receipt;
 pub mod refresh;
 pub mod todo;
 
-pub use receipt::{GoalPreviewView, GoalReceiptView, GoalWrite};
+pub use receipt::{goal_receipt, GoalPreviewView, GoalReceiptBody, GoalReceiptView, GoalWrite};
 
 use crate::clock;
 use crate::error::AppError;
@@ -203,7 +203,7 @@ fn write(
     base_revision: Option<u64>,
 ) -> Result<GoalReceiptView> {
     let command = target.command(request, base_revision);
-    Ok(GoalReceiptView(dir.goal_execute(
+    Ok(goal_receipt(dir.goal_execute(
         &target.goal_id,
         id,
         &command,

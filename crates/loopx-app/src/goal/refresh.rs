@@ -111,7 +111,7 @@ pub fn refresh_state(
             None => error,
         })?;
     Ok(RefreshView {
-        writeback: GoalReceiptView(written),
+        writeback: super::goal_receipt(written),
         outcome: outcome.map(|o| OutcomeCommitted {
             operation_id: o.operation_id,
             revision: o.revision,
