@@ -70,17 +70,15 @@ pub fn render(dir: &str, ledger: &Ledger, goal: &Goal, decision: &ShouldRun) -> 
         ledger.spent.iterations + 1,
         budget.max_iterations,
         ledger.spent.tokens,
-        if budget.max_tokens > 0 {
-            format!(" of {}", budget.max_tokens)
-        } else {
-            String::new()
-        },
+        budget
+            .token_limit()
+            .map(|max| format!(" of {max}"))
+            .unwrap_or_default(),
         ledger.spent.usd,
-        if budget.max_usd > 0.0 {
-            format!(" of {:.2}", budget.max_usd)
-        } else {
-            String::new()
-        },
+        budget
+            .usd_limit()
+            .map(|max| format!(" of {max:.2}"))
+            .unwrap_or_default(),
     );
 
     let _ = writeln!(w, "\n## This turn\n");

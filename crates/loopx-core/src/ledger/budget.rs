@@ -121,16 +121,37 @@ impl Exhausted {
 }
 
 impl Budget {
+    // The one place "zero means no limit" is decided, for tokens, USD and
+    // wall time; every rule and view asks these.
+
+    /// The token limit, or `None` for unlimited.
+    pub fn token_limit(&self) -> Option<u64> {
+        (self.max_tokens > 0).then_some(self.max_tokens)
+    }
+
+    /// The USD limit, or `None` for unlimited.
+    pub fn usd_limit(&self) -> Option<f64> {
+        (self.max_usd > 0.0).then_some(self.max_usd)
+    }
+
+    /// The wall-time limit in seconds, or `None` for unlimited.
+    pub fn wall_time_limit(&self) -> Option<u64> {
+        (self.max_wall_time_seconds > 0).then_some(self.max_wall_time_seconds)
+    }
+
     /// Every budget `spent` (after `elapsed_seconds` of wall time) has used up.
     pub fn exhausted(&self, spent: &Spent, elapsed_seconds: u64) -> Vec<Exhausted> {
         let mut out = Vec::new();
-        if self.max_usd > 0.0 && spent.usd >= self.max_usd {
+        if self.usd_limit().is_some_and(|max| spent.usd >= max) {
             out.push(Exhausted::Usd);
         }
-        if self.max_tokens > 0 && spent.tokens >= self.max_tokens {
+        if self.token_limit().is_some_and(|max| spent.tokens >= max) {
             out.push(Exhausted::Tokens);
         }
-        if self.max_wall_time_seconds > 0 && elapsed_seconds >= self.max_wall_time_seconds {
+        if self
+            .wall_time_limit()
+            .is_some_and(|max| elapsed_seconds >= max)
+        {
             out.push(Exhausted::WallTime);
         }
         if spent.iterations >= self.max_iterations {

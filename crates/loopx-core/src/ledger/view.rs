@@ -130,21 +130,12 @@ pub struct Limits {
 }
 
 pub fn limits(budget: &Budget) -> Limits {
-    let or_unlimited = |unlimited: bool, text: String| {
-        if unlimited {
-            "unlimited".to_owned()
-        } else {
-            text
-        }
-    };
+    let or_unlimited = |limit: Option<String>| limit.unwrap_or_else(|| "unlimited".to_owned());
     Limits {
         iterations: budget.max_iterations.to_string(),
-        tokens: or_unlimited(budget.max_tokens == 0, budget.max_tokens.to_string()),
-        usd: or_unlimited(budget.max_usd == 0.0, format!("{:.4}", budget.max_usd)),
-        wall_time: or_unlimited(
-            budget.max_wall_time_seconds == 0,
-            words::duration(budget.max_wall_time_seconds),
-        ),
+        tokens: or_unlimited(budget.token_limit().map(|max| max.to_string())),
+        usd: or_unlimited(budget.usd_limit().map(|max| format!("{max:.4}"))),
+        wall_time: or_unlimited(budget.wall_time_limit().map(words::duration)),
     }
 }
 
@@ -225,19 +216,15 @@ pub fn status_text(ledger: &Ledger, verdict: &Verdict, now: Timestamp) -> String
         ledger.spent.usd, limits.usd
     );
     let elapsed = ledger.elapsed_seconds(now);
-    let wall = match budget.max_wall_time_seconds {
-        0 => format!(
-            "{} elapsed of {}",
-            words::duration(elapsed),
-            limits.wall_time
-        ),
-        max => format!(
-            "{} elapsed of {} ({} left)",
-            words::duration(elapsed),
-            limits.wall_time,
-            words::duration(max.saturating_sub(elapsed))
-        ),
-    };
+    let left = budget
+        .wall_time_limit()
+        .map(|max| format!(" ({} left)", words::duration(max.saturating_sub(elapsed))))
+        .unwrap_or_default();
+    let wall = format!(
+        "{} elapsed of {}{left}",
+        words::duration(elapsed),
+        limits.wall_time
+    );
     let _ = writeln!(out, "  wall time   {wall}, since {}", ledger.created_at);
     let _ = writeln!(out, "  verdict     {}", verdict_text(verdict));
     if let Some(record) = ledger.last_record() {
