@@ -12,6 +12,7 @@
 //! authority (`loopx-store`). Platform detail (process groups, locks,
 //! randomness) is fenced in [`platform`].
 
+pub mod backup;
 pub mod clock;
 pub mod error;
 pub mod fsutil;

@@ -285,9 +285,35 @@ fn run_ledger(options: &Options) -> Result<String> {
     let mut rows = Vec::new();
     time_once(&loopx, &["--version"])?; // warm-up
     rows.push(Row {
-        command: "loopx --version (spawn baseline)",
+        command: VERSION,
         size: None,
         summary: Summary::of(&time_runs(&loopx, &["--version"], options.runs)?),
+    });
+
+    // The floor, in this same run: the cheapest durable one-commit process
+    // (see src/floor.rs), with loopx's pragmas and with SQLite's default
+    // checkpoint on close, on a small database of its own.
+    let floor = floor_path()?;
+    std::fs::create_dir_all(&work)?;
+    let floor_db = work.join("floor.sqlite");
+    let floor_db = floor_db
+        .to_str()
+        .ok_or("the temporary directory is not UTF-8")?;
+    time_once(&floor, &["--setup", floor_db])?;
+    time_once(&floor, &[floor_db])?; // warm-up
+    rows.push(Row {
+        command: FLOOR,
+        size: None,
+        summary: Summary::of(&time_runs(&floor, &[floor_db], options.runs)?),
+    });
+    rows.push(Row {
+        command: "floor, checkpoint on close (as loopx before)",
+        size: None,
+        summary: Summary::of(&time_runs(
+            &floor,
+            &["--checkpoint-on-close", floor_db],
+            options.runs,
+        )?),
     });
 
     let result = options.sizes.iter().try_for_each(|&size| {
@@ -305,7 +331,60 @@ fn run_ledger(options: &Options) -> Result<String> {
         std::fs::remove_dir_all(&work)?;
     }
     result?;
-    Ok(markdown_table(&rows))
+    Ok(format!("{}\n{}", markdown_table(&rows), ratios(&rows)))
+}
+
+const FLOOR: &str = "floor: open SQLite, one FULL commit, exit";
+const VERSION: &str = "loopx --version (spawn baseline)";
+
+/// The targets, as ratios of medians measured in this run: writes against
+/// the floor, reads against process start.
+fn ratios(rows: &[Row]) -> String {
+    let median = |command: &str| {
+        rows.iter()
+            .find(|r| r.command == command && r.size.is_none())
+            .map(|r| r.summary.median_ms)
+    };
+    let mut out = String::from(
+        "| ratio of medians | ledger iterations | ratio | target |\n|---|---:|---:|---:|\n",
+    );
+    for row in rows.iter().filter(|r| r.size.is_some()) {
+        let (base, name, target) = match row.command {
+            "append-iteration" => (median(FLOOR), "append-iteration / floor", 1.3),
+            "status" | "done" => (median(VERSION), row.command, 1.5),
+            _ => continue,
+        };
+        let Some(base) = base else { continue };
+        let label = if row.command == "append-iteration" {
+            name.to_owned()
+        } else {
+            format!("{name} / --version")
+        };
+        let _ = writeln!(
+            out,
+            "| {label} | {} | {:.2} | ≤ {target} |",
+            row.size.map_or_else(String::new, thousands),
+            row.summary.median_ms / base
+        );
+    }
+    out
+}
+
+/// `loopx-floor`, built beside this executable.
+fn floor_path() -> Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let path = exe
+        .parent()
+        .ok_or("the current executable has no directory")?
+        .join(format!("loopx-floor{}", std::env::consts::EXE_SUFFIX));
+    if !path.is_file() {
+        return Err(format!(
+            "no loopx-floor at {}: build it with `cargo build --release -p loopx-bench`",
+            path.display()
+        )
+        .into());
+    }
+    Ok(path)
 }
 
 fn bench_size(
@@ -336,6 +415,7 @@ fn bench_size(
     expect_iterations(&status, size, "status after seeding")?;
 
     let status_args = ["status", "--dir", d];
+    let done_args = ["done", "--dir", d];
     let append_args = [
         "append-iteration",
         "--dir",
@@ -356,6 +436,8 @@ fn bench_size(
 
     eprintln!("loopx-bench: {size}: status x{}", options.runs);
     let status_times = time_runs(loopx, &status_args, options.runs)?;
+    eprintln!("loopx-bench: {size}: done x{}", options.runs);
+    let done_times = time_runs(loopx, &done_args, options.runs)?;
     eprintln!(
         "loopx-bench: {size}: append-iteration x{} (+1 warm-up)",
         options.runs
@@ -380,6 +462,7 @@ fn bench_size(
 
     for (command, times) in [
         ("status", &status_times),
+        ("done", &done_times),
         ("append-iteration", &append_times),
         ("validate", &validate_times),
     ] {
