@@ -202,13 +202,8 @@ impl LoopDir {
         let mut found = None;
         store.read_consistent(&mut || {
             let mut auditor = Auditor::new(self, now);
-            store.journal(STREAM, 0, &mut |entry| {
-                auditor.entry(
-                    entry.revision,
-                    &entry.operation_id,
-                    &entry.kind,
-                    &entry.event,
-                );
+            store.journal_rows(STREAM, 0, &mut |row| {
+                auditor.entry(row.revision, row.operation_id, row.kind, row.event);
                 Ok(())
             })?;
             let snapshot = store.load(STREAM)?;
@@ -511,9 +506,9 @@ fn audit_stream<O: loopx_core::operation::Owner>(
 ) -> Result<StreamFindings<O::State>, loopx_store::StoreError> {
     let mut audit = StreamAudit::<O>::new(what);
     let mut last = 0;
-    store.journal(stream, 0, &mut |entry| {
-        last = entry.revision;
-        audit.entry(entry.revision, &entry.kind, &entry.event);
+    store.journal_rows(stream, 0, &mut |row| {
+        last = row.revision;
+        audit.entry(row.revision, row.kind, row.event);
         Ok(())
     })?;
     let snapshot = store.load(stream)?;

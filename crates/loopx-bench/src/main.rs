@@ -320,6 +320,7 @@ fn run_ledger(options: &Options) -> Result<String> {
         bench_size(
             &loopx,
             options,
+            (&floor, floor_db),
             &work.join(size.to_string()),
             size,
             &mut rows,
@@ -336,22 +337,40 @@ fn run_ledger(options: &Options) -> Result<String> {
 
 const FLOOR: &str = "floor: open SQLite, one FULL commit, exit";
 const VERSION: &str = "loopx --version (spawn baseline)";
+const FLOOR_ALTERNATING: &str = "floor, alternating with append-iteration";
+const VERSION_ALTERNATING: &str = "--version, alternating with status and done";
+
+/// `runs` runs of `a` and of `b`, alternating a, b, a, b, ...
+fn time_alternating(
+    (a, a_args): (&Path, &[&str]),
+    (b, b_args): (&Path, &[&str]),
+    runs: usize,
+) -> Result<(Vec<std::time::Duration>, Vec<std::time::Duration>)> {
+    let mut times = (Vec::with_capacity(runs), Vec::with_capacity(runs));
+    for _ in 0..runs {
+        times.0.push(time_once(a, a_args)?);
+        times.1.push(time_once(b, b_args)?);
+    }
+    Ok(times)
+}
 
 /// The targets, as ratios of medians measured in this run: writes against
 /// the floor, reads against process start.
 fn ratios(rows: &[Row]) -> String {
-    let median = |command: &str| {
+    let median = |command: &str, size: Option<u64>| {
         rows.iter()
-            .find(|r| r.command == command && r.size.is_none())
+            .find(|r| r.command == command && r.size == size)
             .map(|r| r.summary.median_ms)
     };
-    let mut out = String::from(
-        "| ratio of medians | ledger iterations | ratio | target |\n|---|---:|---:|---:|\n",
-    );
+    let mut out = String::from("| ratio of medians (baseline alternating in the same run) | ledger iterations | ratio | target |\n|---|---:|---:|---:|\n");
     for row in rows.iter().filter(|r| r.size.is_some()) {
         let (base, name, target) = match row.command {
-            "append-iteration" => (median(FLOOR), "append-iteration / floor", 1.3),
-            "status" | "done" => (median(VERSION), row.command, 1.5),
+            "append-iteration" => (
+                median(FLOOR_ALTERNATING, row.size),
+                "append-iteration / floor",
+                1.3,
+            ),
+            "status" | "done" => (median(VERSION_ALTERNATING, row.size), row.command, 1.5),
             _ => continue,
         };
         let Some(base) = base else { continue };
@@ -390,6 +409,7 @@ fn floor_path() -> Result<PathBuf> {
 fn bench_size(
     loopx: &Path,
     options: &Options,
+    (floor, floor_db): (&Path, &str),
     dir: &Path,
     size: u64,
     rows: &mut Vec<Row>,
@@ -434,16 +454,42 @@ fn bench_size(
         options.runs
     });
 
-    eprintln!("loopx-bench: {size}: status x{}", options.runs);
-    let status_times = time_runs(loopx, &status_args, options.runs)?;
-    eprintln!("loopx-bench: {size}: done x{}", options.runs);
-    let done_times = time_runs(loopx, &done_args, options.runs)?;
+    // Each target is a ratio, so each command alternates with its
+    // baseline run for run: a burst of load on a shared machine (other
+    // builds' fsyncs) then lands on both sides instead of on one.
+    let version_args = ["--version"];
+    let floor_args = [floor_db];
     eprintln!(
-        "loopx-bench: {size}: append-iteration x{} (+1 warm-up)",
+        "loopx-bench: {size}: status x{}, alternating with --version",
+        options.runs
+    );
+    let (status_times, version_times_status) =
+        time_alternating((loopx, &status_args), (loopx, &version_args), options.runs)?;
+    eprintln!(
+        "loopx-bench: {size}: done x{}, alternating with --version",
+        options.runs
+    );
+    let (done_times, version_times_done) =
+        time_alternating((loopx, &done_args), (loopx, &version_args), options.runs)?;
+    eprintln!(
+        "loopx-bench: {size}: append-iteration x{} (+1 warm-up), alternating with the floor",
         options.runs
     );
     time_once(loopx, &append_args)?; // warm-up; also writes the views
-    let append_times = time_runs(loopx, &append_args, options.runs)?;
+    let (append_times, floor_times) =
+        time_alternating((loopx, &append_args), (floor, &floor_args), options.runs)?;
+    let mut version_times = version_times_status;
+    version_times.extend(version_times_done);
+    rows.push(Row {
+        command: VERSION_ALTERNATING,
+        size: Some(size),
+        summary: Summary::of(&version_times),
+    });
+    rows.push(Row {
+        command: FLOOR_ALTERNATING,
+        size: Some(size),
+        summary: Summary::of(&floor_times),
+    });
     eprintln!("loopx-bench: {size}: validate x{validate_runs} (+1 warm-up)");
     time_once(loopx, &validate_args)?;
     let validate_times = time_runs(loopx, &validate_args, validate_runs)?;

@@ -46,6 +46,17 @@ pub struct JournalEntry {
     pub committed_at: String,
 }
 
+/// One journal row as [`Store::journal_rows`] lends it: borrowed from the
+/// backend's buffer and without the stored receipt, for readers that visit
+/// every row (the audit) and would otherwise allocate each field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JournalRow<'a> {
+    pub revision: u64,
+    pub operation_id: &'a str,
+    pub kind: &'a str,
+    pub event: &'a str,
+}
+
 /// What a commit writes: the snapshot that results and the journal entry
 /// that explains it. `expected_revision` is the revision the writer read
 /// (0 when the stream did not exist); the entry's revision is one more.
@@ -175,5 +186,14 @@ pub trait Store {
         stream: &Stream,
         after_revision: u64,
         visit: &mut dyn FnMut(JournalEntry) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// [`journal`](Self::journal) without copying: each row is lent to
+    /// `visit` for the duration of the call, and the receipt is not read.
+    fn journal_rows(
+        &self,
+        stream: &Stream,
+        after_revision: u64,
+        visit: &mut dyn FnMut(JournalRow<'_>) -> Result<(), StoreError>,
     ) -> Result<(), StoreError>;
 }
