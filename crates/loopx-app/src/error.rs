@@ -122,7 +122,8 @@ fn of_store(error: &StoreError) -> ErrorClass {
             ErrorClass::Refused
         }
         StoreError::Corrupt { .. } => ErrorClass::Internal,
-        StoreError::Backend(_) => ErrorClass::Unavailable,
+        StoreError::BadLocator { .. } | StoreError::Exists { .. } => ErrorClass::Refused,
+        StoreError::Unavailable { .. } | StoreError::Backend(_) => ErrorClass::Unavailable,
     }
 }
 
@@ -138,6 +139,10 @@ fn of_authority<E>(error: &AuthorityError<E>) -> (ErrorClass, Option<Value>) {
             Some(serde_json::json!({"reason": "stale", "current_revision": actual})),
         ),
         AuthorityError::Contended { .. } => (ErrorClass::Unavailable, None),
+        AuthorityError::PartiallyCommitted { .. } => (
+            ErrorClass::Conflict,
+            Some(serde_json::json!({"reason": "partially_committed"})),
+        ),
         AuthorityError::Unreadable { .. } => (ErrorClass::Internal, None),
         AuthorityError::Store(store) => (of_store(store), None),
     }

@@ -12,7 +12,6 @@ use crate::AppError;
 use loopx_core::dispatch::{self, DriverEvent, Intent};
 use loopx_core::ledger::{IterationRecord, LedgerEvent, STREAM};
 use loopx_core::path::LoopPath;
-use loopx_store::Store as _;
 use serde::Serialize;
 
 /// The most recent iterations, newest first.

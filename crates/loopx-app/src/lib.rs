@@ -13,6 +13,7 @@
 //! randomness) is fenced in [`platform`].
 
 pub mod arming;
+pub mod backup;
 pub mod clock;
 pub mod continuation;
 pub mod driver;

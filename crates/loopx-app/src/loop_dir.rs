@@ -16,8 +16,8 @@ use loopx_core::ledger::proof::{EvidenceFiles, FileProblem};
 use loopx_core::ledger::{view, Ledger, LedgerOwner, STREAM};
 use loopx_core::path::LoopPath;
 use loopx_core::text::limits::PROOF_ARTIFACT_BYTES;
-use loopx_store::sqlite::{Access, SqliteStore};
-use loopx_store::{Authority, Loaded, Store as _};
+use loopx_store::sqlite::Access;
+use loopx_store::{Authority, Loaded, Locator, Store};
 use std::path::{Path, PathBuf};
 
 pub const DATABASE: &str = "loopx.sqlite";
@@ -29,10 +29,16 @@ pub const BLOCKED: &str = "BLOCKED";
 pub const PAUSE: &str = "PAUSE";
 pub const DRIVER_LOGS: &str = "driver_logs";
 pub const DRIVER_LOCK: &str = "driver.lock";
+/// The environment variable naming the store (`--store` sets it too, so
+/// that agents a driver starts reach the same store).
+pub const STORE_ENV: &str = "LOOPX_STORE";
+
+/// The store a loop opened through.
+pub type BoxedStore = Box<dyn Store + Send>;
 
 pub struct LoopDir {
     root: PathBuf,
-    store: SqliteStore,
+    store: BoxedStore,
 }
 
 /// A ledger as read, with the revision it was read at.
@@ -59,25 +65,65 @@ impl StoreAudit {
 }
 
 impl LoopDir {
-    /// Open an existing loop. Never creates anything.
+    /// Open an existing loop through the store `LOOPX_STORE` names, or
+    /// its directory's `loopx.sqlite`. Never creates anything.
     pub fn open(dir: &Path, access: Access) -> Result<Self> {
-        let root = dir.canonicalize().map_err(|_| missing_loop(dir))?;
-        if !root.join(DATABASE).is_file() {
-            return Err(missing_loop(dir));
+        match configured_store()? {
+            Some(locator) => Self::open_at(dir, &locator, access),
+            None => {
+                let root = dir.canonicalize().map_err(|_| missing_loop(dir))?;
+                if !root.join(DATABASE).is_file() {
+                    return Err(missing_loop(dir));
+                }
+                let store = Locator::sqlite(&root.join(DATABASE)).open(access)?;
+                Ok(LoopDir { root, store })
+            }
         }
-        let store = SqliteStore::open(&root.join(DATABASE), access)?;
+    }
+
+    /// Open the loop directory `dir` with its state in the store
+    /// `locator` names. Never creates anything.
+    pub fn open_at(dir: &Path, locator: &Locator, access: Access) -> Result<Self> {
+        // The store first: one this build cannot open is the error to
+        // report, whatever the directory holds.
+        let store = locator.open(access)?;
+        let root = dir.canonicalize().map_err(|_| missing_loop(dir))?;
         Ok(LoopDir { root, store })
     }
 
     /// Create the directory, `proof_artifacts/` and the database for `init`.
-    /// The database comes first: when it refuses (an orphaned `-wal`),
-    /// nothing else has been created either.
+    /// The store comes first: when it refuses (an orphaned `-wal`, a
+    /// locator this build cannot open), nothing else has been created
+    /// either.
     pub fn create(dir: &Path) -> Result<Self> {
+        let locator = configured_store()?;
+        if let Some(Locator::Postgres { .. }) = &locator {
+            // Refused before the directory exists.
+            locator.as_ref().expect("matched").open(Access::Create)?;
+        }
         fsutil::create_loop_dir(dir)?;
         let root = dir.canonicalize()?;
-        let store = SqliteStore::open(&root.join(DATABASE), Access::Create)?;
+        let locator = locator.unwrap_or_else(|| Locator::sqlite(&root.join(DATABASE)));
+        let store = locator.open(Access::Create)?;
         fsutil::create_private_dir(&root.join(PROOF_ARTIFACTS))?;
         Ok(LoopDir { root, store })
+    }
+
+    /// Fold recent commits into the store's main file (see
+    /// [`Store::checkpoint`]): at the end of a drive turn and before a
+    /// backup, never on every command.
+    pub fn checkpoint(&self) -> Result<()> {
+        Ok(self.store.checkpoint()?)
+    }
+
+    /// Write a complete standalone copy of the store to the new file `to`.
+    pub fn backup_to(&self, to: &Path) -> Result<()> {
+        Ok(self.store.backup_to(to)?)
+    }
+
+    /// Where this loop's state lives, as messages name it.
+    pub fn store_location(&self) -> String {
+        self.store.location()
     }
 
     pub fn root(&self) -> &Path {
@@ -88,8 +134,8 @@ impl LoopDir {
         self.root.display().to_string()
     }
 
-    pub fn authority(&self) -> Authority<'_, SqliteStore> {
-        Authority::new(&self.store)
+    pub fn authority(&self) -> Authority<'_, dyn Store + Send> {
+        Authority::new(&*self.store)
     }
 
     /// The ledger, or an error that says how to create one.
@@ -110,17 +156,12 @@ impl LoopDir {
     /// All reads run in one read transaction, so a writer committing
     /// meanwhile can never make a snapshot and its journal look apart.
     pub fn audit(&self, now: Timestamp) -> Result<StoreAudit> {
-        let store = &self.store;
+        let store = &*self.store;
         let mut found = None;
         store.read_consistent(&mut || {
             let mut auditor = Auditor::new(self, now);
-            store.journal(STREAM, 0, &mut |entry| {
-                auditor.entry(
-                    entry.revision,
-                    &entry.operation_id,
-                    &entry.kind,
-                    &entry.event,
-                );
+            store.journal_rows(STREAM, 0, &mut |row| {
+                auditor.entry(row.revision, row.operation_id, row.kind, row.event);
                 Ok(())
             })?;
             let snapshot = store.load(STREAM)?;
@@ -191,32 +232,29 @@ impl LoopDir {
     /// comes back as a warning for the receipt, and the next write
     /// regenerates it.
     pub fn refresh_views(&self) -> Vec<String> {
-        let mut warnings = Vec::new();
-        let mut warn = |view: &str, error: anyhow::Error| {
-            warnings.push(format!(
-                "the operation is committed, but {view} could not be refreshed ({error:#}); it is a derived view: fix the cause and the next write to this loop rewrites it"
-            ))
-        };
-        let (revision, ledger) = match self.read() {
-            Ok(Reading { revision, ledger }) => (revision, ledger),
-            Err(error) => {
-                warn("recovery.md and status.json", error);
-                return warnings;
-            }
-        };
-        let verdict = self.verdict(&ledger, clock::now());
-        if let Err(error) = fsutil::write_view(
-            &self.root.join(RECOVERY),
-            view::recovery_markdown(&ledger, &verdict).as_bytes(),
-        ) {
-            warn(RECOVERY, error);
+        match self.read() {
+            Ok(reading) => self.refresh_views_from(&reading),
+            Err(error) => vec![view_warning("recovery.md and status.json", error)],
         }
-        let mut status = view::status_json(&ledger, revision, &verdict);
+    }
+
+    /// [`refresh_views`](Self::refresh_views) from the state a write just
+    /// committed, without reading it back. A view whose text is unchanged
+    /// is not rewritten (a read is cheaper than a write and a rename).
+    pub fn refresh_views_from(&self, reading: &Reading) -> Vec<String> {
+        let Reading { revision, ledger } = reading;
+        let mut warnings = Vec::new();
+        let verdict = self.verdict(ledger, clock::now());
+        let recovery = view::recovery_markdown(ledger, &verdict);
+        if let Err(error) = write_view_if_changed(&self.root.join(RECOVERY), recovery.as_bytes()) {
+            warnings.push(view_warning(RECOVERY, error));
+        }
+        let mut status = view::status_json(ledger, *revision, &verdict);
         status["dir"] = self.display().into();
         let mut text = serde_json::to_string_pretty(&status).expect("JSON values print");
         text.push('\n');
-        if let Err(error) = fsutil::write_view(&self.root.join(STATUS), text.as_bytes()) {
-            warn(STATUS, error);
+        if let Err(error) = write_view_if_changed(&self.root.join(STATUS), text.as_bytes()) {
+            warnings.push(view_warning(STATUS, error));
         }
         warnings
     }
@@ -237,20 +275,54 @@ type StreamFindings<S> = (Vec<String>, u64, Option<S>);
 /// Refold one stream's journal through `O` and compare it with the stored
 /// snapshot.
 fn audit_stream<O: loopx_core::operation::Owner>(
-    store: &SqliteStore,
+    store: &(dyn Store + Send),
     stream: &str,
     what: &'static str,
 ) -> Result<StreamFindings<O::State>, loopx_store::StoreError> {
     let mut audit = StreamAudit::<O>::new(what);
     let mut last = 0;
-    store.journal(stream, 0, &mut |entry| {
-        last = entry.revision;
-        audit.entry(entry.revision, &entry.kind, &entry.event);
+    store.journal_rows(stream, 0, &mut |row| {
+        last = row.revision;
+        audit.entry(row.revision, row.kind, row.event);
         Ok(())
     })?;
     let snapshot = store.load(stream)?;
     let (problems, state) = audit.finish(snapshot.as_ref().map(|s| (s.revision, s.state.as_str())));
     Ok((problems, last, state))
+}
+
+/// The store `LOOPX_STORE` names, if it is set (and not empty).
+fn configured_store() -> Result<Option<Locator>> {
+    match std::env::var(STORE_ENV) {
+        Ok(text) if !text.is_empty() => Ok(Some(Locator::parse(&text)?)),
+        _ => Ok(None),
+    }
+}
+
+/// A view that could not be refreshed after a commit: never an error (the
+/// commit stands whatever happens here; a command that failed now would
+/// invite a retry that duplicates it), but a warning for the receipt.
+fn view_warning(view: &str, error: anyhow::Error) -> String {
+    format!(
+        "the operation is committed, but {view} could not be refreshed ({error:#}); it is a derived view: fix the cause and the next write to this loop rewrites it"
+    )
+}
+
+/// Write a view unless the file already holds exactly `text`.
+fn write_view_if_changed(path: &Path, text: &[u8]) -> Result<()> {
+    // A regular file of the same length with the same bytes: nothing to do.
+    // Anything else (missing, a symlink, a directory) goes to write_view,
+    // which owns how a view is replaced safely.
+    if let Ok(meta) = path.symlink_metadata() {
+        if meta.is_file() && meta.len() == text.len() as u64 {
+            if let Ok(existing) = std::fs::read(path) {
+                if existing == text {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    fsutil::write_view(path, text)
 }
 
 fn missing_loop(dir: &Path) -> anyhow::Error {

@@ -285,15 +285,42 @@ fn run_ledger(options: &Options) -> Result<String> {
     let mut rows = Vec::new();
     time_once(&loopx, &["--version"])?; // warm-up
     rows.push(Row {
-        command: "loopx --version (spawn baseline)",
+        command: VERSION,
         size: None,
         summary: Summary::of(&time_runs(&loopx, &["--version"], options.runs)?),
+    });
+
+    // The floor, in this same run: the cheapest durable one-commit process
+    // (see src/floor.rs), with loopx's pragmas and with SQLite's default
+    // checkpoint on close, on a small database of its own.
+    let floor = floor_path()?;
+    std::fs::create_dir_all(&work)?;
+    let floor_db = work.join("floor.sqlite");
+    let floor_db = floor_db
+        .to_str()
+        .ok_or("the temporary directory is not UTF-8")?;
+    time_once(&floor, &["--setup", floor_db])?;
+    time_once(&floor, &[floor_db])?; // warm-up
+    rows.push(Row {
+        command: FLOOR,
+        size: None,
+        summary: Summary::of(&time_runs(&floor, &[floor_db], options.runs)?),
+    });
+    rows.push(Row {
+        command: "floor, checkpoint on close (as loopx before)",
+        size: None,
+        summary: Summary::of(&time_runs(
+            &floor,
+            &["--checkpoint-on-close", floor_db],
+            options.runs,
+        )?),
     });
 
     let result = options.sizes.iter().try_for_each(|&size| {
         bench_size(
             &loopx,
             options,
+            (&floor, floor_db),
             &work.join(size.to_string()),
             size,
             &mut rows,
@@ -305,12 +332,84 @@ fn run_ledger(options: &Options) -> Result<String> {
         std::fs::remove_dir_all(&work)?;
     }
     result?;
-    Ok(markdown_table(&rows))
+    Ok(format!("{}\n{}", markdown_table(&rows), ratios(&rows)))
+}
+
+const FLOOR: &str = "floor: open SQLite, one FULL commit, exit";
+const VERSION: &str = "loopx --version (spawn baseline)";
+const FLOOR_ALTERNATING: &str = "floor, alternating with append-iteration";
+const VERSION_ALTERNATING: &str = "--version, alternating with status and done";
+
+/// `runs` runs of `a` and of `b`, alternating a, b, a, b, ...
+fn time_alternating(
+    (a, a_args): (&Path, &[&str]),
+    (b, b_args): (&Path, &[&str]),
+    runs: usize,
+) -> Result<(Vec<std::time::Duration>, Vec<std::time::Duration>)> {
+    let mut times = (Vec::with_capacity(runs), Vec::with_capacity(runs));
+    for _ in 0..runs {
+        times.0.push(time_once(a, a_args)?);
+        times.1.push(time_once(b, b_args)?);
+    }
+    Ok(times)
+}
+
+/// The targets, as ratios of medians measured in this run: writes against
+/// the floor, reads against process start.
+fn ratios(rows: &[Row]) -> String {
+    let median = |command: &str, size: Option<u64>| {
+        rows.iter()
+            .find(|r| r.command == command && r.size == size)
+            .map(|r| r.summary.median_ms)
+    };
+    let mut out = String::from("| ratio of medians (baseline alternating in the same run) | ledger iterations | ratio | target |\n|---|---:|---:|---:|\n");
+    for row in rows.iter().filter(|r| r.size.is_some()) {
+        let (base, name, target) = match row.command {
+            "append-iteration" => (
+                median(FLOOR_ALTERNATING, row.size),
+                "append-iteration / floor",
+                1.3,
+            ),
+            "status" | "done" => (median(VERSION_ALTERNATING, row.size), row.command, 1.5),
+            _ => continue,
+        };
+        let Some(base) = base else { continue };
+        let label = if row.command == "append-iteration" {
+            name.to_owned()
+        } else {
+            format!("{name} / --version")
+        };
+        let _ = writeln!(
+            out,
+            "| {label} | {} | {:.2} | ≤ {target} |",
+            row.size.map_or_else(String::new, thousands),
+            row.summary.median_ms / base
+        );
+    }
+    out
+}
+
+/// `loopx-floor`, built beside this executable.
+fn floor_path() -> Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let path = exe
+        .parent()
+        .ok_or("the current executable has no directory")?
+        .join(format!("loopx-floor{}", std::env::consts::EXE_SUFFIX));
+    if !path.is_file() {
+        return Err(format!(
+            "no loopx-floor at {}: build it with `cargo build --release -p loopx-bench`",
+            path.display()
+        )
+        .into());
+    }
+    Ok(path)
 }
 
 fn bench_size(
     loopx: &Path,
     options: &Options,
+    (floor, floor_db): (&Path, &str),
     dir: &Path,
     size: u64,
     rows: &mut Vec<Row>,
@@ -336,6 +435,7 @@ fn bench_size(
     expect_iterations(&status, size, "status after seeding")?;
 
     let status_args = ["status", "--dir", d];
+    let done_args = ["done", "--dir", d];
     let append_args = [
         "append-iteration",
         "--dir",
@@ -354,14 +454,42 @@ fn bench_size(
         options.runs
     });
 
-    eprintln!("loopx-bench: {size}: status x{}", options.runs);
-    let status_times = time_runs(loopx, &status_args, options.runs)?;
+    // Each target is a ratio, so each command alternates with its
+    // baseline run for run: a burst of load on a shared machine (other
+    // builds' fsyncs) then lands on both sides instead of on one.
+    let version_args = ["--version"];
+    let floor_args = [floor_db];
     eprintln!(
-        "loopx-bench: {size}: append-iteration x{} (+1 warm-up)",
+        "loopx-bench: {size}: status x{}, alternating with --version",
+        options.runs
+    );
+    let (status_times, version_times_status) =
+        time_alternating((loopx, &status_args), (loopx, &version_args), options.runs)?;
+    eprintln!(
+        "loopx-bench: {size}: done x{}, alternating with --version",
+        options.runs
+    );
+    let (done_times, version_times_done) =
+        time_alternating((loopx, &done_args), (loopx, &version_args), options.runs)?;
+    eprintln!(
+        "loopx-bench: {size}: append-iteration x{} (+1 warm-up), alternating with the floor",
         options.runs
     );
     time_once(loopx, &append_args)?; // warm-up; also writes the views
-    let append_times = time_runs(loopx, &append_args, options.runs)?;
+    let (append_times, floor_times) =
+        time_alternating((loopx, &append_args), (floor, &floor_args), options.runs)?;
+    let mut version_times = version_times_status;
+    version_times.extend(version_times_done);
+    rows.push(Row {
+        command: VERSION_ALTERNATING,
+        size: Some(size),
+        summary: Summary::of(&version_times),
+    });
+    rows.push(Row {
+        command: FLOOR_ALTERNATING,
+        size: Some(size),
+        summary: Summary::of(&floor_times),
+    });
     eprintln!("loopx-bench: {size}: validate x{validate_runs} (+1 warm-up)");
     time_once(loopx, &validate_args)?;
     let validate_times = time_runs(loopx, &validate_args, validate_runs)?;
@@ -380,6 +508,7 @@ fn bench_size(
 
     for (command, times) in [
         ("status", &status_times),
+        ("done", &done_times),
         ("append-iteration", &append_times),
         ("validate", &validate_times),
     ] {

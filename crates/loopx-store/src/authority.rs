@@ -41,6 +41,16 @@ pub type Preview<O> = Decided<<O as Owner>::Event, <O as Owner>::Receipt>;
 /// The outcome of [`Authority::execute`].
 pub type Executed<R> = Receipt<R>;
 
+/// The outcome of [`Authority::execute_pair`]: both receipts, or why
+/// neither half was written.
+pub type PairResult<A, B> = Result<
+    (
+        Executed<<A as Owner>::Receipt>,
+        Executed<<B as Owner>::Receipt>,
+    ),
+    AuthorityError<Either<<A as Owner>::Error, <B as Owner>::Error>>,
+>;
+
 #[derive(Debug, thiserror::Error)]
 pub enum AuthorityError<E> {
     /// The owner refused the request; nothing was written.
@@ -65,6 +75,13 @@ pub enum AuthorityError<E> {
         revision: u64,
         what: &'static str,
         reason: String,
+    },
+    #[error("operation {committed} is already committed on {committed_stream}, but its pair {missing} on {missing_stream} is not: the two were once written apart; inspect both streams, then send the missing half alone or use new operation ids for both")]
+    PartiallyCommitted {
+        committed: OperationId,
+        committed_stream: String,
+        missing: OperationId,
+        missing_stream: String,
     },
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -126,65 +143,23 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
         context: &O::Context<'_>,
         now: Timestamp,
     ) -> Result<Executed<O::Receipt>, AuthorityError<O::Error>> {
+        let step = Step::<O> {
+            stream,
+            operation_id,
+            request,
+            context,
+        };
         let digest = request_digest(request);
         for _ in 0..MAX_ATTEMPTS {
-            if let Some(stored) = self.store.receipt(stream, operation_id.as_str())? {
-                return match Replay::classify_str(&stored.request_digest, digest.as_str()) {
-                    Replay::Exact => {
-                        let mut receipt: Receipt<O::Receipt> =
-                            parse(stream, stored.revision, "receipt", &stored.receipt)?;
-                        receipt.replayed = true;
-                        Ok(receipt)
-                    }
-                    Replay::Conflict => Err(AuthorityError::Conflict {
-                        operation_id: operation_id.clone(),
-                        revision: stored.revision,
-                    }),
-                };
+            if let Some(receipt) = self.replayed(&step, digest.as_str())? {
+                return Ok(receipt);
             }
-            let Loaded { revision, state } = self.load::<O>(stream)?;
-            check_base::<O>(stream, request, revision)?;
-            let decided =
-                O::decide(state.as_ref(), request, context).map_err(AuthorityError::Rejected)?;
-            let Some(event) = decided.event else {
-                // Already satisfied: nothing to write, and nothing stored,
-                // so a repeat decides (and finds it satisfied) again.
-                return Ok(Receipt {
-                    operation_id: operation_id.clone(),
-                    revision,
-                    kind: "unchanged".to_owned(),
-                    committed_at: now,
-                    replayed: false,
-                    unchanged: true,
-                    body: decided.receipt,
-                });
+            let prepared = self.prepare(&step, now)?;
+            let Some(commit) = prepared.commit(&step, digest.as_str()) else {
+                return Ok(prepared.receipt);
             };
-            let kind = O::event_kind(&event);
-            let next = O::evolve(state, &event);
-            let receipt = Receipt {
-                operation_id: operation_id.clone(),
-                revision: revision + 1,
-                kind: kind.to_owned(),
-                committed_at: now,
-                replayed: false,
-                unchanged: false,
-                body: decided.receipt,
-            };
-            let committed = self.store.commit(&Commit {
-                stream,
-                expected_revision: revision,
-                operation_id: operation_id.as_str(),
-                request_digest: digest.as_str(),
-                kind,
-                event: &canonical_json(&event),
-                receipt: &canonical_json(&receipt),
-                // The snapshot is stored state, never digested: plain JSON
-                // (readers compare parsed values, not bytes).
-                state: &serde_json::to_string(&next).expect("states serialize"),
-                committed_at: &now.to_string(),
-            });
-            match committed {
-                Ok(_) => return Ok(receipt),
+            match self.store.commit(&commit) {
+                Ok(_) => return Ok(prepared.receipt),
                 // Someone else committed first (possibly this very operation
                 // id, from a retrying twin): re-read and decide again.
                 Err(StoreError::StaleRevision { .. } | StoreError::DuplicateOperation { .. }) => {
@@ -197,6 +172,289 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
             stream: stream.to_owned(),
             attempts: MAX_ATTEMPTS,
         })
+    }
+
+    /// Apply two owners' operations on two streams as one: both commit in
+    /// one store transaction ([`Store::commit_all`]), each with its own
+    /// revision check and journal entry, or neither does. For a user action
+    /// that writes two streams (the driver's charge and its settlement).
+    ///
+    /// Replays keep their meaning per half: repeating the exact pair writes
+    /// nothing and returns both stored receipts; a pair of which only one
+    /// half was ever committed (each was sent alone before) is refused with
+    /// [`AuthorityError::PartiallyCommitted`], naming both, rather than
+    /// silently completing or duplicating it. A half whose owner finds it
+    /// already satisfied writes nothing, as in [`execute`](Self::execute).
+    pub fn execute_pair<A: Owner, B: Owner>(
+        &self,
+        first: &Step<'_, '_, A>,
+        second: &Step<'_, '_, B>,
+        now: Timestamp,
+    ) -> PairResult<A, B> {
+        if first.stream == second.stream {
+            return Err(StoreError::Backend(format!(
+                "a paired operation writes two streams, but both halves name {}",
+                first.stream
+            ))
+            .into());
+        }
+        let first_digest = request_digest(first.request);
+        let second_digest = request_digest(second.request);
+        let (a, b) = (first_digest.as_str(), second_digest.as_str());
+        for _ in 0..MAX_ATTEMPTS {
+            let done_a = self.replayed(first, a).map_err(|e| e.map(Either::First))?;
+            let done_b = self
+                .replayed(second, b)
+                .map_err(|e| e.map(Either::Second))?;
+            let prepared_a = match done_a {
+                Some(_) => None,
+                None => Some(self.prepare(first, now).map_err(|e| e.map(Either::First))?),
+            };
+            let prepared_b = match done_b {
+                Some(_) => None,
+                None => Some(
+                    self.prepare(second, now)
+                        .map_err(|e| e.map(Either::Second))?,
+                ),
+            };
+            let commit_a = prepared_a.as_ref().and_then(|p| p.commit(first, a));
+            let commit_b = prepared_b.as_ref().and_then(|p| p.commit(second, b));
+            // One half committed earlier, the other would write now: the
+            // pair was split once; completing it here would hide that.
+            let split = match (&done_a, &done_b) {
+                (Some(_), None) if commit_b.is_some() => Some((
+                    first.stream,
+                    first.operation_id,
+                    second.stream,
+                    second.operation_id,
+                )),
+                (None, Some(_)) if commit_a.is_some() => Some((
+                    second.stream,
+                    second.operation_id,
+                    first.stream,
+                    first.operation_id,
+                )),
+                _ => None,
+            };
+            if let Some((committed_stream, committed, missing_stream, missing)) = split {
+                return Err(AuthorityError::PartiallyCommitted {
+                    committed: committed.clone(),
+                    committed_stream: committed_stream.to_owned(),
+                    missing: missing.clone(),
+                    missing_stream: missing_stream.to_owned(),
+                });
+            }
+            let commits: Vec<Commit<'_>> = commit_a.into_iter().chain(commit_b).collect();
+            let outcome = match commits.as_slice() {
+                [] => Ok(()),
+                [one] => self.store.commit(one).map(drop),
+                many => self.store.commit_all(many).map(drop),
+            };
+            match outcome {
+                Ok(()) => {
+                    let receipt_a = done_a.unwrap_or_else(|| prepared_a.expect("prepared").receipt);
+                    let receipt_b = done_b.unwrap_or_else(|| prepared_b.expect("prepared").receipt);
+                    return Ok((receipt_a, receipt_b));
+                }
+                Err(StoreError::StaleRevision { .. } | StoreError::DuplicateOperation { .. }) => {
+                    continue
+                }
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(AuthorityError::Contended {
+            stream: format!("{} and {}", first.stream, second.stream),
+            attempts: MAX_ATTEMPTS,
+        })
+    }
+
+    /// The stored receipt of `step`'s operation id, if that id was
+    /// committed with this very request; a different request under the id
+    /// is a conflict.
+    fn replayed<O: Owner>(
+        &self,
+        step: &Step<'_, '_, O>,
+        digest: &str,
+    ) -> Result<Option<Executed<O::Receipt>>, AuthorityError<O::Error>> {
+        let Some(stored) = self
+            .store
+            .receipt(step.stream, step.operation_id.as_str())?
+        else {
+            return Ok(None);
+        };
+        match Replay::classify_str(&stored.request_digest, digest) {
+            Replay::Exact => {
+                let mut receipt: Receipt<O::Receipt> =
+                    parse(step.stream, stored.revision, "receipt", &stored.receipt)?;
+                receipt.replayed = true;
+                Ok(Some(receipt))
+            }
+            Replay::Conflict => Err(AuthorityError::Conflict {
+                operation_id: step.operation_id.clone(),
+                revision: stored.revision,
+            }),
+        }
+    }
+
+    /// Read `step`'s stream and decide its request: the receipt, and what
+    /// a commit would write (nothing when the owner finds it satisfied).
+    fn prepare<O: Owner>(
+        &self,
+        step: &Step<'_, '_, O>,
+        now: Timestamp,
+    ) -> Result<Prepared<O::Receipt>, AuthorityError<O::Error>> {
+        let Loaded { revision, state } = self.load::<O>(step.stream)?;
+        check_base::<O>(step.stream, step.request, revision)?;
+        let decided = O::decide(state.as_ref(), step.request, step.context)
+            .map_err(AuthorityError::Rejected)?;
+        let Some(event) = decided.event else {
+            // Already satisfied: nothing to write, and nothing stored, so a
+            // repeat decides (and finds it satisfied) again.
+            return Ok(Prepared {
+                revision,
+                write: None,
+                receipt: Receipt {
+                    operation_id: step.operation_id.clone(),
+                    revision,
+                    kind: "unchanged".to_owned(),
+                    committed_at: now,
+                    replayed: false,
+                    unchanged: true,
+                    body: decided.receipt,
+                },
+            });
+        };
+        let kind = O::event_kind(&event);
+        let next = O::evolve(state, &event);
+        let receipt = Receipt {
+            operation_id: step.operation_id.clone(),
+            revision: revision + 1,
+            kind: kind.to_owned(),
+            committed_at: now,
+            replayed: false,
+            unchanged: false,
+            body: decided.receipt,
+        };
+        Ok(Prepared {
+            revision,
+            write: Some(Write {
+                kind,
+                event: canonical_json(&event),
+                receipt: canonical_json(&receipt),
+                // The snapshot is stored state, never digested: plain JSON
+                // (readers compare parsed values, not bytes).
+                state: serde_json::to_string(&next).expect("states serialize"),
+                committed_at: now.to_string(),
+            }),
+            receipt,
+        })
+    }
+}
+
+/// One owner's operation on one stream, as [`Authority::execute_pair`]
+/// takes each half.
+pub struct Step<'r, 'c, O: Owner> {
+    pub stream: &'r Stream,
+    pub operation_id: &'r OperationId,
+    pub request: &'r O::Request,
+    pub context: &'r O::Context<'c>,
+}
+
+/// Which half of a paired operation an owner refused.
+#[derive(Debug, thiserror::Error)]
+pub enum Either<A, B> {
+    #[error(transparent)]
+    First(A),
+    #[error(transparent)]
+    Second(B),
+}
+
+/// A decided operation, before its commit.
+struct Prepared<R> {
+    /// The revision it was decided against.
+    revision: u64,
+    /// What the commit writes; `None` when the request was already satisfied.
+    write: Option<Write>,
+    receipt: Receipt<R>,
+}
+
+struct Write {
+    kind: &'static str,
+    event: String,
+    receipt: String,
+    state: String,
+    committed_at: String,
+}
+
+impl<R> Prepared<R> {
+    fn commit<'a, O: Owner>(
+        &'a self,
+        step: &Step<'a, '_, O>,
+        digest: &'a str,
+    ) -> Option<Commit<'a>> {
+        let write = self.write.as_ref()?;
+        Some(Commit {
+            stream: step.stream,
+            expected_revision: self.revision,
+            operation_id: step.operation_id.as_str(),
+            request_digest: digest,
+            kind: write.kind,
+            event: &write.event,
+            receipt: &write.receipt,
+            state: &write.state,
+            committed_at: &write.committed_at,
+        })
+    }
+}
+
+impl<E> AuthorityError<E> {
+    /// The same error, with an owner's refusal carried as another type.
+    pub fn map<F>(self, f: impl FnOnce(E) -> F) -> AuthorityError<F> {
+        match self {
+            AuthorityError::Rejected(e) => AuthorityError::Rejected(f(e)),
+            AuthorityError::Conflict {
+                operation_id,
+                revision,
+            } => AuthorityError::Conflict {
+                operation_id,
+                revision,
+            },
+            AuthorityError::StaleBase {
+                stream,
+                expected,
+                actual,
+            } => AuthorityError::StaleBase {
+                stream,
+                expected,
+                actual,
+            },
+            AuthorityError::Contended { stream, attempts } => {
+                AuthorityError::Contended { stream, attempts }
+            }
+            AuthorityError::Unreadable {
+                stream,
+                revision,
+                what,
+                reason,
+            } => AuthorityError::Unreadable {
+                stream,
+                revision,
+                what,
+                reason,
+            },
+            AuthorityError::PartiallyCommitted {
+                committed,
+                committed_stream,
+                missing,
+                missing_stream,
+            } => AuthorityError::PartiallyCommitted {
+                committed,
+                committed_stream,
+                missing,
+                missing_stream,
+            },
+            AuthorityError::Store(e) => AuthorityError::Store(e),
+        }
     }
 }
 

@@ -19,3 +19,30 @@ pub fn reached(name: &str) {
         }
     }
 }
+
+thread_local! {
+    static FAILING: std::cell::RefCell<Vec<&'static str>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Make [`fail_here`] at `name` return an error on this thread until
+/// [`disarm`]: an in-process failpoint for tests that prove a transaction is
+/// all-or-nothing without killing a process. Thread-local, so tests running
+/// side by side never trip each other's.
+pub fn arm_error(name: &'static str) {
+    FAILING.with(|failing| failing.borrow_mut().push(name));
+}
+
+/// Undo every [`arm_error`] on this thread.
+pub fn disarm() {
+    FAILING.with(|failing| failing.borrow_mut().clear());
+}
+
+/// A point where a test may inject a storage error (see [`arm_error`]);
+/// also a [`reached`] pause point of the same name.
+pub fn fail_here(name: &str) -> Result<(), crate::StoreError> {
+    reached(name);
+    if FAILING.with(|failing| failing.borrow().contains(&name)) {
+        return Err(crate::StoreError::Backend(format!("failpoint {name}")));
+    }
+    Ok(())
+}

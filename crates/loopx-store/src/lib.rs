@@ -14,9 +14,14 @@
 
 mod authority;
 pub mod failpoint;
+pub mod locator;
 pub mod sqlite;
 
-pub use authority::{decide_at, Authority, AuthorityError, Executed, Loaded, Preview, Receipt};
+pub use authority::{
+    decide_at, Authority, AuthorityError, Either, Executed, Loaded, PairResult, Preview, Receipt,
+    Step,
+};
+pub use locator::Locator;
 
 /// The name of one independently versioned piece of state (`ledger`, later
 /// `goal:<id>`).
@@ -39,6 +44,17 @@ pub struct JournalEntry {
     pub event: String,
     pub receipt: String,
     pub committed_at: String,
+}
+
+/// One journal row as [`Store::journal_rows`] lends it: borrowed from the
+/// backend's buffer and without the stored receipt, for readers that visit
+/// every row (the audit) and would otherwise allocate each field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JournalRow<'a> {
+    pub revision: u64,
+    pub operation_id: &'a str,
+    pub kind: &'a str,
+    pub event: &'a str,
 }
 
 /// What a commit writes: the snapshot that results and the journal entry
@@ -96,6 +112,12 @@ pub enum StoreError {
     },
     #[error("{wal} is present but {path} is not: the log may hold committed operations of a loop whose database was deleted or moved; restore {path} from a backup next to it (SQLite replays the log on the next open), or move {wal} (and any -shm beside it) out of this directory to start a new loop here; nothing was changed")]
     OrphanedLog { path: String, wal: String },
+    #[error("store locator {locator:?} is not usable: {reason}")]
+    BadLocator { locator: String, reason: String },
+    #[error("the store at {location} is unavailable: {reason}")]
+    Unavailable { location: String, reason: String },
+    #[error("{path} already exists: a backup never overwrites a file; choose a new path")]
+    Exists { path: String },
     #[error("storage error: {0}")]
     Backend(String),
 }
@@ -122,6 +144,28 @@ pub trait Store {
     /// without writing anything.
     fn commit(&self, commit: &Commit<'_>) -> Result<u64, StoreError>;
 
+    /// [`commit`](Self::commit) for several streams at once, in one
+    /// transaction: every commit's revision check and operation id are
+    /// checked and each writes its own journal entry, and either all of
+    /// them land or none does. Returns the new revisions in order. Two
+    /// commits to the same stream are refused (the second would be stale).
+    fn commit_all(&self, commits: &[Commit<'_>]) -> Result<Vec<u64>, StoreError>;
+
+    /// Fold the write-ahead log into the main database file, so that the
+    /// file alone holds every commit. Writers do not do this on exit
+    /// (it costs fsyncs on every command); the driver does it at the end of
+    /// a turn and `backup` before copying. Backends without a log: no-op.
+    fn checkpoint(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Write a complete, standalone copy of the store to the new file `to`
+    /// (refused with [`StoreError::Exists`] if anything is there).
+    fn backup_to(&self, to: &std::path::Path) -> Result<(), StoreError>;
+
+    /// Where this store lives, as messages name it.
+    fn location(&self) -> String;
+
     /// Every stream that holds a snapshot or a journal entry, in name order.
     fn streams(&self) -> Result<Vec<String>, StoreError>;
 
@@ -142,5 +186,14 @@ pub trait Store {
         stream: &Stream,
         after_revision: u64,
         visit: &mut dyn FnMut(JournalEntry) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// [`journal`](Self::journal) without copying: each row is lent to
+    /// `visit` for the duration of the call, and the receipt is not read.
+    fn journal_rows(
+        &self,
+        stream: &Stream,
+        after_revision: u64,
+        visit: &mut dyn FnMut(JournalRow<'_>) -> Result<(), StoreError>,
     ) -> Result<(), StoreError>;
 }

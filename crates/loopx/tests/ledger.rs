@@ -304,6 +304,13 @@ fn a_missing_loop_is_reported_and_never_created() {
 fn a_corrupt_database_is_reported_and_left_alone() {
     let f = Fixture::new();
     f.init(3, &[]);
+    // Recent commits live in the -wal, where SQLite would read them past
+    // any damage to the main file: fold them in first, so the noise below
+    // is the whole database.
+    rusqlite::Connection::open(f.dir.join("loopx.sqlite"))
+        .unwrap()
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
     let noise: Vec<u8> = (0..8192u32).map(|i| (i * 7 + 3) as u8).collect();
     std::fs::write(f.dir.join("loopx.sqlite"), &noise).unwrap();
     let before = f.fingerprint();

@@ -27,7 +27,7 @@ use loopx_core::goal::{
 use loopx_core::ledger::Ledger;
 use loopx_core::operation::{OperationId, Owner as _};
 use loopx_store::sqlite::Access;
-use loopx_store::{decide_at, Loaded, Preview, Receipt, Store as _};
+use loopx_store::{decide_at, Loaded, Preview, Receipt};
 
 /// A goal as read. `revision` 0 means the loop's default goal was never
 /// written yet and this is what its first write will create.

@@ -1,5 +1,6 @@
 //! Command-line definitions and the rendering every command shares.
 
+mod backup;
 mod drive;
 mod goal;
 mod hook;
@@ -38,6 +39,10 @@ pub struct Cli {
     /// Print one JSON object on stdout instead of text.
     #[arg(long, global = true)]
     json: bool,
+    /// Where the loop's state lives: sqlite:PATH or a path (default: the
+    /// loop directory's loopx.sqlite). Agents a driver starts inherit it.
+    #[arg(long, global = true, env = loopx_app::loop_dir::STORE_ENV)]
+    store: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -77,6 +82,7 @@ enum Command {
     Serve(serve::ServeArgs),
     /// `serve`, and open the dashboard in a browser.
     Dashboard(serve::ServeArgs),
+    Backup(backup::BackupArgs),
 }
 
 /// What a command produced: the JSON object, the text for people, and
@@ -127,6 +133,10 @@ pub fn main() -> ExitCode {
     let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&command().get_matches())
         .unwrap_or_else(|error| error.exit());
     let json = cli.json;
+    if let Some(store) = &cli.store {
+        // One place every use case reads it from, inherited by agents.
+        std::env::set_var(loopx_app::loop_dir::STORE_ENV, store);
+    }
     let result = match cli.command {
         // The Stop hook renders itself: it must fail open and speak the
         // agent CLI's protocol (stderr + exit 2), whatever happens.
@@ -237,6 +247,7 @@ fn dispatch(command: Command, json: bool) -> Result<Reply> {
         Command::Verify(args) => drive::verify(&args),
         Command::Serve(args) => serve::serve(&args, false, json),
         Command::Dashboard(args) => serve::serve(&args, true, json),
+        Command::Backup(args) => backup::backup(&args),
     }
 }
 

@@ -1,0 +1,50 @@
+//! `loopx-floor`: the cheapest durable write a loopx command could make,
+//! timed by `loopx-bench` in the same run as the real binary.
+//!
+//! One process: open a SQLite file with the pragmas loopx's writers use
+//! (WAL, `synchronous=FULL`, persistent log, no checkpoint on close), make
+//! one `BEGIN IMMEDIATE` commit of a row about the size of an iteration
+//! record, exit. `--checkpoint-on-close` keeps SQLite's default
+//! checkpoint on close instead (what loopx did before). `--setup` creates
+//! the table and exits. It owns nothing of loopx: no owner, no journal, no
+//! views, no argument parser beyond these flags.
+
+use rusqlite::config::DbConfig;
+use rusqlite::{Connection, TransactionBehavior};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(path) = args.iter().find(|a| !a.starts_with("--")) else {
+        eprintln!("usage: loopx-floor [--setup] [--checkpoint-on-close] PATH");
+        return ExitCode::FAILURE;
+    };
+    let flag = |name: &str| args.iter().any(|a| a == name);
+    match write(path, flag("--setup"), flag("--checkpoint-on-close")) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("loopx-floor: {path}: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn write(path: &str, setup: bool, checkpoint_on_close: bool) -> rusqlite::Result<()> {
+    let mut conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(30))?;
+    conn.execute_batch(
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA journal_size_limit=0;",
+    )?;
+    conn.set_db_config(
+        DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+        !checkpoint_on_close,
+    )?;
+    if setup {
+        return conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS floor (id INTEGER PRIMARY KEY, body TEXT NOT NULL)",
+        );
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    tx.execute("INSERT INTO floor (body) VALUES (?1)", ["x".repeat(2048)])?;
+    tx.commit()
+}
