@@ -30,7 +30,7 @@ use loopx_core::ledger::arbiter::arbitrate;
 use loopx_core::ledger::{CheckRun, LedgerContext, LedgerOwner, LedgerRequest, STREAM};
 use loopx_core::operation::OperationId;
 use loopx_core::path::LoopPath;
-use loopx_store::Loaded;
+use loopx_store::{Loaded, Step as PairStep};
 use serde::Serialize;
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
@@ -176,37 +176,63 @@ pub fn intend(dir: &LoopDir, intent: Intent) -> Result<()> {
     )
 }
 
-/// Close a turn: charge its measured cost to the ledger, then settle its
-/// dispatch. Two commits today, each idempotent by its operation id, so a
-/// crash between them is repaired by the restart's recovery; this is the
-/// one place to switch to an atomic multi-stream commit.
+/// Close a turn: charge its measured cost to the ledger and settle its
+/// dispatch, in one atomic commit of both streams, so no crash can leave a
+/// turn charged but unsettled (or settled but uncharged). A turn that
+/// reported no cost only settles.
 pub fn settle_turn(dir: &LoopDir, read: &OutputReading, settlement: Settlement) -> Result<()> {
-    charge(dir, &settlement.dispatch_id, read)?;
-    write(
-        dir,
-        &op("settle", &settlement.dispatch_id)?,
-        &DriverRequest::Settle {
-            settlement: Box::new(settlement),
+    let charge_id = op("charge", &settlement.dispatch_id)?;
+    let settle_id = op("settle", &settlement.dispatch_id)?;
+    let charge = charge_request(&settlement.dispatch_id, read);
+    let settle = DriverRequest::Settle {
+        settlement: Box::new(settlement),
+    };
+    let Some(charge) = charge else {
+        return write(dir, &settle_id, &settle);
+    };
+    let now = clock::now();
+    let ledger_context = LedgerContext {
+        now,
+        operation_id: &charge_id,
+        files: dir,
+    };
+    dir.authority().execute_pair::<LedgerOwner, DriverOwner>(
+        &PairStep {
+            stream: STREAM,
+            operation_id: &charge_id,
+            request: &charge,
+            context: &ledger_context,
         },
-    )
+        &PairStep {
+            stream: dispatch::STREAM,
+            operation_id: &settle_id,
+            request: &settle,
+            context: &now,
+        },
+        now,
+    )?;
+    dir.refresh_views_or_warn();
+    Ok(())
 }
 
-/// The end of a turn, after its settlement: the point where the store may
-/// do its per-turn upkeep (a WAL checkpoint, so a copy of the directory
-/// is a complete backup between turns). Nothing to do yet.
-pub fn turn_finished(_dir: &LoopDir) {}
-
-/// Charge a dispatch's measured cost to the ledger, once.
-fn charge(dir: &LoopDir, dispatch_id: &str, read: &OutputReading) -> Result<()> {
-    if read.usage.tokens == 0 && read.usage.usd == 0.0 {
-        return Ok(());
+/// The end of a turn, after its settlement: fold the write-ahead log into
+/// the database file, so that between turns `loopx.sqlite` alone is a
+/// complete copy. A checkpoint that cannot run now (a reader holds the
+/// log) is not an error: the next one, or SQLite's own, catches up.
+pub fn turn_finished(dir: &LoopDir) {
+    if let Err(error) = dir.checkpoint() {
+        eprintln!("loopx drive: warning: checkpoint after the turn did not run ({error:#}); the commits are durable in the -wal");
     }
-    let request = LedgerRequest::Charge {
+}
+
+/// The ledger request that charges a dispatch's measured cost, if it cost
+/// anything.
+fn charge_request(dispatch_id: &str, read: &OutputReading) -> Option<LedgerRequest> {
+    (read.usage.tokens > 0 || read.usage.usd > 0.0).then(|| LedgerRequest::Charge {
         dispatch_id: dispatch_id.to_owned(),
         tokens: read.usage.tokens,
         usd: read.usage.usd,
-    };
-    ledger_write(dir, &op("charge", dispatch_id)?, &request)
+    })
 }
 
 /// Commit a driver-made ledger request, then rewrite the views.

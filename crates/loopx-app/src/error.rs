@@ -167,6 +167,12 @@ fn classify(error: &anyhow::Error) -> (ErrorClass, Option<Value>) {
         if let Some(e) = cause.downcast_ref::<AuthorityError<DriverError>>() {
             return of_authority(e);
         }
+        // The driver's charge and settlement, committed as one pair.
+        if let Some(e) =
+            cause.downcast_ref::<AuthorityError<loopx_store::Either<LedgerError, DriverError>>>()
+        {
+            return of_authority(e);
+        }
         if let Some(e) = cause.downcast_ref::<StoreError>() {
             return (of_store(e), None);
         }

@@ -500,6 +500,8 @@ fn killing_the_driver_at_any_boundary_never_duplicates_an_iteration_or_a_charge(
         "drive.after_intent",
         "drive.agent_held",
         "drive.after_agent",
+        // Inside the one transaction that charges the turn and settles it.
+        "sqlite.commit_all.between",
         "drive.after_settle",
     ] {
         let d = Drive::new(10);
