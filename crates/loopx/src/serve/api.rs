@@ -85,7 +85,7 @@ fn ok(value: Value) -> Response {
 
 pub async fn status(State(app): State<Arc<App>>) -> Result<Response, Failure> {
     blocking(move || {
-        let view = ledger::status(&app.open(Access::ReadOnly)?)?;
+        let view = ledger::status(&*app.open(Access::ReadOnly)?)?;
         Ok(ok(serde_json::to_value(view)?))
     })
     .await
@@ -120,7 +120,7 @@ pub async fn iterations(
 ) -> Result<Response, Failure> {
     let limit = limit.limit.unwrap_or(20).clamp(1, 500);
     blocking(move || {
-        let view = iterations::recent(&app.open(Access::ReadOnly)?, limit)?;
+        let view = iterations::recent(&*app.open(Access::ReadOnly)?, limit)?;
         Ok(ok(serde_json::to_value(view)?))
     })
     .await
@@ -136,7 +136,7 @@ pub async fn iteration(
         ))));
     };
     blocking(move || {
-        let view = iterations::detail(&app.open(Access::ReadOnly)?, n)?;
+        let view = iterations::detail(&*app.open(Access::ReadOnly)?, n)?;
         Ok(ok(serde_json::to_value(view)?))
     })
     .await

@@ -25,7 +25,7 @@ use loopx_app::loop_dir::LoopDir;
 use loopx_store::sqlite::Access;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 pub struct App {
     pub dir: PathBuf,
@@ -39,12 +39,29 @@ pub struct App {
     /// host: two servers must not overwrite each other's session.
     cookie: String,
     sessions: auth::Sessions,
+    /// The loop's store, opened once for the server's life: read-only at
+    /// start, and read-write from the first write on. A SQLite connection
+    /// serves one request at a time, so each sits behind a lock.
+    reader: Mutex<LoopDir>,
+    writer: OnceLock<Mutex<LoopDir>>,
 }
 
 impl App {
-    /// Open the loop for one request.
-    pub fn open(&self, access: Access) -> Result<LoopDir> {
-        LoopDir::open(&self.dir, access)
+    /// The loop, for one request; `ReadWrite` only for requests that write.
+    pub fn open(&self, access: Access) -> Result<MutexGuard<'_, LoopDir>> {
+        let lock = match access {
+            Access::ReadOnly => &self.reader,
+            _ => match self.writer.get() {
+                Some(writer) => writer,
+                None => {
+                    let opened = LoopDir::open(&self.dir, Access::ReadWrite)?;
+                    self.writer.get_or_init(|| Mutex::new(opened))
+                }
+            },
+        };
+        // A request that panicked mid-read leaves nothing half-written in
+        // the store (every write is one transaction): the loop stays usable.
+        Ok(lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
     }
 
     /// A fresh one-time login link.
@@ -76,10 +93,10 @@ pub struct Options {
 }
 
 pub fn serve(options: Options) -> Result<()> {
-    // Fail before binding if there is no loop.
-    let dir = LoopDir::open(&options.dir, Access::ReadOnly)?
-        .root()
-        .to_owned();
+    // Fail before binding if there is no loop; this is the store the
+    // server reads for its whole life.
+    let reader = LoopDir::open(&options.dir, Access::ReadOnly)?;
+    let dir = reader.root().to_owned();
     let loopback = options.addr.ip().is_loopback();
     if !loopback && !options.allow_remote {
         bail!("{} is not a loopback address: pass --allow-remote (and keep the token secret) to serve beyond this machine", options.addr);
@@ -121,6 +138,8 @@ pub fn serve(options: Options) -> Result<()> {
             base: url.clone(),
             cookie: format!("loopx_session_{port}"),
             sessions: auth::Sessions::default(),
+            reader: Mutex::new(reader),
+            writer: OnceLock::new(),
         });
         let login = app.login_url()?;
         announce(&url, port, token_file.as_deref(), &login, options.json);
