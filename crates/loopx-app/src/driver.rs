@@ -16,11 +16,11 @@ use crate::loop_dir::{LoopDir, Reading, DRIVER_LOCK, DRIVER_LOGS};
 use crate::{clock, fsutil, platform};
 use anyhow::{bail, Context as _, Result};
 use loopx_core::digest::Digest;
-use loopx_core::dispatch::classify::{self, Reading as OutputReading};
-use loopx_core::dispatch::provider::{self, Structured};
-use loopx_core::dispatch::session::Session;
-use loopx_core::dispatch::step::{self, Situation, Step};
-use loopx_core::dispatch::{
+use loopx_core::driver::classify::{self, Reading as OutputReading};
+use loopx_core::driver::provider::{self, Structured};
+use loopx_core::driver::session::Session;
+use loopx_core::driver::step::{self, Situation, Step};
+use loopx_core::driver::{
     self, DriverOwner, DriverRequest, DriverState, DriverSummary, Intent, Liveness, Observed,
     RecoveryPlan, Registration, Settlement, TurnOutcome, Waiting, Workspace,
 };
@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 impl LoopDir {
     /// The driver's journal state (empty if no driver ever ran).
     pub fn driver(&self) -> Result<(u64, DriverState)> {
-        let Loaded { revision, state } = self.authority().load::<DriverOwner>(dispatch::STREAM)?;
+        let Loaded { revision, state } = self.authority().load::<DriverOwner>(driver::STREAM)?;
         Ok((revision, state.unwrap_or_default()))
     }
 }
@@ -49,7 +49,7 @@ impl LoopDir {
 /// What `status` shows of the driver, its registered pid checked against
 /// the live processes.
 pub fn summary(dir: &LoopDir) -> Result<DriverSummary> {
-    Ok(dispatch::summary(&dir.driver()?.1, platform::alive))
+    Ok(driver::summary(&dir.driver()?.1, platform::alive))
 }
 
 /// The step the driver takes next, from one read of the ledger, the goal
@@ -101,7 +101,7 @@ fn op(prefix: &str, id: &str) -> Result<OperationId> {
 fn write(dir: &LoopDir, id: &OperationId, request: &DriverRequest) -> Result<()> {
     let now = clock::now();
     dir.authority()
-        .execute::<DriverOwner>(dispatch::STREAM, id, request, &now, now)?;
+        .execute::<DriverOwner>(driver::STREAM, id, request, &now, now)?;
     Ok(())
 }
 
@@ -204,7 +204,7 @@ pub fn settle_turn(dir: &LoopDir, read: &OutputReading, settlement: Settlement) 
             context: &ledger_context,
         },
         &PairStep {
-            stream: dispatch::STREAM,
+            stream: driver::STREAM,
             operation_id: &settle_id,
             request: &settle,
             context: &now,
@@ -480,7 +480,7 @@ fn plan_recovery(
     }
     let reading = dir.read()?;
     let observed_workspace = workspace(Path::new(&intent.workspace.root));
-    let plan = dispatch::recovery_plan(
+    let plan = driver::recovery_plan(
         Some(&intent),
         &Observed {
             iterations_now: reading.ledger.spent.iterations,

@@ -8,7 +8,7 @@
 //! adapter-specific hints (a CLI flag, an HTTP header) are the adapter's to
 //! add.
 
-use loopx_core::dispatch::DriverError;
+use loopx_core::driver::DriverError;
 use loopx_core::goal::GoalError;
 use loopx_core::ledger::LedgerError;
 use loopx_store::{AuthorityError, StoreError};

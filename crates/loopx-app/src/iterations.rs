@@ -9,7 +9,7 @@
 
 use crate::loop_dir::LoopDir;
 use crate::AppError;
-use loopx_core::dispatch::{self, DriverEvent, Intent};
+use loopx_core::driver::{self, DriverEvent, Intent};
 use loopx_core::ledger::{IterationRecord, LedgerEvent, STREAM};
 use loopx_core::path::LoopPath;
 use serde::Serialize;
@@ -76,7 +76,7 @@ pub fn detail(dir: &LoopDir, iteration: u64) -> Result<IterationDetail, AppError
     let mut dispatch = None;
     dir.authority()
         .store()
-        .journal(dispatch::STREAM, 0, &mut |entry| {
+        .journal(driver::STREAM, 0, &mut |entry| {
             if let Ok(DriverEvent::Intended { intent }) = serde_json::from_str(&entry.event) {
                 if intent.iteration == iteration
                     && (record.dispatch_id.is_empty() || intent.dispatch_id == record.dispatch_id)

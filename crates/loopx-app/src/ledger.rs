@@ -13,7 +13,7 @@ use crate::operation::given_or_generated;
 use crate::receipt::ReceiptView;
 use crate::{clock, platform, AppError};
 use jiff::Timestamp;
-use loopx_core::dispatch::{self, DriverSummary};
+use loopx_core::driver::{self, DriverSummary};
 use loopx_core::ledger::arbiter::Verdict;
 use loopx_core::ledger::proof::NoFiles;
 use loopx_core::ledger::vocabulary::{Decision, LoopStatus};
@@ -232,7 +232,7 @@ pub fn status(dir: &LoopDir) -> Result<StatusView, AppError> {
     Ok(StatusView {
         dir: dir.display(),
         revision,
-        driver: dispatch::summary(&driver, platform::alive),
+        driver: driver::summary(&driver, platform::alive),
         ledger,
         verdict,
         now,

@@ -8,7 +8,7 @@
 use crate::{clock, fsutil};
 use anyhow::{bail, Result};
 use jiff::Timestamp;
-use loopx_core::dispatch::{self, DriverOwner};
+use loopx_core::driver::{self, DriverOwner};
 use loopx_core::goal::GoalOwner;
 use loopx_core::ledger::arbiter::{arbitrate, Sentinels, Verdict};
 use loopx_core::ledger::audit::{Audit, Auditor, StreamAudit};
@@ -186,7 +186,7 @@ impl LoopDir {
                         ));
                     }
                     (problems, revision)
-                } else if stream == dispatch::STREAM {
+                } else if stream == driver::STREAM {
                     let (problems, revision, _) =
                         audit_stream::<DriverOwner>(store, &stream, "driver state")?;
                     (problems, revision)

@@ -8,7 +8,7 @@
 //! place for storage, processes or rendering to a terminal.
 
 pub mod digest;
-pub mod dispatch;
+pub mod driver;
 pub mod goal;
 pub mod hook;
 pub mod ident;

@@ -3,7 +3,7 @@
 //! it detached when it ends or runs out of time.
 //!
 //! Not here: what the process is for or what its output means (the turn
-//! and `loopx_core::dispatch::classify`).
+//! and `loopx_core::driver::classify`).
 
 use anyhow::{Context as _, Result};
 use loopx_app::driver::{agent_identity, record_path, write_record};

@@ -5,7 +5,7 @@
 //! the driver commits a dispatch intent; after it exits, a settlement.
 //!
 //! This module is the loop: it asks the core's step
-//! (`loopx_core::dispatch::step`, through `loopx_app::driver::next_step`)
+//! (`loopx_core::driver::step`, through `loopx_app::driver::next_step`)
 //! what to do next and does it, with the clocks and sleeps that takes. One
 //! turn is [`turn`]; one bounded process is [`agent`]; the spinner is
 //! [`ticker`]. Every commit is a `loopx_app::driver` use case.
@@ -18,10 +18,10 @@ use anyhow::{Context as _, Result};
 use loopx_app::driver;
 use loopx_app::loop_dir::LoopDir;
 use loopx_app::{clock, platform};
-use loopx_core::dispatch::provider;
-use loopx_core::dispatch::session::{Exit, Limits, Next, Session, TurnResult};
-use loopx_core::dispatch::step::Step;
-use loopx_core::dispatch::{DriverError, RecoveryPlan, Registration, Waiting};
+use loopx_core::driver::provider;
+use loopx_core::driver::session::{Exit, Limits, Next, Session, TurnResult};
+use loopx_core::driver::step::Step;
+use loopx_core::driver::{DriverError, RecoveryPlan, Registration, Waiting};
 use loopx_store::sqlite::Access;
 use loopx_store::AuthorityError;
 use std::path::{Path, PathBuf};

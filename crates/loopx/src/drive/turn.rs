@@ -3,7 +3,7 @@
 //!
 //! This file owns the processes, their environment, their logs and the
 //! progress lines; every commit goes through `loopx_app::driver`, and what
-//! the output means is `loopx_core::dispatch::classify`'s.
+//! the output means is `loopx_core::driver::classify`'s.
 
 use super::agent::spawn_and_wait;
 use super::ticker::Ticker;
@@ -13,10 +13,10 @@ use loopx_app::driver::{self, NOT_STARTED};
 use loopx_app::loop_dir::{LoopDir, Reading, DRIVER_LOGS};
 use loopx_app::{clock, platform};
 use loopx_core::digest::Digest;
-use loopx_core::dispatch::classify::{self, Reading as OutputReading, END_OF_PROMPT};
-use loopx_core::dispatch::provider::{Launcher, Structured};
-use loopx_core::dispatch::session::TurnResult;
-use loopx_core::dispatch::{Intent, Settlement, TurnOutcome};
+use loopx_core::driver::classify::{self, Reading as OutputReading, END_OF_PROMPT};
+use loopx_core::driver::provider::{Launcher, Structured};
+use loopx_core::driver::session::TurnResult;
+use loopx_core::driver::{Intent, Settlement, TurnOutcome};
 use loopx_core::goal::Actor;
 use loopx_core::ledger::CheckRun;
 use loopx_store::failpoint;

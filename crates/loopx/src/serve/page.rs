@@ -10,7 +10,7 @@ use loopx_app::continuation::NextTurn;
 use loopx_app::goal::acceptance::GoalInspection;
 use loopx_app::loop_dir::{LoopDir, Reading};
 use loopx_app::{clock, iterations, ErrorClass};
-use loopx_core::dispatch::{summary, DriverSummary};
+use loopx_core::driver::{summary, DriverSummary};
 use loopx_core::goal::continuation::ShouldRun;
 use loopx_core::goal::inspect::Readback;
 use loopx_core::goal::todo::TodoStatus;

@@ -307,8 +307,8 @@ mod tests {
 
     #[test]
     fn the_ledger_decides_success_and_output_only_classifies_failure() {
-        use crate::dispatch::classify::read;
-        use crate::dispatch::provider::Structured;
+        use crate::driver::classify::read;
+        use crate::driver::provider::Structured;
         let quiet = read("", Structured::Text, now());
         let limited = read("You have hit your usage limit", Structured::Text, now());
         let errored = read(

@@ -125,7 +125,7 @@ pub fn next(situation: &Situation<'_>) -> Step {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dispatch::session::Limits;
+    use crate::driver::session::Limits;
     use crate::goal::continuation::should_run;
     use crate::goal::todo::TodoAction;
     use crate::goal::{Actor, GoalCommand, GoalContext, GoalOwner, GoalRequest, RootCommitments};
