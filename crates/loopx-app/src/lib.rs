@@ -15,10 +15,12 @@
 pub mod arming;
 pub mod clock;
 pub mod continuation;
+pub mod doctor;
 pub mod driver;
 pub mod error;
 pub mod fsutil;
 pub mod goal;
+pub mod install;
 pub mod iterations;
 pub mod ledger;
 pub mod loop_dir;
