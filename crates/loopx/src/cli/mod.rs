@@ -3,6 +3,7 @@
 mod drive;
 mod goal;
 mod hook;
+mod install;
 mod ledger;
 mod selftest;
 mod serve;
@@ -77,6 +78,10 @@ enum Command {
     Serve(serve::ServeArgs),
     /// `serve`, and open the dashboard in a browser.
     Dashboard(serve::ServeArgs),
+    Install(install::InstallArgs),
+    /// Remove what `loopx install` added (same flags), giving back every file as it was.
+    Uninstall(install::InstallArgs),
+    Doctor(install::DoctorArgs),
 }
 
 /// What a command produced: the JSON object, the text for people, and
@@ -237,6 +242,9 @@ fn dispatch(command: Command, json: bool) -> Result<Reply> {
         Command::Verify(args) => drive::verify(&args),
         Command::Serve(args) => serve::serve(&args, false, json),
         Command::Dashboard(args) => serve::serve(&args, true, json),
+        Command::Install(args) => install::install(&args),
+        Command::Uninstall(args) => install::uninstall(&args),
+        Command::Doctor(args) => install::doctor(&args),
     }
 }
 
