@@ -152,7 +152,11 @@ impl Source {
     }
 
     fn record(&self, digest: &Digest) -> String {
-        format!("loopx {} {digest}", self.version)
+        Record {
+            version: self.version.clone(),
+            digest: digest.clone(),
+        }
+        .to_string()
     }
 
     fn mcp_args(&self) -> Vec<String> {
@@ -246,6 +250,13 @@ const SKILL_DESCRIPTION: &str = "Work inside a loopx loop: read the task, claim 
 pub struct Record {
     pub version: String,
     pub digest: Digest,
+}
+
+/// The one text of a record: `loopx <version> sha256:<hex>`.
+impl std::fmt::Display for Record {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "loopx {} {}", self.version, self.digest)
+    }
 }
 
 impl Record {
