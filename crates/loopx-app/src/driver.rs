@@ -10,7 +10,7 @@
 //! here too, because the driver writes it and recovery reads it.
 //!
 //! Not here: spawning agents and checks, timeouts and the terminal ticker
-//! (the binary's `drive/`), the policy itself (`loopx_core::dispatch`).
+//! (the binary's `drive/`), the policy itself (`loopx_core::driver`).
 
 use crate::loop_dir::{LoopDir, Reading, DRIVER_LOCK, DRIVER_LOGS};
 use crate::{clock, fsutil, platform};

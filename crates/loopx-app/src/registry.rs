@@ -33,6 +33,12 @@ impl Registry {
         self.base.display().to_string()
     }
 
+    /// The user's loopx state directory the registry lives in; other
+    /// per-user records (the installers' manifests) live beside it.
+    pub fn state_dir(&self) -> &Path {
+        &self.base
+    }
+
     fn armed_dir(&self) -> PathBuf {
         self.base.join("armed")
     }

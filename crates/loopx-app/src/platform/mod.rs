@@ -23,7 +23,7 @@ use fallback as os;
 use linux as os;
 
 pub use unix::{
-    alive, create_private, exists, group_alive, in_new_group, kill_adopted, kill_group,
+    alive, create_private, exists, free_bytes, group_alive, in_new_group, kill_adopted, kill_group,
     make_private_dir, spawn_recorded, sync_dir, which,
 };
 

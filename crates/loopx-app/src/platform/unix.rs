@@ -200,3 +200,19 @@ pub fn which(binary: &str) -> Option<std::path::PathBuf> {
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
 }
+
+/// The bytes an unprivileged user may still write on the file system
+/// holding `path` (`statvfs`).
+pub fn free_bytes(path: &Path) -> io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path with a NUL byte"))?;
+    // SAFETY: statvfs fills the zeroed struct it is given; the path is a
+    // valid C string that outlives the call.
+    let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c_path.as_ptr(), &mut stats) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    #[allow(clippy::unnecessary_cast)] // the field types differ between platforms
+    Ok(stats.f_bavail as u64 * stats.f_frsize as u64)
+}

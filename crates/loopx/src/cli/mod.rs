@@ -4,6 +4,7 @@ mod backup;
 mod drive;
 mod goal;
 mod hook;
+mod install;
 mod ledger;
 mod selftest;
 mod serve;
@@ -83,6 +84,10 @@ enum Command {
     /// `serve`, and open the dashboard in a browser.
     Dashboard(serve::ServeArgs),
     Backup(backup::BackupArgs),
+    Install(install::InstallArgs),
+    /// Remove what `loopx install` added (same flags), giving back every file as it was.
+    Uninstall(install::InstallArgs),
+    Doctor(install::DoctorArgs),
 }
 
 /// What a command produced: the JSON object, the text for people, and
@@ -248,6 +253,9 @@ fn dispatch(command: Command, json: bool) -> Result<Reply> {
         Command::Serve(args) => serve::serve(&args, false, json),
         Command::Dashboard(args) => serve::serve(&args, true, json),
         Command::Backup(args) => backup::backup(&args),
+        Command::Install(args) => install::install(&args),
+        Command::Uninstall(args) => install::uninstall(&args),
+        Command::Doctor(args) => install::doctor(&args),
     }
 }
 

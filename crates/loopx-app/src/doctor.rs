@@ -1,0 +1,358 @@
+//! `doctor`: read back what is installed and what the loop stands on, and
+//! say what a person must fix, with the command that fixes it.
+//!
+//! Checks, each a [`Check`]: for every runtime and scope, the installed
+//! skill, MCP entry and Stop hook against this binary (version, digest,
+//! all three of one revision); that the Stop hook calls a loopx that
+//! exists; that the store opens read-only with the current schema; the
+//! workspace (repository root, HEAD, dirty or clean) against the root the
+//! driver registered; each provider's binary and its `--version`; free
+//! disk in the loop directory.
+//!
+//! Writes nothing: the store is opened read-only, config files are only
+//! read. Not here: what an install writes (`crate::install`).
+
+use crate::install::{self, Found, Places, Scope, Source, Target};
+use crate::loop_dir::LoopDir;
+use crate::{driver, platform};
+use loopx_core::driver::provider;
+use loopx_store::sqlite::Access;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One finding. `fix` is the command to run when `ok` is false.
+#[derive(Debug, Serialize)]
+pub struct Check {
+    pub name: String,
+    pub ok: bool,
+    pub detail: String,
+    pub fix: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DoctorView {
+    /// Every check passed.
+    pub ok: bool,
+    pub checks: Vec<Check>,
+}
+
+/// Below this, a loop is one long turn log away from a full disk.
+const LOW_DISK: u64 = 256 * 1024 * 1024;
+/// How long a provider's `--version` may take.
+const VERSION_TIMEOUT: Duration = Duration::from_secs(3);
+
+pub fn doctor(dir: &Path, places: &Places, source: &Source) -> DoctorView {
+    let mut checks = Vec::new();
+    for target in Target::ALL {
+        for scope in [Scope::Project, Scope::User] {
+            installs(target, scope, places, source, &mut checks);
+        }
+    }
+    store_and_workspace(dir, places, &mut checks);
+    for provider in provider::PROVIDERS {
+        if let Some(check) = provider_check(provider) {
+            checks.push(check);
+        }
+    }
+    checks.push(disk(dir));
+    DoctorView {
+        ok: checks.iter().all(|c| c.ok),
+        checks,
+    }
+}
+
+fn install_command(target: Target, scope: Scope) -> String {
+    match scope {
+        Scope::Project => format!("loopx install --target {}", target.name()),
+        Scope::User => format!("loopx install --target {} --user", target.name()),
+    }
+}
+
+fn scope_name(scope: Scope) -> &'static str {
+    match scope {
+        Scope::Project => "project",
+        Scope::User => "user",
+    }
+}
+
+/// One check per runtime and scope: nothing installed is fine; anything
+/// installed must be complete, of this binary's version, and unedited.
+fn installs(
+    target: Target,
+    scope: Scope,
+    places: &Places,
+    source: &Source,
+    checks: &mut Vec<Check>,
+) {
+    let name = format!("install.{}.{}", target.name(), scope_name(scope));
+    let fix = install_command(target, scope);
+    let mut problems = Vec::new();
+    let mut present = Vec::new();
+    let mut missing = Vec::new();
+    let mut foreign = Vec::new();
+    for component in install::components(target, scope, places, source) {
+        let text = install::read_for_inspection(&component.path);
+        let path = component.path.display();
+        match component.edit.inspect(text.as_deref()) {
+            Found::Absent => missing.push(component.name),
+            // Only a problem beside a loopx install: then install refuses
+            // to replace it, and the runtime gets someone else's entry.
+            Found::Foreign => foreign.push(format!(
+                "the {} at {path} was not written by loopx (it has no install record): move it away",
+                component.name
+            )),
+            Found::Installed { record, intact } => {
+                present.push(format!("{} {}", component.name, record.version));
+                if record.version != source.version {
+                    problems.push(format!(
+                        "the {} at {path} was installed by loopx {}, this is loopx {} (mixed revisions)",
+                        component.name, record.version, source.version
+                    ));
+                }
+                if !intact {
+                    problems.push(format!(
+                        "the {} at {path} was edited since install (its content no longer has digest {})",
+                        component.name, record.digest
+                    ));
+                }
+                if let Some(command) = text.as_deref().and_then(|t| component.edit.hook_command(t))
+                {
+                    if let Some(problem) = missing_binary(&command) {
+                        problems.push(format!("the Stop hook in {path} {problem}"));
+                    }
+                }
+            }
+        }
+    }
+    if present.is_empty() {
+        checks.push(Check {
+            name,
+            ok: true,
+            detail: "not installed".into(),
+            fix: None,
+        });
+        return;
+    }
+    problems.extend(foreign);
+    if !missing.is_empty() {
+        problems.push(format!("incomplete: {} missing", missing.join(", ")));
+    }
+    let ok = problems.is_empty();
+    checks.push(Check {
+        name,
+        ok,
+        detail: if ok {
+            format!("installed, matches this binary ({})", present.join(", "))
+        } else {
+            problems.join("; ")
+        },
+        fix: (!ok).then_some(fix),
+    });
+}
+
+/// Why the hook `command` cannot run, if it cannot: its program is
+/// neither an executable file nor found on PATH.
+fn missing_binary(command: &str) -> Option<String> {
+    let program = install::first_word(command);
+    let found = if program.contains('/') {
+        is_executable(Path::new(&program))
+    } else {
+        platform::which(&program).is_some()
+    };
+    (!found).then(|| format!("calls {program:?}, which does not exist or is not executable"))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+fn store_and_workspace(dir: &Path, places: &Places, checks: &mut Vec<Check>) {
+    let shown = dir.display();
+    let opened = LoopDir::open(dir, Access::ReadOnly).and_then(|loop_dir| {
+        loop_dir.read()?;
+        Ok(loop_dir)
+    });
+    let loop_dir = match opened {
+        Ok(loop_dir) => {
+            checks.push(Check {
+                name: "store".into(),
+                ok: true,
+                detail: format!(
+                    "{} opens read-only; its schema is current",
+                    loop_dir.display()
+                ),
+                fix: None,
+            });
+            loop_dir
+        }
+        Err(error) => {
+            checks.push(Check {
+                name: "store".into(),
+                ok: false,
+                detail: crate::error::describe(&error),
+                fix: Some(format!(
+                    "loopx init --dir {shown} (or pass the loop's --dir)"
+                )),
+            });
+            return;
+        }
+    };
+    let now = driver::workspace(&places.project);
+    let state = match now.changes.as_ref().zip(now.head.as_ref()) {
+        Some((_, head)) => format!(
+            "HEAD {head}, {}",
+            if is_clean(&places.project) {
+                "clean"
+            } else {
+                "dirty"
+            }
+        ),
+        None => "not a git repository".into(),
+    };
+    let recorded = loop_dir
+        .driver()
+        .ok()
+        .and_then(|(_, state)| state.workspace_root);
+    let check = match recorded {
+        None => Check {
+            name: "workspace".into(),
+            ok: true,
+            detail: format!(
+                "{} ({state}); no driver has registered a workspace yet",
+                now.root
+            ),
+            fix: None,
+        },
+        Some(root) if same_dir(&root, &now.root) => Check {
+            name: "workspace".into(),
+            ok: true,
+            detail: format!("{} ({state}), as the driver registered", now.root),
+            fix: None,
+        },
+        Some(root) => Check {
+            name: "workspace".into(),
+            ok: false,
+            detail: format!(
+                "the loop was driven from {root}, this is {} ({state})",
+                now.root
+            ),
+            fix: Some(format!("cd {root} (the loop belongs to that workspace)")),
+        },
+    };
+    checks.push(check);
+}
+
+fn same_dir(a: &str, b: &str) -> bool {
+    let canon = |p: &str| {
+        PathBuf::from(p)
+            .canonicalize()
+            .unwrap_or_else(|_| PathBuf::from(p))
+    };
+    canon(a) == canon(b)
+}
+
+/// The porcelain status is empty. (The workspace probe's `changes` is a
+/// digest, equal for every clean tree; this asks git directly.)
+fn is_clean(root: &Path) -> bool {
+    Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["status", "--porcelain=v1"])
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .stderr(Stdio::null())
+        .output()
+        .is_ok_and(|o| o.status.success() && o.stdout.is_empty())
+}
+
+/// A provider whose binary is on PATH, with its `--version`. Providers
+/// not on PATH are not reported: nobody must install every runtime.
+fn provider_check(provider: &provider::Provider) -> Option<Check> {
+    let (binary, path) = provider
+        .launchers
+        .iter()
+        .find_map(|l| platform::which(l.binary).map(|p| (l.binary, p)))?;
+    let name = format!("provider.{}", provider.name);
+    Some(match version(&path) {
+        Ok(version) => Check {
+            name,
+            ok: true,
+            detail: format!("{} ({version})", path.display()),
+            fix: None,
+        },
+        Err(problem) => Check {
+            name,
+            ok: false,
+            detail: format!("{}: `{binary} --version` {problem}", path.display()),
+            fix: Some(format!("reinstall {binary}, or remove it from PATH")),
+        },
+    })
+}
+
+/// The first line `--version` prints, within [`VERSION_TIMEOUT`]: a
+/// binary that hangs is killed, never waited for.
+fn version(path: &Path) -> Result<String, String> {
+    let mut child = Command::new(path)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start: {e}"))?;
+    let started = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                let mut out = String::new();
+                if let Some(mut stdout) = child.stdout.take() {
+                    use std::io::Read as _;
+                    let _ = stdout.read_to_string(&mut out);
+                }
+                let line = out.lines().next().unwrap_or("").trim().to_owned();
+                return if status.success() {
+                    Ok(line)
+                } else {
+                    Err(format!("failed ({status})"))
+                };
+            }
+            Ok(None) if started.elapsed() < VERSION_TIMEOUT => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "did not answer within {}s",
+                    VERSION_TIMEOUT.as_secs()
+                ));
+            }
+            Err(e) => return Err(format!("cannot be waited for: {e}")),
+        }
+    }
+}
+
+fn disk(dir: &Path) -> Check {
+    // The loop directory, or the nearest existing directory above it.
+    let at = dir
+        .ancestors()
+        .find(|p| p.exists())
+        .unwrap_or(Path::new("."));
+    match platform::free_bytes(at) {
+        Ok(free) => Check {
+            name: "disk".into(),
+            ok: free >= LOW_DISK,
+            detail: format!("{} MiB free at {}", free / (1024 * 1024), at.display()),
+            fix: (free < LOW_DISK)
+                .then(|| format!("free space on the file system of {}", at.display())),
+        },
+        Err(e) => Check {
+            name: "disk".into(),
+            ok: false,
+            detail: format!("cannot measure free space at {}: {e}", at.display()),
+            fix: Some("check the loop directory's file system".into()),
+        },
+    }
+}

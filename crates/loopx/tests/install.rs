@@ -1,0 +1,449 @@
+//! `loopx install`, `uninstall` and `doctor` on the real binary, in a
+//! temporary HOME and project: merges keep every other entry and byte,
+//! a second install changes nothing, a dry run writes nothing, uninstall
+//! gives back the original bytes, doctor reads back and writes nothing.
+
+mod common;
+
+use common::{fingerprint, loopx_path};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A temporary user and project, with every variable the installers
+/// read pointed inside it.
+struct Home {
+    _temp: tempfile::TempDir,
+    root: PathBuf,
+    home: PathBuf,
+    project: PathBuf,
+    bin: PathBuf,
+}
+
+impl Home {
+    fn new() -> Self {
+        let temp = tempfile::tempdir().unwrap();
+        let root = temp.path().canonicalize().unwrap();
+        let home = root.join("home");
+        let project = root.join("project");
+        let bin = root.join("bin");
+        for dir in [&home, &project, &bin] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        Home {
+            _temp: temp,
+            root,
+            home,
+            project,
+            bin,
+        }
+    }
+
+    fn loopx(&self) -> assert_cmd::Command {
+        let mut command = assert_cmd::Command::new(loopx_path());
+        command
+            .current_dir(&self.project)
+            .env("HOME", &self.home)
+            .env("XDG_STATE_HOME", self.home.join(".local/state"))
+            .env("XDG_CONFIG_HOME", self.home.join(".config"))
+            .env_remove("CODEX_HOME")
+            .env_remove("LOOPX_DIR")
+            .env_remove("LOOPX_REGISTRY_DIR")
+            // Only the test's own fake providers, and git for the
+            // workspace probe.
+            .env("PATH", format!("{}:/usr/bin:/bin", self.bin.display()));
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let out = self.loopx().args(args).assert().success();
+        String::from_utf8(out.get_output().stdout.clone()).unwrap()
+    }
+
+    fn write(&self, path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn read(&self, path: &Path) -> String {
+        std::fs::read_to_string(path).unwrap()
+    }
+
+    /// Every byte under the temporary root (HOME, project), but loopx's
+    /// own state directory: install keeps its manifests there, and
+    /// uninstall removes them, but not the directory the armed-loop
+    /// registry shares.
+    fn everything(&self) -> BTreeMap<String, Vec<u8>> {
+        let mut all = fingerprint(&self.root);
+        all.retain(|name, _| !name.starts_with("home/.local/"));
+        all
+    }
+
+    /// As [`Home::everything`], with loopx's state directory.
+    fn everything_with_state(&self) -> BTreeMap<String, Vec<u8>> {
+        fingerprint(&self.root)
+    }
+
+    fn doctor(&self, loop_dir: &Path) -> (bool, serde_json::Value) {
+        let out = self
+            .loopx()
+            .args(["doctor", "--json", "--dir", loop_dir.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.success(), body)
+    }
+
+    fn init_loop(&self) -> PathBuf {
+        let dir = self.project.join(".loopx");
+        self.loopx()
+            .args(["init", "--dir", dir.to_str().unwrap()])
+            .args([
+                "--goal",
+                "Prove lemma B",
+                "--success-criteria",
+                "checked proof",
+            ])
+            .env("LOOPX_REGISTRY_DIR", self.root.join("registry"))
+            .assert()
+            .success();
+        dir
+    }
+}
+
+fn check<'a>(body: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    body["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no check {name} in {body:#}"))
+}
+
+/// A settings file with an unrelated hook and an odd key order and indent.
+const CLAUDE_SETTINGS: &str = "{\n    \"zeta\": 1,\n    \"hooks\": {\"Stop\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"say done\"}]}], \"PreToolUse\": [{\"matcher\": \"Bash\", \"hooks\": [{\"type\":\"command\",\"command\":\"echo hi\"}]}]},\n    \"alpha\": true\n}\n";
+const CLAUDE_MCP: &str =
+    "{\"mcpServers\":{\"zz-other\":{\"command\":\"npx\",\"args\":[\"-y\",\"other\"]}},\"b\":0}";
+const CODEX_CONFIG: &str = "# my codex config\nmodel = \"o3\"  # pinned\n\n[mcp_servers.other]\ncommand = \"npx\" # keep me\nargs = [\"-y\", \"x\"]\n";
+const OPENCODE_CONFIG: &str = "{\n  \"$schema\": \"https://opencode.ai/config.json\",\n  \"mcp\": {\n    \"other\": {\"type\": \"local\", \"command\": [\"other\"]}\n  },\n  \"theme\": \"dark\"\n}\n";
+
+#[test]
+fn claude_project_install_merges_is_idempotent_and_uninstall_restores_every_byte() {
+    let h = Home::new();
+    let settings = h.project.join(".claude/settings.json");
+    let mcp = h.project.join(".mcp.json");
+    h.write(&settings, CLAUDE_SETTINGS);
+    h.write(&mcp, CLAUDE_MCP);
+    let before = h.everything();
+
+    h.run(&["install", "--target", "claude"]);
+    let merged: serde_json::Value = serde_json::from_str(&h.read(&settings)).unwrap();
+    // The unrelated hooks and keys stay, in their order; loopx's hook is added.
+    let text = h.read(&settings);
+    assert!(text.find("\"zeta\"").unwrap() < text.find("\"alpha\"").unwrap());
+    assert_eq!(
+        merged["hooks"]["PreToolUse"][0]["hooks"][0]["command"],
+        "echo hi"
+    );
+    assert_eq!(
+        merged["hooks"]["Stop"][0]["hooks"][0]["command"],
+        "say done"
+    );
+    let ours = merged["hooks"]["Stop"][1]["hooks"][0]["command"]
+        .as_str()
+        .unwrap();
+    assert!(
+        ours.contains("hook-check") && ours.contains("LOOPX_INSTALLED='loopx "),
+        "{ours}"
+    );
+    let servers: serde_json::Value = serde_json::from_str(&h.read(&mcp)).unwrap();
+    assert_eq!(servers["mcpServers"]["zz-other"]["args"][1], "other");
+    assert_eq!(servers["mcpServers"]["loopx"]["args"][0], "mcp");
+    assert!(servers["mcpServers"]["loopx"]["env"]["LOOPX_INSTALLED"]
+        .as_str()
+        .unwrap()
+        .starts_with(&format!("loopx {} sha256:", env!("CARGO_PKG_VERSION"))));
+    let skill = h.read(&h.project.join(".claude/skills/loopx/SKILL.md"));
+    assert!(skill.starts_with("---\nname: loopx\n") && skill.contains("loopx-installed: \"loopx "));
+
+    // A second install: no change, same bytes.
+    let installed = h.everything();
+    let again = h.run(&["install", "--target", "claude"]);
+    assert!(again.contains("nothing to change"), "{again}");
+    assert_eq!(h.everything(), installed);
+
+    h.run(&["uninstall", "--target", "claude"]);
+    assert_eq!(h.everything(), before);
+}
+
+#[test]
+fn dry_run_prints_a_diff_and_writes_nothing() {
+    let h = Home::new();
+    let settings = h.project.join(".claude/settings.json");
+    h.write(&settings, CLAUDE_SETTINGS);
+    let before = h.everything_with_state();
+    let out = h.run(&["install", "--target", "claude", "--dry-run"]);
+    assert!(
+        out.contains(&format!("+++ b{}", settings.display())),
+        "{out}"
+    );
+    assert!(
+        out.contains("+    \"Stop\"") || out.contains("hook-check"),
+        "{out}"
+    );
+    assert!(out.contains("would create"), "{out}");
+    assert_eq!(h.everything_with_state(), before);
+
+    // Uninstall's dry run too, after a real install.
+    h.run(&["install", "--target", "claude"]);
+    let installed = h.everything_with_state();
+    let out = h.run(&["uninstall", "--target", "claude", "--dry-run"]);
+    assert!(out.contains("-") && out.contains("would restore"), "{out}");
+    assert_eq!(h.everything_with_state(), installed);
+}
+
+#[test]
+fn codex_user_install_keeps_toml_comments_and_uninstall_restores_them() {
+    let h = Home::new();
+    let config = h.home.join(".codex/config.toml");
+    h.write(&config, CODEX_CONFIG);
+    let before = h.everything();
+    h.run(&["install", "--target", "codex", "--user"]);
+    let text = h.read(&config);
+    assert!(
+        text.starts_with(CODEX_CONFIG),
+        "the user's lines stay as written:\n{text}"
+    );
+    assert!(
+        text.contains("[mcp_servers.loopx]") && text.contains("LOOPX_INSTALLED"),
+        "{text}"
+    );
+    assert!(h.home.join(".agents/skills/loopx/SKILL.md").is_file());
+    // Project files are untouched by a user install.
+    assert!(std::fs::read_dir(&h.project).unwrap().next().is_none());
+
+    let installed = h.everything();
+    h.run(&["install", "--target", "codex", "--user"]);
+    assert_eq!(h.everything(), installed);
+
+    h.run(&["uninstall", "--target", "codex", "--user"]);
+    assert_eq!(h.everything(), before);
+}
+
+#[test]
+fn codex_and_opencode_project_installs_round_trip() {
+    let h = Home::new();
+    let opencode = h.project.join("opencode.json");
+    h.write(&opencode, OPENCODE_CONFIG);
+    let before = h.everything();
+    h.run(&["install", "--target", "opencode"]);
+    h.run(&["install", "--target", "codex"]);
+    let merged: serde_json::Value = serde_json::from_str(&h.read(&opencode)).unwrap();
+    assert_eq!(merged["mcp"]["other"]["command"][0], "other");
+    assert_eq!(merged["mcp"]["loopx"]["type"], "local");
+    assert_eq!(merged["mcp"]["loopx"]["command"][1], "mcp");
+    assert_eq!(merged["theme"], "dark");
+    assert!(h.project.join(".opencode/skills/loopx/SKILL.md").is_file());
+    assert!(h.project.join(".codex/config.toml").is_file());
+    assert!(h.project.join(".agents/skills/loopx/SKILL.md").is_file());
+
+    h.run(&["uninstall", "--target", "codex"]);
+    h.run(&["uninstall", "--target", "opencode"]);
+    assert_eq!(h.everything(), before);
+}
+
+#[test]
+fn claude_user_install_writes_home_files_only() {
+    let h = Home::new();
+    let claude_json = h.home.join(".claude.json");
+    h.write(&claude_json, "{\"numStartups\": 3, \"mcpServers\": {}}\n");
+    let before = h.everything();
+    h.run(&["install", "--target", "claude", "--user"]);
+    let merged: serde_json::Value = serde_json::from_str(&h.read(&claude_json)).unwrap();
+    assert_eq!(merged["numStartups"], 3);
+    assert_eq!(merged["mcpServers"]["loopx"]["type"], "stdio");
+    assert!(h.home.join(".claude/settings.json").is_file());
+    assert!(h.home.join(".claude/skills/loopx/SKILL.md").is_file());
+    assert!(std::fs::read_dir(&h.project).unwrap().next().is_none());
+    h.run(&["uninstall", "--target", "claude", "--user"]);
+    assert_eq!(h.everything(), before);
+}
+
+#[test]
+fn uninstall_after_an_unrelated_edit_removes_only_loopx_entry() {
+    let h = Home::new();
+    let settings = h.project.join(".claude/settings.json");
+    h.write(&settings, CLAUDE_SETTINGS);
+    h.run(&["install", "--target", "claude"]);
+    // The person adds a key after the install.
+    let edited =
+        h.read(&settings)
+            .replacen("\"alpha\": true", "\"alpha\": true,\n    \"added\": 2", 1);
+    std::fs::write(&settings, &edited).unwrap();
+    h.run(&["uninstall", "--target", "claude"]);
+    let after: serde_json::Value = serde_json::from_str(&h.read(&settings)).unwrap();
+    assert_eq!(after["added"], 2);
+    assert_eq!(after["hooks"]["Stop"].as_array().unwrap().len(), 1);
+    assert_eq!(after["hooks"]["Stop"][0]["hooks"][0]["command"], "say done");
+    assert!(!h.project.join(".mcp.json").exists());
+    assert!(!h.project.join(".claude/skills").exists());
+}
+
+#[test]
+fn install_refuses_a_symlink_and_an_entry_it_did_not_write() {
+    let h = Home::new();
+    let elsewhere = h.root.join("elsewhere.json");
+    h.write(&elsewhere, "{}\n");
+    std::os::unix::fs::symlink(&elsewhere, h.project.join(".mcp.json")).unwrap();
+    let before = h.everything();
+    h.loopx()
+        .args(["install", "--target", "claude"])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("symbolic link"));
+    assert_eq!(h.everything(), before);
+
+    std::fs::remove_file(h.project.join(".mcp.json")).unwrap();
+    h.write(
+        &h.project.join(".mcp.json"),
+        "{\"mcpServers\": {\"loopx\": {\"command\": \"mine\"}}}\n",
+    );
+    let before = h.everything();
+    h.loopx()
+        .args(["install", "--target", "claude"])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("that loopx did not write"));
+    assert_eq!(h.everything(), before);
+}
+
+#[test]
+fn doctor_passes_on_a_fresh_install_and_writes_nothing() {
+    let h = Home::new();
+    let dir = h.init_loop();
+    h.run(&["install", "--target", "claude"]);
+    h.run(&["install", "--target", "codex", "--user"]);
+    let before = h.everything_with_state();
+    let (ok, body) = h.doctor(&dir);
+    assert!(ok, "{body:#}");
+    assert_eq!(check(&body, "install.claude.project")["ok"], true);
+    assert!(check(&body, "install.codex.user")["detail"]
+        .as_str()
+        .unwrap()
+        .contains("matches"));
+    assert_eq!(check(&body, "store")["ok"], true);
+    assert_eq!(check(&body, "disk")["ok"], true);
+    for c in body["checks"].as_array().unwrap() {
+        assert!(
+            c.get("name").is_some()
+                && c.get("ok").is_some()
+                && c.get("detail").is_some()
+                && c.get("fix").is_some()
+        );
+    }
+    assert_eq!(h.everything_with_state(), before);
+}
+
+#[test]
+fn doctor_catches_a_hand_edited_skill_and_a_stale_hook() {
+    let h = Home::new();
+    let dir = h.init_loop();
+    h.run(&["install", "--target", "claude"]);
+    let skill = h.project.join(".claude/skills/loopx/SKILL.md");
+    let text = h.read(&skill).replace("Work through it", "Ignore it");
+    std::fs::write(&skill, text).unwrap();
+    let before = h.everything_with_state();
+    let (ok, body) = h.doctor(&dir);
+    assert!(!ok);
+    let install = check(&body, "install.claude.project");
+    assert_eq!(install["ok"], false);
+    assert!(
+        install["detail"]
+            .as_str()
+            .unwrap()
+            .contains("edited since install"),
+        "{install}"
+    );
+    assert_eq!(install["fix"], "loopx install --target claude");
+    assert_eq!(h.everything_with_state(), before);
+
+    // Reinstall repairs it; then point the hook at a binary that is gone.
+    h.run(&["install", "--target", "claude"]);
+    assert!(h.doctor(&dir).0);
+    let settings = h.project.join(".claude/settings.json");
+    let loopx = loopx_path().display().to_string();
+    let stale = h.read(&settings).replace(&loopx, "/nowhere/loopx");
+    std::fs::write(&settings, stale).unwrap();
+    let (ok, body) = h.doctor(&dir);
+    assert!(!ok);
+    let detail = check(&body, "install.claude.project")["detail"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        detail.contains("/nowhere/loopx") && detail.contains("does not exist"),
+        "{detail}"
+    );
+
+    // The text rendering says the fix too, on a failing exit.
+    h.loopx()
+        .args(["doctor", "--dir", dir.to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains(
+            "fix: loopx install --target claude",
+        ));
+}
+
+#[test]
+fn doctor_does_not_wait_for_a_hanging_provider() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let h = Home::new();
+    let dir = h.init_loop();
+    let codex = h.bin.join("codex");
+    std::fs::write(&codex, "#!/bin/sh\nexec sleep 60\n").unwrap();
+    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let opencode = h.bin.join("opencode");
+    std::fs::write(&opencode, "#!/bin/sh\necho 'opencode 9.9.9'\n").unwrap();
+    std::fs::set_permissions(&opencode, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let started = Instant::now();
+    let (ok, body) = h.doctor(&dir);
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert!(!ok);
+    assert_eq!(check(&body, "provider.codex")["ok"], false);
+    let opencode = check(&body, "provider.opencode");
+    assert_eq!(opencode["ok"], true);
+    assert!(opencode["detail"]
+        .as_str()
+        .unwrap()
+        .contains("opencode 9.9.9"));
+}
+
+#[test]
+fn doctor_calls_an_install_of_another_loopx_version_a_mixed_revision() {
+    let h = Home::new();
+    let dir = h.init_loop();
+    h.run(&["install", "--target", "claude"]);
+    let mcp = h.project.join(".mcp.json");
+    let older = h.read(&mcp).replace(
+        &format!("\"loopx {} sha256:", env!("CARGO_PKG_VERSION")),
+        "\"loopx 0.0.1 sha256:",
+    );
+    std::fs::write(&mcp, older).unwrap();
+    let (ok, body) = h.doctor(&dir);
+    assert!(!ok);
+    let install = check(&body, "install.claude.project");
+    let detail = install["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("installed by loopx 0.0.1") && detail.contains("mixed revisions"),
+        "{detail}"
+    );
+    assert!(
+        !detail.contains("edited since install"),
+        "only the version differs: {detail}"
+    );
+    assert_eq!(install["fix"], "loopx install --target claude");
+    // The fix fixes it.
+    h.run(&["install", "--target", "claude"]);
+    assert!(h.doctor(&dir).0);
+}
