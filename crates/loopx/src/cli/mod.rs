@@ -4,6 +4,7 @@ mod drive;
 mod goal;
 mod hook;
 mod ledger;
+mod mcp;
 mod selftest;
 mod serve;
 
@@ -77,6 +78,7 @@ enum Command {
     Serve(serve::ServeArgs),
     /// `serve`, and open the dashboard in a browser.
     Dashboard(serve::ServeArgs),
+    Mcp(mcp::McpArgs),
 }
 
 /// What a command produced: the JSON object, the text for people, and
@@ -237,6 +239,7 @@ fn dispatch(command: Command, json: bool) -> Result<Reply> {
         Command::Verify(args) => drive::verify(&args),
         Command::Serve(args) => serve::serve(&args, false, json),
         Command::Dashboard(args) => serve::serve(&args, true, json),
+        Command::Mcp(args) => mcp::mcp(&args),
     }
 }
 
