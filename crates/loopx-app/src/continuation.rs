@@ -1,5 +1,6 @@
-//! Whether and how the next turn runs: `quota should-run` and `task-body`,
-//! each computed from the store alone (the ledger, its stop verdict, the
+//! Whether and how the next turn runs: `quota should-run`, `task-body`, and
+//! the work context an agent reads inside a turn (both from one read), each
+//! computed from the store alone (the ledger, its stop verdict, the
 //! operator's sentinels and the goal frontier). The decision itself is the
 //! core's (`loopx_core::goal::continuation`, `loopx_core::goal::task_body`);
 //! this module reads what it needs and hands it over.
@@ -9,7 +10,7 @@ use crate::goal::GoalReading;
 use crate::loop_dir::{LoopDir, Reading};
 use anyhow::Result;
 use loopx_core::digest::Digest;
-use loopx_core::goal::continuation::{self, ShouldRun};
+use loopx_core::goal::continuation::{self, SelectedTodo, ShouldRun};
 use loopx_core::goal::{self, Actor};
 use loopx_core::ledger::arbiter::{arbitrate, Verdict};
 use serde::Serialize;
@@ -30,6 +31,16 @@ pub struct TaskBody {
     pub bytes: usize,
     pub digest: Digest,
     pub body: String,
+}
+
+impl TaskBody {
+    fn of(body: String) -> Self {
+        TaskBody {
+            bytes: body.len(),
+            digest: Digest::of_bytes(body.as_bytes()),
+            body,
+        }
+    }
 }
 
 impl LoopDir {
@@ -54,18 +65,16 @@ impl LoopDir {
     /// The next turn's prompt, rendered from state: byte-identical while
     /// the frontier does not change.
     pub fn task_body(&self, goal_id: &str, actor: &Actor) -> Result<String> {
-        let NextTurn {
-            reading,
-            goal,
-            should_run,
-            ..
-        } = self.next_turn(goal_id, actor)?;
-        Ok(goal::task_body::render(
+        Ok(self.render_task_body(&self.next_turn(goal_id, actor)?))
+    }
+
+    fn render_task_body(&self, turn: &NextTurn) -> String {
+        goal::task_body::render(
             &self.display(),
-            &reading.ledger,
-            &goal.goal,
-            &should_run,
-        ))
+            &turn.reading.ledger,
+            &turn.goal.goal,
+            &turn.should_run,
+        )
     }
 }
 
@@ -76,10 +85,34 @@ pub fn should_run(dir: &LoopDir, goal_id: &str, actor: &Actor) -> Result<ShouldR
 
 /// `task-body`: the next turn's prompt for `actor`. Read-only.
 pub fn task_body(dir: &LoopDir, goal_id: &str, actor: &Actor) -> Result<TaskBody> {
-    let body = dir.task_body(goal_id, actor)?;
-    Ok(TaskBody {
-        bytes: body.len(),
-        digest: Digest::of_bytes(body.as_bytes()),
-        body,
+    Ok(TaskBody::of(dir.task_body(goal_id, actor)?))
+}
+
+/// What an agent reads at the start of (or during) a turn: the prompt and
+/// the todo the continuation decision selected for it, from one read.
+#[derive(Debug, Serialize)]
+pub struct WorkContext {
+    pub should_run: bool,
+    pub selected_todo: Option<SelectedTodo>,
+    pub next_action: String,
+    pub task_body: TaskBody,
+}
+
+/// The work context for `actor`: [`task_body`] and the selected todo of
+/// [`should_run`], computed once. Read-only.
+pub fn work_context(dir: &LoopDir, goal_id: &str, actor: &Actor) -> Result<WorkContext> {
+    let turn = dir.next_turn(goal_id, actor)?;
+    let body = dir.render_task_body(&turn);
+    let ShouldRun {
+        should_run,
+        selected_todo,
+        next_action,
+        ..
+    } = turn.should_run;
+    Ok(WorkContext {
+        should_run,
+        selected_todo,
+        next_action,
+        task_body: TaskBody::of(body),
     })
 }

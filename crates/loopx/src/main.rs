@@ -2,12 +2,13 @@
 //! a goal across sessions, crashes and hand-offs.
 //!
 //! This binary is a thin set of adapters over `loopx-app`: the CLI
-//! (`cli/`), the driver's processes (`drive`) and the HTTP server
-//! (`serve/`). Each parses its input, calls the application, and renders
+//! (`cli/`), the driver's processes (`drive`), the HTTP server
+//! (`serve/`) and the MCP server (`mcp/`). Each parses its input, calls the application, and renders
 //! the result as text, `--json` or HTML.
 
 mod cli;
 mod drive;
+mod mcp;
 mod serve;
 
 fn main() -> std::process::ExitCode {

@@ -6,6 +6,7 @@ mod goal;
 mod hook;
 mod install;
 mod ledger;
+mod mcp;
 mod selftest;
 mod serve;
 
@@ -88,6 +89,7 @@ enum Command {
     /// Remove what `loopx install` added (same flags), giving back every file as it was.
     Uninstall(install::InstallArgs),
     Doctor(install::DoctorArgs),
+    Mcp(mcp::McpArgs),
 }
 
 /// What a command produced: the JSON object, the text for people, and
@@ -256,6 +258,7 @@ fn dispatch(command: Command, json: bool) -> Result<Reply> {
         Command::Install(args) => install::install(&args),
         Command::Uninstall(args) => install::uninstall(&args),
         Command::Doctor(args) => install::doctor(&args),
+        Command::Mcp(args) => mcp::mcp(&args),
     }
 }
 

@@ -32,7 +32,7 @@ impl GoalArgs {
     /// Without `--agent-id`, the owner; with one, that agent, whose id the
     /// owner's grammar must accept: `--agent-id ""` is refused, never
     /// taken to mean the owner.
-    pub(super) fn actor(&self) -> Result<Actor> {
+    pub(crate) fn actor(&self) -> Result<Actor> {
         match &self.agent_id {
             Some(agent) => Ok(Actor::agent(agent).context("--agent-id / LOOPX_AGENT_ID")?),
             None => Ok(Actor::Owner),

@@ -1,0 +1,45 @@
+//! `loopx mcp`: its flags, and the binding they give the MCP server.
+
+use super::goal::GoalArgs;
+use super::Reply;
+use anyhow::Result;
+use clap::Args;
+
+/// Serve the Model Context Protocol on stdin/stdout for an agent inside a
+/// turn (register it as a local stdio MCP server in Claude Code, Codex or
+/// OpenCode).
+///
+/// The loop, goal and agent are fixed here, from these flags or the
+/// LOOPX_DIR / LOOPX_AGENT_ID / LOOPX_DISPATCH_ID variables `loopx drive`
+/// sets; no tool input can name another. Without an agent id the tools act
+/// as the goal's owner.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    #[command(flatten)]
+    pub goal: GoalArgs,
+    /// The driver dispatch this turn runs under (set by `loopx drive`).
+    #[arg(long, env = "LOOPX_DISPATCH_ID", default_value = "", hide = true)]
+    pub dispatch_id: String,
+    /// The agent provider that runs this turn (set by `loopx drive`).
+    #[arg(
+        long,
+        env = "AAS_AUTOLOOP_PRIMARY_PROVIDER",
+        default_value = "",
+        hide = true
+    )]
+    pub executor_provider: String,
+}
+
+pub fn mcp(args: &McpArgs) -> Result<Reply> {
+    crate::mcp::serve(crate::mcp::Binding {
+        dir: args.goal.dir.dir.clone(),
+        goal_id: args.goal.goal_id.clone(),
+        actor: args.goal.actor()?,
+        dispatch_id: args.dispatch_id.clone(),
+        executor_provider: args.executor_provider.clone(),
+    })?;
+    Ok(Reply::ok(
+        serde_json::json!({"status": "ok", "action": "mcp"}),
+        "",
+    ))
+}

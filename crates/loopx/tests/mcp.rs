@@ -1,0 +1,443 @@
+//! `loopx mcp` through a real MCP client: the binary runs as a child
+//! process and rmcp's client talks to it over stdio, as Claude Code, Codex
+//! or OpenCode would. Every tool is called on a real loop; replay by
+//! operation id, a conflicting reuse, a foreign agent's lease and an
+//! attempt to route through a tool's input are each checked against the
+//! store.
+
+mod common;
+
+use common::{iteration_numbers, Fixture};
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::ServiceExt as _;
+use serde_json::{json, Value};
+
+type Client = RunningService<RoleClient, ()>;
+
+const TOOLS: [&str; 13] = [
+    "adopt_goal_objective",
+    "append_evidence",
+    "append_iteration",
+    "claim_todo",
+    "complete_todo",
+    "prepare_goal_objective",
+    "refine_outcome",
+    "refresh_state",
+    "release_todo",
+    "renew_lease",
+    "should_run",
+    "status",
+    "work_context",
+];
+
+impl Fixture {
+    /// `loopx <args> --dir D --json` as `agent` (None = the owner); must succeed.
+    fn cli(&self, agent: Option<&str>, args: &[&str]) -> Value {
+        let mut command = self.loopx();
+        command.args(args).args(["--dir", self.d(), "--json"]);
+        if let Some(agent) = agent {
+            command.env("LOOPX_AGENT_ID", agent);
+        }
+        let output = command.output().unwrap();
+        assert!(
+            output.status.success(),
+            "{args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+
+    /// `loopx mcp` bound to this loop as `agent`, through the driver's
+    /// variables, with rmcp's client on its stdio.
+    async fn mcp(&self, agent: &str) -> Client {
+        let mut command = tokio::process::Command::new(common::loopx_path());
+        command
+            .arg("mcp")
+            .env("LOOPX_REGISTRY_DIR", &self.registry)
+            .env("LOOPX_DIR", &self.dir)
+            .env("LOOPX_AGENT_ID", agent)
+            .env("LOOPX_DISPATCH_ID", "");
+        ().serve(TokioChildProcess::new(command).unwrap())
+            .await
+            .expect("the MCP server initializes")
+    }
+}
+
+async fn call(client: &Client, tool: &str, arguments: Value) -> CallToolResult {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments are an object")
+    };
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: protocol error {e}"))
+}
+
+/// A successful call's structured result.
+async fn ok(client: &Client, tool: &str, arguments: Value) -> Value {
+    let result = call(client, tool, arguments).await;
+    assert_eq!(result.is_error, Some(false), "{tool} failed: {result:?}");
+    result.structured_content.expect("a structured result")
+}
+
+/// A tool error's structured body; its text starts with `[class]`.
+async fn failed(client: &Client, tool: &str, arguments: Value, class: &str) -> Value {
+    let result = call(client, tool, arguments).await;
+    assert_eq!(result.is_error, Some(true), "{tool} succeeded: {result:?}");
+    let text = &result.content[0].as_text().expect("a text error").text;
+    assert!(text.starts_with(&format!("[{class}] ")), "{tool}: {text}");
+    let body = result.structured_content.expect("a structured error");
+    assert_eq!(body["class"], class, "{tool}: {body}");
+    body
+}
+
+fn setup() -> Fixture {
+    let f = Fixture::new();
+    f.init(20, &[]);
+    for title in ["Build the deck", "Write the abstract", "Check the figures"] {
+        f.cli(None, &["todo", "add", "--title", title]);
+    }
+    for agent in ["a", "b"] {
+        f.cli(
+            None,
+            &["goal-acceptance", "register-agent", "--agent-id", agent],
+        );
+    }
+    // t2 is b's: agent a's server must not be able to touch it.
+    f.cli(Some("b"), &["todo", "claim", "t2"]);
+    f
+}
+
+#[tokio::test]
+async fn initialize_and_list_every_tool_with_a_schema() {
+    let f = setup();
+    let client = f.mcp("a").await;
+    let info = client.peer_info().expect("the server answered initialize");
+    assert_eq!(info.server_info.as_ref().unwrap().name, "loopx");
+    let tools = client.list_all_tools().await.unwrap();
+    let mut names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
+    names.sort();
+    let mut expected: Vec<_> = TOOLS.iter().map(|t| t.to_string()).collect();
+    expected.sort();
+    assert_eq!(names, expected);
+    for tool in &tools {
+        assert!(tool.description.as_deref().is_some_and(|d| !d.is_empty()));
+        assert_eq!(tool.input_schema["type"], "object", "{}", tool.name);
+        let properties = tool.input_schema.get("properties");
+        let required = tool.input_schema.get("required");
+        let reads = ["work_context", "should_run", "status"];
+        if reads.contains(&tool.name.as_ref()) {
+            continue;
+        }
+        // Every write takes an operation id, and nothing that routes.
+        assert!(
+            required.is_some_and(|r| r.as_array().unwrap().contains(&json!("operation_id"))),
+            "{}: {:?}",
+            tool.name,
+            tool.input_schema
+        );
+        for routing in ["dir", "goal_id", "agent_id", "dispatch_id"] {
+            assert!(
+                properties.is_some_and(|p| p.get(routing).is_none()),
+                "{} takes {routing}",
+                tool.name
+            );
+        }
+        assert_eq!(tool.input_schema["additionalProperties"], false);
+    }
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn every_tool_acts_on_the_bound_loop_as_the_bound_agent() {
+    let f = setup();
+    let client = f.mcp("a").await;
+
+    let context = ok(&client, "work_context", json!({})).await;
+    assert_eq!(context["selected_todo"]["id"], "t1", "{context}");
+    assert!(context["task_body"]["body"]
+        .as_str()
+        .unwrap()
+        .contains("t1"));
+    let decision = ok(&client, "should_run", json!({})).await;
+    assert_eq!(decision["should_run"], true, "{decision}");
+
+    let claim = json!({"todo_id": "t1", "ttl_seconds": 600, "operation_id": "claim-t1"});
+    let claimed = ok(&client, "claim_todo", claim.clone()).await;
+    assert_eq!(claimed["todo_id"], "t1");
+    assert_eq!(claimed["replayed"], false);
+    let renew = json!({"todo_id": "t1", "ttl_seconds": 900, "operation_id": "renew-t1"});
+    assert_eq!(ok(&client, "renew_lease", renew).await["todo_id"], "t1");
+    let note = json!({"note": "intro slide found", "evidence_refs": ["deck.pdf#1"], "operation_id": "ev-1"});
+    let noted = ok(&client, "append_evidence", note).await;
+    assert_eq!(noted["outcome"], Value::Null);
+    let update = json!({
+        "outcome_id": "deck",
+        "objective": "A talk deck that keeps the accepted introduction",
+        "add_requirements": [{"id": "R1", "description": "Keep the intro slide first"}],
+        "link_todos": ["t1"],
+        "source": {"ref": "msg-1", "summary": "user: keep my intro"}
+    });
+    let refined = ok(
+        &client,
+        "refine_outcome",
+        json!({"update": update, "operation_id": "refine-1"}),
+    )
+    .await;
+    assert!(
+        refined["effects"].to_string().contains("outcome"),
+        "{refined}"
+    );
+    let completed = ok(
+        &client,
+        "complete_todo",
+        json!({"todo_id": "t1", "note": "deck built", "operation_id": "done-t1"}),
+    )
+    .await;
+    assert_eq!(completed["todo_id"], "t1");
+    let claim3 = json!({"todo_id": "t3", "ttl_seconds": 600, "operation_id": "claim-t3"});
+    ok(&client, "claim_todo", claim3).await;
+    let release = json!({"todo_id": "t3", "operation_id": "release-t3"});
+    assert_eq!(ok(&client, "release_todo", release).await["todo_id"], "t3");
+    let review = json!({"outcome_id": "deck", "reviews": [{"requirement_id": "R1", "conclusion": "met", "reasoning": "slide 1 is the intro", "evidence_refs": ["deck.pdf#1"]}]});
+    let writeback = json!({
+        "note": "turn done", "evidence_refs": ["deck.pdf"],
+        "block": [{"todo_id": "t3", "reason": "needs the data"}],
+        "outcome_update": review, "operation_id": "turn-1"
+    });
+    let refreshed = ok(&client, "refresh_state", writeback).await;
+    assert_eq!(refreshed["outcome"]["replayed"], false, "{refreshed}");
+
+    let iteration = json!({
+        "mode": "bounded-research", "objective": "Build the deck",
+        "decision": "continue", "output": "deck built", "operation_id": "iter-1"
+    });
+    let appended = ok(&client, "append_iteration", iteration).await;
+    assert_eq!(appended["iteration"], 1);
+    let status = ok(&client, "status", json!({})).await;
+    assert_eq!(status["dir"], f.d(), "{status}");
+
+    // The objective: a proposes, the owner revises, a adopts.
+    let proposal = json!({"objective": "Write the talk and an abstract", "reason": "user asked", "source_ref": "msg-5", "operation_id": "prep-1"});
+    let proposed = ok(&client, "prepare_goal_objective", proposal).await;
+    assert_eq!(proposed["effects"], json!(["objective_proposed"]));
+    let doc = f.temp.path().join("revision.json");
+    std::fs::write(
+        &doc,
+        json!({"objective": "Write the talk and an abstract", "reason": "user asked", "source_ref": "msg-5"}).to_string(),
+    )
+    .unwrap();
+    let provider = f.cli(None, &["goal-acceptance", "inspect"])["provider_revision"].to_string();
+    f.cli(
+        None,
+        &[
+            "goal-acceptance",
+            "revise-objective",
+            "--document",
+            doc.to_str().unwrap(),
+            "--expected-provider-revision",
+            &provider,
+            "--execute",
+        ],
+    );
+    let view = f.cli(
+        Some("a"),
+        &["goal-acceptance", "inspect", "--agent-id", "a"],
+    );
+    let adoption = json!({
+        "revision": 1,
+        "digest": view["objective"]["current_digest"],
+        "work_digest": view["objective"]["objective_work_digest"],
+        "review_summary": "my todos fit the new scope",
+        "operation_id": "adopt-1"
+    });
+    let adopted = ok(&client, "adopt_goal_objective", adoption).await;
+    assert_eq!(adopted["replayed"], false, "{adopted}");
+    let states: Vec<_> = f.cli(None, &["goal-acceptance", "inspect"])["objective"]["adoption"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["agent_id"].clone(), a["state"].clone()))
+        .collect();
+    assert!(
+        states.contains(&(json!("a"), json!("adopted"))),
+        "{states:?}"
+    );
+
+    // The goal saw agent a, never the owner or b.
+    let todos = f.cli(None, &["todo", "list"]);
+    assert_eq!(todos["todos"][0]["status"], "done", "{todos}");
+    assert_eq!(todos["todos"][1]["lease"]["holder"], "b", "{todos}");
+    f.assert_valid();
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_repeated_call_replays_and_a_changed_one_conflicts() {
+    let f = setup();
+    let client = f.mcp("a").await;
+    let claim = json!({"todo_id": "t1", "ttl_seconds": 600, "operation_id": "claim-t1"});
+    let first = ok(&client, "claim_todo", claim.clone()).await;
+    let iteration = json!({
+        "mode": "bounded-research", "objective": "Build the deck",
+        "decision": "continue", "operation_id": "iter-1"
+    });
+    let appended = ok(&client, "append_iteration", iteration.clone()).await;
+
+    // A lost reply is recovered by repeating the call: same receipt, nothing written.
+    let before = f.fingerprint();
+    let again = ok(&client, "claim_todo", claim).await;
+    assert_eq!(again["replayed"], true);
+    for key in ["operation_id", "revision", "committed_at", "todo_id"] {
+        assert_eq!(again[key], first[key], "{key}");
+    }
+    let replayed = ok(&client, "append_iteration", iteration).await;
+    assert_eq!(replayed["replayed"], true);
+    assert_eq!(replayed["revision"], appended["revision"]);
+    assert_eq!(f.fingerprint(), before, "a replay wrote");
+    assert_eq!(iteration_numbers(&f.dir), [1], "one journal row");
+
+    // The same id for a different request is a conflict, and writes nothing.
+    let changed = json!({"todo_id": "t1", "ttl_seconds": 60, "operation_id": "claim-t1"});
+    let body = failed(&client, "claim_todo", changed, "conflict").await;
+    assert!(
+        body["hint"].as_str().unwrap().contains("operation_id"),
+        "{body}"
+    );
+    let changed = json!({
+        "mode": "bounded-research", "objective": "Something else",
+        "decision": "continue", "operation_id": "iter-1"
+    });
+    failed(&client, "append_iteration", changed, "conflict").await;
+    assert_eq!(f.fingerprint(), before, "a conflict wrote");
+    assert_eq!(f.cli(None, &["status"])["iterations"], 1);
+    f.assert_valid();
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_foreign_agents_todo_and_routing_through_inputs_are_refused() {
+    let f = setup();
+    let client = f.mcp("a").await;
+    let before = f.fingerprint();
+    for (tool, arguments) in [
+        (
+            "claim_todo",
+            json!({"todo_id": "t2", "ttl_seconds": 600, "operation_id": "steal"}),
+        ),
+        (
+            "complete_todo",
+            json!({"todo_id": "t2", "operation_id": "finish-b"}),
+        ),
+        (
+            "release_todo",
+            json!({"todo_id": "t2", "operation_id": "release-b"}),
+        ),
+    ] {
+        let body = failed(&client, tool, arguments, "refused").await;
+        assert!(
+            body["error"].as_str().unwrap().contains("t2"),
+            "{tool}: {body}"
+        );
+    }
+    // There is no input that names a loop, goal or agent: one that tries is
+    // rejected (rmcp's tool error for parameters that do not deserialize),
+    // never obeyed; so is a write without an operation id.
+    for (tool, arguments, named) in [
+        (
+            "complete_todo",
+            json!({"todo_id": "t2", "operation_id": "as-b", "agent_id": "b", "dir": "/elsewhere"}),
+            "unknown field `agent_id`",
+        ),
+        (
+            "claim_todo",
+            json!({"todo_id": "t1", "ttl_seconds": 600}),
+            "missing field `operation_id`",
+        ),
+    ] {
+        let result = call(&client, tool, arguments).await;
+        assert_eq!(result.is_error, Some(true), "{tool}: {result:?}");
+        let text = &result.content[0].as_text().unwrap().text;
+        assert!(text.contains(named), "{tool}: {text}");
+    }
+    assert_eq!(f.fingerprint(), before, "a refusal wrote");
+    client.cancel().await.unwrap();
+}
+
+/// The official MCP inspector (`@modelcontextprotocol/inspector`, `--cli`
+/// mode) when it is installed: `LOOPX_MCP_INSPECTOR` names its
+/// `mcp-inspector` executable, else it is looked up on PATH. Without it the
+/// test says so and passes; the rmcp client tests above stand alone.
+fn inspector() -> Option<std::path::PathBuf> {
+    if let Some(path) = std::env::var_os("LOOPX_MCP_INSPECTOR") {
+        return Some(path.into());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("mcp-inspector"))
+        .find(|candidate| candidate.is_file())
+}
+
+#[test]
+fn the_official_inspector_lists_calls_and_replays() {
+    let Some(inspector) = inspector() else {
+        eprintln!("mcp-inspector not installed (set LOOPX_MCP_INSPECTOR): skipped");
+        return;
+    };
+    let f = setup();
+    let run = |method: &[&str]| -> Value {
+        let output = std::process::Command::new(&inspector)
+            .args(["--cli", common::loopx_path().to_str().unwrap(), "mcp"])
+            .args(method)
+            .env("LOOPX_REGISTRY_DIR", &f.registry)
+            .env("LOOPX_DIR", &f.dir)
+            .env("LOOPX_AGENT_ID", "a")
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{method:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+    let tools = run(&["--method", "tools/list"]);
+    assert_eq!(tools["tools"].as_array().unwrap().len(), TOOLS.len());
+    let claim = [
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "claim_todo",
+        "--tool-arg",
+        "todo_id=t1",
+        "--tool-arg",
+        "ttl_seconds=600",
+        "--tool-arg",
+        "operation_id=claim-t1",
+    ];
+    let first = run(&claim);
+    assert_eq!(first["isError"], false, "{first}");
+    let again = run(&claim);
+    assert_eq!(again["structuredContent"]["replayed"], true, "{again}");
+    assert_eq!(
+        again["structuredContent"]["revision"],
+        first["structuredContent"]["revision"]
+    );
+    let foreign = run(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "complete_todo",
+        "--tool-arg",
+        "todo_id=t2",
+        "--tool-arg",
+        "operation_id=finish-b",
+    ]);
+    assert_eq!(foreign["isError"], true, "{foreign}");
+    assert_eq!(
+        foreign["structuredContent"]["class"], "refused",
+        "{foreign}"
+    );
+}
