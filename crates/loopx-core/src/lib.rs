@@ -13,6 +13,7 @@ pub mod goal;
 pub mod hook;
 pub mod ident;
 pub mod ledger;
+pub mod notify;
 pub mod operation;
 pub mod path;
 pub mod redact;
