@@ -22,6 +22,7 @@ pub mod goal;
 pub mod iterations;
 pub mod ledger;
 pub mod loop_dir;
+pub mod notify;
 pub mod operation;
 pub mod platform;
 pub mod receipt;

@@ -4,6 +4,7 @@ mod drive;
 mod goal;
 mod hook;
 mod ledger;
+mod notify;
 mod selftest;
 mod serve;
 
@@ -74,6 +75,7 @@ enum Command {
     AgentCmd(drive::AgentCmdArgs),
     Recover(drive::RecoverArgs),
     Verify(drive::VerifyArgs),
+    NotifyEvent(notify::NotifyEventArgs),
     Serve(serve::ServeArgs),
     /// `serve`, and open the dashboard in a browser.
     Dashboard(serve::ServeArgs),
@@ -235,6 +237,7 @@ fn dispatch(command: Command, json: bool) -> Result<Reply> {
         Command::AgentCmd(args) => drive::agent_cmd(&args),
         Command::Recover(args) => drive::recover(&args),
         Command::Verify(args) => drive::verify(&args),
+        Command::NotifyEvent(args) => notify::notify_event(&args),
         Command::Serve(args) => serve::serve(&args, false, json),
         Command::Dashboard(args) => serve::serve(&args, true, json),
     }
