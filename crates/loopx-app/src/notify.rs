@@ -20,9 +20,12 @@ use crate::error::AppError;
 use crate::loop_dir::LoopDir;
 use crate::{clock, platform};
 use loopx_core::digest::Digest;
+use loopx_core::dispatch::session::{Exit, TurnResult};
 use loopx_core::ledger::vocabulary::GoalFocusMode;
 use loopx_core::ledger::Ledger;
-use loopx_core::notify::{render, Event, Facts, Format, Profile, Progress, Status};
+use loopx_core::notify::{
+    render, Event, Facts, Format, IterationStatus, Profile, Progress, Status,
+};
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
 use std::time::Duration;
@@ -469,4 +472,91 @@ fn append_line(path: &std::path::Path, value: &impl Serialize) -> anyhow::Result
     let mut file = platform::append_private(path)?;
     file.write_all(&line)?;
     Ok(())
+}
+
+/// The driver's event after a turn: `iteration_ok` with what the recorded
+/// iteration says, or `iteration_failed` with why. Never fails.
+pub fn after_turn(dir: &LoopDir, provider: &str, result: TurnResult) {
+    let Ok(reading) = dir.read() else { return };
+    let ledger = reading.ledger;
+    let mut facts = Facts {
+        agents: loopx_core::notify::Agents {
+            executor: provider.to_owned(),
+            ..Default::default()
+        },
+        ..Facts::default()
+    };
+    if result == TurnResult::Advanced {
+        let Some(record) = ledger.recent.last() else {
+            return;
+        };
+        facts.kind = "iteration_ok".into();
+        facts.iteration = Some(record.iteration);
+        facts.status.iteration = IterationStatus::Success;
+        facts.timing.finished_at = Some(record.timestamp);
+        facts.completed = record.completed_summary.clone();
+        facts.current = record.current_summary.clone();
+        facts.plan = record.proposed_next_action.clone();
+        facts.decision = record.decision.as_str().to_owned();
+        facts.decision_reason = record.stop_reason.clone();
+        if !record.executor_provider.is_empty() {
+            facts.agents.executor = record.executor_provider.clone();
+        }
+    } else {
+        facts.kind = "iteration_failed".into();
+        facts.iteration = Some(ledger.spent.iterations + 1);
+        facts.status.iteration = IterationStatus::Failure;
+        facts.timing.finished_at = Some(clock::now());
+        facts.issues.runtime_errors = vec![result.sentence().to_owned()];
+        // Two failures of the same attempt are two events.
+        facts.event_id = format!("iteration_failed-{}", platform::nonce());
+    }
+    automatic(dir, facts);
+}
+
+/// The driver's event when it waits for a provider's quota to reset.
+pub fn quota_wait(dir: &LoopDir, provider: &str, until: jiff::Timestamp, reason: &str) {
+    automatic(
+        dir,
+        Facts {
+            kind: "quota_wait".into(),
+            event_id: format!("quota_wait-{provider}-{}", until.as_second()),
+            status: Status {
+                iteration: IterationStatus::Waiting,
+                ..Status::default()
+            },
+            agents: loopx_core::notify::Agents {
+                executor: provider.to_owned(),
+                ..Default::default()
+            },
+            current: format!("{reason}; waiting until {until}"),
+            ..Facts::default()
+        },
+    );
+}
+
+/// The driver's event when it stops: `auth_dead` when the provider's login
+/// is gone, `stop` otherwise, with the reason.
+pub fn stopped(dir: &LoopDir, exit: Exit, reason: &str) {
+    let kind = if exit == Exit::AuthDead {
+        "auth_dead"
+    } else {
+        "stop"
+    };
+    automatic(
+        dir,
+        Facts {
+            kind: kind.into(),
+            decision: "stop".into(),
+            decision_reason: format!("{} (exit {}): {reason}", exit.reason(), exit.code()),
+            issues: loopx_core::notify::Issues {
+                runtime_errors: (exit.code() != 0)
+                    .then(|| reason.to_owned())
+                    .into_iter()
+                    .collect(),
+                ..Default::default()
+            },
+            ..Facts::default()
+        },
+    );
 }
