@@ -15,6 +15,7 @@
 pub mod arming;
 pub mod clock;
 pub mod continuation;
+pub mod cost;
 pub mod driver;
 pub mod error;
 pub mod fsutil;

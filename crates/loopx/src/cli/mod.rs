@@ -1,5 +1,6 @@
 //! Command-line definitions and the rendering every command shares.
 
+mod cost;
 mod drive;
 mod goal;
 mod hook;
@@ -76,6 +77,7 @@ enum Command {
     Recover(drive::RecoverArgs),
     Verify(drive::VerifyArgs),
     NotifyEvent(notify::NotifyEventArgs),
+    Cost(cost::CostArgs),
     Serve(serve::ServeArgs),
     /// `serve`, and open the dashboard in a browser.
     Dashboard(serve::ServeArgs),
@@ -238,6 +240,7 @@ fn dispatch(command: Command, json: bool) -> Result<Reply> {
         Command::Recover(args) => drive::recover(&args),
         Command::Verify(args) => drive::verify(&args),
         Command::NotifyEvent(args) => notify::notify_event(&args),
+        Command::Cost(args) => cost::cost(&args),
         Command::Serve(args) => serve::serve(&args, false, json),
         Command::Dashboard(args) => serve::serve(&args, true, json),
     }
