@@ -383,6 +383,27 @@ fn delivered_before(dir: &LoopDir) -> Vec<Delivered> {
         .unwrap_or_default()
 }
 
+/// One configured way out.
+enum Target<'a> {
+    Command,
+    Webhook(&'a Webhook),
+}
+
+/// The configured transports with the names the audit log and the dedupe
+/// memory know them by.
+fn targets(config: &Config) -> Vec<(String, Target<'_>)> {
+    let command = (!config.command.is_empty()).then(|| ("command".to_owned(), Target::Command));
+    command
+        .into_iter()
+        .chain(config.webhooks.iter().enumerate().map(|(i, hook)| {
+            (
+                format!("webhook {}", hook_name(hook, i)),
+                Target::Webhook(hook),
+            )
+        }))
+        .collect()
+}
+
 fn deliver(
     dir: &LoopDir,
     config: &Config,
@@ -390,52 +411,40 @@ fn deliver(
     fingerprint: &Digest,
     external: bool,
 ) -> Vec<Delivery> {
-    let mut transports: Vec<String> = Vec::new();
-    if !config.command.is_empty() {
-        transports.push("command".into());
-    }
-    for (i, hook) in config.webhooks.iter().enumerate() {
-        transports.push(format!("webhook {}", hook_name(hook, i)));
-    }
+    let skipped = |transport: String, outcome: &str| Delivery {
+        transport,
+        outcome: outcome.into(),
+        attempts: 0,
+        detail: String::new(),
+    };
     if !external {
-        return transports
+        return targets(config)
             .into_iter()
-            .map(|transport| Delivery {
-                transport,
-                outcome: "withheld".into(),
-                attempts: 0,
-                detail: String::new(),
-            })
+            .map(|(name, _)| skipped(name, "withheld"))
             .collect();
     }
     let before = delivered_before(dir);
     let bounds = config.bounds();
     let key = &fingerprint.as_str()["sha256:".len()..];
-    let topic =
-        loopx_core::notify::research_identity(&config.research_title, &event.goal, &dir.display());
-    transports
+    targets(config)
         .into_iter()
-        .enumerate()
-        .map(|(i, name)| {
+        .map(|(name, target)| {
             let mark = Delivered {
                 transport: name.clone(),
                 fingerprint: fingerprint.as_str().to_owned(),
             };
             if before.contains(&mark) {
-                return Delivery {
-                    transport: name,
-                    outcome: "duplicate".into(),
-                    attempts: 0,
-                    detail: String::new(),
-                };
+                return skipped(name, "duplicate");
             }
-            let attempted = if name == "command" {
-                let format = config.command_format.unwrap_or(Format::Markdown);
-                transport::run_command(&config.command, &render(event, format), bounds)
-            } else {
-                let hook = &config.webhooks[i - usize::from(!config.command.is_empty())];
-                let (content_type, body) = transport::webhook_body(hook, event, &topic);
-                transport::post(hook, content_type, &body, key, bounds)
+            let attempted = match target {
+                Target::Command => {
+                    let format = config.command_format.unwrap_or(Format::Markdown);
+                    transport::run_command(&config.command, &render(event, format), bounds)
+                }
+                Target::Webhook(hook) => {
+                    let (content_type, body) = transport::webhook_body(hook, event);
+                    transport::post(hook, content_type, &body, key, bounds)
+                }
             };
             outcome(dir, name, mark, attempted)
         })

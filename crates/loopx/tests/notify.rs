@@ -532,3 +532,49 @@ fn the_profile_comes_from_notify_json_then_the_environment() {
     write_config(&f, serde_json::json!({"body_profile": "operator_compact"}));
     assert_eq!(profile(Some("legacy")), "operator_compact");
 }
+
+#[test]
+fn bad_event_flags_and_a_bad_configuration_are_refused_and_change_nothing() {
+    let f = Fixture::new();
+    f.init(5, &[]);
+    let before = f.fingerprint();
+    for (args, expect) in [
+        (
+            vec!["--event", "Iteration OK"],
+            "event kind \"Iteration OK\"",
+        ),
+        (
+            vec!["--event", "stop", "--iteration-status", "done"],
+            "running, success",
+        ),
+        (
+            vec![
+                "--event",
+                "stop",
+                "--compute-run",
+                r#"{"service":"aws","status":"succeeded"}"#,
+            ],
+            "github-actions",
+        ),
+        (
+            vec!["--event", "stop", "--extensions", "[1]"],
+            "JSON object",
+        ),
+    ] {
+        f.loopx()
+            .args(["notify-event", "--dir", f.d()])
+            .args(&args)
+            .assert()
+            .failure()
+            .stderr(predicates::str::contains(expect));
+        assert_eq!(f.fingerprint(), before, "{args:?} wrote something");
+    }
+    std::fs::write(f.dir.join("notify.json"), r#"{"body_profile": "loud"}"#).unwrap();
+    let before = f.fingerprint();
+    f.loopx()
+        .args(["notify-event", "--dir", f.d(), "--event", "stop"])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("body_profile \"loud\""));
+    assert_eq!(f.fingerprint(), before);
+}

@@ -198,7 +198,7 @@ fn backoff(attempt: u32) -> Duration {
 }
 
 /// The request a webhook receives: content type and body.
-pub fn webhook_body(hook: &Webhook, event: &Event, topic: &str) -> (&'static str, String) {
+pub fn webhook_body(hook: &Webhook, event: &Event) -> (&'static str, String) {
     const DISCORD_LIMIT: usize = 2000;
     let markdown = render(event, Format::Markdown);
     match hook.kind {
@@ -215,7 +215,7 @@ pub fn webhook_body(hook: &Webhook, event: &Event, topic: &str) -> (&'static str
         ),
         WebhookKind::Zulip => {
             let topic = if hook.topic.is_empty() {
-                topic
+                &event.topic
             } else {
                 &hook.topic
             };

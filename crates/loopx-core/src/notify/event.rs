@@ -179,6 +179,17 @@ pub enum ComputeStatus {
     Unknown,
 }
 
+impl ComputeStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ComputeStatus::Succeeded => "succeeded",
+            ComputeStatus::Failed => "failed",
+            ComputeStatus::Cancelled => "cancelled",
+            ComputeStatus::Unknown => "unknown",
+        }
+    }
+}
+
 /// One explicitly reported compute run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -315,6 +326,9 @@ pub struct Event {
     /// The event kind: `iteration_ok`, `iteration_failed`, `quota_wait`, …
     pub event: String,
     pub title: String,
+    /// The research identity alone: a stable thread or topic name for
+    /// transports that group messages (Zulip's topic).
+    pub topic: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub occurred_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -486,6 +500,7 @@ impl Event {
             event_id,
             event: facts.kind,
             title,
+            topic: identity,
             occurred_at: facts.occurred_at,
             iteration: facts.iteration,
             status: facts.status,
@@ -540,6 +555,7 @@ impl Event {
     fn texts_mut(&mut self) -> impl Iterator<Item = &mut String> {
         let Event {
             title,
+            topic,
             event,
             status,
             progress,
@@ -557,6 +573,7 @@ impl Event {
         } = self;
         [
             title,
+            topic,
             event,
             &mut status.loop_status,
             &mut progress.goal,

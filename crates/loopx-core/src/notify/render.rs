@@ -117,10 +117,7 @@ fn compute_text(event: &Event) -> String {
         .runs
         .iter()
         .map(|run| {
-            let status = serde_json::to_value(run.status)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default();
+            let status = run.status.as_str();
             match &run.job_ref {
                 Some(job) => format!("{} {status} ({job})", run.service),
                 None => format!("{} {status}", run.service),

@@ -67,8 +67,10 @@ pub struct NotifyEventArgs {
     /// A banked result: claim id or gist (repeatable).
     #[arg(long)]
     result: Vec<String>,
+    /// The ledger decision (continue, stop, blocked, revise, delegate), when set.
     #[arg(long, default_value = "")]
     decision: String,
+    /// Why that decision was taken.
     #[arg(long, default_value = "")]
     decision_reason: String,
     /// An operational error (repeatable).
