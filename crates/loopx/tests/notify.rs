@@ -48,6 +48,8 @@ fn secret_event(f: &Fixture) -> Vec<String> {
         f.d(),
         "--event",
         "iteration_ok",
+        "--event-id",
+        &format!("iteration_ok/{GITHUB_TOKEN}"),
         "--iteration",
         "1",
         "--iteration-status",
@@ -317,6 +319,11 @@ fn planted_secrets_never_leave_in_any_output_body_log_or_hook_stdin() {
     let view = notify(&f, &receiver, &dry);
     assert_eq!(f.fingerprint(), before, "a dry run writes nothing");
     assert!(receiver.received().is_empty(), "a dry run sends nothing");
+    let opaque = view["event"]["event_id"].as_str().unwrap().to_owned();
+    assert!(
+        opaque.starts_with("evt-"),
+        "a secret-bearing id becomes opaque: {opaque}"
+    );
     for rendering in ["markdown", "plain", "telegram_html", "compact"] {
         assert!(view["renderings"][rendering]
             .as_str()
@@ -324,6 +331,11 @@ fn planted_secrets_never_leave_in_any_output_body_log_or_hook_stdin() {
     }
 
     let view = notify(&f, &receiver, &secret_event(&f));
+    assert_eq!(
+        view["event"]["event_id"],
+        opaque.as_str(),
+        "the opaque id is deterministic"
+    );
     let outcomes: Vec<&str> = view["deliveries"]
         .as_array()
         .unwrap()
