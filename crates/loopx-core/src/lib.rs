@@ -7,12 +7,14 @@
 //! crate is what the CLI, the driver, MCP and HTTP all share; it is not a
 //! place for storage, processes or rendering to a terminal.
 
+pub mod cost;
 pub mod digest;
 pub mod driver;
 pub mod goal;
 pub mod hook;
 pub mod ident;
 pub mod ledger;
+pub mod notify;
 pub mod operation;
 pub mod path;
 pub mod redact;

@@ -18,6 +18,14 @@
 //!   access key or private key (`password=…`, `"api_key": "…"`,
 //!   `GITHUB_TOKEN=…`, `x-api-key: …`).
 //!
+//! What leaves the host (a notification, its dry run) goes through
+//! [`redact_outbound`] instead: the same rule, plus the secrets the operator
+//! configured for a transport (matched literally wherever they appear) and
+//! common explicit personal data in values — e-mail addresses and phone
+//! numbers written in international (`+44 20 7946 0958`) or North-American
+//! (`(555) 123-4567`, `555-123-4567`) form. [`redact_outbound_json`] applies
+//! it to every string of a JSON value, keys left alone.
+//!
 //! It is a hand-written single pass over the bytes (no regex engine):
 //! linear in the input and allocation-free when nothing matches. It is a
 //! safety net, not a guarantee: a secret with no recognisable shape passes.
@@ -45,6 +53,7 @@ pub fn redact(text: &str) -> Cow<'_, str> {
 enum Pass {
     KeyBlocks,
     Tokens,
+    Personal,
 }
 
 fn pass(text: &str, which: Pass) -> Cow<'_, str> {
@@ -57,6 +66,7 @@ fn pass(text: &str, which: Pass) -> Cow<'_, str> {
         let found = match which {
             Pass::KeyBlocks => pem_block(bytes, i).map(|end| (i, end, PEM_MARK)),
             Pass::Tokens => secret_at(bytes, i),
+            Pass::Personal => personal_at(bytes, i),
         };
         let Some((start, end, mark)) = found else {
             i += 1;
@@ -388,6 +398,153 @@ fn looks_like_credential(value: &[u8]) -> bool {
         && value.iter().any(u8::is_ascii_alphabetic)
 }
 
+/// What an e-mail address is replaced with.
+pub const EMAIL_MARK: &str = "[REDACTED EMAIL]";
+/// What a phone number is replaced with.
+pub const PHONE_MARK: &str = "[REDACTED PHONE]";
+
+/// Known secrets shorter than this are not matched literally: a
+/// three-letter "secret" would blank ordinary words.
+const SHORTEST_KNOWN_SECRET: usize = 6;
+
+/// `text` as it may leave the host: every `known` secret (a configured
+/// webhook token, a bot key) replaced wherever it appears, then [`redact`],
+/// then e-mail addresses and phone numbers.
+pub fn redact_outbound(text: &str, known: &[&str]) -> String {
+    let mut out = Cow::Borrowed(text);
+    for secret in known {
+        if secret.len() >= SHORTEST_KNOWN_SECRET && out.contains(secret) {
+            out = Cow::Owned(out.replace(secret, MARK));
+        }
+    }
+    let tokens = redact(&out).into_owned();
+    pass(&tokens, Pass::Personal).into_owned()
+}
+
+/// [`redact_outbound`] applied to every string inside `value`, at any
+/// depth. Object keys are names the program chose, not values, and stay.
+pub fn redact_outbound_json(value: &mut serde_json::Value, known: &[&str]) {
+    use serde_json::Value;
+    match value {
+        Value::String(text) => {
+            let clean = redact_outbound(text, known);
+            if clean != *text {
+                *text = clean;
+            }
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|item| redact_outbound_json(item, known)),
+        Value::Object(map) => map
+            .values_mut()
+            .for_each(|item| redact_outbound_json(item, known)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
+/// Personal data found at `i`: an e-mail address or a phone number.
+fn personal_at(bytes: &[u8], i: usize) -> Option<(usize, usize, &'static str)> {
+    if i == 0 || !email_local(bytes[i - 1]) {
+        if let Some(end) = email(bytes, i) {
+            return Some((i, end, EMAIL_MARK));
+        }
+    }
+    if i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'+') {
+        if let Some(end) = phone(bytes, i) {
+            return Some((i, end, PHONE_MARK));
+        }
+    }
+    None
+}
+
+fn email_local(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'%' | b'+' | b'-')
+}
+
+/// `local@domain.tld`, the domain with at least one dot and a
+/// letters-only top-level label of two or more.
+fn email(bytes: &[u8], i: usize) -> Option<usize> {
+    let local = run(bytes, i, email_local);
+    if local == 0 || bytes.get(i + local) != Some(&b'@') {
+        return None;
+    }
+    let start = i + local + 1;
+    let domain = run(bytes, start, |b| {
+        b.is_ascii_alphanumeric() || b == b'-' || b == b'.'
+    });
+    // A sentence may end right after the address: the final dot is prose.
+    let text = bytes[start..start + domain]
+        .strip_suffix(b".")
+        .unwrap_or(&bytes[start..start + domain]);
+    let last_dot = text.iter().rposition(|b| *b == b'.')?;
+    let tld = &text[last_dot + 1..];
+    if last_dot == 0 || tld.len() < 2 || !tld.iter().all(u8::is_ascii_alphabetic) {
+        return None;
+    }
+    Some(start + text.len())
+}
+
+/// `+` and 8–15 digits in groups separated by single spaces, dashes, dots
+/// or parentheses; or the North-American `(ddd) ddd-dddd` and
+/// `ddd-ddd-dddd` (dates, `2026-12-03`, have other group sizes).
+fn phone(bytes: &[u8], i: usize) -> Option<usize> {
+    let followed_by_digit = |end: usize| bytes.get(end).is_some_and(u8::is_ascii_digit);
+    if bytes[i] == b'+' {
+        let mut end = i + 1;
+        let mut digits = 0;
+        let mut last_digit_end = end;
+        while end < bytes.len() {
+            let b = bytes[end];
+            if b.is_ascii_digit() {
+                digits += 1;
+                end += 1;
+                last_digit_end = end;
+            } else if matches!(b, b' ' | b'-' | b'.' | b'(' | b')')
+                && bytes
+                    .get(end + 1)
+                    .is_some_and(|n| n.is_ascii_digit() || *n == b'(')
+                && end > i + 1
+            {
+                end += 1;
+            } else {
+                break;
+            }
+        }
+        return ((8..=15).contains(&digits) && !followed_by_digit(last_digit_end))
+            .then_some(last_digit_end);
+    }
+    let group = |at: usize, n: usize| {
+        bytes
+            .get(at..at + n)
+            .is_some_and(|s| s.iter().all(u8::is_ascii_digit))
+    };
+    // (555) 123-4567
+    if bytes[i] == b'('
+        && group(i + 1, 3)
+        && bytes.get(i + 4) == Some(&b')')
+        && bytes.get(i + 5) == Some(&b' ')
+        && group(i + 6, 3)
+        && matches!(bytes.get(i + 9), Some(b'-' | b'.' | b' '))
+        && group(i + 10, 4)
+        && !followed_by_digit(i + 14)
+    {
+        return Some(i + 14);
+    }
+    // 555-123-4567, 555.123.4567
+    if group(i, 3) {
+        let sep = *bytes.get(i + 3)?;
+        if matches!(sep, b'-' | b'.')
+            && group(i + 4, 3)
+            && bytes.get(i + 7) == Some(&sep)
+            && group(i + 8, 4)
+            && !followed_by_digit(i + 12)
+        {
+            return Some(i + 12);
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -565,5 +722,49 @@ mod tests {
         let once = redact(text).into_owned();
         assert_eq!(once, "é [REDACTED] ✓ password=[REDACTED]");
         assert_eq!(redact(&once), once);
+    }
+
+    #[test]
+    fn outbound_redaction_hides_configured_secrets_emails_and_phone_numbers() {
+        let out = redact_outbound(
+            "hook T0pSecretHookValue; mail ada@example.org. call +44 20 7946 0958 or (555) 123-4567 or 555-123-4567",
+            &["T0pSecretHookValue"],
+        );
+        assert_eq!(
+            out,
+            "hook [REDACTED]; mail [REDACTED EMAIL]. call [REDACTED PHONE] or [REDACTED PHONE] or [REDACTED PHONE]"
+        );
+    }
+
+    #[test]
+    fn outbound_redaction_leaves_dates_digests_versions_and_counts() {
+        for text in [
+            "2026-12-03T14:03:09Z and 2026-12-03 14:03",
+            "sha256:0123456789abcdef0123456789abcdef",
+            "v1.2.3, 12 iterations, 1200 tokens, $3.50, issue #1234567",
+            "user@localhost is not an address; a@b.c neither",
+            "2+2=4, 10-20-30",
+        ] {
+            assert_eq!(redact_outbound(text, &[]), text);
+        }
+    }
+
+    #[test]
+    fn outbound_json_redaction_reaches_every_nested_string_and_keeps_keys() {
+        let mut value = serde_json::json!({
+            "password": "x",
+            "nested": {"list": ["Bearer abcdefghijklmnop123456", {"deep": "KnownSecret99"}]},
+            "n": 3
+        });
+        redact_outbound_json(&mut value, &["KnownSecret99"]);
+        let text = value.to_string();
+        assert!(
+            !text.contains("abcdefghijklmnop123456") && !text.contains("KnownSecret99"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\"password\"") && text.contains("\"n\":3"),
+            "{text}"
+        );
     }
 }

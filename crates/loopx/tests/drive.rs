@@ -242,6 +242,16 @@ fn a_reported_reset_is_waited_for_and_shown_then_the_loop_resumes() {
     );
     assert_eq!(child.wait().unwrap().code(), Some(0));
     assert_eq!(d.iterations(), 1);
+    let audit = std::fs::read_to_string(d.f.dir.join("notify_audit.jsonl")).unwrap();
+    assert_eq!(
+        notified(&d),
+        ["iteration_failed", "quota_wait", "iteration_ok", "stop"],
+        "{audit}"
+    );
+    assert!(
+        audit.contains("waiting until"),
+        "the wait names its reset time: {audit}"
+    );
 }
 
 #[test]
@@ -1178,4 +1188,94 @@ fn usage_errors_exit_2_and_the_help_warns_about_autonomy() {
         .success()
         .stdout(contains("opencode run '<prompt>'").and(contains("one bounded turn")))
         .stderr(contains("warning: provider opencode unavailable"));
+}
+
+/// The kinds of the notification events in the loop's audit log, in order.
+fn notified(d: &Drive) -> Vec<String> {
+    std::fs::read_to_string(d.f.dir.join("notify_audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|line| {
+            let line: Value = serde_json::from_str(line).unwrap();
+            line["event"]["event"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn the_driver_notifies_each_iteration_and_its_stop_and_a_broken_hook_changes_nothing() {
+    let d = Drive::new(10);
+    fake_claude(&d, true);
+    // A hook that always fails: the loop runs as if it were not there.
+    std::fs::write(
+        d.f.dir.join("notify.json"),
+        r#"{"command": ["sh", "-c", "cat >/dev/null; exit 3"], "attempts": 1}"#,
+    )
+    .unwrap();
+    let (code, stderr) = d.run(&["--provider", "claude", "--max-iterations", "2"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(d.iterations(), 2);
+    assert_eq!(notified(&d), ["iteration_ok", "iteration_ok", "stop"]);
+    let audit = std::fs::read_to_string(d.f.dir.join("notify_audit.jsonl")).unwrap();
+    assert!(audit.contains(r#""outcome":"failed""#), "{audit}");
+    assert!(!d.f.dir.join("notify_delivered.jsonl").exists());
+
+    let dead = Drive::new(5);
+    let agent = dead.script(
+        "agent",
+        "echo 'Error: 401 Unauthorized. Please sign in again.'; exit 1",
+    );
+    let (code, stderr) = dead.run(&["--cmd", &agent]);
+    assert_eq!(code, 7, "{stderr}");
+    assert_eq!(notified(&dead), ["iteration_failed", "auth_dead"]);
+}
+
+#[test]
+fn cost_reports_each_turns_reported_usage_by_turn_day_and_provider() {
+    let d = Drive::with_init(10, &["--max-usd", "5", "--max-tokens", "24000"]);
+    fake_claude(&d, true);
+    let (code, stderr) = d.run(&["--provider", "claude", "--max-iterations", "2"]);
+    assert_eq!(code, 0, "{stderr}");
+    let by_turn = d.f.json(&["cost", "--dir", d.f.d()]);
+    let rows: Vec<(String, u64, f64, String)> = by_turn["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["key"].as_str().unwrap().to_owned(),
+                r["tokens"].as_u64().unwrap(),
+                r["usd"].as_f64().unwrap(),
+                r["provider"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("1".to_owned(), 1200, 0.25, "claude".to_owned()),
+            ("2".to_owned(), 1200, 0.25, "claude".to_owned())
+        ]
+    );
+    assert_eq!(
+        (by_turn["tokens"].as_u64(), by_turn["usd"].as_f64()),
+        (Some(2400), Some(0.5))
+    );
+    let usd = by_turn["budgets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "usd")
+        .unwrap();
+    assert_eq!(usd["remaining"].as_f64(), Some(4.5));
+    assert!(
+        usd["per_hour"].as_f64().unwrap() > 0.0 && usd["exhausts_at"].is_string(),
+        "{usd}"
+    );
+    let by_provider = d.f.json(&["cost", "--dir", d.f.d(), "--by", "provider"]);
+    assert_eq!(by_provider["rows"][0]["key"], "claude");
+    assert_eq!(by_provider["rows"][0]["turns"], 2);
+    let by_day = d.f.json(&["cost", "--dir", d.f.d(), "--by", "day"]);
+    assert_eq!(by_day["rows"].as_array().unwrap().len(), 1);
+    assert_eq!(by_day["rows"][0]["tokens"], 2400);
 }

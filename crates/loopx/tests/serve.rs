@@ -221,6 +221,20 @@ fn every_read_endpoint_answers() {
 }
 
 #[test]
+fn the_cost_view_is_served_and_charted_on_the_overview() {
+    let f = loop_with_outcome();
+    let server = serve(&f, &[]);
+    let cost = server.get("/api/cost?by=provider").json();
+    assert_eq!(
+        (cost["by"].as_str(), cost["turns"].as_u64()),
+        (Some("provider"), Some(0))
+    );
+    assert!(cost["budgets"].as_array().is_some_and(|b| !b.is_empty()));
+    assert_eq!(server.get("/api/cost?by=week").status, 400);
+    assert!(server.get("/").body.contains("Cost per turn"));
+}
+
+#[test]
 fn out_of_range_and_non_numeric_iteration_ids_are_404_not_a_crash() {
     let f = loop_with_outcome();
     let server = serve(&f, &[]);

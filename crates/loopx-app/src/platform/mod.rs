@@ -23,8 +23,8 @@ use fallback as os;
 use linux as os;
 
 pub use unix::{
-    alive, create_private, exists, free_bytes, group_alive, in_new_group, kill_adopted, kill_group,
-    make_private_dir, spawn_recorded, sync_dir, which,
+    alive, append_private, create_private, exists, free_bytes, group_alive, in_new_group,
+    kill_adopted, kill_group, make_private_dir, spawn_recorded, sync_dir, which,
 };
 
 /// When process `pid` started (clock ticks since boot), where the platform

@@ -27,6 +27,19 @@ pub fn create_private(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
+/// Open `path` for appending, creating it readable by its owner only and
+/// refusing a symlink at that name. Each `write` of a whole line lands at
+/// the end in one piece (`O_APPEND`), so concurrent writers never interleave
+/// inside a line.
+pub fn append_private(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
 /// Make `dir` readable by its owner only.
 pub fn make_private_dir(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;

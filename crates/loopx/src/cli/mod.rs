@@ -1,12 +1,14 @@
 //! Command-line definitions and the rendering every command shares.
 
 mod backup;
+mod cost;
 mod drive;
 mod goal;
 mod hook;
 mod install;
 mod ledger;
 mod mcp;
+mod notify;
 mod selftest;
 mod serve;
 
@@ -81,6 +83,8 @@ enum Command {
     AgentCmd(drive::AgentCmdArgs),
     Recover(drive::RecoverArgs),
     Verify(drive::VerifyArgs),
+    NotifyEvent(notify::NotifyEventArgs),
+    Cost(cost::CostArgs),
     Serve(serve::ServeArgs),
     /// `serve`, and open the dashboard in a browser.
     Dashboard(serve::ServeArgs),
@@ -252,6 +256,8 @@ fn dispatch(command: Command, json: bool) -> Result<Reply> {
         Command::AgentCmd(args) => drive::agent_cmd(&args),
         Command::Recover(args) => drive::recover(&args),
         Command::Verify(args) => drive::verify(&args),
+        Command::NotifyEvent(args) => notify::notify_event(&args),
+        Command::Cost(args) => cost::cost(&args),
         Command::Serve(args) => serve::serve(&args, false, json),
         Command::Dashboard(args) => serve::serve(&args, true, json),
         Command::Backup(args) => backup::backup(&args),

@@ -136,6 +136,7 @@ fn run(
     let pid = std::process::id();
     let mut turns = 0u64;
     let ended = |exit: Exit, reason: String, turns: u64| {
+        loopx_app::notify::stopped(dir, exit, &reason);
         Ok(Ended {
             exit,
             reason,
@@ -233,6 +234,7 @@ fn run(
         let (turn_result, read, log_name) =
             turn::turn(dir, options, root, logs, &provider_name, launcher, &reading)?;
         turns += 1;
+        loopx_app::notify::after_turn(dir, &provider_name, turn_result);
         match session.after(turn_result, read.resets_at, clock::now()) {
             Next::Continue => {}
             Next::Wait {
@@ -246,6 +248,7 @@ fn run(
                         .unwrap_or(clock::now())
                 });
                 progress(&reason);
+                loopx_app::notify::quota_wait(dir, &provider_name, until, &reason);
                 driver::set_waiting(
                     dir,
                     pid,

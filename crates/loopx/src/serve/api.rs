@@ -142,6 +142,28 @@ pub async fn iteration(
     .await
 }
 
+#[derive(Deserialize)]
+pub struct CostQuery {
+    by: Option<String>,
+}
+
+pub async fn cost(
+    State(app): State<Arc<App>>,
+    Query(query): Query<CostQuery>,
+) -> Result<Response, Failure> {
+    let by = query
+        .by
+        .as_deref()
+        .unwrap_or("turn")
+        .parse()
+        .map_err(|e: String| failure(AppError::refused(e)))?;
+    blocking(move || {
+        let view = loopx_app::cost::cost(&*app.open(Access::ReadOnly)?, by)?;
+        Ok(ok(serde_json::to_value(view)?))
+    })
+    .await
+}
+
 fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, Failure> {
     serde_json::from_slice(body).map_err(|e| bad(format!("the request body is not valid: {e}")))
 }

@@ -265,6 +265,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/status", get(api::status))
         .route("/api/goal", get(api::goal))
         .route("/api/should-run", get(api::should_run))
+        .route("/api/cost", get(api::cost))
         .route("/api/iterations", get(api::iterations))
         .route("/api/iterations/{n}", get(api::iteration))
         .route("/api/login-url", post(login_url))

@@ -312,6 +312,35 @@ fn refine_form(readback: &Readback<'_>) -> Markup {
     }
 }
 
+/// Cost per turn as bars, server-rendered SVG (no script). Only the last
+/// turns fit; the full table is `loopx cost` and `GET /api/cost`.
+fn cost_chart(report: &loopx_core::cost::CostReport) -> Markup {
+    const BARS: usize = 40;
+    const WIDTH: f64 = 600.0;
+    const HEIGHT: f64 = 80.0;
+    let rows = &report.rows[report.rows.len().saturating_sub(BARS)..];
+    let peak = rows.iter().map(|r| r.usd).fold(0.0, f64::max);
+    let bar = WIDTH / BARS as f64;
+    html! {
+        section {
+            h2 { "Cost per turn" }
+            @if rows.is_empty() || peak <= 0.0 {
+                p class="muted" { "No turn has reported a cost yet." }
+            } @else {
+                svg role="img" aria-label="cost per turn in USD" width=(WIDTH) height=(HEIGHT) viewBox=(format!("0 0 {WIDTH} {HEIGHT}")) {
+                    @for (i, row) in rows.iter().enumerate() {
+                        @let h = (row.usd / peak * (HEIGHT - 2.0)).max(1.0);
+                        rect x=(format!("{:.1}", i as f64 * bar)) y=(format!("{:.1}", HEIGHT - h)) width=(format!("{:.1}", bar * 0.8)) height=(format!("{h:.1}")) fill="#4a7bd0" {
+                            title { "iteration " (row.key) ": $" (format!("{:.4}", row.usd)) ", " (row.tokens) " tokens" }
+                        }
+                    }
+                }
+                p class="muted" { (report.turns) " turns · $" (format!("{:.4}", report.usd)) " · " (report.tokens) " tokens" }
+            }
+        }
+    }
+}
+
 fn render_overview(app: &App) -> anyhow::Result<Markup> {
     let dir = app.open(Access::ReadOnly)?;
     let s = snapshot(&dir)?;
@@ -322,6 +351,7 @@ fn render_overview(app: &App) -> anyhow::Result<Markup> {
         &format!("loop {} · {}", s.ledger.ledger.run_id, s.dir),
         html! {
             (live_section(&s, &readback))
+            (cost_chart(&loopx_app::cost::cost(&dir, loopx_core::cost::By::Turn)?))
             (refine_form(&readback))
         },
     ))
