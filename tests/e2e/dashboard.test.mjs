@@ -201,3 +201,89 @@ test('a browser without the session cookie is refused, and no page holds the tok
     }
   });
 });
+
+// A loop driven by a fake agent: its first turn hits a quota limit with a
+// reset a few seconds away, then each turn records an iteration.
+function fakeAgent(root, resetSeconds) {
+  const flag = join(root, 'limited-once');
+  const agent = join(root, 'agent.sh');
+  writeFileSync(agent, `#!/bin/sh\nif [ ! -e ${flag} ]; then touch ${flag}; echo 'usage limit reached; resets in ${resetSeconds} seconds'; exit 1; fi\n${LOOPX} append-iteration --mode monitor --objective turn --decision continue >/dev/null\n`, { mode: 0o755 });
+  return agent;
+}
+
+function drive(loop, agent, turns) {
+  const project = join(loop.root, 'project');
+  mkdirSync(project, { recursive: true });
+  const env = { ...process.env, LOOPX_REGISTRY_DIR: join(loop.root, 'registry') };
+  delete env.LOOPX_DIR;
+  delete env.AUTOLOOP_DRIVER;
+  const child = spawn(LOOPX, ['drive', '--dir', loop.dir, '--root', project, '--cmd', agent, '--max-iterations', String(turns)], { env, stdio: 'ignore' });
+  return new Promise((resolve) => child.on('exit', resolve));
+}
+
+const health = (page, state) => page.locator(`[data-testid="health"][data-state="${state}"]`).waitFor({ timeout: 15000 });
+
+test('the health line follows the driver, and budgets, chart and timeline match the state', async () => {
+  const loop = newLoop({ withOutcome: true });
+  await withServer(loop, async (page) => {
+    await health(page, 'not_driven');
+    assert.match(await page.getByTestId('health-command').innerText(), /^loopx drive --dir /);
+    const driven = drive(loop, fakeAgent(loop.root, 6), 3);
+    await health(page, 'waiting_for_reset');
+    const line = await page.getByTestId('health').innerText();
+    assert.match(line, /waiting for a quota reset until \d\d:\d\d UTC \(in \d+s\)/);
+    const until = await page.getByTestId('health').locator('strong').getAttribute('title');
+    assert.ok(Math.abs(Date.parse(until) - Date.now()) < 10000, `the exact reset time is on hover: ${until}`);
+    assert.equal(await driven, 0);
+    // One hand-written iteration, the quota failure and two driven turns.
+    await page.reload();
+    await health(page, 'not_driven');
+    const iterations = page.getByTestId('budget-iterations');
+    assert.equal(await iterations.locator('.fill').getAttribute('style'), 'width: 30.0%');
+    assert.match(await iterations.innerText(), /3 of 10/);
+    assert.match(await page.getByTestId('budget-tokens').innerText(), /unlimited/);
+    assert.match(await page.getByTestId('budget-wall_time_hours').innerText(), /\d+s of 1h · exhausted in 5\dm at this rate/);
+    const turns = JSON.parse(loopx(loop.dir, ['cost'])).rows;
+    assert.equal(turns.length, 3);
+    assert.equal(await page.getByTestId('turn-bar').count(), turns.length);
+    assert.equal(await page.getByTestId('turn-tokens').count(), turns.length);
+    assert.deepEqual(await page.getByTestId('turn-bar').evaluateAll((bars) => bars.map((b) => b.dataset.outcome)), ['failed:quota', 'advanced', 'advanced']);
+    // The timeline: newest first, relative time with the exact one on hover.
+    const rows = page.getByTestId('iteration-row');
+    assert.equal(await rows.count(), 3);
+    assert.equal(await rows.first().getByTestId('turn-outcome').innerText(), 'advanced');
+    const stamp = rows.first().getByTestId('relative');
+    assert.equal(await stamp.innerText(), 'just now');
+    assert.ok(Math.abs(Date.parse(await stamp.getAttribute('title')) - Date.now()) < 60000);
+    // Coverage: the one requirement is unreviewed.
+    assert.equal(await page.locator('[data-testid="coverage"] [data-state="unreviewed"]').getAttribute('style'), 'width: 100.0%');
+    await page.screenshot({ path: join(SHOTS, 'glance-desktop.png'), fullPage: true });
+    await page.setViewportSize({ width: 390, height: 844 });
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 0, `the narrow layout scrolls sideways by ${overflow}px`);
+    await page.screenshot({ path: join(SHOTS, 'glance-phone.png'), fullPage: true });
+    // Operator sentinels, picked up by the live refresh.
+    writeFileSync(join(loop.dir, 'PAUSE'), '');
+    await health(page, 'paused');
+    assert.equal(await page.getByTestId('health-command').innerText(), `rm ${loop.dir}/PAUSE`);
+    writeFileSync(join(loop.dir, 'STOP_REQUESTED'), '');
+    await health(page, 'stopped');
+    assert.match(await page.getByTestId('health').innerText(), /stopped: user_stop_requested/);
+    assert.equal(await page.getByTestId('health-command').innerText(), `rm ${loop.dir}/STOP_REQUESTED`);
+  });
+});
+
+test('leases show their expiry as relative time and digests are shortened', async () => {
+  const loop = newLoop({ withOutcome: true });
+  loopx(loop.dir, ['todo', 'claim', 't1', '--ttl', '7200'], { LOOPX_AGENT_ID: 'agent-b' });
+  await withServer(loop, async (page) => {
+    const card = page.locator('[data-column="claimed"]');
+    assert.match(await card.innerText(), /leased to agent-b, expires in (1h 59m|2h)/);
+    const expiry = card.getByTestId('relative');
+    assert.ok(Math.abs(Date.parse(await expiry.getAttribute('title')) - Date.now() - 7200000) < 60000);
+    const digest = page.getByTestId('digest').first();
+    const full = await digest.getAttribute('title');
+    assert.match(full, /^sha256:[0-9a-f]{64}$/);
+    assert.equal(await digest.innerText(), full.slice(0, 15) + '…');
+  });
+});

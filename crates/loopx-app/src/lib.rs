@@ -22,6 +22,7 @@ pub mod driver;
 pub mod error;
 pub mod fsutil;
 pub mod goal;
+pub mod health;
 pub mod install;
 pub mod iterations;
 pub mod ledger;

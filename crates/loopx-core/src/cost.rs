@@ -7,7 +7,7 @@
 //! arrive as arguments. Reading the journal is the application layer's
 //! (`loopx_app::cost`).
 
-use crate::driver::Settlement;
+use crate::driver::{Settlement, TurnOutcome};
 use crate::ledger::budget::{Budget, Spent};
 use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
@@ -47,6 +47,10 @@ pub struct Row {
     pub provider: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub settled_at: Option<Timestamp>,
+    /// How the turn ended (by turn only): the dashboard marks failed turns
+    /// and quota waits on the cost axis.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<TurnOutcome>,
     pub turns: u64,
     pub tokens: u64,
     pub usd: f64,
@@ -101,6 +105,7 @@ pub fn report(
                 key: s.iteration.to_string(),
                 provider: Some(s.provider.clone()),
                 settled_at: Some(s.settled_at),
+                outcome: Some(s.outcome),
                 turns: 1,
                 tokens: s.usage.tokens,
                 usd: s.usage.usd,
@@ -117,6 +122,7 @@ pub fn report(
                     key,
                     provider: None,
                     settled_at: None,
+                    outcome: None,
                     turns: 0,
                     tokens: 0,
                     usd: 0.0,
@@ -190,7 +196,6 @@ pub fn report(
 mod tests {
     use super::*;
     use crate::driver::classify::Usage;
-    use crate::driver::TurnOutcome;
 
     fn settled(iteration: u64, provider: &str, at: &str, tokens: u64, usd: f64) -> Settlement {
         Settlement {

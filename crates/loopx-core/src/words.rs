@@ -32,6 +32,17 @@ pub fn duration(seconds: u64) -> String {
     }
 }
 
+/// `then` as seen from `now`, at a glance: `12m ago`, `in 3h 20m`, `just
+/// now` (the last minute; the future keeps its seconds, a countdown).
+pub fn relative(then: jiff::Timestamp, now: jiff::Timestamp) -> String {
+    let seconds = now.duration_since(then).as_secs();
+    match seconds {
+        0..=59 => "just now".to_owned(),
+        s if s > 0 => format!("{} ago", duration(s as u64)),
+        s => format!("in {}", duration(s.unsigned_abs())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -41,6 +52,16 @@ mod tests {
         assert_eq!(count(0, "iteration"), "0 iterations");
         assert_eq!(count(1, "iteration"), "1 iteration");
         assert_eq!(count(2, "turn"), "2 turns");
+    }
+
+    #[test]
+    fn relative_times_say_ago_or_in() {
+        let now: jiff::Timestamp = "2026-12-03T12:00:00Z".parse().unwrap();
+        let at = |s: &str| s.parse::<jiff::Timestamp>().unwrap();
+        assert_eq!(relative(at("2026-12-03T11:48:00Z"), now), "12m ago");
+        assert_eq!(relative(at("2026-12-03T11:59:30Z"), now), "just now");
+        assert_eq!(relative(at("2026-12-03T12:00:30Z"), now), "in 30s");
+        assert_eq!(relative(at("2026-12-03T15:20:00Z"), now), "in 3h 20m");
     }
 
     #[test]

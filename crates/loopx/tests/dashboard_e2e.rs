@@ -39,7 +39,8 @@ fn the_dashboard_works_in_a_real_browser() {
         "the browser suite was asked for but cannot run; install: {}",
         missing.join(", ")
     );
-    let screenshots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("e2e-screenshots");
+    // Kept as artifacts beside the build (target/e2e-artifacts), never committed.
+    let screenshots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("../e2e-artifacts");
     let output = Command::new("node")
         .arg("--test")
         .current_dir(&suite)

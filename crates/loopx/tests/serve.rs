@@ -982,3 +982,28 @@ fn status_json_and_api_status_are_the_same_object() {
         assert_eq!(Some(value), http.get(key), "field {key}");
     }
 }
+
+#[test]
+fn the_health_line_names_the_state_and_the_command_that_acts_on_it() {
+    let f = loop_with_outcome();
+    let server = serve(&f, &[]);
+    let health = server.get("/api/health").json();
+    assert_eq!(health["state"], "not_driven", "{health}");
+    assert!(health["command"]
+        .as_str()
+        .is_some_and(|c| c.starts_with("loopx drive --dir ")));
+    std::fs::write(f.dir.join("PAUSE"), "").unwrap();
+    let health = server.get("/api/health").json();
+    assert_eq!(health["state"], "paused", "{health}");
+    assert_eq!(
+        health["command"].as_str(),
+        Some(format!("rm {}/PAUSE", f.dir.display()).as_str())
+    );
+    std::fs::write(f.dir.join("STOP_REQUESTED"), "").unwrap();
+    let health = server.get("/api/health").json();
+    assert_eq!(
+        (health["state"].as_str(), health["line"].as_str()),
+        (Some("stopped"), Some("stopped: user_stop_requested"))
+    );
+    assert_eq!(server.get("/api/health").status, 200);
+}

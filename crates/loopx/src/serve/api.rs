@@ -91,6 +91,14 @@ pub async fn status(State(app): State<Arc<App>>) -> Result<Response, Failure> {
     .await
 }
 
+pub async fn health(State(app): State<Arc<App>>) -> Result<Response, Failure> {
+    blocking(move || {
+        let view = loopx_app::health::health(&*app.open(Access::ReadOnly)?)?;
+        Ok(ok(serde_json::to_value(view)?))
+    })
+    .await
+}
+
 pub async fn goal(State(app): State<Arc<App>>) -> Result<Response, Failure> {
     blocking(move || {
         let dir = app.open(Access::ReadOnly)?;

@@ -263,6 +263,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/fragment/live", get(page::live))
         .route("/iterations/{n}", get(page::iteration))
         .route("/api/status", get(api::status))
+        .route("/api/health", get(api::health))
         .route("/api/goal", get(api::goal))
         .route("/api/should-run", get(api::should_run))
         .route("/api/cost", get(api::cost))

@@ -6,10 +6,15 @@ use super::App;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
+use jiff::Timestamp;
 use loopx_app::continuation::NextTurn;
 use loopx_app::goal::acceptance::GoalInspection;
+use loopx_app::health::{self, Health};
 use loopx_app::loop_dir::{LoopDir, Reading};
 use loopx_app::{clock, iterations, ErrorClass};
+use loopx_core::cost::{BudgetLine, By, CostReport};
+use loopx_core::driver::classify::FailureClass;
+use loopx_core::driver::TurnOutcome;
 use loopx_core::driver::{summary, DriverSummary};
 use loopx_core::goal::continuation::ShouldRun;
 use loopx_core::goal::inspect::Readback;
@@ -17,6 +22,7 @@ use loopx_core::goal::todo::TodoStatus;
 use loopx_core::goal::{self, Actor};
 use loopx_core::ledger::arbiter::Verdict;
 use loopx_core::ledger::view;
+use loopx_core::words;
 use loopx_store::sqlite::Access;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
@@ -31,17 +37,27 @@ struct Snapshot {
     goal: GoalInspection,
     driver: DriverSummary,
     decision: ShouldRun,
+    health: Health,
+    cost: CostReport,
+    now: Timestamp,
 }
 
 fn snapshot(dir: &LoopDir) -> anyhow::Result<Snapshot> {
+    let turn = dir.next_turn(goal::DEFAULT_GOAL_ID, &Actor::Owner)?;
+    let driver = summary(&dir.driver()?.1, loopx_app::platform::alive);
+    let now = clock::now();
+    let health = health::of_turn(&dir.display(), &turn, &driver, now);
+    let cost = loopx_app::cost::cost(dir, By::Turn)?;
     let NextTurn {
         reading: ledger,
         goal,
         verdict,
         should_run: decision,
-    } = dir.next_turn(goal::DEFAULT_GOAL_ID, &Actor::Owner)?;
-    let driver = summary(&dir.driver()?.1, loopx_app::platform::alive);
+    } = turn;
     Ok(Snapshot {
+        health,
+        cost,
+        now,
         dir: dir.display(),
         ledger,
         verdict,
@@ -80,7 +96,16 @@ button { font: inherit; padding: .35rem .8rem; margin-top: .6rem; cursor: pointe
 .message { margin-top: .5rem; font-size: .9rem; }
 .message.error { color: #9b1c1c; } .message.ok { color: #17632f; }
 pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f7f9; padding: .6rem; border-radius: 6px; font-size: .8rem; max-height: 30rem; overflow-y: auto; }
-@media (max-width: 720px) { .board { grid-template-columns: 1fr; } main { padding: .5rem; } }
+.health { font-size: 1.05rem; border-left: 6px solid #8a96a3; }
+.health.running { border-color: #2f9e55; } .health.waiting_for_reset, .health.waiting_for_work { border-color: #d9a400; }
+.health.paused, .health.not_driven { border-color: #8a96a3; } .health.stopped, .health.needs_person { border-color: #c53030; }
+.health code, .command { background: #eef1f4; padding: 0 .3rem; border-radius: 4px; font-size: .85rem; overflow-wrap: anywhere; }
+.budget { display: grid; grid-template-columns: 7rem 1fr; gap: .2rem .6rem; align-items: center; margin: .3rem 0; }
+.bar { display: flex; height: .8rem; background: #eef1f4; border-radius: 4px; overflow: hidden; min-width: 0; }
+.bar > span { display: block; height: 100%; }
+.fill { background: #4a7bd0; } .bar .met { background: #2f9e55; } .bar .unmet { background: #c53030; } .bar .uncertain { background: #d9a400; } .bar .unreviewed { background: #b8c0c8; }
+svg.chart { width: 100%; height: auto; max-width: 640px; }
+@media (max-width: 720px) { .board { grid-template-columns: 1fr; } main { padding: .5rem; } .budget { grid-template-columns: 1fr; } .timeline .wide { display: none; } }
 "#;
 
 const SCRIPT: &str = r#"
@@ -178,11 +203,12 @@ fn state_tag(state: &str) -> Markup {
 
 fn live_section(s: &Snapshot, readback: &Readback<'_>) -> Markup {
     let ledger = &s.ledger.ledger;
-    let budget = &ledger.config.budget;
-    let limits = view::limits(budget);
     let objective = &readback.objective;
     html! {
         div id="live" data-revision=(readback.provider_revision) {
+            (health_line(&s.health))
+            (budgets(&s.cost, s.now))
+            (cost_chart(&s.cost))
             section {
                 h2 { "Goal" }
                 div class="grid" {
@@ -195,7 +221,7 @@ fn live_section(s: &Snapshot, readback: &Readback<'_>) -> Markup {
                     div class="card" {
                         h3 { "Current operating objective" }
                         p data-testid="current-objective" { (objective.current_objective) }
-                        p class="muted" { "Revision " (objective.current_revision) " · " (objective.current_digest) }
+                        p class="muted" { "Revision " (objective.current_revision) " · " (short_digest(objective.current_digest.as_str())) }
                         @if !objective.revisions.is_empty() {
                             h3 { "Revision history" }
                             ol { @for r in objective.revisions { li { "r" (r.revision) ": " (r.objective) span class="muted" { " — " (r.reason) " (" (r.applied_at) ")" } } } }
@@ -216,10 +242,6 @@ fn live_section(s: &Snapshot, readback: &Readback<'_>) -> Markup {
                     div class="card" {
                         h3 { "Loop" }
                         p { "Status " strong data-testid="loop-status" { (ledger.status) } " · " (view::verdict_text(&s.verdict)) }
-                        p { "Iterations " (ledger.spent.iterations) " of " (limits.iterations) " (" (ledger.remaining_iterations()) " left)" }
-                        p { "Tokens " (ledger.spent.tokens) " of " (limits.tokens) }
-                        p { "USD " (format!("{:.4}", ledger.spent.usd)) " of " (limits.usd) }
-                        p { "Wall time since " (ledger.created_at) " (limit " (limits.wall_time) ")" }
                         p { "Driver: " span data-testid="driver" { (s.driver.line()) } }
                         p class="muted" { "Next: " (s.decision.next_action) " (" (s.decision.scheduler_hint.reason_code) ")" }
                     }
@@ -234,6 +256,7 @@ fn live_section(s: &Snapshot, readback: &Readback<'_>) -> Markup {
                     @for o in &readback.outcomes {
                         div class="card" data-testid="outcome" data-outcome=(o.id) {
                             h3 { (o.id) " " (state_tag(o.status)) }
+                            (coverage(o.requirements.iter().map(|r| r.state.as_str())))
                             p { (o.original_objective) }
                             p class="muted" { "Responsible: " (o.responsible_agent) }
                             ul { @for r in &o.requirements { li data-requirement=(r.id) { (r.id) " " (state_tag(r.state.as_str())) " " (r.description) } } }
@@ -261,31 +284,16 @@ fn live_section(s: &Snapshot, readback: &Readback<'_>) -> Markup {
                             @for t in s.goal.reading.goal.todos.iter().filter(|t| t.status == status) {
                                 div class="card" {
                                     strong { (t.id) } " " (t.title)
-                                    @if let Some(lease) = &t.lease { p class="muted" { "leased to " (lease.holder) " until " (lease.expires_at) } }
+                                    @if let Some(lease) = &t.lease { p class="muted" { "leased to " (lease.holder) ", expires " (when(lease.expires_at, s.now)) } }
                                     @if !t.blocked_reason.is_empty() { p class="muted" { (t.blocked_reason) } }
-                                    @if let Some(until) = t.deferred_until { p class="muted" { "until " (until) } }
+                                    @if let Some(until) = t.deferred_until { p class="muted" { "deferred, wakes " (when(until, s.now)) } }
                                 }
                             }
                         }
                     }
                 }
             }
-            section {
-                h2 { "Last iterations" }
-                @if ledger.recent.is_empty() { p class="muted" { "No iteration recorded yet." } }
-                div class="table" {
-                    table {
-                        @for r in ledger.recent.iter().rev() {
-                            tr {
-                                td { a href={"/iterations/" (r.iteration)} { "#" (r.iteration) } }
-                                td { (r.decision) @if let Some(claim) = r.claim { " " (state_tag(&format!("{claim:?}").to_lowercase())) } }
-                                td { (r.objective) }
-                                td class="muted" { (r.evidence_checked.evidence_ids.join(", ")) }
-                            }
-                        }
-                    }
-                }
-            }
+            (timeline(s))
         }
     }
 }
@@ -312,30 +320,177 @@ fn refine_form(readback: &Readback<'_>) -> Markup {
     }
 }
 
-/// Cost per turn as bars, server-rendered SVG (no script). Only the last
-/// turns fit; the full table is `loopx cost` and `GET /api/cost`.
-fn cost_chart(report: &loopx_core::cost::CostReport) -> Markup {
-    const BARS: usize = 40;
-    const WIDTH: f64 = 600.0;
-    const HEIGHT: f64 = 80.0;
-    let rows = &report.rows[report.rows.len().saturating_sub(BARS)..];
-    let peak = rows.iter().map(|r| r.usd).fold(0.0, f64::max);
-    let bar = WIDTH / BARS as f64;
+/// A time as a person reads it at a glance, the exact instant on hover.
+fn when(at: Timestamp, now: Timestamp) -> Markup {
+    html! { time datetime=(at) title=(at) data-testid="relative" { (words::relative(at, now)) } }
+}
+
+/// A digest's first characters, the full value on hover.
+fn short_digest(digest: &str) -> Markup {
+    let short: String = digest.chars().take(15).collect();
+    html! { code title=(digest) data-testid="digest" { (short) "…" } }
+}
+
+/// The health line: the state, why, and the command that acts on it.
+fn health_line(health: &Health) -> Markup {
+    let state = serde_json::to_value(health.state)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    html! {
+        section class={"health " (state)} data-testid="health" data-state=(state) {
+            strong title=[health.until.map(|until| until.to_string())] { (health.line) }
+            @if let Some(command) = &health.command { p class="muted" { "To act: " code data-testid="health-command" { (command) } } }
+        }
+    }
+}
+
+/// A bar `used` of `max` wide, as a percentage of its track.
+fn bar(used: f64, max: f64) -> Markup {
+    let percent = if max > 0.0 {
+        (used / max * 100.0).clamp(0.0, 100.0)
+    } else {
+        0.0
+    };
+    html! { div class="bar" { span class="fill" style=(format!("width: {percent:.1}%")) {} } }
+}
+
+/// Each budget as a bar with its projection; a budget without a cap says
+/// "unlimited" (the cost report leaves wall time out when it has none).
+fn budgets(report: &CostReport, now: Timestamp) -> Markup {
+    let named = |name: &str| report.budgets.iter().find(|b| b.name == name);
+    let figure = |name: &str, value: f64| match name {
+        "usd" => format!("${value:.2}"),
+        "wall_time_hours" => words::duration((value * 3600.0) as u64),
+        _ => format!("{}", value as u64),
+    };
+    let row = |label: &str, name: &str, line: Option<&BudgetLine>| match line
+        .filter(|b| b.max > 0.0)
+    {
+        Some(b) => html! {
+            div class="budget" data-testid={"budget-" (name)} data-used=(b.used) data-max=(b.max) {
+                span { (label) } (bar(b.used, b.max))
+                span {}
+                span class="muted" {
+                    (figure(name, b.used)) " of " (figure(name, b.max))
+                    @match b.exhausts_at { Some(at) => { " · exhausted " (when(at, now)) " at this rate" }, None => { " · not burning" } }
+                }
+            }
+        },
+        None => html! {
+            div class="budget" data-testid={"budget-" (name)} data-max="0" {
+                span { (label) } span class="muted" { (line.map_or(String::new(), |b| figure(name, b.used))) " · unlimited" }
+            }
+        },
+    };
     html! {
         section {
-            h2 { "Cost per turn" }
-            @if rows.is_empty() || peak <= 0.0 {
-                p class="muted" { "No turn has reported a cost yet." }
+            h2 { "Budgets" }
+            (row("Iterations", "iterations", named("iterations")))
+            (row("Tokens", "tokens", named("tokens")))
+            (row("USD", "usd", named("usd")))
+            (row("Wall time", "wall_time_hours", named("wall_time_hours")))
+        }
+    }
+}
+
+/// What a turn's outcome looks like on the chart: advanced turns blue,
+/// quota waits amber, every other failure red, the rest grey.
+fn outcome_colour(outcome: Option<TurnOutcome>) -> &'static str {
+    match outcome {
+        Some(TurnOutcome::Advanced | TurnOutcome::RecoveredAdvanced) => "#4a7bd0",
+        Some(TurnOutcome::Failed(FailureClass::Quota)) => "#d9a400",
+        Some(TurnOutcome::Failed(_) | TurnOutcome::TimedOut) => "#c53030",
+        _ => "#8a96a3",
+    }
+}
+
+/// Cost (bars) and tokens (dots) per turn over the last turns, one bar per
+/// turn whatever it cost, coloured by outcome so failed turns and quota
+/// waits sit on the same axis. Server-rendered SVG, no script; the full
+/// table is `loopx cost` and `GET /api/cost`.
+fn cost_chart(report: &CostReport) -> Markup {
+    const BARS: usize = 40;
+    const WIDTH: f64 = 600.0;
+    const HEIGHT: f64 = 90.0;
+    let rows = &report.rows[report.rows.len().saturating_sub(BARS)..];
+    let peak_usd = rows.iter().map(|r| r.usd).fold(0.0, f64::max);
+    let peak_tokens = rows.iter().map(|r| r.tokens).max().unwrap_or(0) as f64;
+    let slot = WIDTH / BARS as f64;
+    let height = |value: f64, peak: f64| {
+        if peak > 0.0 {
+            (value / peak * (HEIGHT - 4.0)).max(2.0)
+        } else {
+            2.0
+        }
+    };
+    html! {
+        section {
+            h2 { "Cost per turn, and tokens" }
+            @if rows.is_empty() {
+                p class="muted" { "No turn has settled yet." }
             } @else {
-                svg role="img" aria-label="cost per turn in USD" width=(WIDTH) height=(HEIGHT) viewBox=(format!("0 0 {WIDTH} {HEIGHT}")) {
+                svg class="chart" role="img" aria-label="cost (bars) and tokens (dots) per turn" data-testid="turn-chart" viewBox=(format!("0 0 {WIDTH} {HEIGHT}")) {
                     @for (i, row) in rows.iter().enumerate() {
-                        @let h = (row.usd / peak * (HEIGHT - 2.0)).max(1.0);
-                        rect x=(format!("{:.1}", i as f64 * bar)) y=(format!("{:.1}", HEIGHT - h)) width=(format!("{:.1}", bar * 0.8)) height=(format!("{h:.1}")) fill="#4a7bd0" {
-                            title { "iteration " (row.key) ": $" (format!("{:.4}", row.usd)) ", " (row.tokens) " tokens" }
+                        @let h = height(row.usd, peak_usd);
+                        @let label = row.outcome.map_or("settled".to_owned(), |o| o.label());
+                        rect data-testid="turn-bar" data-outcome=(label) x=(format!("{:.1}", i as f64 * slot)) y=(format!("{:.1}", HEIGHT - h)) width=(format!("{:.1}", slot * 0.8)) height=(format!("{h:.1}")) fill=(outcome_colour(row.outcome)) {
+                            title { "iteration " (row.key) " · " (row.provider.as_deref().unwrap_or("?")) " · " (label) ": $" (format!("{:.4}", row.usd)) ", " (row.tokens) " tokens" }
+                        }
+                        circle data-testid="turn-tokens" cx=(format!("{:.1}", (i as f64 + 0.4) * slot)) cy=(format!("{:.1}", HEIGHT - height(row.tokens as f64, peak_tokens))) r="2.5" fill="#1d232b" {}
+                    }
+                }
+                p class="muted" { (report.turns) " turns · $" (format!("{:.4}", report.usd)) " · " (report.tokens) " tokens · blue advanced, amber quota wait, red failed, grey no advance" }
+            }
+        }
+    }
+}
+
+/// Requirements by review state as one segmented bar.
+fn coverage<'a>(states: impl Iterator<Item = &'a str>) -> Markup {
+    let states: Vec<&str> = states.collect();
+    let total = states.len().max(1) as f64;
+    let count = |state: &str| states.iter().filter(|s| **s == state).count();
+    html! {
+        @if !states.is_empty() {
+            div class="bar" data-testid="coverage" title="met / unmet / uncertain / unreviewed" {
+                @for state in ["met", "unmet", "uncertain", "unreviewed"] {
+                    @let n = count(state);
+                    @if n > 0 { span class=(state) data-state=(state) data-count=(n) style=(format!("width: {:.1}%", n as f64 / total * 100.0)) title={(n) " " (state)} {} }
+                }
+            }
+            p class="muted" { (count("met")) " met · " (count("unmet")) " unmet · " (count("uncertain")) " uncertain · " (count("unreviewed")) " unreviewed" }
+        }
+    }
+}
+
+/// Each recorded iteration with when, who, what it decided, how the turn
+/// ended and what it cost, newest first, linking to its record and log.
+fn timeline(s: &Snapshot) -> Markup {
+    let ledger = &s.ledger.ledger;
+    let turn = |iteration: u64| {
+        let key = iteration.to_string();
+        s.cost.rows.iter().rev().find(|row| row.key == key)
+    };
+    html! {
+        section {
+            h2 { "Iterations" }
+            @if ledger.recent.is_empty() { p class="muted" { "No iteration recorded yet." } }
+            div class="table timeline" {
+                table {
+                    @for r in ledger.recent.iter().rev() {
+                        @let settled = turn(r.iteration);
+                        tr data-testid="iteration-row" {
+                            td { a href={"/iterations/" (r.iteration)} { "#" (r.iteration) } }
+                            td { (when(r.timestamp, s.now)) }
+                            td { (settled.and_then(|t| t.provider.as_deref()).unwrap_or("by hand")) }
+                            td { (r.decision) @if let Some(claim) = r.claim { " " (state_tag(&format!("{claim:?}").to_lowercase())) } }
+                            td data-testid="turn-outcome" { (settled.and_then(|t| t.outcome).map_or("—".to_owned(), |o| o.label())) }
+                            td { "$" (format!("{:.4}", r.budget_delta.usd)) " · " (r.budget_delta.tokens) " tok" }
+                            td class="wide" { (r.objective) }
                         }
                     }
                 }
-                p class="muted" { (report.turns) " turns · $" (format!("{:.4}", report.usd)) " · " (report.tokens) " tokens" }
             }
         }
     }
@@ -351,7 +506,6 @@ fn render_overview(app: &App) -> anyhow::Result<Markup> {
         &format!("loop {} · {}", s.ledger.ledger.run_id, s.dir),
         html! {
             (live_section(&s, &readback))
-            (cost_chart(&loopx_app::cost::cost(&dir, loopx_core::cost::By::Turn)?))
             (refine_form(&readback))
         },
     ))

@@ -1,0 +1,337 @@
+//! The `health` use case: the loop's state in one line, with the one
+//! command that acts on it, decided once from the status read (the stop
+//! verdict and the driver summary) and the continuation decision. The
+//! dashboard's health line and any CLI line that wants the same answer
+//! call [`health`]; the decision itself is [`decide`], pure, so every
+//! state is tested without a loop on disk.
+//!
+//! Does not own: the stop rules (`loopx_core::ledger::arbiter`), whether a
+//! turn should run (`loopx_core::goal::continuation`), or the driver's
+//! bookkeeping (`loopx_core::driver`); it only ranks what they say.
+
+use crate::clock;
+use crate::continuation::NextTurn;
+use crate::error::AppError;
+use crate::loop_dir::LoopDir;
+use crate::platform;
+use jiff::Timestamp;
+use loopx_core::driver::{self, classify::FailureClass, DriverSummary, TurnOutcome};
+use loopx_core::goal::{self, Actor};
+use loopx_core::ledger::arbiter::Verdict;
+use loopx_core::words;
+use serde::Serialize;
+
+/// Which state the loop is in, most urgent first when several hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Nothing proceeds until a person acts (an ambiguous open dispatch,
+    /// a provider whose login is dead). Issue 12's quarantine joins here.
+    NeedsPerson,
+    /// The stop arbiter says the loop is over (or an operator stopped it).
+    Stopped,
+    /// `PAUSE` holds the loop without ending it.
+    Paused,
+    /// The driver sleeps until a provider's quota resets.
+    WaitingForReset,
+    /// The driver runs but should-run backs off: no work it may take now.
+    WaitingForWork,
+    /// The driver runs turns.
+    Running,
+    /// No driver process, and nothing stops the loop.
+    NotDriven,
+}
+
+/// The health line: the state, why, and the one command that acts on it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Health {
+    pub state: State,
+    /// One sentence a person reads at a glance.
+    pub line: String,
+    /// The command (or file operation) that acts on this state, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// When waiting for a reset: until when.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until: Option<Timestamp>,
+}
+
+/// What [`decide`] ranks: the reads, named by what they mean here.
+pub struct Inputs<'a> {
+    /// The loop directory as commands should name it.
+    pub dir: &'a str,
+    pub verdict: &'a Verdict,
+    pub driver: &'a DriverSummary,
+    pub should_run: bool,
+    /// should-run's reason when it backs off.
+    pub backoff_reason: &'a str,
+    pub now: Timestamp,
+}
+
+/// The health of the loop in `dir`, from one status read.
+pub fn health(dir: &LoopDir) -> Result<Health, AppError> {
+    let turn = dir.next_turn(goal::DEFAULT_GOAL_ID, &Actor::Owner)?;
+    let summary = driver::summary(&dir.driver()?.1, platform::alive);
+    Ok(of_turn(&dir.display(), &turn, &summary, clock::now()))
+}
+
+/// The health from reads a caller already made (the dashboard reads the
+/// turn and the driver once for the whole page).
+pub fn of_turn(dir: &str, turn: &NextTurn, driver: &DriverSummary, now: Timestamp) -> Health {
+    decide(&Inputs {
+        dir,
+        verdict: &turn.verdict,
+        driver,
+        should_run: turn.should_run.should_run,
+        backoff_reason: &turn.should_run.scheduler_hint.reason,
+        now,
+    })
+}
+
+/// The ranking: a state that needs a person outranks one that explains
+/// itself, and a stop outranks any wait.
+pub fn decide(i: &Inputs<'_>) -> Health {
+    let dir = i.dir;
+    let health = |state, line: String, command: Option<String>| Health {
+        state,
+        line,
+        command,
+        until: None,
+    };
+    if let (false, Some(iteration)) = (i.driver.running, i.driver.iteration) {
+        return health(
+            State::NeedsPerson,
+            format!("needs a person: the dispatch for iteration {iteration} is open and no driver runs, so whether it took effect is unknown"),
+            Some(format!("loopx recover --dir {dir}")),
+        );
+    }
+    if let Some(last) =
+        i.driver.last.as_ref().filter(|last| {
+            last.outcome == TurnOutcome::Failed(FailureClass::Auth) && !i.driver.running
+        })
+    {
+        return health(
+            State::NeedsPerson,
+            format!(
+                "needs a person: {} refused its login on iteration {}",
+                last.provider, last.iteration
+            ),
+            Some(format!(
+                "sign in to {} again, then loopx drive --dir {dir} --provider {}",
+                last.provider, last.provider
+            )),
+        );
+    }
+    if i.verdict.done {
+        let reason = i.verdict.reason.unwrap_or("done");
+        let command = match reason {
+            "user_stop_requested" => Some(format!("rm {dir}/STOP_REQUESTED")),
+            "operator_blocked" => Some(format!("rm {dir}/BLOCKED")),
+            _ => None,
+        };
+        return health(State::Stopped, format!("stopped: {reason}"), command);
+    }
+    if i.verdict.paused {
+        return health(
+            State::Paused,
+            "paused by the PAUSE file".to_owned(),
+            Some(format!("rm {dir}/PAUSE")),
+        );
+    }
+    if !i.driver.running {
+        return health(
+            State::NotDriven,
+            "not driven: no driver process runs this loop".to_owned(),
+            Some(format!("loopx drive --dir {dir} --provider <name>")),
+        );
+    }
+    if let Some(waiting) = &i.driver.waiting {
+        let left = waiting.until.duration_since(i.now).as_secs().max(0) as u64;
+        return Health {
+            state: State::WaitingForReset,
+            line: format!(
+                "waiting for a quota reset until {} UTC (in {})",
+                waiting.until.strftime("%H:%M"),
+                words::duration(left),
+            ),
+            command: None,
+            until: Some(waiting.until),
+        };
+    }
+    if !i.should_run {
+        return health(
+            State::WaitingForWork,
+            format!("waiting for work: {}", i.backoff_reason),
+            Some(format!("loopx todo list --dir {dir}")),
+        );
+    }
+    health(
+        State::Running,
+        format!(
+            "running: {} on iteration {}",
+            i.driver.provider.as_deref().unwrap_or("an agent"),
+            i.driver
+                .iteration
+                .map_or("next".to_owned(), |n| n.to_string())
+        ),
+        None,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopx_core::driver::classify::Usage;
+    use loopx_core::driver::{Settlement, Waiting};
+
+    fn now() -> Timestamp {
+        "2026-12-03T12:00:00Z".parse().unwrap()
+    }
+
+    fn verdict(done: bool, paused: bool, reason: Option<&'static str>) -> Verdict {
+        Verdict {
+            done,
+            paused,
+            reason,
+            conditions: reason.into_iter().collect(),
+        }
+    }
+
+    fn running() -> DriverSummary {
+        DriverSummary {
+            running: true,
+            pid: Some(7),
+            provider: Some("claude".into()),
+            since: Some(now()),
+            iteration: Some(3),
+            waiting: None,
+            dispatches: 2,
+            last: None,
+        }
+    }
+
+    fn stopped_driver() -> DriverSummary {
+        DriverSummary {
+            running: false,
+            pid: None,
+            provider: None,
+            since: None,
+            iteration: None,
+            ..running()
+        }
+    }
+
+    fn decide_with(verdict: &Verdict, driver: &DriverSummary, should_run: bool) -> Health {
+        decide(&Inputs {
+            dir: "/l",
+            verdict,
+            driver,
+            should_run,
+            backoff_reason: "no open todo",
+            now: now(),
+        })
+    }
+
+    fn settled(outcome: TurnOutcome) -> Settlement {
+        Settlement {
+            dispatch_id: "d1".into(),
+            iteration: 2,
+            provider: "codex".into(),
+            outcome,
+            exit_status: Some(1),
+            usage: Usage::default(),
+            settled_at: now(),
+            note: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_running_driver_with_work_is_running() {
+        let h = decide_with(&verdict(false, false, None), &running(), true);
+        assert_eq!(h.state, State::Running);
+        assert_eq!(h.line, "running: claude on iteration 3");
+        assert_eq!(h.command, None);
+    }
+
+    #[test]
+    fn a_quota_wait_says_until_when_and_in_how_long() {
+        let driver = DriverSummary {
+            waiting: Some(Waiting {
+                until: "2026-12-03T12:42:10Z".parse().unwrap(),
+                reason: "claude quota".into(),
+            }),
+            ..running()
+        };
+        let h = decide_with(&verdict(false, false, None), &driver, true);
+        assert_eq!(h.state, State::WaitingForReset);
+        assert_eq!(h.line, "waiting for a quota reset until 12:42 UTC (in 42m)");
+        assert_eq!(h.until, driver.waiting.map(|w| w.until));
+    }
+
+    #[test]
+    fn a_backing_off_should_run_is_waiting_for_work() {
+        let h = decide_with(&verdict(false, false, None), &running(), false);
+        assert_eq!(h.state, State::WaitingForWork);
+        assert_eq!(h.line, "waiting for work: no open todo");
+    }
+
+    #[test]
+    fn pause_outranks_a_running_driver_and_names_its_file() {
+        let h = decide_with(&verdict(false, true, None), &running(), false);
+        assert_eq!(h.state, State::Paused);
+        assert_eq!(h.command.as_deref(), Some("rm /l/PAUSE"));
+    }
+
+    #[test]
+    fn a_stop_says_why_and_outranks_pause() {
+        let h = decide_with(
+            &verdict(true, true, Some("user_stop_requested")),
+            &running(),
+            false,
+        );
+        assert_eq!(h.state, State::Stopped);
+        assert_eq!(h.line, "stopped: user_stop_requested");
+        assert_eq!(h.command.as_deref(), Some("rm /l/STOP_REQUESTED"));
+        let budget = decide_with(
+            &verdict(true, false, Some("max_iterations")),
+            &stopped_driver(),
+            false,
+        );
+        assert_eq!(budget.state, State::Stopped);
+        assert_eq!(budget.command, None);
+    }
+
+    #[test]
+    fn an_open_dispatch_without_a_driver_needs_a_person_before_anything() {
+        let driver = DriverSummary {
+            iteration: Some(5),
+            ..stopped_driver()
+        };
+        let h = decide_with(
+            &verdict(true, false, Some("max_iterations")),
+            &driver,
+            false,
+        );
+        assert_eq!(h.state, State::NeedsPerson);
+        assert_eq!(h.command.as_deref(), Some("loopx recover --dir /l"));
+    }
+
+    #[test]
+    fn a_dead_login_needs_a_person_but_an_ordinary_failure_does_not() {
+        let dead = DriverSummary {
+            last: Some(settled(TurnOutcome::Failed(FailureClass::Auth))),
+            ..stopped_driver()
+        };
+        let h = decide_with(&verdict(false, false, None), &dead, true);
+        assert_eq!(h.state, State::NeedsPerson);
+        assert!(h.line.contains("codex refused its login"), "{}", h.line);
+        let failed = DriverSummary {
+            last: Some(settled(TurnOutcome::Failed(FailureClass::Failure))),
+            ..stopped_driver()
+        };
+        assert_eq!(
+            decide_with(&verdict(false, false, None), &failed, true).state,
+            State::NotDriven
+        );
+    }
+}
