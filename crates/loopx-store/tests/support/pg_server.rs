@@ -69,6 +69,16 @@ impl Server {
         )
     }
 
+    /// Run `sql` on the database `url` with `psql`; must succeed.
+    pub fn psql(&self, url: &str, sql: &str) {
+        let status = Command::new(self.bin.join("psql"))
+            .args(["-q", "-v", "ON_ERROR_STOP=1", url, "-c", sql])
+            .stdout(Stdio::null())
+            .status()
+            .expect("run psql");
+        assert!(status.success(), "psql {sql:?} failed");
+    }
+
     pub fn port(&self) -> u16 {
         self.port
     }
