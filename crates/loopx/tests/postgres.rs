@@ -354,3 +354,21 @@ fn a_claimer_killed_inside_its_commit_loses_nothing() {
         assert!(valid.starts_with("valid"), "{valid}");
     }
 }
+
+#[test]
+fn an_armed_postgres_loop_is_read_through_its_store_not_taken_for_missing() {
+    let Some(url) = pg_server::database() else {
+        return;
+    };
+    let l = Loop::new(Some(url.clone()));
+    let root = l.f.temp.path().to_str().unwrap().to_owned();
+    l.ok(None, &["arm", "--root", &root]);
+    let out =
+        l.f.loopx()
+            .env("LOOPX_STORE", &url)
+            .args(["active", "--json"])
+            .output()
+            .unwrap();
+    let view: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(view["loops"][0]["state"], "unfinished", "{view}");
+}
