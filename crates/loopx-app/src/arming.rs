@@ -8,7 +8,7 @@
 //! registry's files (`crate::registry`), or the hook's protocol with the
 //! agent CLI (exit 2 and stderr), which is the CLI's to speak.
 
-use crate::loop_dir::{LoopDir, DATABASE};
+use crate::loop_dir::{configured_store, LoopDir, DATABASE};
 use crate::registry::Registry;
 use crate::{clock, platform, AppError};
 use loopx_core::hook::{self, covers, entry_live, ArmedLoop, HookVerdict, LoopReading};
@@ -131,7 +131,10 @@ fn pid_alive(entry: &ArmedLoop) -> bool {
 /// The loop an entry names, judged now; `Missing` when it is gone.
 pub fn read_loop(entry: &ArmedLoop) -> LoopReading {
     let dir = Path::new(&entry.loop_dir);
-    if !dir.join(DATABASE).is_file() {
+    // A loop whose state is in a configured store (PostgreSQL) has no
+    // database file in its directory: the store says whether it exists.
+    let in_directory = configured_store().ok().flatten().is_none();
+    if in_directory && !dir.join(DATABASE).is_file() {
         return LoopReading::Missing;
     }
     match LoopDir::open(dir, Access::ReadOnly).and_then(|d| d.read().map(|r| (d, r))) {

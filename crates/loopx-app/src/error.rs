@@ -118,9 +118,11 @@ fn of_store(error: &StoreError) -> ErrorClass {
         StoreError::StaleRevision { .. } => ErrorClass::Stale,
         StoreError::DuplicateOperation { .. } => ErrorClass::Conflict,
         StoreError::Missing { .. } => ErrorClass::NotFound,
-        StoreError::TooOld { .. } | StoreError::TooNew { .. } | StoreError::OrphanedLog { .. } => {
-            ErrorClass::Refused
-        }
+        StoreError::TooOld { .. }
+        | StoreError::TooNew { .. }
+        | StoreError::NotMigrated { .. }
+        | StoreError::Unsupported { .. }
+        | StoreError::OrphanedLog { .. } => ErrorClass::Refused,
         StoreError::Corrupt { .. } => ErrorClass::Internal,
         StoreError::BadLocator { .. } | StoreError::Exists { .. } => ErrorClass::Refused,
         StoreError::Unavailable { .. } | StoreError::Backend(_) => ErrorClass::Unavailable,

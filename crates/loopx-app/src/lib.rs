@@ -27,6 +27,7 @@ pub mod install;
 pub mod iterations;
 pub mod ledger;
 pub mod loop_dir;
+pub mod migrate;
 pub mod notify;
 pub mod operation;
 pub mod platform;

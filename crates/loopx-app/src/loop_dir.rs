@@ -292,7 +292,7 @@ fn audit_stream<O: loopx_core::operation::Owner>(
 }
 
 /// The store `LOOPX_STORE` names, if it is set (and not empty).
-fn configured_store() -> Result<Option<Locator>> {
+pub(crate) fn configured_store() -> Result<Option<Locator>> {
     match std::env::var(STORE_ENV) {
         Ok(text) if !text.is_empty() => Ok(Some(Locator::parse(&text)?)),
         _ => Ok(None),

@@ -35,6 +35,7 @@
 //! processes. It is not run by `cargo test`; run it with
 //! `benches/cli_latency.sh [SUITE] [FLAGS]`.
 
+mod claims;
 mod crowded;
 mod drive_overhead;
 mod goal_cli;
@@ -69,6 +70,10 @@ suites:
                         task-body and goal-acceptance inspect --json
   goal                  goal-owner, then goal-cli
   drive                 the driver's own overhead per turn (--runs turns of a no-op agent)
+  claims                todo claims/s and p50/p99 on one goal, N workers in
+                        process and as processes (--runs claims per worker);
+                        SQLite, or --store postgres://USER@HOST:PORT/DB (a
+                        fresh database per N is created on that server)
 
   --loopx PATH          the loopx binary to time (default: the loopx next to
                         this executable, i.e. target/release/loopx)
@@ -80,6 +85,8 @@ suites:
   --warmup N            goal-owner: untimed warm-up samples (default 200)
   --markdown-out FILE   also write the result tables to FILE
   --keep                keep the seeded loop directories (default: delete)
+  --store URL           claims: the PostgreSQL server to measure
+  --workers LIST        claims: worker counts (default 1,8,32)
 ";
 
 /// Sizes at and above which `validate` gets at most this many runs by
@@ -94,6 +101,7 @@ enum Suite {
     GoalCli,
     Goal,
     Drive,
+    Claims,
 }
 
 struct Options {
@@ -106,6 +114,8 @@ struct Options {
     warmup: usize,
     markdown_out: Option<PathBuf>,
     keep: bool,
+    store: Option<String>,
+    workers: Vec<usize>,
 }
 
 fn parse_options() -> Result<Option<Options>> {
@@ -116,6 +126,7 @@ fn parse_options() -> Result<Option<Options>> {
         Some("goal-cli") => Some(Suite::GoalCli),
         Some("goal") => Some(Suite::Goal),
         Some("drive") => Some(Suite::Drive),
+        Some("claims") => Some(Suite::Claims),
         _ => None,
     };
     if suite.is_some() {
@@ -131,6 +142,8 @@ fn parse_options() -> Result<Option<Options>> {
         warmup: 200,
         markdown_out: None,
         keep: false,
+        store: None,
+        workers: vec![1, 8, 32],
     };
     while let Some(flag) = args.next() {
         let mut value = || {
@@ -157,6 +170,13 @@ fn parse_options() -> Result<Option<Options>> {
             }
             "--markdown-out" => options.markdown_out = Some(PathBuf::from(value()?)),
             "--keep" => options.keep = true,
+            "--store" => options.store = Some(value()?),
+            "--workers" => {
+                options.workers = value()?
+                    .split(',')
+                    .map(|s| positive(&flag, s))
+                    .collect::<Result<_>>()?
+            }
             "-h" | "--help" => {
                 print!("{USAGE}");
                 return Ok(None);
@@ -215,6 +235,21 @@ fn run() -> Result<()> {
         Suite::GoalOwner => run_goal_owner(&options)?,
         Suite::GoalCli => run_goal_cli(&options)?,
         Suite::Goal => format!("{}\n{}", run_goal_owner(&options)?, run_goal_cli(&options)?),
+        Suite::Claims => {
+            let work =
+                std::env::temp_dir().join(format!("loopx-bench-claims-{}", std::process::id()));
+            let result = claims::run(
+                &options.loopx.canonicalize()?,
+                options.store.as_deref(),
+                &options.workers,
+                options.runs,
+                &work,
+            );
+            if !options.keep {
+                let _ = std::fs::remove_dir_all(&work);
+            }
+            result?
+        }
         Suite::Drive => {
             let work =
                 std::env::temp_dir().join(format!("loopx-bench-drive-{}", std::process::id()));

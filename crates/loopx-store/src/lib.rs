@@ -4,8 +4,8 @@
 //! a compare-and-swap commit that writes the new snapshot and one journal
 //! entry in a single transaction, receipt lookup by operation id, and a
 //! streaming read of the append-only journal. [`sqlite::SqliteStore`] is the
-//! embedded default; a shared PostgreSQL backend is a second implementation
-//! of the same trait.
+//! embedded default; [`postgres::PostgresStore`] is the shared one, the same
+//! trait over one PostgreSQL database.
 //!
 //! [`Authority`] is the one place that runs an operation end to end: replay
 //! check, pure `decide`/`evolve` from `loopx-core`, CAS commit, and a bounded
@@ -15,6 +15,7 @@
 mod authority;
 pub mod failpoint;
 pub mod locator;
+pub mod postgres;
 pub mod sqlite;
 
 pub use authority::{
@@ -110,6 +111,14 @@ pub enum StoreError {
         found: u32,
         known: u32,
     },
+    #[error("the store at {location} has schema version {found}, older than this loopx ({known}); run `loopx migrate --store {location}` (with its password) to apply the migrations; nothing was changed")]
+    NotMigrated {
+        location: String,
+        found: u32,
+        known: u32,
+    },
+    #[error("the store at {location} cannot do this: {reason}")]
+    Unsupported { location: String, reason: String },
     #[error("{wal} is present but {path} is not: the log may hold committed operations of a loop whose database was deleted or moved; restore {path} from a backup next to it (SQLite replays the log on the next open), or move {wal} (and any -shm beside it) out of this directory to start a new loop here; nothing was changed")]
     OrphanedLog { path: String, wal: String },
     #[error("store locator {locator:?} is not usable: {reason}")]

@@ -7,6 +7,7 @@
 //! loop directory's `loopx.sqlite`: the application layer decides that) nor
 //! any backend's behaviour.
 
+use crate::postgres::PostgresStore;
 use crate::sqlite::{Access, SqliteStore};
 use crate::{Store, StoreError};
 use std::fmt;
@@ -17,9 +18,20 @@ use std::path::{Path, PathBuf};
 pub enum Locator {
     /// An embedded SQLite file.
     Sqlite(PathBuf),
-    /// A PostgreSQL server. Kept only as its redacted text: this build
-    /// cannot open it, and the password must never reach a message.
-    Postgres { redacted: String },
+    /// A PostgreSQL database: the URL to connect with (never shown) and
+    /// the same URL without its password (what every message names).
+    Postgres { url: Secret, redacted: String },
+}
+
+/// A connection URL that may hold a password: `Debug` shows nothing of it,
+/// so a stray `{:?}` cannot leak it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(…)")
+    }
 }
 
 impl Locator {
@@ -47,6 +59,7 @@ impl Locator {
                 Ok(Locator::Sqlite(PathBuf::from(path)))
             }
             Some(("postgres" | "postgresql", _)) => Ok(Locator::Postgres {
+                url: Secret(text.to_owned()),
                 redacted: redact(text),
             }),
             Some((other, _)) => Err(StoreError::BadLocator {
@@ -67,10 +80,23 @@ impl Locator {
     pub fn open(&self, access: Access) -> Result<Box<dyn Store + Send>, StoreError> {
         match self {
             Locator::Sqlite(path) => Ok(Box::new(SqliteStore::open(path, access)?)),
-            Locator::Postgres { redacted } => Err(StoreError::Unavailable {
-                location: redacted.clone(),
-                reason: "this build has no PostgreSQL backend yet; name a sqlite: locator, or none for the loop directory's loopx.sqlite".into(),
-            }),
+            Locator::Postgres { url, redacted } => Ok(Box::new(PostgresStore::open(
+                &url.0,
+                redacted,
+                password(&url.0),
+                access,
+            )?)),
+        }
+    }
+
+    /// Connect to the PostgreSQL database this locator names without
+    /// checking its schema (for `migrate`); `None` for a SQLite locator.
+    pub fn open_postgres(&self) -> Option<Result<PostgresStore, StoreError>> {
+        match self {
+            Locator::Postgres { url, redacted } => {
+                Some(PostgresStore::connect(&url.0, redacted, password(&url.0)))
+            }
+            Locator::Sqlite(_) => None,
         }
     }
 
@@ -89,7 +115,7 @@ impl fmt::Display for Locator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Locator::Sqlite(path) => write!(f, "{}", path.display()),
-            Locator::Postgres { redacted } => f.write_str(redacted),
+            Locator::Postgres { redacted, .. } => f.write_str(redacted),
         }
     }
 }
@@ -102,6 +128,26 @@ fn scheme(text: &str) -> Option<(&str, &str)> {
     let valid = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
     valid.then_some((scheme, rest))
+}
+
+/// The password in `user:secret@host`, or in a `password=` query pair, if
+/// any: what a message must never show.
+fn password(text: &str) -> Option<&str> {
+    let (_, rest) = text.split_once("://")?;
+    let (rest, query) = match rest.split_once('?') {
+        Some((rest, query)) => (rest, Some(query)),
+        None => (rest, None),
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    let from_userinfo = authority
+        .rsplit_once('@')
+        .and_then(|(userinfo, _)| userinfo.split_once(':'))
+        .map(|(_, secret)| secret);
+    from_userinfo.or_else(|| {
+        query?
+            .split('&')
+            .find_map(|pair| pair.strip_prefix("password="))
+    })
 }
 
 /// The locator with any password removed: `user:secret@host` keeps `user`,
@@ -146,15 +192,22 @@ mod tests {
 
     #[test]
     fn a_postgres_locator_is_recognised_and_never_shows_its_password() {
-        let locator = Locator::parse("postgres://user:secret@db.example:5432/loops").unwrap();
-        assert_eq!(locator.to_string(), "postgres://user@db.example:5432/loops");
+        let locator = Locator::parse("postgres://user:secret@127.0.0.1:1/loops").unwrap();
+        assert_eq!(locator.to_string(), "postgres://user@127.0.0.1:1/loops");
+        assert!(!format!("{locator:?}").contains("secret"));
         let error = locator.open(Access::ReadOnly).err().unwrap().to_string();
         assert!(
-            error.contains("postgres://user@db.example:5432/loops"),
+            error.contains("postgres://user@127.0.0.1:1/loops"),
             "{error}"
         );
-        assert!(error.contains("no PostgreSQL backend"), "{error}");
+        assert!(error.contains("unavailable"), "{error}");
         assert!(!error.contains("secret"), "{error}");
+        assert_eq!(password("postgres://u:p%40ss@h/db"), Some("p%40ss"));
+        assert_eq!(
+            password("postgres://h/db?sslmode=disable&password=pw"),
+            Some("pw")
+        );
+        assert_eq!(password("postgres://u@h/db"), None);
         let query = Locator::parse("postgresql://h/db?password=secret").unwrap();
         assert!(!query.to_string().contains("secret"), "{query}");
     }

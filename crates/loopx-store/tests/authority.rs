@@ -1,47 +1,16 @@
 //! The authority over a real SQLite file: replay, conflicts, races.
 
+#[path = "support/ledger.rs"]
+mod ledger;
+
 use jiff::Timestamp;
-use loopx_core::ledger::budget::Budget;
-use loopx_core::ledger::proof::NoFiles;
-use loopx_core::ledger::vocabulary::{Decision, Mode};
+use ledger::{append, init, run};
 use loopx_core::ledger::*;
 use loopx_core::operation::OperationId;
 use loopx_store::sqlite::{Access, SqliteStore};
 use loopx_store::{Authority, AuthorityError, Store};
 use proptest::prelude::*;
 use std::path::Path;
-
-fn init(max_iterations: u64) -> LedgerRequest {
-    LedgerRequest::Init(InitLoop::new(
-        "g",
-        "c",
-        Budget::iterations_only(max_iterations),
-    ))
-}
-
-fn append(objective: &str) -> LedgerRequest {
-    LedgerRequest::AppendIteration(IterationReport {
-        mode: Some(Mode::BoundedResearch),
-        objective: objective.into(),
-        decision: Some(Decision::Continue),
-        ..Default::default()
-    })
-}
-
-fn run(
-    store: &SqliteStore,
-    op: &str,
-    request: &LedgerRequest,
-) -> Result<loopx_store::Receipt<LedgerReceipt>, AuthorityError<LedgerError>> {
-    let operation_id = OperationId::parse(op).unwrap();
-    let now = Timestamp::now();
-    let context = LedgerContext {
-        now,
-        operation_id: &operation_id,
-        files: &NoFiles,
-    };
-    Authority::new(store).execute::<LedgerOwner>(STREAM, &operation_id, request, &context, now)
-}
 
 fn journal_len(store: &SqliteStore) -> usize {
     let mut n = 0;
@@ -84,37 +53,8 @@ fn conflicting_reuse_of_an_operation_id_is_rejected() {
     assert_eq!(journal_len(&store), 2);
 }
 
-#[test]
-fn concurrent_writers_never_share_an_iteration_number() {
-    let dir = tempfile::tempdir().unwrap();
-    drop(fresh(dir.path()));
-    let path = dir.path().join("loopx.sqlite");
-    let threads: Vec<_> = (0..4)
-        .map(|t| {
-            let path = path.clone();
-            std::thread::spawn(move || {
-                let store = SqliteStore::open(&path, Access::ReadWrite).unwrap();
-                (0..25)
-                    .map(|i| {
-                        match run(&store, &format!("t{t}-{i}"), &append("x"))
-                            .unwrap()
-                            .body
-                        {
-                            LedgerReceipt::AppendIteration { iteration, .. } => iteration,
-                            other => panic!("{other:?}"),
-                        }
-                    })
-                    .collect::<Vec<_>>()
-            })
-        })
-        .collect();
-    let mut numbers: Vec<u64> = threads
-        .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect();
-    numbers.sort_unstable();
-    assert_eq!(numbers, (1..=100).collect::<Vec<_>>());
-}
+// Concurrent writers from separate connections: `conformance.rs`
+// (`concurrent_connections_never_share_an_iteration`), on every backend.
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]

@@ -8,6 +8,7 @@ mod hook;
 mod install;
 mod ledger;
 mod mcp;
+mod migrate;
 mod notify;
 mod selftest;
 mod serve;
@@ -43,8 +44,9 @@ pub struct Cli {
     /// Print one JSON object on stdout instead of text.
     #[arg(long, global = true)]
     json: bool,
-    /// Where the loop's state lives: sqlite:PATH or a path (default: the
-    /// loop directory's loopx.sqlite). Agents a driver starts inherit it.
+    /// Where the loop's state lives: sqlite:PATH, a path, or
+    /// postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: the loop
+    /// directory's loopx.sqlite). Agents a driver starts inherit it.
     #[arg(long, global = true, env = loopx_app::loop_dir::STORE_ENV)]
     store: Option<String>,
     #[command(subcommand)]
@@ -94,6 +96,7 @@ enum Command {
     Uninstall(install::InstallArgs),
     Doctor(install::DoctorArgs),
     Mcp(mcp::McpArgs),
+    Migrate(migrate::MigrateArgs),
 }
 
 /// What a command produced: the JSON object, the text for people, and
@@ -265,6 +268,7 @@ fn dispatch(command: Command, json: bool) -> Result<Reply> {
         Command::Uninstall(args) => install::uninstall(&args),
         Command::Doctor(args) => install::doctor(&args),
         Command::Mcp(args) => mcp::mcp(&args),
+        Command::Migrate(args) => migrate::migrate(&args),
     }
 }
 

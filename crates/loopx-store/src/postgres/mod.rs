@@ -1,0 +1,522 @@
+//! The shared backend: one PostgreSQL database holds one loop's streams, so
+//! that agents on several hosts share one authority.
+//!
+//! Owns the PostgreSQL schema (the numbered files in `migrations/` beside
+//! this file, tracked in `loopx_schema_version`), the CAS commit and the
+//! classification of server errors. It does not own the locator grammar or
+//! how a password is hidden (`locator.rs`), nor any rule about what a commit
+//! means (`Authority`).
+//!
+//! Isolation: commits run at READ COMMITTED. The CAS is one conditional
+//! statement on the stream's snapshot row (`UPDATE … WHERE revision = $n`,
+//! or `INSERT … ON CONFLICT DO NOTHING` for revision 0): a second writer
+//! blocks on the row lock until the first commits, then re-evaluates its
+//! `WHERE` against the new row and updates nothing, so it is refused as
+//! stale. SERIALIZABLE would add serialization failures to retry and buy
+//! nothing, since the only read a commit depends on is that one row.
+//! Operation ids are refused by the UNIQUE constraint on
+//! `(stream, operation_id)`, never by a read-then-write check. Audits run in
+//! one REPEATABLE READ READ ONLY transaction ([`Store::read_consistent`]).
+//!
+//! One connection per process and no pool: every loopx command is one short
+//! process (or one driver/server holding one store), and the `Store` API is
+//! synchronous, so a pool would only add idle server connections.
+
+use crate::sqlite::Access;
+use crate::{
+    failpoint, Commit, JournalEntry, JournalRow, Snapshot, Store, StoreError, StoredReceipt, Stream,
+};
+use postgres::error::SqlState;
+use postgres::{Client, Config, NoTls};
+use std::cell::RefCell;
+use std::path::Path;
+use std::time::Duration;
+
+const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_journal.sql")];
+
+/// The schema version this build writes and understands.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// How many journal rows one round trip fetches: the journal is read in
+/// keyset pages so that a long journal never sits in memory at once.
+const JOURNAL_PAGE: i64 = 1000;
+
+/// How long a command waits for the server before it reports it unavailable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub struct PostgresStore {
+    /// `RefCell`: the `Store` API lends `&self`, the client wants `&mut`;
+    /// a store belongs to one thread at a time (it is `Send`, not `Sync`).
+    client: RefCell<Client>,
+    /// The locator without its password: what every message names.
+    location: String,
+    /// The password, if the locator has one, scrubbed from every message
+    /// the server or the driver produces (a defence in depth: neither is
+    /// known to echo it).
+    secret: Option<String>,
+}
+
+impl PostgresStore {
+    /// Connect to `url`. `Create` (only `init`) and [`PostgresStore::migrate`]
+    /// apply missing migrations; every other access refuses a schema that
+    /// is not exactly this build's.
+    pub fn open(
+        url: &str,
+        location: &str,
+        secret: Option<&str>,
+        access: Access,
+    ) -> Result<Self, StoreError> {
+        let store = Self::connect(url, location, secret)?;
+        match access {
+            Access::Create => {
+                store.migrate()?;
+            }
+            Access::ReadWrite => store.check_version()?,
+            Access::ReadOnly => {
+                store.check_version()?;
+                // A reader never writes: the server enforces it.
+                store
+                    .client
+                    .borrow_mut()
+                    .batch_execute("SET default_transaction_read_only = on")
+                    .map_err(|e| store.fail(e))?;
+            }
+        }
+        Ok(store)
+    }
+
+    /// Connect without looking at the schema (for `migrate`).
+    pub fn connect(url: &str, location: &str, secret: Option<&str>) -> Result<Self, StoreError> {
+        let scrub = |text: String| match secret {
+            Some(secret) if !secret.is_empty() => text.replace(secret, "…"),
+            _ => text,
+        };
+        let mut config: Config =
+            url.parse()
+                .map_err(|e: postgres::Error| StoreError::BadLocator {
+                    locator: location.to_owned(),
+                    reason: scrub(e.to_string()),
+                })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        config.application_name("loopx");
+        let client = config.connect(NoTls).map_err(|e| StoreError::Unavailable {
+            location: location.to_owned(),
+            reason: format!(
+                "{}; check that the server is running and reachable, then retry",
+                scrub(describe(&e))
+            ),
+        })?;
+        Ok(PostgresStore {
+            client: RefCell::new(client),
+            location: location.to_owned(),
+            secret: secret.filter(|s| !s.is_empty()).map(str::to_owned),
+        })
+    }
+
+    /// The schema version the database holds (0: no loopx schema yet).
+    pub fn schema_version(&self) -> Result<u32, StoreError> {
+        let mut client = self.client.borrow_mut();
+        let exists: bool = client
+            .query_one(
+                "SELECT to_regclass('loopx_schema_version') IS NOT NULL",
+                &[],
+            )
+            .map_err(|e| self.fail(e))?
+            .get(0);
+        if !exists {
+            return Ok(0);
+        }
+        let version: i32 = client
+            .query_one("SELECT version FROM loopx_schema_version", &[])
+            .map_err(|e| self.fail(e))?
+            .get(0);
+        Ok(u32::try_from(version).unwrap_or(0))
+    }
+
+    /// Apply every migration this build has and the database lacks, in one
+    /// transaction under an advisory lock (two hosts migrating at once apply
+    /// each file once). Returns the versions before and after; refuses a
+    /// database newer than this build.
+    pub fn migrate(&self) -> Result<(u32, u32), StoreError> {
+        let mut client = self.client.borrow_mut();
+        let mut tx = client.transaction().map_err(|e| self.fail(e))?;
+        tx.batch_execute(
+            "SELECT pg_advisory_xact_lock(7402350021);
+             CREATE TABLE IF NOT EXISTS loopx_schema_version (
+                 singleton BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (singleton),
+                 version   INTEGER NOT NULL
+             );
+             INSERT INTO loopx_schema_version (version) VALUES (0) ON CONFLICT DO NOTHING;",
+        )
+        .map_err(|e| self.fail(e))?;
+        let found: i32 = tx
+            .query_one("SELECT version FROM loopx_schema_version", &[])
+            .map_err(|e| self.fail(e))?
+            .get(0);
+        let found = u32::try_from(found).unwrap_or(0);
+        if found > SCHEMA_VERSION {
+            return Err(self.too_new(found));
+        }
+        for (index, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+            tx.batch_execute(sql).map_err(|e| self.fail(e))?;
+            tx.execute(
+                "UPDATE loopx_schema_version SET version = $1",
+                &[&(index as i32 + 1)],
+            )
+            .map_err(|e| self.fail(e))?;
+        }
+        tx.commit().map_err(|e| self.fail(e))?;
+        Ok((found, SCHEMA_VERSION))
+    }
+
+    fn check_version(&self) -> Result<(), StoreError> {
+        let found = self.schema_version()?;
+        if found > SCHEMA_VERSION {
+            return Err(self.too_new(found));
+        }
+        if found < SCHEMA_VERSION {
+            return Err(StoreError::NotMigrated {
+                location: self.location.clone(),
+                found,
+                known: SCHEMA_VERSION,
+            });
+        }
+        Ok(())
+    }
+
+    fn too_new(&self, found: u32) -> StoreError {
+        StoreError::TooNew {
+            path: self.location.clone(),
+            found,
+            known: SCHEMA_VERSION,
+        }
+    }
+
+    /// Classify a server or connection error: a broken connection is
+    /// `Unavailable` (retryable), anything else a backend error; both name
+    /// the store without its password.
+    fn fail(&self, error: postgres::Error) -> StoreError {
+        let text = describe(&error);
+        let text = match &self.secret {
+            Some(secret) => text.replace(secret.as_str(), "…"),
+            None => text,
+        };
+        if error.is_closed() || error.code().is_none() && error.as_db_error().is_none() {
+            return StoreError::Unavailable {
+                location: self.location.clone(),
+                reason: format!(
+                    "{text}; nothing was committed by this command; retry when the server is back"
+                ),
+            };
+        }
+        if matches!(
+            error.code(),
+            Some(
+                &SqlState::ADMIN_SHUTDOWN
+                    | &SqlState::CRASH_SHUTDOWN
+                    | &SqlState::CANNOT_CONNECT_NOW
+            )
+        ) {
+            return StoreError::Unavailable {
+                location: self.location.clone(),
+                reason: format!("{text}; retry when the server is back"),
+            };
+        }
+        StoreError::Backend(format!("{}: {text}", self.location))
+    }
+
+    /// One commit's writes inside an open transaction: the conditional
+    /// snapshot write (the CAS) and the journal row.
+    fn write(
+        &self,
+        tx: &mut postgres::Transaction<'_>,
+        commit: &Commit<'_>,
+    ) -> Result<u64, StoreError> {
+        let revision = commit.expected_revision + 1;
+        let new = to_sql(revision);
+        let swapped = if commit.expected_revision == 0 {
+            tx.execute(
+                "INSERT INTO snapshots (stream, revision, state, updated_at)
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (stream) DO NOTHING",
+                &[&commit.stream, &new, &commit.state, &commit.committed_at],
+            )
+        } else {
+            tx.execute(
+                "UPDATE snapshots SET revision = $2, state = $3, updated_at = $4
+                 WHERE stream = $1 AND revision = $5",
+                &[
+                    &commit.stream,
+                    &new,
+                    &commit.state,
+                    &commit.committed_at,
+                    &to_sql(commit.expected_revision),
+                ],
+            )
+        }
+        .map_err(|e| self.fail(e))?;
+        if swapped != 1 {
+            let actual = tx
+                .query_opt(
+                    "SELECT revision FROM snapshots WHERE stream = $1",
+                    &[&commit.stream],
+                )
+                .map_err(|e| self.fail(e))?
+                .map_or(0, |row| from_sql(row.get(0)));
+            return Err(StoreError::StaleRevision {
+                stream: commit.stream.to_owned(),
+                expected: commit.expected_revision,
+                actual,
+            });
+        }
+        failpoint::reached("postgres.commit.before_journal");
+        tx.execute(
+            "INSERT INTO journal (stream, revision, operation_id, request_digest, kind, event, receipt, committed_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            &[
+                &commit.stream,
+                &new,
+                &commit.operation_id,
+                &commit.request_digest,
+                &commit.kind,
+                &commit.event,
+                &commit.receipt,
+                &commit.committed_at,
+            ],
+        )
+        .map_err(|e| {
+            if e.code() == Some(&SqlState::UNIQUE_VIOLATION) {
+                StoreError::DuplicateOperation {
+                    stream: commit.stream.to_owned(),
+                    operation_id: commit.operation_id.to_owned(),
+                }
+            } else {
+                self.fail(e)
+            }
+        })?;
+        Ok(revision)
+    }
+
+    /// Visit the journal page by page; each page is fetched, the client
+    /// released, then the rows visited (a visitor may read the store).
+    fn pages(
+        &self,
+        stream: &Stream,
+        after_revision: u64,
+        columns: &str,
+        visit: &mut dyn FnMut(&postgres::Row) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let sql = format!(
+            "SELECT revision, {columns} FROM journal
+             WHERE stream = $1 AND revision > $2 ORDER BY revision LIMIT $3"
+        );
+        let mut after = to_sql(after_revision);
+        loop {
+            let rows = self
+                .client
+                .borrow_mut()
+                .query(sql.as_str(), &[&stream, &after, &JOURNAL_PAGE])
+                .map_err(|e| self.fail(e))?;
+            for row in &rows {
+                visit(row)?;
+            }
+            match rows.last() {
+                Some(last) if rows.len() as i64 == JOURNAL_PAGE => after = last.get(0),
+                _ => return Ok(()),
+            }
+        }
+    }
+}
+
+impl Store for PostgresStore {
+    fn load(&self, stream: &Stream) -> Result<Option<Snapshot>, StoreError> {
+        let row = self
+            .client
+            .borrow_mut()
+            .query_opt(
+                "SELECT revision, state FROM snapshots WHERE stream = $1",
+                &[&stream],
+            )
+            .map_err(|e| self.fail(e))?;
+        Ok(row.map(|row| Snapshot {
+            revision: from_sql(row.get(0)),
+            state: row.get(1),
+        }))
+    }
+
+    fn revision(&self, stream: &Stream) -> Result<u64, StoreError> {
+        let row = self
+            .client
+            .borrow_mut()
+            .query_opt(
+                "SELECT revision FROM snapshots WHERE stream = $1",
+                &[&stream],
+            )
+            .map_err(|e| self.fail(e))?;
+        Ok(row.map_or(0, |row| from_sql(row.get(0))))
+    }
+
+    fn receipt(
+        &self,
+        stream: &Stream,
+        operation_id: &str,
+    ) -> Result<Option<StoredReceipt>, StoreError> {
+        let row = self
+            .client
+            .borrow_mut()
+            .query_opt(
+                "SELECT revision, request_digest, receipt FROM journal
+                 WHERE stream = $1 AND operation_id = $2",
+                &[&stream, &operation_id],
+            )
+            .map_err(|e| self.fail(e))?;
+        Ok(row.map(|row| StoredReceipt {
+            revision: from_sql(row.get(0)),
+            request_digest: row.get(1),
+            receipt: row.get(2),
+        }))
+    }
+
+    fn commit(&self, commit: &Commit<'_>) -> Result<u64, StoreError> {
+        self.commit_all(std::slice::from_ref(commit))
+            .map(|revisions| revisions[0])
+    }
+
+    fn commit_all(&self, commits: &[Commit<'_>]) -> Result<Vec<u64>, StoreError> {
+        let mut client = self.client.borrow_mut();
+        // READ COMMITTED (the server default, named so it never drifts): see
+        // the module comment for why the conditional write is enough.
+        // Dropping the transaction on an early return rolls it back.
+        let mut tx = client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::ReadCommitted)
+            .start()
+            .map_err(|e| self.fail(e))?;
+        let mut revisions = Vec::with_capacity(commits.len());
+        for (index, commit) in commits.iter().enumerate() {
+            if index > 0 {
+                failpoint::fail_here("postgres.commit_all.between")?;
+            }
+            revisions.push(self.write(&mut tx, commit)?);
+        }
+        failpoint::reached("postgres.commit.before_commit");
+        tx.commit().map_err(|e| self.fail(e))?;
+        Ok(revisions)
+    }
+
+    fn backup_to(&self, _to: &Path) -> Result<(), StoreError> {
+        Err(StoreError::Unsupported {
+            location: self.location.clone(),
+            reason: "loopx backup copies SQLite files; back a PostgreSQL store up with the server's own tools (pg_dump -Fc DATABASE > FILE)".into(),
+        })
+    }
+
+    fn location(&self) -> String {
+        self.location.clone()
+    }
+
+    fn streams(&self) -> Result<Vec<String>, StoreError> {
+        let rows = self
+            .client
+            .borrow_mut()
+            .query(
+                "SELECT stream FROM snapshots UNION SELECT stream FROM journal ORDER BY 1",
+                &[],
+            )
+            .map_err(|e| self.fail(e))?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
+    fn read_consistent(
+        &self,
+        read: &mut dyn FnMut() -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        // Plain statements, not a borrowed `Transaction`: `read` goes back
+        // through this store, which must stay borrowable meanwhile.
+        self.client
+            .borrow_mut()
+            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .map_err(|e| self.fail(e))?;
+        let result = read();
+        let end = self.client.borrow_mut().batch_execute(if result.is_ok() {
+            "COMMIT"
+        } else {
+            "ROLLBACK"
+        });
+        result?;
+        end.map_err(|e| self.fail(e))
+    }
+
+    fn journal(
+        &self,
+        stream: &Stream,
+        after_revision: u64,
+        visit: &mut dyn FnMut(JournalEntry) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.pages(
+            stream,
+            after_revision,
+            "operation_id, request_digest, kind, event, receipt, committed_at",
+            &mut |row| {
+                visit(JournalEntry {
+                    revision: from_sql(row.get(0)),
+                    operation_id: row.get(1),
+                    request_digest: row.get(2),
+                    kind: row.get(3),
+                    event: row.get(4),
+                    receipt: row.get(5),
+                    committed_at: row.get(6),
+                })
+            },
+        )
+    }
+
+    fn journal_rows(
+        &self,
+        stream: &Stream,
+        after_revision: u64,
+        visit: &mut dyn FnMut(JournalRow<'_>) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.pages(
+            stream,
+            after_revision,
+            "operation_id, kind, event",
+            &mut |row| {
+                visit(JournalRow {
+                    revision: from_sql(row.get(0)),
+                    operation_id: row.get(1),
+                    kind: row.get(2),
+                    event: row.get(3),
+                })
+            },
+        )
+    }
+}
+
+/// The error with its source chain: the driver's top-level text alone
+/// ("error connecting to server") hides the reason.
+fn describe(error: &postgres::Error) -> String {
+    if let Some(db) = error.as_db_error() {
+        return format!("{}: {}", db.severity(), db.message());
+    }
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+fn to_sql(revision: u64) -> i64 {
+    i64::try_from(revision).expect("revisions stay far below i64::MAX")
+}
+
+fn from_sql(revision: i64) -> u64 {
+    u64::try_from(revision).expect("the schema keeps revisions positive")
+}
