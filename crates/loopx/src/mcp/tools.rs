@@ -174,29 +174,40 @@ pub struct IterationInput {
     /// Evidence consulted; for an early stop, a proof artifact id.
     #[serde(default)]
     pub evidence_ids: Vec<String>,
+    /// Claims this iteration checked.
     #[serde(default)]
     pub claim_ids: Vec<String>,
+    /// Sources this iteration consulted.
     #[serde(default)]
     pub source_ids: Vec<String>,
+    /// Guards or checks this iteration relied on.
     #[serde(default)]
     pub guard_refs: Vec<String>,
+    /// Inputs this iteration read.
     #[serde(default)]
     pub input_refs: Vec<String>,
+    /// What this iteration did, one item each.
     #[serde(default)]
     pub actions_taken: Vec<String>,
+    /// What is still missing after this iteration.
     #[serde(default)]
     pub remaining_gaps: Vec<String>,
     /// What this iteration produced, in words.
     #[serde(default)]
     pub output: String,
+    /// Tokens this iteration used.
     #[serde(default)]
     pub tokens: u64,
+    /// USD this iteration cost; finite and non-negative.
     #[serde(default)]
     pub usd: f64,
+    /// Seconds this iteration took.
     #[serde(default)]
     pub wall_time_seconds: u64,
+    /// What is done so far, for the next session's recovery view.
     #[serde(default)]
     pub completed_summary: String,
+    /// Where the work stands now, for the next session's recovery view.
     #[serde(default)]
     pub current_summary: String,
     /// The next bounded action, for the next session.
