@@ -435,19 +435,7 @@ fn init_refuses_an_orphaned_wal_and_leaves_it_byte_for_byte() {
     let wal_bytes = std::fs::read(&wal).unwrap();
     let before = f.fingerprint();
 
-    let output = f
-        .loopx()
-        .args([
-            "init",
-            "--dir",
-            f.d(),
-            "--goal",
-            "g",
-            "--success-criteria",
-            "c",
-        ])
-        .output()
-        .unwrap();
+    let output = f.loopx().args(f.init_words()).output().unwrap();
     assert_eq!(output.status.code(), Some(1));
     let message = stderr(&output);
     assert!(
@@ -648,15 +636,7 @@ fn limits_that_would_silently_mean_something_else_are_refused() {
         ),
     ] {
         f.loopx()
-            .args([
-                "init",
-                "--dir",
-                f.d(),
-                "--goal",
-                "g",
-                "--success-criteria",
-                "c",
-            ])
+            .args(f.init_words())
             .args(&flags)
             .assert()
             .failure()

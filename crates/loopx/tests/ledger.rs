@@ -270,31 +270,13 @@ fn a_missing_loop_is_reported_and_never_created() {
         .assert()
         .failure();
     f.loopx()
-        .args([
-            "init",
-            "--dir",
-            f.d(),
-            "--goal",
-            "g",
-            "--success-criteria",
-            "x",
-            "--max-usd",
-            "NaN",
-        ])
+        .args(f.init_words())
+        .args(["--max-usd", "NaN"])
         .assert()
         .failure();
     f.loopx()
-        .args([
-            "init",
-            "--dir",
-            f.d(),
-            "--goal",
-            "g",
-            "--success-criteria",
-            "x",
-            "--max-wall",
-            "soon",
-        ])
+        .args(f.init_words())
+        .args(["--max-wall", "soon"])
         .assert()
         .failure();
     assert!(!f.dir.exists());

@@ -149,15 +149,7 @@ fn unknown_and_unavailable_stores_are_refused_naming_the_locator_but_no_password
     let out = f
         .loopx()
         .env("LOOPX_STORE", "postgres://user:secret@127.0.0.1:1/loops")
-        .args([
-            "init",
-            "--dir",
-            f.d(),
-            "--goal",
-            "g",
-            "--success-criteria",
-            "s",
-        ])
+        .args(f.init_words())
         .output()
         .unwrap();
     assert!(!out.status.success());

@@ -49,18 +49,23 @@ impl Fixture {
         self.dir.to_str().unwrap()
     }
 
+    /// The words of `init` on this loop, ready for more flags.
+    pub fn init_words(&self) -> Vec<&str> {
+        vec![
+            "init",
+            "--dir",
+            self.d(),
+            "--goal",
+            "Prove lemma B",
+            "--success-criteria",
+            "checked proof",
+        ]
+    }
+
     /// `init` with `max_iterations` and the given extra flags; must succeed.
     pub fn init(&self, max_iterations: u64, extra: &[&str]) {
         self.loopx()
-            .args([
-                "init",
-                "--dir",
-                self.d(),
-                "--goal",
-                "Prove lemma B",
-                "--success-criteria",
-                "checked proof",
-            ])
+            .args(self.init_words())
             .args(["--max-iterations", &max_iterations.to_string()])
             .args(extra)
             .assert()
