@@ -5,10 +5,53 @@ use jiff::Timestamp;
 use loopx_core::digest::canonical_json;
 use loopx_core::operation::{request_digest, Decided, OperationId, Owner, Replay};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::time::Duration;
 
 /// How many times a writer re-reads and re-decides after losing a race
 /// before it gives up and reports contention.
 const MAX_ATTEMPTS: u32 = 32;
+
+/// The pause between a lost race and the next attempt: exponential in the
+/// number of losses, capped, with full jitter, so writers that collided
+/// once do not collide again in lock step. Without it a few writers on a
+/// busy server can keep invalidating each other until one gives up.
+struct Backoff {
+    losses: u32,
+    seed: RandomState,
+}
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_micros(200);
+    const CAP: Duration = Duration::from_millis(25);
+
+    fn new() -> Self {
+        Self {
+            losses: 0,
+            seed: RandomState::new(),
+        }
+    }
+
+    /// The longest pause after `losses` lost races.
+    fn window(losses: u32) -> Duration {
+        Self::FIRST
+            .saturating_mul(1 << losses.min(16))
+            .min(Self::CAP)
+    }
+
+    /// Record a lost race and say how long to wait: a uniformly random
+    /// share of the window.
+    fn next_pause(&mut self) -> Duration {
+        self.losses += 1;
+        let window = u64::try_from(Self::window(self.losses).as_nanos()).unwrap_or(u64::MAX);
+        Duration::from_nanos(self.seed.hash_one(self.losses) % window.max(1))
+    }
+
+    fn lost(&mut self) {
+        std::thread::sleep(self.next_pause());
+    }
+}
 
 /// What a committed operation returned, as stored for replays.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -150,6 +193,7 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
             context,
         };
         let digest = request_digest(request);
+        let mut backoff = Backoff::new();
         for _ in 0..MAX_ATTEMPTS {
             if let Some(receipt) = self.replayed(&step, digest.as_str())? {
                 return Ok(receipt);
@@ -163,7 +207,7 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
                 // Someone else committed first (possibly this very operation
                 // id, from a retrying twin): re-read and decide again.
                 Err(StoreError::StaleRevision { .. } | StoreError::DuplicateOperation { .. }) => {
-                    continue
+                    backoff.lost()
                 }
                 Err(other) => return Err(other.into()),
             }
@@ -201,6 +245,7 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
         let first_digest = request_digest(first.request);
         let second_digest = request_digest(second.request);
         let (a, b) = (first_digest.as_str(), second_digest.as_str());
+        let mut backoff = Backoff::new();
         for _ in 0..MAX_ATTEMPTS {
             let done_a = self.replayed(first, a).map_err(|e| e.map(Either::First))?;
             let done_b = self
@@ -257,7 +302,7 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
                     return Ok((receipt_a, receipt_b));
                 }
                 Err(StoreError::StaleRevision { .. } | StoreError::DuplicateOperation { .. }) => {
-                    continue
+                    backoff.lost()
                 }
                 Err(other) => return Err(other.into()),
             }
@@ -497,4 +542,25 @@ fn parse<T: DeserializeOwned, E>(
         what,
         reason: error.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Backoff;
+
+    #[test]
+    fn backoff_grows_then_caps_and_pauses_within_its_window() {
+        assert!(Backoff::window(1) < Backoff::window(2));
+        assert!(Backoff::window(2) < Backoff::window(4));
+        assert_eq!(Backoff::window(20), Backoff::CAP);
+        assert_eq!(Backoff::window(u32::MAX), Backoff::CAP);
+        let mut backoff = Backoff::new();
+        let pauses: Vec<_> = (1..=40).map(|_| backoff.next_pause()).collect();
+        for (losses, pause) in (1..).zip(&pauses) {
+            assert!(*pause < Backoff::window(losses), "{losses}: {pause:?}");
+        }
+        // Jitter: forty draws are not all the same share of their window.
+        let capped: Vec<_> = pauses[10..].to_vec();
+        assert!(capped.iter().any(|p| *p != capped[0]));
+    }
 }
