@@ -2,8 +2,8 @@
 // loop: logging in through the one-time link, read, refine, live refresh
 // with an open draft, stale-write recovery with a concurrent CLI write,
 // applying a proposed revision, the iteration page, absent outcomes, a
-// browser without the session cookie refused, and desktop/narrow
-// screenshots.
+// browser without the session cookie refused, the all-loops page of
+// `loopx serve --all`, and desktop/narrow screenshots.
 //
 // Run by `cargo test` (crates/loopx/tests/dashboard_e2e.rs) with LOOPX_BIN
 // set to the built binary.
@@ -11,7 +11,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync, mkdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, mkdirSync, readFileSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -42,7 +42,16 @@ function newLoop({ withOutcome }) {
 // The start line (--json) names the URL, the one-time login link and the
 // token file; never the token.
 async function serve(dir) {
-  const child = spawn(LOOPX, ['serve', '--dir', dir, '--addr', '127.0.0.1:0', '--json'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  return started(spawn(LOOPX, ['serve', '--dir', dir, '--addr', '127.0.0.1:0', '--json'], { stdio: ['ignore', 'pipe', 'inherit'] }));
+}
+
+// `loopx serve --all` over the registry at `registry`.
+async function serveAll(registry) {
+  const env = { ...process.env, LOOPX_REGISTRY_DIR: registry };
+  return started(spawn(LOOPX, ['serve', '--all', '--addr', '127.0.0.1:0', '--json'], { env, stdio: ['ignore', 'pipe', 'inherit'] }));
+}
+
+async function started(child) {
   const line = await new Promise((resolve) => createInterface({ input: child.stdout }).once('line', resolve));
   const start = JSON.parse(line);
   return { child, url: start.url, login: start.login_url, token: readFileSync(start.token_file, 'utf8').trim() };
@@ -286,4 +295,87 @@ test('leases show their expiry as relative time and digests are shortened', asyn
     assert.match(full, /^sha256:[0-9a-f]{64}$/);
     assert.equal(await digest.innerText(), full.slice(0, 15) + '…');
   });
+});
+
+test('the all-loops page lists two loops and a gone one, and opens each behind one login', async () => {
+  const first = newLoop({ withOutcome: true });
+  const registry = join(first.root, 'registry');
+  // Two more loops in the same registry, armed; the last one then goes away.
+  const second = join(first.root, 'second');
+  const gone = join(first.root, 'gone');
+  for (const [dir, goal] of [[second, 'Review the paper'], [gone, 'A loop that was deleted']]) {
+    loopx(dir, ['init', '--goal', goal, '--success-criteria', 'reviewed', '--max-iterations', '4']);
+    loopx(dir, ['arm', '--root', first.root, '--force']);
+  }
+  rmSync(gone, { recursive: true });
+  // The first is registered by driving it: turns that take a second each.
+  const agent = join(first.root, 'slow-agent.sh');
+  writeFileSync(agent, `#!/bin/sh\nsleep 1\n${LOOPX} append-iteration --mode monitor --objective 'slow turn' --decision continue >/dev/null\n`, { mode: 0o755 });
+  assert.equal(await drive(first, agent, 2), 0);
+
+  const server = await serveAll(registry);
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const page = await context.newPage();
+  try {
+    assert.equal((await page.goto(server.login)).status(), 200);
+    assert.equal(page.url(), server.url);
+    const rows = page.getByTestId('loop-row');
+    assert.equal(await rows.count(), 3);
+    assert.equal(await page.getByTestId('loop-link').count(), 2);
+    const lost = page.locator('[data-testid="loop-row"][data-reach="gone"]');
+    assert.match(await lost.getByTestId('loop-problem').innerText(), /gone/);
+    assert.equal(await lost.getByTestId('loop-link').count(), 0, 'a gone loop links nowhere');
+    const driven = rows.filter({ hasText: 'Write the talk' });
+    assert.match(await driven.getByTestId('health').innerText(), /not driven/);
+    assert.equal(await driven.getByTestId('last-activity').innerText(), 'just now');
+    assert.equal(await driven.getByTestId('budget-iterations').locator('.fill').getAttribute('style'), 'width: 30.0%');
+    const armed = rows.filter({ hasText: 'Review the paper' });
+    assert.match(await armed.getByTestId('budget-iterations').innerText(), /0 of 4/);
+    await page.screenshot({ path: join(SHOTS, 'all-loops-desktop.png'), fullPage: true });
+    await page.setViewportSize({ width: 390, height: 844 });
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 0, `the narrow all-loops page scrolls sideways by ${overflow}px`);
+    await page.screenshot({ path: join(SHOTS, 'all-loops-phone.png'), fullPage: true });
+    await page.setViewportSize({ width: 1280, height: 900 });
+
+    // Into the driven loop's own dashboard with the same session.
+    await driven.getByTestId('loop-link').click();
+    await page.getByTestId('current-objective').filter({ hasText: 'Write the talk' }).waitFor();
+    assert.match(page.url(), /\/loops\/[0-9a-f]{16}\/$/);
+    const took = page.getByTestId('iteration-row').first().getByTestId('turn-duration');
+    assert.match(await took.innerText(), /^took [12]s$/);
+    // A write and the live refresh both work under the loop's prefix.
+    await page.fill('input[name=requirement_id]', 'R2');
+    await page.fill('textarea[name=description]', 'Written through serve --all');
+    await page.click('button[type=submit]');
+    await page.locator('#refine-message').filter({ hasText: 'Saved: R2' }).waitFor();
+    assert.deepEqual(requirementIds(first.dir), ['R1', 'R2']);
+    loopx(first.dir, ['todo', 'add', '--title', 'Appears under all']);
+    await page.locator('[data-column="open"]').filter({ hasText: 'Appears under all' }).waitFor({ timeout: 10000 });
+    await page.getByRole('link', { name: '#2' }).click();
+    assert.equal(await page.getByTestId('decision').innerText(), 'continue');
+    await page.getByRole('link', { name: '← overview' }).click();
+    await page.getByTestId('all-loops-link').click();
+    assert.equal(page.url(), server.url);
+    await rows.filter({ hasText: 'Review the paper' }).getByTestId('loop-link').click();
+    await page.getByTestId('current-objective').filter({ hasText: 'Review the paper' }).waitFor();
+    const secondUrl = page.url();
+
+    // One credential: a browser without the session gets nothing anywhere.
+    const stranger = await browser.newContext();
+    try {
+      const other = await stranger.newPage();
+      for (const url of [server.url, server.url + 'api/loops', secondUrl, secondUrl + 'api/status']) {
+        const response = await other.goto(url);
+        assert.equal(response.status(), 403, url);
+        assert.ok(!(await response.text()).includes('Review the paper'), url);
+      }
+    } finally {
+      await stranger.close();
+    }
+    assert.ok(!existsSync(join(first.dir, 'serve.token')) && !existsSync(join(second, 'serve.token')), 'no loop got a token of its own');
+  } finally {
+    await context.close();
+    server.child.kill();
+  }
 });

@@ -12,6 +12,7 @@
 //! authority (`loopx-store`). Platform detail (process groups, locks,
 //! randomness) is fenced in [`platform`].
 
+pub mod all_loops;
 pub mod arming;
 pub mod backup;
 pub mod clock;
@@ -33,6 +34,7 @@ pub mod operation;
 pub mod platform;
 pub mod receipt;
 pub mod registry;
+pub mod turns;
 
 pub use error::{AppError, ErrorClass};
 pub use receipt::ReceiptView;

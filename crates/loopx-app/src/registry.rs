@@ -1,11 +1,63 @@
-//! The armed-loop registry: one JSON file per armed loop under the user's
-//! state directory (`$XDG_STATE_HOME/loopx/armed/`, else
-//! `~/.local/state/loopx/armed/`), never inside a project.
+//! The per-user loop registry under the user's state directory
+//! (`$XDG_STATE_HOME/loopx/`, else `~/.local/state/loopx/`), never inside
+//! a project: one JSON file per armed loop in `armed/`, and one per loop a
+//! driver ran on this machine in `driven/`.
+//!
+//! Owns: where the registry is, its files, and which of them a listing may
+//! trust (a directory or file another user could have written is not read).
+//! Does not own: what an armed loop forces (`loopx_core::hook`,
+//! `crate::arming`) or how a listed loop is judged (`crate::all_loops`).
 
 use crate::fsutil;
 use anyhow::{Context as _, Result};
+use jiff::Timestamp;
 use loopx_core::hook::{ArmedLoop, BlockStreak};
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+
+/// The environment variable that moves the registry (what
+/// `--registry-dir` defaults to), for processes that take no such flag.
+pub const REGISTRY_DIR_ENV: &str = "LOOPX_REGISTRY_DIR";
+
+/// A registry file is a few hundred bytes; anything much larger was not
+/// written by loopx and is not read.
+const MAX_ENTRY_BYTES: u64 = 64 * 1024;
+
+/// A loop a driver ran on this machine: written when `loopx drive` starts,
+/// kept after it ends, so the all-loops page lists loops that are not
+/// armed too.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrivenLoop {
+    pub run_id: String,
+    /// Absolute, resolved loop directory.
+    pub loop_dir: String,
+    /// When a driver last started on it.
+    pub driven_at: Timestamp,
+}
+
+/// How a loop came to be registered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    Armed,
+    Driven,
+}
+
+/// One registry file a listing may use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registered {
+    pub run_id: String,
+    pub loop_dir: String,
+    pub source: Source,
+}
+
+/// Every trusted entry, armed and driven, and why each other file or
+/// directory was passed over.
+#[derive(Debug, Clone, Default)]
+pub struct Listing {
+    pub entries: Vec<Registered>,
+    pub passed_over: Vec<String>,
+}
 
 pub struct Registry {
     base: PathBuf,
@@ -27,6 +79,16 @@ impl Registry {
             },
         };
         Ok(Registry { base })
+    }
+
+    /// The registry a process without a `--registry-dir` flag uses (the
+    /// driver): [`REGISTRY_DIR_ENV`] if set, else the user's state
+    /// directory.
+    pub fn from_env() -> Result<Self> {
+        let explicit = std::env::var_os(REGISTRY_DIR_ENV)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from);
+        Self::locate(explicit.as_deref())
     }
 
     pub fn display(&self) -> String {
@@ -103,6 +165,71 @@ impl Registry {
         fsutil::write_durable(&path, serde_json::to_string(streak)?.as_bytes())
     }
 
+    fn driven_dir(&self) -> PathBuf {
+        self.base.join("driven")
+    }
+
+    /// The file that records that a driver ran `run_id`.
+    pub fn driven_entry(&self, run_id: &str) -> PathBuf {
+        self.driven_dir().join(format!("{run_id}.json"))
+    }
+
+    /// Record that a driver runs the loop `run_id` at `loop_dir` (absolute
+    /// and resolved). Rewriting it on every start keeps `driven_at` fresh.
+    pub fn note_driven(&self, entry: &DrivenLoop) -> Result<PathBuf> {
+        let dir = self.driven_dir();
+        fsutil::create_private_dir(&self.base)?;
+        fsutil::create_private_dir(&dir)?;
+        let path = self.driven_entry(&entry.run_id);
+        let mut text = serde_json::to_string_pretty(entry)?;
+        text.push('\n');
+        fsutil::write_durable(&path, text.as_bytes())?;
+        Ok(path)
+    }
+
+    /// The armed and driven entries a listing may show, armed first, each
+    /// kind in file-name order.
+    ///
+    /// Another local user must not be able to add a loop to this list: a
+    /// registry directory that is not this user's, or that others may
+    /// write, is not read at all, and a file that is a symlink, not a
+    /// regular file, not this user's or oversized is passed over. Every
+    /// refusal is named in `passed_over`; none fails the listing.
+    pub fn listing(&self) -> Listing {
+        let mut listing = Listing::default();
+        for (source, dir) in [
+            (Source::Armed, self.armed_dir()),
+            (Source::Driven, self.driven_dir()),
+        ] {
+            let names = match trusted_dir_files(&dir) {
+                Ok(names) => names,
+                Err(problem) => {
+                    listing.passed_over.push(problem);
+                    continue;
+                }
+            };
+            for path in names {
+                let parsed = read_trusted(&path).and_then(|bytes| match source {
+                    Source::Armed => serde_json::from_slice::<ArmedLoop>(&bytes)
+                        .map(|e| (e.run_id, e.loop_dir))
+                        .map_err(|e| format!("{}: not a registry entry ({e})", path.display())),
+                    Source::Driven => serde_json::from_slice::<DrivenLoop>(&bytes)
+                        .map(|e| (e.run_id, e.loop_dir))
+                        .map_err(|e| format!("{}: not a registry entry ({e})", path.display())),
+                });
+                match parsed {
+                    Ok((run_id, loop_dir)) => listing.entries.push(Registered {
+                        run_id,
+                        loop_dir,
+                        source,
+                    }),
+                    Err(problem) => listing.passed_over.push(problem),
+                }
+            }
+        }
+        listing
+    }
+
     pub fn remove(&self, run_id: &str) -> Result<bool> {
         match std::fs::remove_file(self.entry_path(run_id)) {
             Ok(()) => Ok(true),
@@ -112,4 +239,71 @@ impl Registry {
             }
         }
     }
+}
+
+/// This process's effective user, which every trusted file must belong to.
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The `*.json` files of a registry directory this user owns and only this
+/// user may write; a missing directory holds none. A refusal is the one
+/// problem that names the directory.
+fn trusted_dir_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = match std::fs::symlink_metadata(dir) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("{}: cannot read ({e})", dir.display())),
+    };
+    let me = effective_uid();
+    if !meta.is_dir() {
+        return Err(format!(
+            "{}: not a directory (a symlink is refused): remove it; loopx makes it again",
+            dir.display()
+        ));
+    }
+    if meta.uid() != me || meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "{}: belongs to uid {} with mode {:o}; only a directory of uid {me} that others cannot write is read: remove it, loopx makes it again",
+            dir.display(),
+            meta.uid(),
+            meta.mode() & 0o777
+        ));
+    }
+    let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: cannot read ({e})", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// A registry file's bytes, if it is a regular file of this user's, not a
+/// symlink, and small; else why not.
+fn read_trusted(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+    let shown = path.display();
+    // No symlinks, and no blocking on a planted FIFO.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("{shown}: cannot open ({e}; a symlink is refused)"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("{shown}: cannot stat ({e})"))?;
+    if !meta.is_file() || meta.uid() != effective_uid() || meta.len() > MAX_ENTRY_BYTES {
+        return Err(format!(
+            "{shown}: not a regular file of this user's under {MAX_ENTRY_BYTES} bytes: passed over"
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_ENTRY_BYTES)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{shown}: cannot read ({e})"))?;
+    Ok(bytes)
 }

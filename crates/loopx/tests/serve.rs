@@ -27,9 +27,18 @@ impl Drop for Server {
 }
 
 fn spawn(f: &Fixture, extra: &[&str]) -> Child {
+    spawn_on(f, &["--dir", f.d()], extra)
+}
+
+/// `loopx serve` on `which` (`--dir ...` or `--all`), with the fixture's
+/// private registry.
+fn spawn_on(f: &Fixture, which: &[&str], extra: &[&str]) -> Child {
     Command::new(common::loopx_path())
-        .args(["serve", "--dir", f.d(), "--addr", "127.0.0.1:0"])
+        .arg("serve")
+        .args(which)
+        .args(["--addr", "127.0.0.1:0"])
         .args(extra)
+        .env("LOOPX_REGISTRY_DIR", &f.registry)
         .env_remove("LOOPX_SERVE_TOKEN")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -48,7 +57,15 @@ fn first_line(child: &mut Child) -> String {
 /// A server started with `--json`; its token read from the file the
 /// start line names.
 fn serve(f: &Fixture, extra: &[&str]) -> Server {
-    let mut child = spawn(f, &[&["--json"], extra].concat());
+    started(spawn(f, &[&["--json"], extra].concat()))
+}
+
+/// `loopx serve --all --json` over the fixture's registry.
+fn serve_all(f: &Fixture) -> Server {
+    started(spawn_on(f, &["--all"], &["--json"]))
+}
+
+fn started(mut child: Child) -> Server {
     let line = first_line(&mut child);
     let start: Value =
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"));
@@ -1006,4 +1023,293 @@ fn the_health_line_names_the_state_and_the_command_that_acts_on_it() {
         (Some("stopped"), Some("stopped: user_stop_requested"))
     );
     assert_eq!(server.get("/api/health").status, 200);
+}
+
+/// Drive the loop in `f` for one real turn whose agent takes at least a
+/// second, so the turn has a duration and the registry a driven entry.
+fn drive_one_slow_turn(f: &Fixture) {
+    let agent = f.temp.path().join("slow-agent");
+    std::fs::write(
+        &agent,
+        format!(
+            "#!/bin/sh\nsleep 1\n'{}' append-iteration --mode bounded-research --objective 'slow turn' --decision continue >/dev/null\n",
+            common::loopx_path().display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let root = f.temp.path().join("project");
+    std::fs::create_dir_all(&root).unwrap();
+    f.loopx()
+        .args(["drive", "--dir", f.d(), "--root", root.to_str().unwrap()])
+        .args(["--cmd", agent.to_str().unwrap(), "--max-iterations", "1"])
+        .assert()
+        .success();
+}
+
+/// A second loop in the fixture's temp dir and registry, armed there.
+fn armed_loop(f: &Fixture, name: &str) -> std::path::PathBuf {
+    let dir = f.temp.path().join(name);
+    let d = dir.to_str().unwrap();
+    f.loopx()
+        .args(["init", "--dir", d, "--goal", &format!("Goal of {name}")])
+        .args(["--success-criteria", "done", "--max-iterations", "5"])
+        .assert()
+        .success();
+    f.loopx()
+        .args(["arm", "--dir", d, "--root", f.temp.path().to_str().unwrap()])
+        .args(["--force"])
+        .assert()
+        .success();
+    dir.canonicalize().unwrap()
+}
+
+/// The row of `/api/loops` for the loop directory `dir`.
+fn row_of<'a>(loops: &'a Value, dir: &std::path::Path) -> &'a Value {
+    let dir = dir.to_str().unwrap();
+    loops["loops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["loop_dir"] == dir)
+        .unwrap_or_else(|| panic!("no row for {dir}: {loops}"))
+}
+
+#[test]
+fn serve_all_lists_every_registered_loop_and_opens_each_behind_one_token() {
+    let f = Fixture::new();
+    f.init(10, &[]);
+    drive_one_slow_turn(&f);
+    let driven = f.dir.canonicalize().unwrap();
+    let armed = armed_loop(&f, "second");
+    let gone = armed_loop(&f, "gone");
+    std::fs::remove_dir_all(&gone).unwrap();
+    let before = (f.fingerprint(), common::fingerprint(&armed));
+
+    let server = serve_all(&f);
+    assert_eq!(
+        server.start["token_file"].as_str(),
+        Some(f.registry.join("serve.token").to_str().unwrap()),
+        "one credential, kept beside the registry"
+    );
+    let loops = server.get("/api/loops").json();
+    assert_eq!(loops["count"], 3, "{loops}");
+
+    let first = row_of(&loops, &driven);
+    assert_eq!(first["reach"], "readable", "{first}");
+    assert_eq!(first["sources"], json!(["driven"]));
+    assert_eq!(first["health"]["state"], "not_driven", "{first}");
+    assert!(first["last_activity"].is_string(), "{first}");
+    let iterations = first["budgets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "iterations")
+        .unwrap();
+    assert_eq!(
+        (iterations["used"].as_f64(), iterations["max"].as_f64()),
+        (Some(1.0), Some(10.0))
+    );
+
+    let second = row_of(&loops, &armed);
+    assert_eq!(
+        (second["reach"].as_str(), second["sources"].clone()),
+        (Some("readable"), json!(["armed"]))
+    );
+    assert_eq!(second["goal"], "Goal of second");
+
+    let lost = row_of(&loops, &gone);
+    assert_eq!(lost["reach"], "gone", "{lost}");
+    assert!(
+        lost["problem"].as_str().is_some_and(|p| p.contains("gone")
+            && p.contains(&format!(
+                "loopx disarm --run-id {}",
+                lost["run_id"].as_str().unwrap()
+            ))),
+        "{lost}"
+    );
+
+    // Each readable loop's own dashboard and API, through the same token.
+    for (row, dir) in [(first, &driven), (second, &armed)] {
+        let base = format!("/loops/{}/", row["id"].as_str().unwrap());
+        let status = server.get(&format!("{base}api/status")).json();
+        assert_eq!(status["run_id"], row["run_id"], "{status}");
+        assert_eq!(
+            status["dir"].as_str().map(std::path::Path::new),
+            Some(dir.as_path()),
+            "{status}"
+        );
+        let overview = server.get(&base);
+        assert_eq!(overview.status, 200);
+        assert!(
+            overview.body.contains("href=\"../../\""),
+            "links back to all loops"
+        );
+        assert_eq!(server.get(&format!("{base}fragment/live")).status, 200);
+    }
+    let lost_status = server.get(&format!(
+        "/loops/{}/api/status",
+        lost["id"].as_str().unwrap()
+    ));
+    assert_eq!(lost_status.status, 404, "{}", lost_status.body);
+    assert_eq!(server.get("/loops/0123456789abcdef/api/status").status, 404);
+
+    // The page: a link into each readable loop, the gone one said so.
+    let page = server.get("/");
+    assert_eq!(page.status, 200);
+    assert_eq!(
+        page.body.matches("data-testid=\"loop-link\"").count(),
+        2,
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("data-reach=\"gone\""), "{}", page.body);
+
+    // One credential: none is refused, and a loop's own token is not it.
+    assert_eq!(server.request("GET", "/api/loops", &[], "").status, 403);
+    let first_base = format!("/loops/{}/api/status", first["id"].as_str().unwrap());
+    assert_eq!(server.request("GET", &first_base, &[], "").status, 403);
+    assert_eq!(
+        server
+            .request(
+                "GET",
+                &first_base,
+                &[("X-Loopx-Token", "a-token-of-one-loop-only-0000")],
+                ""
+            )
+            .status,
+        403
+    );
+    // Reading every loop wrote nothing into any of them (no token file).
+    assert_eq!((f.fingerprint(), common::fingerprint(&armed)), before);
+}
+
+#[test]
+fn a_turn_shows_how_long_it_took_on_the_timeline_and_in_the_api() {
+    let f = Fixture::new();
+    f.init(10, &[]);
+    drive_one_slow_turn(&f);
+    let server = serve(&f, &[]);
+    let turns = server.get("/api/turns").json();
+    let turn = &turns["turns"][0];
+    assert_eq!(turn["iteration"], 1, "{turns}");
+    assert!(turn["seconds"].as_u64().is_some_and(|s| s >= 1), "{turns}");
+    assert_eq!(turn["outcome"], "advanced", "{turns}");
+    let page = server.get("/").body;
+    let seconds = turn["seconds"].as_u64().unwrap();
+    assert!(
+        page.contains(&format!("data-seconds=\"{seconds}\""))
+            && page.contains(&format!("took {seconds}s")),
+        "{page}"
+    );
+}
+
+#[test]
+fn drive_registers_its_loop_for_the_all_loops_page() {
+    let f = Fixture::new();
+    f.init(10, &[]);
+    drive_one_slow_turn(&f);
+    let run_id = f.json(&["status", "--dir", f.d()])["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let entry: Value = serde_json::from_slice(
+        &std::fs::read(f.registry.join(format!("driven/{run_id}.json"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        entry["loop_dir"].as_str(),
+        f.dir.canonicalize().unwrap().to_str()
+    );
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(f.registry.join("driven"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700, "the registry is private");
+}
+
+#[test]
+fn serve_all_never_follows_a_planted_entry_or_symlink_out() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let f = Fixture::new();
+    let real = armed_loop(&f, "real");
+    // A registry file that is a symlink to a valid entry elsewhere.
+    let outside = f.temp.path().join("outside.json");
+    let entry = std::fs::read_dir(f.registry.join("armed"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::copy(&entry, &outside).unwrap();
+    std::os::unix::fs::symlink(&outside, f.registry.join("armed/planted.json")).unwrap();
+    // An entry whose loop directory is a symlink to the real loop.
+    let link = f.temp.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let mut linked: Value = serde_json::from_slice(&std::fs::read(&entry).unwrap()).unwrap();
+    linked["run_id"] = "linked".into();
+    linked["loop_dir"] = link.to_str().unwrap().into();
+    std::fs::write(f.registry.join("armed/linked.json"), linked.to_string()).unwrap();
+
+    let server = serve_all(&f);
+    let loops = server.get("/api/loops").json();
+    assert_eq!(loops["count"], 2, "{loops}");
+    assert_eq!(row_of(&loops, &real)["reach"], "readable");
+    let through = row_of(&loops, &link);
+    assert_eq!(through["reach"], "unreadable", "{through}");
+    assert!(
+        through["problem"].as_str().unwrap().contains("symlink"),
+        "{through}"
+    );
+    let refused = server.get(&format!(
+        "/loops/{}/api/status",
+        through["id"].as_str().unwrap()
+    ));
+    assert_eq!(refused.status, 404, "{}", refused.body);
+    assert!(
+        loops["passed_over"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p.as_str().unwrap().contains("planted.json")),
+        "{loops}"
+    );
+
+    // A registry directory others may write is not read at all.
+    let armed = f.registry.join("armed");
+    std::fs::set_permissions(&armed, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let loops = server.get("/api/loops").json();
+    assert_eq!(loops["count"], 0, "{loops}");
+    assert!(
+        loops["passed_over"][0]
+            .as_str()
+            .unwrap()
+            .contains("mode 777"),
+        "{loops}"
+    );
+    std::fs::set_permissions(&armed, std::fs::Permissions::from_mode(0o700)).unwrap();
+
+    // Another user's loop directory is listed as such and never opened.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        std::os::unix::fs::chown(&real, Some(65534), None).unwrap();
+        let loops = server.get("/api/loops").json();
+        let theirs = row_of(&loops, &real);
+        assert_eq!(theirs["reach"], "not_yours", "{theirs}");
+        assert!(theirs["health"].is_null(), "{theirs}");
+        let refused = server.get(&format!("/loops/{}/", theirs["id"].as_str().unwrap()));
+        assert_eq!(refused.status, 404);
+    }
+}
+
+#[test]
+fn serve_all_and_a_dir_are_one_or_the_other() {
+    let f = Fixture::new();
+    f.init(10, &[]);
+    f.loopx()
+        .args(["serve", "--all", "--dir", f.d(), "--addr", "127.0.0.1:0"])
+        .assert()
+        .code(2);
 }

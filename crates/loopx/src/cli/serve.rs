@@ -6,8 +6,15 @@ use anyhow::Result;
 use clap::Args;
 use std::net::SocketAddr;
 
-/// Serve the HTTP JSON API and the web dashboard for a loop (`dashboard`
-/// also opens a browser).
+/// Serve the HTTP JSON API and the web dashboard for a loop, or with
+/// --all for every loop registered on this machine (`dashboard` also opens
+/// a browser).
+///
+/// --all lists each loop `loopx drive` ran here or `loopx arm` armed, with
+/// its health, last activity and budgets, and serves each one's own
+/// dashboard under /loops/<id>/, all behind one credential: the token in
+/// serve.token beside the registry (not any loop's own). Registry files
+/// and loop directories that are not this user's are never read.
 ///
 /// Binds to loopback by default; any other address needs --allow-remote.
 /// Every request, reads included, needs a credential: the token kept in the
@@ -22,6 +29,11 @@ use std::net::SocketAddr;
 pub struct ServeArgs {
     #[command(flatten)]
     pub dir: DirArgs,
+    /// Every registered loop instead of the one in --dir.
+    #[arg(long, conflicts_with = "dir")]
+    pub all: bool,
+    #[command(flatten)]
+    pub registry: super::hook::RegistryArgs,
     /// Address to listen on (port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:7878")]
     pub addr: SocketAddr,
@@ -37,7 +49,8 @@ pub struct ServeArgs {
 
 pub fn serve(args: &ServeArgs, open_browser: bool, json: bool) -> Result<Reply> {
     crate::serve::serve(crate::serve::Options {
-        dir: args.dir.dir.clone(),
+        dir: (!args.all).then(|| args.dir.dir.clone()),
+        registry_dir: args.registry.registry_dir.clone(),
         addr: args.addr,
         allow_remote: args.allow_remote,
         token: args.token.clone(),

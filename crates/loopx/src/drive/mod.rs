@@ -110,6 +110,11 @@ pub fn drive(options: &Options) -> Result<Ended> {
             error
         }
     })?;
+    // `loopx serve --all` lists loops driven here. A registry that cannot
+    // be written costs that listing, never the run.
+    if let Err(error) = loopx_app::all_loops::note_driven(&dir) {
+        eprintln!("loopx drive: cannot record this loop in the registry ({error:#}); `loopx serve --all` will not list it");
+    }
     let ended = run(
         &dir,
         options,

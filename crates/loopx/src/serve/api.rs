@@ -1,7 +1,7 @@
 //! JSON endpoints. Reads return what the CLI's `--json` reads return;
 //! writes go through the same owners and answer with receipts.
 
-use super::App;
+use super::{Loop, Server};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
@@ -83,7 +83,7 @@ fn ok(value: Value) -> Response {
         .into_response()
 }
 
-pub async fn status(State(app): State<Arc<App>>) -> Result<Response, Failure> {
+pub async fn status(Loop(app): Loop) -> Result<Response, Failure> {
     blocking(move || {
         let view = ledger::status(&*app.open(Access::ReadOnly)?)?;
         Ok(ok(serde_json::to_value(view)?))
@@ -91,7 +91,7 @@ pub async fn status(State(app): State<Arc<App>>) -> Result<Response, Failure> {
     .await
 }
 
-pub async fn health(State(app): State<Arc<App>>) -> Result<Response, Failure> {
+pub async fn health(Loop(app): Loop) -> Result<Response, Failure> {
     blocking(move || {
         let view = loopx_app::health::health(&*app.open(Access::ReadOnly)?)?;
         Ok(ok(serde_json::to_value(view)?))
@@ -99,7 +99,7 @@ pub async fn health(State(app): State<Arc<App>>) -> Result<Response, Failure> {
     .await
 }
 
-pub async fn goal(State(app): State<Arc<App>>) -> Result<Response, Failure> {
+pub async fn goal(Loop(app): Loop) -> Result<Response, Failure> {
     blocking(move || {
         let dir = app.open(Access::ReadOnly)?;
         let inspection = acceptance::inspect(&dir, goal::DEFAULT_GOAL_ID, &Actor::Owner)?;
@@ -108,7 +108,7 @@ pub async fn goal(State(app): State<Arc<App>>) -> Result<Response, Failure> {
     .await
 }
 
-pub async fn should_run(State(app): State<Arc<App>>) -> Result<Response, Failure> {
+pub async fn should_run(Loop(app): Loop) -> Result<Response, Failure> {
     blocking(move || {
         let dir = app.open(Access::ReadOnly)?;
         let decision = continuation::should_run(&dir, goal::DEFAULT_GOAL_ID, &Actor::Owner)?;
@@ -117,15 +117,26 @@ pub async fn should_run(State(app): State<Arc<App>>) -> Result<Response, Failure
     .await
 }
 
+/// Every driver turn with its start, end and duration.
+pub async fn turns(Loop(app): Loop) -> Result<Response, Failure> {
+    blocking(move || {
+        let view = loopx_app::turns::turns(&*app.open(Access::ReadOnly)?)?;
+        Ok(ok(serde_json::to_value(view)?))
+    })
+    .await
+}
+
+/// `--all`: every registered loop, one row each.
+pub async fn all_loops(State(server): State<Arc<Server>>) -> Result<Response, Failure> {
+    blocking(move || Ok(ok(serde_json::to_value(server.all_loops()?)?))).await
+}
+
 #[derive(Deserialize)]
 pub struct Limit {
     limit: Option<usize>,
 }
 
-pub async fn iterations(
-    State(app): State<Arc<App>>,
-    Query(limit): Query<Limit>,
-) -> Result<Response, Failure> {
+pub async fn iterations(Loop(app): Loop, Query(limit): Query<Limit>) -> Result<Response, Failure> {
     let limit = limit.limit.unwrap_or(20).clamp(1, 500);
     blocking(move || {
         let view = iterations::recent(&*app.open(Access::ReadOnly)?, limit)?;
@@ -134,9 +145,15 @@ pub async fn iterations(
     .await
 }
 
+/// A path naming an iteration (the route may name the loop too).
+#[derive(Deserialize)]
+pub struct IterationPath {
+    pub n: String,
+}
+
 pub async fn iteration(
-    State(app): State<Arc<App>>,
-    Path(n): Path<String>,
+    Loop(app): Loop,
+    Path(IterationPath { n }): Path<IterationPath>,
 ) -> Result<Response, Failure> {
     let Some(n) = super::iteration_number(&n) else {
         return Err(failure(AppError::not_found(format!(
@@ -155,10 +172,7 @@ pub struct CostQuery {
     by: Option<String>,
 }
 
-pub async fn cost(
-    State(app): State<Arc<App>>,
-    Query(query): Query<CostQuery>,
-) -> Result<Response, Failure> {
+pub async fn cost(Loop(app): Loop, Query(query): Query<CostQuery>) -> Result<Response, Failure> {
     let by = query
         .by
         .as_deref()
@@ -200,9 +214,15 @@ pub struct RequirementForm {
     base_revision: u64,
 }
 
+/// A path naming an outcome (the route may name the loop too).
+#[derive(Deserialize)]
+pub struct OutcomePath {
+    id: String,
+}
+
 pub async fn add_requirement(
-    State(app): State<Arc<App>>,
-    Path(outcome_id): Path<String>,
+    Loop(app): Loop,
+    Path(OutcomePath { id: outcome_id }): Path<OutcomePath>,
     body: Bytes,
 ) -> Result<Response, Failure> {
     let form: RequirementForm = parse(&body)?;
@@ -235,10 +255,7 @@ pub struct RevisionForm {
     operation_id: String,
 }
 
-pub async fn revise_objective(
-    State(app): State<Arc<App>>,
-    body: Bytes,
-) -> Result<Response, Failure> {
+pub async fn revise_objective(Loop(app): Loop, body: Bytes) -> Result<Response, Failure> {
     let form: RevisionForm = parse(&body)?;
     let id = operation(&form.operation_id)?;
     let source = match (form.document, form.proposal_digest) {

@@ -1,12 +1,14 @@
 //! `loopx serve`: the HTTP JSON API and the server-rendered dashboard, over
-//! the same owners as the CLI.
+//! the same owners as the CLI, for one loop at `/`, or (`--all`) for every
+//! loop in this user's registry: the list at `/` and each loop's own pages
+//! under `/loops/<id>/`, all behind one credential.
 //!
 //! Loopback only unless `--allow-remote`. Every request must name an
 //! expected Host (so a rebinding DNS name cannot reach the API) and carry a
 //! credential, reads included, because another local user can connect to
-//! loopback too: the token (from the loop's 0600 `serve.token`) in the
-//! `X-Loopx-Token` header, or a session cookie opened by a one-time login
-//! link (see [`auth`]). A write with a cookie must also come from this
+//! loopback too: the token (from a 0600 `serve.token`: the loop's, or with
+//! `--all` the one beside the registry) in the `X-Loopx-Token` header, or a
+//! session cookie opened by a one-time login link (see [`auth`]). A write with a cookie must also come from this
 //! origin. The store stays the authority: forms send intents (with an
 //! operation id and the revision they were read at), never state.
 
@@ -15,30 +17,26 @@ mod auth;
 mod page;
 
 use anyhow::{bail, Context as _, Result};
-use axum::extract::{Request, State};
+use api::Failure;
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use loopx_app::all_loops;
 use loopx_app::loop_dir::LoopDir;
+use loopx_app::registry::Registry;
 use loopx_store::sqlite::Access;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
+/// One loop the server shows.
 pub struct App {
     pub dir: PathBuf,
-    token: String,
-    /// Host header values this server answers to.
-    pub hosts: Vec<String>,
-    pub remote: bool,
-    /// `http://addr/`, what login links start with.
-    base: String,
-    /// Per port, because browsers share cookies between the ports of a
-    /// host: two servers must not overwrite each other's session.
-    cookie: String,
-    sessions: auth::Sessions,
     /// The loop's store, opened once for the server's life: read-only at
     /// start, and read-write from the first write on. A SQLite connection
     /// serves one request at a time, so each sits behind a lock.
@@ -47,6 +45,14 @@ pub struct App {
 }
 
 impl App {
+    fn new(reader: LoopDir) -> Self {
+        App {
+            dir: reader.root().to_owned(),
+            reader: Mutex::new(reader),
+            writer: OnceLock::new(),
+        }
+    }
+
     /// The loop, for one request; `ReadWrite` only for requests that write.
     pub fn open(&self, access: Access) -> Result<MutexGuard<'_, LoopDir>> {
         let lock = match access {
@@ -63,7 +69,37 @@ impl App {
         // the store (every write is one transaction): the loop stays usable.
         Ok(lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
     }
+}
 
+/// Which loops a server shows.
+pub enum Loops {
+    /// `loopx serve --dir`: one loop, at `/`.
+    One(Arc<App>),
+    /// `loopx serve --all`: every loop in the registry at `/`, each one's
+    /// own dashboard under `/loops/<id>/`, opened on first visit.
+    All {
+        registry: Registry,
+        opened: Mutex<HashMap<String, Arc<App>>>,
+    },
+}
+
+/// The server: who may talk to it, and the loops it shows. One credential
+/// (token or session) opens every loop it shows.
+pub struct Server {
+    token: String,
+    /// Host header values this server answers to.
+    pub hosts: Vec<String>,
+    pub remote: bool,
+    /// `http://addr/`, what login links start with.
+    base: String,
+    /// Per port, because browsers share cookies between the ports of a
+    /// host: two servers must not overwrite each other's session.
+    cookie: String,
+    sessions: auth::Sessions,
+    pub loops: Loops,
+}
+
+impl Server {
     /// A fresh one-time login link.
     fn login_url(&self) -> Result<String> {
         Ok(format!(
@@ -71,6 +107,59 @@ impl App {
             self.base,
             self.sessions.new_login()?
         ))
+    }
+
+    /// `--all`: every registered loop, read now.
+    pub fn all_loops(&self) -> Result<all_loops::AllLoops> {
+        let Loops::All { registry, .. } = &self.loops else {
+            bail!("this server shows one loop");
+        };
+        Ok(all_loops::all_loops(registry))
+    }
+
+    /// The loop the all-loops row `id` names. The registry is read again on
+    /// every request, so a loop whose entry was removed, or whose directory
+    /// went away or became a symlink, stops being served at once.
+    fn loop_by_id(&self, id: &str) -> Result<Arc<App>> {
+        let Loops::All { registry, opened } = &self.loops else {
+            bail!("this server shows one loop");
+        };
+        let dir = all_loops::find(registry, id)?;
+        let mut opened = opened.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(app) = opened.get(id).filter(|app| app.dir == dir) {
+            return Ok(app.clone());
+        }
+        let app = Arc::new(App::new(LoopDir::open(&dir, Access::ReadOnly)?));
+        opened.insert(id.to_owned(), app.clone());
+        Ok(app)
+    }
+}
+
+/// The loop a request is about: the only one, or the one its
+/// `/loops/<id>/` prefix names.
+pub struct Loop(pub Arc<App>);
+
+impl FromRequestParts<Arc<Server>> for Loop {
+    type Rejection = Failure;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        server: &Arc<Server>,
+    ) -> Result<Self, Self::Rejection> {
+        if let Loops::One(app) = &server.loops {
+            return Ok(Loop(app.clone()));
+        }
+        let id = parts
+            .uri
+            .path()
+            .strip_prefix("/loops/")
+            .and_then(|rest| rest.split('/').next())
+            .unwrap_or_default()
+            .to_owned();
+        let server = server.clone();
+        api::blocking(move || server.loop_by_id(&id))
+            .await
+            .map(Loop)
     }
 }
 
@@ -83,7 +172,10 @@ pub fn iteration_number(raw: &str) -> Option<u64> {
 }
 
 pub struct Options {
-    pub dir: PathBuf,
+    /// `None`: every registered loop (`--all`).
+    pub dir: Option<PathBuf>,
+    /// Where the registry is, for `--all`.
+    pub registry_dir: Option<PathBuf>,
     pub addr: SocketAddr,
     pub allow_remote: bool,
     pub token: Option<String>,
@@ -94,9 +186,27 @@ pub struct Options {
 
 pub fn serve(options: Options) -> Result<()> {
     // Fail before binding if there is no loop; this is the store the
-    // server reads for its whole life.
-    let reader = LoopDir::open(&options.dir, Access::ReadOnly)?;
-    let dir = reader.root().to_owned();
+    // server reads for its whole life. With --all, the token lives in the
+    // user's loopx state directory beside the registry, since no one loop
+    // owns the server.
+    let (loops, token_dir) = match &options.dir {
+        Some(dir) => {
+            let app = App::new(LoopDir::open(dir, Access::ReadOnly)?);
+            let token_dir = app.dir.clone();
+            (Loops::One(Arc::new(app)), token_dir)
+        }
+        None => {
+            let registry = Registry::locate(options.registry_dir.as_deref())?;
+            let token_dir = registry.state_dir().to_owned();
+            (
+                Loops::All {
+                    registry,
+                    opened: Mutex::new(HashMap::new()),
+                },
+                token_dir,
+            )
+        }
+    };
     let loopback = options.addr.ip().is_loopback();
     if !loopback && !options.allow_remote {
         bail!("{} is not a loopback address: pass --allow-remote (and keep the token secret) to serve beyond this machine", options.addr);
@@ -108,10 +218,15 @@ pub fn serve(options: Options) -> Result<()> {
             token.len()
         ),
         Some(token) => (token, None),
-        None => (
-            auth::load_or_create_token(&dir)?,
-            Some(dir.join(auth::TOKEN_FILE)),
-        ),
+        None => {
+            if matches!(loops, Loops::All { .. }) {
+                loopx_app::fsutil::create_private_dir(&token_dir)?;
+            }
+            (
+                auth::load_or_create_token(&token_dir)?,
+                Some(token_dir.join(auth::TOKEN_FILE)),
+            )
+        }
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -130,25 +245,23 @@ pub fn serve(options: Options) -> Result<()> {
         ];
         hosts.push(addr.to_string());
         let url = format!("http://{addr}/");
-        let app = Arc::new(App {
-            dir,
+        let server = Arc::new(Server {
             token,
             hosts,
             remote: !loopback,
             base: url.clone(),
             cookie: format!("loopx_session_{port}"),
             sessions: auth::Sessions::default(),
-            reader: Mutex::new(reader),
-            writer: OnceLock::new(),
+            loops,
         });
-        let login = app.login_url()?;
+        let login = server.login_url()?;
         announce(&url, port, token_file.as_deref(), &login, options.json);
         let opened = if options.open_browser {
             open_browser(&login)
         } else {
             None
         };
-        axum::serve(listener, router(app))
+        axum::serve(listener, router(server))
             .with_graceful_shutdown(async {
                 let _ = tokio::signal::ctrl_c().await;
             })
@@ -256,27 +369,55 @@ fn open_browser(login: &str) -> Option<PathBuf> {
     Some(dir)
 }
 
-pub fn router(app: Arc<App>) -> Router {
-    Router::new()
-        .route("/", get(page::overview))
+pub fn router(server: Arc<Server>) -> Router {
+    let router = Router::new()
         .route("/login", get(login))
-        .route("/fragment/live", get(page::live))
-        .route("/iterations/{n}", get(page::iteration))
-        .route("/api/status", get(api::status))
-        .route("/api/health", get(api::health))
-        .route("/api/goal", get(api::goal))
-        .route("/api/should-run", get(api::should_run))
-        .route("/api/cost", get(api::cost))
-        .route("/api/iterations", get(api::iterations))
-        .route("/api/iterations/{n}", get(api::iteration))
-        .route("/api/login-url", post(login_url))
+        .route("/api/login-url", post(login_url));
+    let router = match &server.loops {
+        Loops::One(_) => loop_routes(router, ""),
+        Loops::All { .. } => loop_routes(
+            router
+                .route("/", get(page::all_loops))
+                .route("/fragment/loops", get(page::all_loops_live))
+                .route("/api/loops", get(api::all_loops))
+                // Every link inside a loop's pages is relative to its
+                // overview, which therefore ends in a slash.
+                .route(
+                    "/loops/{loop}",
+                    get(
+                        |axum::extract::Path(id): axum::extract::Path<String>| async move {
+                            Redirect::permanent(&format!("/loops/{id}/"))
+                        },
+                    ),
+                ),
+            "/loops/{loop}",
+        ),
+    };
+    router
+        .layer(axum::middleware::from_fn_with_state(server.clone(), guard))
+        .with_state(server)
+}
+
+/// One loop's pages and API under `prefix` (empty for the only loop).
+fn loop_routes(router: Router<Arc<Server>>, prefix: &str) -> Router<Arc<Server>> {
+    let at = |path: &str| format!("{prefix}{path}");
+    router
+        .route(&at("/"), get(page::overview))
+        .route(&at("/fragment/live"), get(page::live))
+        .route(&at("/iterations/{n}"), get(page::iteration))
+        .route(&at("/api/status"), get(api::status))
+        .route(&at("/api/health"), get(api::health))
+        .route(&at("/api/goal"), get(api::goal))
+        .route(&at("/api/should-run"), get(api::should_run))
+        .route(&at("/api/cost"), get(api::cost))
+        .route(&at("/api/turns"), get(api::turns))
+        .route(&at("/api/iterations"), get(api::iterations))
+        .route(&at("/api/iterations/{n}"), get(api::iteration))
         .route(
-            "/api/outcomes/{id}/requirements",
+            &at("/api/outcomes/{id}/requirements"),
             post(api::add_requirement),
         )
-        .route("/api/objective/revise", post(api::revise_objective))
-        .layer(axum::middleware::from_fn_with_state(app.clone(), guard))
-        .with_state(app)
+        .route(&at("/api/objective/revise"), post(api::revise_objective))
 }
 
 /// A refusal that names what to do and holds no secret. Pages get a line
@@ -293,7 +434,7 @@ fn refuse(status: StatusCode, api: bool, message: &str) -> Response {
     }
 }
 
-const NOT_LOGGED_IN: &str = "not logged in: open the one-time login link `loopx serve` printed (or run `loopx dashboard`), or send the token from the loop's serve.token in the X-Loopx-Token header";
+const NOT_LOGGED_IN: &str = "not logged in: open the one-time login link `loopx serve` printed (or run `loopx dashboard`), or send the token from the serve.token file it named (the loop's, or with --all the one beside the registry) in the X-Loopx-Token header";
 
 fn header_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
@@ -318,8 +459,9 @@ enum Credential {
 }
 
 /// Host, credential and Origin checks, before any handler runs.
-async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
-    let api = request.uri().path().starts_with("/api/");
+async fn guard(State(app): State<Arc<Server>>, request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    let api = path.starts_with("/api/") || (path.starts_with("/loops/") && path.contains("/api/"));
     let headers = request.headers();
     let host = header_value(headers, "host").unwrap_or("");
     if !app.remote && !app.hosts.iter().any(|h| h == host) {
@@ -397,7 +539,7 @@ struct Once {
 /// `/login?once=…`: spend a one-time link, set the session cookie, go to
 /// the overview.
 async fn login(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<Server>>,
     axum::extract::Query(query): axum::extract::Query<Once>,
 ) -> Response {
     let session = match query.once.as_deref().map(|once| app.sessions.redeem(once)) {
@@ -432,7 +574,7 @@ async fn login(
 
 /// `POST /api/login-url`: a fresh one-time login link, for a browser
 /// that was not opened by `loopx dashboard` or whose link expired.
-async fn login_url(State(app): State<Arc<App>>) -> Response {
+async fn login_url(State(app): State<Arc<Server>>) -> Response {
     match app.login_url() {
         Ok(url) => (
             StatusCode::OK,

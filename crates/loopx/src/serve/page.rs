@@ -1,16 +1,22 @@
 //! The server-rendered dashboard. Every page is built from the store on
 //! each request; the browser only ever sends intents back.
+//!
+//! Every link and fetch inside a loop's pages is relative to its overview,
+//! so the same pages serve the only loop at `/` and each loop of
+//! `loopx serve --all` under `/loops/<id>/`.
 
-use super::api::{blocking, Failure};
-use super::App;
+use super::api::{blocking, Failure, IterationPath};
+use super::{App, Loop, Loops, Server};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use jiff::Timestamp;
+use loopx_app::all_loops::{AllLoops, LoopRow, Reach};
 use loopx_app::continuation::NextTurn;
 use loopx_app::goal::acceptance::GoalInspection;
 use loopx_app::health::{self, Health};
 use loopx_app::loop_dir::{LoopDir, Reading};
+use loopx_app::turns::{self, Turns};
 use loopx_app::{clock, iterations, ErrorClass};
 use loopx_core::cost::{BudgetLine, By, CostReport};
 use loopx_core::driver::classify::FailureClass;
@@ -39,6 +45,7 @@ struct Snapshot {
     decision: ShouldRun,
     health: Health,
     cost: CostReport,
+    turns: Turns,
     now: Timestamp,
 }
 
@@ -48,6 +55,7 @@ fn snapshot(dir: &LoopDir) -> anyhow::Result<Snapshot> {
     let now = clock::now();
     let health = health::of_turn(&dir.display(), &turn, &driver, now);
     let cost = loopx_app::cost::cost(dir, By::Turn)?;
+    let turns = turns::turns(dir)?;
     let NextTurn {
         reading: ledger,
         goal,
@@ -57,6 +65,7 @@ fn snapshot(dir: &LoopDir) -> anyhow::Result<Snapshot> {
     Ok(Snapshot {
         health,
         cost,
+        turns,
         now,
         dir: dir.display(),
         ledger,
@@ -118,12 +127,16 @@ async function post(path, body) {
   try { json = await response.json(); } catch (_) {}
   return { status: response.status, json };
 }
+// Each live part names the fragment that redraws it (relative, so the
+// same page works at / and under /loops/<id>/).
 async function refreshLive() {
-  const response = await fetch('/fragment/live');
-  if (response.ok) { document.getElementById('live').outerHTML = await response.text(); }
+  const live = document.getElementById('live');
+  if (!live || !live.dataset.src) return;
+  const response = await fetch(live.dataset.src);
+  if (response.ok) { live.outerHTML = await response.text(); }
 }
 async function currentRevision() {
-  const response = await fetch('/api/goal');
+  const response = await fetch('api/goal');
   return (await response.json()).provider_revision;
 }
 setInterval(() => { if (document.visibilityState === 'visible') refreshLive(); }, 2000);
@@ -136,7 +149,7 @@ if (form) {
   const send = async () => {
     const data = new FormData(form);
     const outcome = data.get('outcome_id');
-    const result = await post('/api/outcomes/' + encodeURIComponent(outcome) + '/requirements', {
+    const result = await post('api/outcomes/' + encodeURIComponent(outcome) + '/requirements', {
       requirement_id: data.get('requirement_id'), description: data.get('description'),
       source_ref: data.get('source_ref'), source_summary: 'entered in the dashboard',
       operation_id: form.dataset.operation, base_revision: Number(form.dataset.base),
@@ -167,7 +180,7 @@ document.addEventListener('click', async (event) => {
   const button = event.target.closest('button[data-apply]');
   if (!button) return;
   const live = document.getElementById('live');
-  const result = await post('/api/objective/revise', {
+  const result = await post('api/objective/revise', {
     proposal_digest: button.dataset.apply, expected_provider_revision: Number(live.dataset.revision),
     operation_id: 'ui-apply-' + button.dataset.apply.slice(7, 23),
   });
@@ -205,9 +218,9 @@ fn live_section(s: &Snapshot, readback: &Readback<'_>) -> Markup {
     let ledger = &s.ledger.ledger;
     let objective = &readback.objective;
     html! {
-        div id="live" data-revision=(readback.provider_revision) {
+        div id="live" data-src="fragment/live" data-revision=(readback.provider_revision) {
             (health_line(&s.health))
-            (budgets(&s.cost, s.now))
+            (budgets(&s.cost.budgets, s.now))
             (cost_chart(&s.cost))
             section {
                 h2 { "Goal" }
@@ -331,12 +344,18 @@ fn short_digest(digest: &str) -> Markup {
     html! { code title=(digest) data-testid="digest" { (short) "…" } }
 }
 
-/// The health line: the state, why, and the command that acts on it.
-fn health_line(health: &Health) -> Markup {
-    let state = serde_json::to_value(health.state)
+/// An enumeration's wire name (`needs_person`, `not_yours`), which the
+/// page also uses as a CSS class and a test hook.
+fn wire_name(value: impl serde::Serialize) -> String {
+    serde_json::to_value(value)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// The health line: the state, why, and the command that acts on it.
+fn health_line(health: &Health) -> Markup {
+    let state = wire_name(health.state);
     html! {
         section class={"health " (state)} data-testid="health" data-state=(state) {
             strong title=[health.until.map(|until| until.to_string())] { (health.line) }
@@ -357,8 +376,19 @@ fn bar(used: f64, max: f64) -> Markup {
 
 /// Each budget as a bar with its projection; a budget without a cap says
 /// "unlimited" (the cost report leaves wall time out when it has none).
-fn budgets(report: &CostReport, now: Timestamp) -> Markup {
-    let named = |name: &str| report.budgets.iter().find(|b| b.name == name);
+fn budgets(lines: &[BudgetLine], now: Timestamp) -> Markup {
+    html! {
+        section {
+            h2 { "Budgets" }
+            (budget_rows(lines, now))
+        }
+    }
+}
+
+/// The four budget rows, for a loop's overview and for its row on the
+/// all-loops page alike.
+fn budget_rows(lines: &[BudgetLine], now: Timestamp) -> Markup {
+    let named = |name: &str| lines.iter().find(|b| b.name == name);
     let figure = |name: &str, value: f64| match name {
         "usd" => format!("${value:.2}"),
         "wall_time_hours" => words::duration((value * 3600.0) as u64),
@@ -384,13 +414,10 @@ fn budgets(report: &CostReport, now: Timestamp) -> Markup {
         },
     };
     html! {
-        section {
-            h2 { "Budgets" }
-            (row("Iterations", "iterations", named("iterations")))
-            (row("Tokens", "tokens", named("tokens")))
-            (row("USD", "usd", named("usd")))
-            (row("Wall time", "wall_time_hours", named("wall_time_hours")))
-        }
+        (row("Iterations", "iterations", named("iterations")))
+        (row("Tokens", "tokens", named("tokens")))
+        (row("USD", "usd", named("usd")))
+        (row("Wall time", "wall_time_hours", named("wall_time_hours")))
     }
 }
 
@@ -464,8 +491,9 @@ fn coverage<'a>(states: impl Iterator<Item = &'a str>) -> Markup {
     }
 }
 
-/// Each recorded iteration with when, who, what it decided, how the turn
-/// ended and what it cost, newest first, linking to its record and log.
+/// Each recorded iteration with when, who, how long its turn took, what it
+/// decided, how the turn ended and what it cost, newest first, linking to
+/// its record and log.
 fn timeline(s: &Snapshot) -> Markup {
     let ledger = &s.ledger.ledger;
     let turn = |iteration: u64| {
@@ -480,10 +508,14 @@ fn timeline(s: &Snapshot) -> Markup {
                 table {
                     @for r in ledger.recent.iter().rev() {
                         @let settled = turn(r.iteration);
+                        @let ran = s.turns.for_iteration(r.iteration);
                         tr data-testid="iteration-row" {
-                            td { a href={"/iterations/" (r.iteration)} { "#" (r.iteration) } }
+                            td { a href={"iterations/" (r.iteration)} { "#" (r.iteration) } }
                             td { (when(r.timestamp, s.now)) }
                             td { (settled.and_then(|t| t.provider.as_deref()).unwrap_or("by hand")) }
+                            td data-testid="turn-duration" data-seconds=[ran.and_then(|t| t.seconds)] title=[ran.map(|t| format!("started {}", t.started_at))] {
+                                (ran.and_then(|t| t.seconds).map_or("—".to_owned(), |seconds| format!("took {}", words::duration(seconds))))
+                            }
                             td { (r.decision) @if let Some(claim) = r.claim { " " (state_tag(&format!("{claim:?}").to_lowercase())) } }
                             td data-testid="turn-outcome" { (settled.and_then(|t| t.outcome).map_or("—".to_owned(), |o| o.label())) }
                             td { "$" (format!("{:.4}", r.budget_delta.usd)) " · " (r.budget_delta.tokens) " tok" }
@@ -496,7 +528,7 @@ fn timeline(s: &Snapshot) -> Markup {
     }
 }
 
-fn render_overview(app: &App) -> anyhow::Result<Markup> {
+fn render_overview(app: &App, among_all: bool) -> anyhow::Result<Markup> {
     let dir = app.open(Access::ReadOnly)?;
     let s = snapshot(&dir)?;
     let readback = s.goal.readback();
@@ -505,17 +537,23 @@ fn render_overview(app: &App) -> anyhow::Result<Markup> {
         &title,
         &format!("loop {} · {}", s.ledger.ledger.run_id, s.dir),
         html! {
+            @if among_all { p { a href="../../" data-testid="all-loops-link" { "← all loops" } } }
             (live_section(&s, &readback))
             (refine_form(&readback))
         },
     ))
 }
 
-pub async fn overview(State(app): State<Arc<App>>) -> Result<Response, Failure> {
-    blocking(move || Ok(Html(render_overview(&app)?.into_string()).into_response())).await
+pub async fn overview(
+    State(server): State<Arc<Server>>,
+    Loop(app): Loop,
+) -> Result<Response, Failure> {
+    let among_all = matches!(server.loops, Loops::All { .. });
+    blocking(move || Ok(Html(render_overview(&app, among_all)?.into_string()).into_response()))
+        .await
 }
 
-pub async fn live(State(app): State<Arc<App>>) -> Result<Response, Failure> {
+pub async fn live(Loop(app): Loop) -> Result<Response, Failure> {
     blocking(move || {
         let dir = app.open(Access::ReadOnly)?;
         let s = snapshot(&dir)?;
@@ -526,8 +564,8 @@ pub async fn live(State(app): State<Arc<App>>) -> Result<Response, Failure> {
 }
 
 pub async fn iteration(
-    State(app): State<Arc<App>>,
-    Path(n): Path<String>,
+    Loop(app): Loop,
+    Path(IterationPath { n }): Path<IterationPath>,
 ) -> Result<Response, Failure> {
     blocking(move || {
         let not_found = || {
@@ -546,7 +584,7 @@ pub async fn iteration(
         let record = &detail.record;
         let list = |items: &[String]| html! { @if items.is_empty() { span class="muted" { "none" } } @else { ul { @for i in items { li { (i) } } } } };
         let body = html! {
-            p { a href="/" { "← overview" } }
+            p { a href="../" { "← overview" } }
             section {
                 h2 { "Iteration " (record.iteration) }
                 div class="table" { table {
@@ -571,6 +609,74 @@ pub async fn iteration(
             }
         };
         Ok(Html(layout(&format!("Iteration {n}"), &dir.display(), body).into_string()).into_response())
+    })
+    .await
+}
+
+/// Every registered loop, one row each, redrawn live like an overview.
+fn loops_section(view: &AllLoops, now: Timestamp) -> Markup {
+    html! {
+        div id="live" data-src="fragment/loops" {
+            section {
+                h2 { "Loops" }
+                p class="muted" data-testid="loop-count" { (words::count(view.count as u64, "loop")) " registered in " (view.registry) }
+                @if view.loops.is_empty() {
+                    p data-testid="no-loops" class="muted" { "No loop is registered yet: `loopx drive` registers the loop it runs, `loopx arm` the loop it arms." }
+                }
+            }
+            @for row in &view.loops { (loop_row(row, now)) }
+            @if !view.passed_over.is_empty() {
+                section data-testid="passed-over" {
+                    h2 { "Registry files passed over" }
+                    ul { @for problem in &view.passed_over { li { (problem) } } }
+                }
+            }
+        }
+    }
+}
+
+/// One loop: a link into its own dashboard, its health line, last
+/// activity and budgets; or, when it cannot be read, why.
+fn loop_row(row: &LoopRow, now: Timestamp) -> Markup {
+    let reach = wire_name(row.reach);
+    html! {
+        section data-testid="loop-row" data-id=(row.id) data-reach=(reach) {
+            @if row.reach == Reach::Readable {
+                h2 { a href={"loops/" (row.id) "/"} data-testid="loop-link" { (row.goal.as_deref().unwrap_or(&row.loop_dir)) } }
+            } @else {
+                h2 { (row.loop_dir) }
+            }
+            p class="muted" {
+                "loop " (row.run_id) " · " (row.loop_dir) " · "
+                (row.sources.iter().map(wire_name).collect::<Vec<_>>().join(", "))
+            }
+            @if let Some(health) = &row.health { (health_line(health)) }
+            @if let Some(at) = row.last_activity { p { "Last activity " span data-testid="last-activity" { (when(at, now)) } } }
+            @if row.reach == Reach::Readable {
+                (budget_rows(&row.budgets, now))
+            } @else {
+                p data-testid="loop-problem" { (state_tag(&reach)) " " (row.problem.as_deref().unwrap_or_default()) }
+            }
+        }
+    }
+}
+
+/// `--all`: the all-loops page.
+pub async fn all_loops(State(server): State<Arc<Server>>) -> Result<Response, Failure> {
+    blocking(move || {
+        let view = server.all_loops()?;
+        let subtitle = format!("every loop registered in {}", view.registry);
+        let page = layout("All loops", &subtitle, loops_section(&view, clock::now()));
+        Ok(Html(page.into_string()).into_response())
+    })
+    .await
+}
+
+/// `--all`: the rows alone, for the page's live refresh.
+pub async fn all_loops_live(State(server): State<Arc<Server>>) -> Result<Response, Failure> {
+    blocking(move || {
+        let view = server.all_loops()?;
+        Ok(Html(loops_section(&view, clock::now()).into_string()).into_response())
     })
     .await
 }

@@ -1,0 +1,214 @@
+//! The driver's turns as a person reads them: when each dispatch started,
+//! when it ended (settled or cancelled), how long it took, on which
+//! provider and how it ended. The dashboard's timeline and the all-loops
+//! page's last activity read it; `GET /api/turns` serves it.
+//!
+//! Owns: joining a dispatch's intent with its end in the driver journal,
+//! and a turn's duration (computed here once, never in an adapter or in
+//! the page's script). Does not own: what a turn cost (`crate::cost`), or
+//! the driver's bookkeeping (`loopx_core::driver`).
+
+use crate::loop_dir::LoopDir;
+use crate::AppError;
+use jiff::Timestamp;
+use loopx_core::driver::{self, DriverEvent, TurnOutcome};
+use serde::Serialize;
+
+/// One dispatched turn.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Turn {
+    pub dispatch_id: String,
+    /// The ledger iteration the turn was expected to record.
+    pub iteration: u64,
+    pub provider: String,
+    pub started_at: Timestamp,
+    /// When it settled or was cancelled; absent while it is open.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<Timestamp>,
+    /// Whole seconds from start to end; absent while it is open.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<u64>,
+    /// How it ended; absent while open, `cancelled` when cancelled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<TurnOutcome>,
+}
+
+/// Every turn of the loop, oldest first.
+#[derive(Debug, Clone, Serialize)]
+pub struct Turns {
+    pub status: &'static str,
+    pub turns: Vec<Turn>,
+}
+
+impl Turns {
+    /// The last turn that was expected to record `iteration` (a retried
+    /// iteration has several; the last is the one that counted).
+    pub fn for_iteration(&self, iteration: u64) -> Option<&Turn> {
+        self.turns.iter().rev().find(|t| t.iteration == iteration)
+    }
+
+    /// When the driver last did anything: the latest start or end.
+    pub fn last_activity(&self) -> Option<Timestamp> {
+        self.turns
+            .iter()
+            .map(|t| t.ended_at.unwrap_or(t.started_at))
+            .max()
+    }
+}
+
+/// The turns of the loop in `dir`, from one pass over the driver journal.
+pub fn turns(dir: &LoopDir) -> Result<Turns, AppError> {
+    let mut events = Vec::new();
+    dir.authority()
+        .store()
+        .journal(driver::STREAM, 0, &mut |entry| {
+            if let Ok(event) = serde_json::from_str::<DriverEvent>(&entry.event) {
+                events.push(event);
+            }
+            Ok(())
+        })
+        .map_err(anyhow::Error::new)?;
+    Ok(Turns {
+        status: "ok",
+        turns: join(events),
+    })
+}
+
+/// Each intent with the settlement or cancellation of the same dispatch.
+/// An end without an intent (a journal from before intents carried a
+/// start) is left out: it has no duration to show.
+pub fn join(events: impl IntoIterator<Item = DriverEvent>) -> Vec<Turn> {
+    let mut turns: Vec<Turn> = Vec::new();
+    let end = |turns: &mut Vec<Turn>, id: &str, at: Timestamp, outcome: TurnOutcome| {
+        if let Some(turn) = turns
+            .iter_mut()
+            .rev()
+            .find(|t| t.dispatch_id == id && t.ended_at.is_none())
+        {
+            turn.ended_at = Some(at);
+            // A clock stepped back between start and end reads as zero,
+            // never as a negative or wrapped duration.
+            turn.seconds = Some(at.duration_since(turn.started_at).as_secs().max(0) as u64);
+            turn.outcome = Some(outcome);
+        }
+    };
+    for event in events {
+        match event {
+            DriverEvent::Intended { intent } => turns.push(Turn {
+                dispatch_id: intent.dispatch_id,
+                iteration: intent.iteration,
+                provider: intent.provider,
+                started_at: intent.started_at,
+                ended_at: None,
+                seconds: None,
+                outcome: None,
+            }),
+            DriverEvent::Settled { settlement } => end(
+                &mut turns,
+                &settlement.dispatch_id,
+                settlement.settled_at,
+                settlement.outcome,
+            ),
+            DriverEvent::Cancelled {
+                dispatch_id, at, ..
+            } => end(&mut turns, &dispatch_id, at, TurnOutcome::Cancelled),
+            _ => {}
+        }
+    }
+    turns
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopx_core::driver::classify::{FailureClass, Usage};
+    use loopx_core::driver::{Intent, Settlement, Workspace};
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().unwrap()
+    }
+
+    fn intended(id: &str, iteration: u64, started: &str) -> DriverEvent {
+        DriverEvent::Intended {
+            intent: Box::new(Intent {
+                dispatch_id: id.into(),
+                iteration,
+                provider: "claude".into(),
+                prompt_digest: String::new(),
+                ledger_revision: 1,
+                iterations_before: iteration - 1,
+                workspace: Workspace {
+                    root: "/w".into(),
+                    head: None,
+                    changes: None,
+                },
+                log: format!("logs/{id}.log"),
+                started_at: at(started),
+            }),
+        }
+    }
+
+    fn settled(id: &str, iteration: u64, when: &str, outcome: TurnOutcome) -> DriverEvent {
+        DriverEvent::Settled {
+            settlement: Box::new(Settlement {
+                dispatch_id: id.into(),
+                iteration,
+                provider: "claude".into(),
+                outcome,
+                exit_status: Some(0),
+                usage: Usage::default(),
+                settled_at: at(when),
+                note: String::new(),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_turn_lasts_from_its_intent_to_its_settlement() {
+        let turns = join([
+            intended("d1", 1, "2026-12-03T10:00:00Z"),
+            settled("d1", 1, "2026-12-03T10:03:12Z", TurnOutcome::Advanced),
+            intended("d2", 2, "2026-12-03T10:04:00Z"),
+        ]);
+        assert_eq!(turns.len(), 2);
+        assert_eq!(turns[0].seconds, Some(192));
+        assert_eq!(turns[0].outcome, Some(TurnOutcome::Advanced));
+        assert_eq!(turns[1].seconds, None, "an open turn has no duration yet");
+    }
+
+    #[test]
+    fn a_retried_iteration_shows_its_last_turn_and_a_cancel_ends_one() {
+        let turns = Turns {
+            status: "ok",
+            turns: join([
+                intended("d1", 4, "2026-12-03T10:00:00Z"),
+                settled(
+                    "d1",
+                    4,
+                    "2026-12-03T10:00:05Z",
+                    TurnOutcome::Failed(FailureClass::Quota),
+                ),
+                intended("d2", 4, "2026-12-03T11:00:00Z"),
+                DriverEvent::Cancelled {
+                    dispatch_id: "d2".into(),
+                    reason: "operator".into(),
+                    at: at("2026-12-03T11:00:30Z"),
+                },
+            ]),
+        };
+        let last = turns.for_iteration(4).unwrap();
+        assert_eq!(last.dispatch_id, "d2");
+        assert_eq!(last.seconds, Some(30));
+        assert_eq!(last.outcome, Some(TurnOutcome::Cancelled));
+        assert_eq!(turns.last_activity(), Some(at("2026-12-03T11:00:30Z")));
+    }
+
+    #[test]
+    fn a_clock_stepped_back_reads_as_zero_seconds() {
+        let turns = join([
+            intended("d1", 1, "2026-12-03T10:00:10Z"),
+            settled("d1", 1, "2026-12-03T10:00:00Z", TurnOutcome::NoAdvance),
+        ]);
+        assert_eq!(turns[0].seconds, Some(0));
+    }
+}
