@@ -1305,6 +1305,43 @@ fn serve_all_never_follows_a_planted_entry_or_symlink_out() {
 }
 
 #[test]
+fn serve_without_a_dir_lists_every_loop_and_all_overrides_loopx_dir() {
+    let f = Fixture::new();
+    f.init(10, &[]);
+    let armed = armed_loop(&f, "second");
+    let with_loopx_dir = |which: &[&str]| {
+        let mut serve = Command::new(common::loopx_path());
+        serve
+            .arg("serve")
+            .args(which)
+            .args(["--addr", "127.0.0.1:0", "--json"])
+            .env("LOOPX_REGISTRY_DIR", &f.registry)
+            .env("LOOPX_DIR", f.d())
+            .env_remove("LOOPX_SERVE_TOKEN")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        started(serve.spawn().unwrap())
+    };
+
+    // Neither --dir nor LOOPX_DIR: the all-loops page, as with --all.
+    let loops = started(spawn_on(&f, &[], &["--json"]))
+        .get("/api/loops")
+        .json();
+    assert_eq!(loops["count"], 1, "{loops}");
+    assert_eq!(row_of(&loops, &armed)["reach"], "readable");
+    // LOOPX_DIR names one loop; --all still lists them all.
+    let loops = with_loopx_dir(&["--all"]).get("/api/loops").json();
+    assert_eq!(loops["count"], 1, "{loops}");
+    // LOOPX_DIR alone serves that loop.
+    let status = with_loopx_dir(&[]).get("/api/status").json();
+    assert_eq!(
+        status["dir"].as_str().map(std::path::Path::new),
+        Some(f.dir.as_path()),
+        "{status}"
+    );
+}
+
+#[test]
 fn serve_all_and_a_dir_are_one_or_the_other() {
     let f = Fixture::new();
     f.init(10, &[]);

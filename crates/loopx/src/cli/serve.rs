@@ -1,16 +1,16 @@
 //! serve and dashboard.
 
-use super::ledger::DirArgs;
 use super::Reply;
 use anyhow::Result;
 use clap::Args;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
-/// Serve the HTTP JSON API and the web dashboard for a loop, or with
-/// --all for every loop registered on this machine (`dashboard` also opens
-/// a browser).
+/// Serve the HTTP JSON API and the web dashboard for the loop in --dir, or,
+/// without --dir (or with --all), for every loop registered on this machine
+/// (`dashboard` also opens a browser).
 ///
-/// --all lists each loop `loopx drive` ran here or `loopx arm` armed, with
+/// The all-loops page lists each loop `loopx drive` ran here or `loopx arm` armed, with
 /// its health, last activity and budgets, and serves each one's own
 /// dashboard under /loops/<id>/, all behind one credential: the token in
 /// serve.token beside the registry (not any loop's own). Registry files
@@ -27,9 +27,11 @@ use std::net::SocketAddr;
 /// login_url), never the token.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    #[command(flatten)]
-    pub dir: DirArgs,
-    /// Every registered loop instead of the one in --dir.
+    /// The loop directory to serve (default: LOOPX_DIR); without either,
+    /// every registered loop.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Every registered loop, even where LOOPX_DIR names one.
     #[arg(long, conflicts_with = "dir")]
     pub all: bool,
     #[command(flatten)]
@@ -49,7 +51,15 @@ pub struct ServeArgs {
 
 pub fn serve(args: &ServeArgs, open_browser: bool, json: bool) -> Result<Reply> {
     crate::serve::serve(crate::serve::Options {
-        dir: (!args.all).then(|| args.dir.dir.clone()),
+        // LOOPX_DIR is read here rather than by clap so that --all can
+        // override it while still refusing an explicit --dir.
+        dir: match args.all {
+            true => None,
+            false => args
+                .dir
+                .clone()
+                .or_else(|| std::env::var_os("LOOPX_DIR").map(PathBuf::from)),
+        },
         registry_dir: args.registry.registry_dir.clone(),
         addr: args.addr,
         allow_remote: args.allow_remote,
