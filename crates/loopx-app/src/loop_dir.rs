@@ -9,6 +9,7 @@ use crate::{clock, fsutil};
 use anyhow::{bail, Result};
 use jiff::Timestamp;
 use loopx_core::driver::{self, DriverOwner};
+use loopx_core::goal::frontier::{self, TodoOwner};
 use loopx_core::goal::GoalOwner;
 use loopx_core::ledger::arbiter::{arbitrate, Sentinels, Verdict};
 use loopx_core::ledger::audit::{Audit, Auditor, StreamAudit};
@@ -183,6 +184,16 @@ impl LoopDir {
                         problems.push(format!(
                             "the journal folds to goal {:?}, not the goal this stream is named for",
                             goal.goal_id
+                        ));
+                    }
+                    (problems, revision)
+                } else if frontier::is_todo_stream(&stream) {
+                    let (mut problems, revision, todo) =
+                        audit_stream::<TodoOwner>(store, &stream, "todo")?;
+                    if let Some(todo) = todo.filter(|t| !stream.ends_with(&format!("/{}", t.id))) {
+                        problems.push(format!(
+                            "the journal folds to todo {:?}, not the todo this stream is named for",
+                            todo.id
                         ));
                     }
                     (problems, revision)

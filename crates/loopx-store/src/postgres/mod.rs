@@ -345,6 +345,33 @@ impl Store for PostgresStore {
         }))
     }
 
+    fn load_prefixed(&self, prefix: &str) -> Result<Vec<(String, Snapshot)>, StoreError> {
+        // left() compares the exact characters: LIKE would read `_` and `%`
+        // in the prefix as wildcards, and a range would follow the
+        // database's collation rather than the bytes.
+        let rows = self
+            .client
+            .borrow_mut()
+            .query(
+                "SELECT stream, revision, state FROM snapshots
+                 WHERE left(stream, length($1)) = $1 ORDER BY stream COLLATE \"C\"",
+                &[&prefix],
+            )
+            .map_err(|e| self.fail(e))?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                (
+                    row.get(0),
+                    Snapshot {
+                        revision: from_sql(row.get(1)),
+                        state: row.get(2),
+                    },
+                )
+            })
+            .collect())
+    }
+
     fn revision(&self, stream: &Stream) -> Result<u64, StoreError> {
         let row = self
             .client
