@@ -5,6 +5,7 @@
 //! (views, rewritten after every commit), `proof_artifacts/`, and the
 //! operator's sentinels `STOP_REQUESTED`, `BLOCKED`, `PAUSE`.
 
+use crate::goal::GoalCache;
 use crate::{clock, fsutil};
 use anyhow::{bail, Result};
 use jiff::Timestamp;
@@ -40,6 +41,8 @@ pub type BoxedStore = Box<dyn Store + Send>;
 pub struct LoopDir {
     root: PathBuf,
     store: BoxedStore,
+    /// The goal snapshot last read, by revision (see [`GoalCache`]).
+    pub(crate) goal_cache: GoalCache,
 }
 
 /// A ledger as read, with the revision it was read at.
@@ -77,7 +80,11 @@ impl LoopDir {
                     return Err(missing_loop(dir));
                 }
                 let store = Locator::sqlite(&root.join(DATABASE)).open(access)?;
-                Ok(LoopDir { root, store })
+                Ok(LoopDir {
+                    root,
+                    store,
+                    goal_cache: GoalCache::default(),
+                })
             }
         }
     }
@@ -89,7 +96,11 @@ impl LoopDir {
         // report, whatever the directory holds.
         let store = locator.open(access)?;
         let root = dir.canonicalize().map_err(|_| missing_loop(dir))?;
-        Ok(LoopDir { root, store })
+        Ok(LoopDir {
+            root,
+            store,
+            goal_cache: GoalCache::default(),
+        })
     }
 
     /// Create the directory, `proof_artifacts/` and the database for `init`.
@@ -107,7 +118,11 @@ impl LoopDir {
         let locator = locator.unwrap_or_else(|| Locator::sqlite(&root.join(DATABASE)));
         let store = locator.open(Access::Create)?;
         fsutil::create_private_dir(&root.join(PROOF_ARTIFACTS))?;
-        Ok(LoopDir { root, store })
+        Ok(LoopDir {
+            root,
+            store,
+            goal_cache: GoalCache::default(),
+        })
     }
 
     /// Fold recent commits into the store's main file (see

@@ -140,3 +140,47 @@ fn validate_audits_each_todo_stream_against_its_journal() {
     assert!(!output.status.success(), "{said}");
     assert!(said.contains("todo:main#1/t1"), "{said}");
 }
+
+/// A process that claims one todo after another keeps the goal it read
+/// (claims no longer change it) but never past a goal write: an objective
+/// revision committed by another process meanwhile fences its next claim.
+#[test]
+fn a_claimer_that_keeps_its_goal_still_sees_the_next_goal_write() {
+    use loopx_app::goal::acceptance;
+    use loopx_app::goal::todo as todos;
+    use loopx_app::goal::{GoalTarget, Submit};
+    use loopx_app::loop_dir::LoopDir;
+    use loopx_core::goal::objective::ObjectiveDocument;
+
+    let f = Fixture::new();
+    f.init(10, &[]);
+    for title in ["one", "two"] {
+        ok(&f, None, &["todo", "add", "--title", title]);
+    }
+    let locator = Locator::parse(&format!("sqlite:{}/loopx.sqlite", f.d())).unwrap();
+    let open = || LoopDir::open_at(&f.dir, &locator, Access::ReadWrite).unwrap();
+    let (claimer, owner) = (open(), open());
+    let op = || loopx_app::operation::generate();
+    let owner_target = GoalTarget::owner_of_default();
+    for agent in ["a", "b"] {
+        acceptance::register_agent(&owner, &owner_target, agent.into(), &op()).unwrap();
+    }
+    let agent = GoalTarget {
+        actor: Actor::Agent("a".into()),
+        ..GoalTarget::owner_of_default()
+    };
+    todos::claim(&claimer, &agent, "t1", 600, "", &op()).unwrap();
+    let read_at = owner.goal("main").unwrap().revision;
+    let document = ObjectiveDocument {
+        objective: "a wider objective".into(),
+        reason: "scope grew".into(),
+        source_ref: "msg-1".into(),
+    };
+    let how = Submit::Execute(op());
+    acceptance::revise_objective(&owner, &owner_target, document, read_at, &how).unwrap();
+    let refused = todos::claim(&claimer, &agent, "t2", 600, "", &op()).unwrap_err();
+    assert!(
+        format!("{refused:#}").contains("adopt"),
+        "the claim went through on a goal read before the revision: {refused:#}"
+    );
+}

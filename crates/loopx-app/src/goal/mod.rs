@@ -32,13 +32,39 @@ use loopx_core::ledger::Ledger;
 use loopx_core::operation::{OperationId, Owner as _};
 use loopx_store::sqlite::Access;
 use loopx_store::{decide_at, AuthorityError, Loaded, Preview, Receipt, Step};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// A goal as read. `revision` 0 means the loop's default goal was never
 /// written yet and this is what its first write will create.
 pub struct GoalReading {
     pub revision: u64,
     pub goal: Goal,
+}
+
+/// The goal snapshot this loop handle read last, with its stream and
+/// revision. A snapshot at a revision never changes, and todo transitions
+/// no longer write the goal, so a process that claims one todo after
+/// another re-reads only the goal's revision (a small query) instead of the
+/// whole goal for every claim. Not state: every use checks the revision
+/// against the store first.
+#[derive(Default)]
+pub struct GoalCache(RefCell<Option<(String, u64, Arc<Goal>)>>);
+
+impl GoalCache {
+    fn get(&self, stream: &str, revision: u64) -> Option<Arc<Goal>> {
+        match &*self.0.borrow() {
+            Some((cached, at, goal)) if cached == stream && *at == revision => Some(goal.clone()),
+            _ => None,
+        }
+    }
+
+    fn put(&self, stream: &str, revision: u64, goal: Goal) -> Arc<Goal> {
+        let goal = Arc::new(goal);
+        *self.0.borrow_mut() = Some((stream.to_owned(), revision, goal.clone()));
+        goal
+    }
 }
 
 /// Which goal a write acts on, as whom, and which lifetime the caller read.
@@ -155,6 +181,24 @@ impl LoopDir {
         }
     }
 
+    /// The goal `goal_id` as its stream holds it (no todo streams
+    /// composed), created first if it is the loop's default goal and was
+    /// never written; from [`GoalCache`] when the revision is unchanged.
+    fn stored_goal(&self, goal_id: &str) -> Result<Arc<Goal>> {
+        let stream = goal::stream(goal_id);
+        let mut revision = self.authority().store().revision(&stream)?;
+        if revision == 0 {
+            self.ensure_goal(goal_id)?;
+            revision = self.authority().store().revision(&stream)?;
+        }
+        if let Some(goal) = self.goal_cache.get(&stream, revision) {
+            return Ok(goal);
+        }
+        let loaded = self.authority().load::<GoalOwner>(&stream)?;
+        let goal = loaded.state.ok_or_else(|| no_such_goal(goal_id))?;
+        Ok(self.goal_cache.put(&stream, loaded.revision, goal))
+    }
+
     /// Make sure the goal a write targets exists in the store.
     fn ensure_goal(&self, goal_id: &str) -> Result<()> {
         let stream = goal::stream(goal_id);
@@ -199,7 +243,6 @@ impl LoopDir {
         id: &OperationId,
         command: &GoalCommand,
     ) -> Result<Receipt<GoalReceipt>> {
-        self.ensure_goal(goal_id)?;
         let now = clock::now();
         let authority = self.authority();
         let goal_stream = goal::stream(goal_id);
@@ -215,6 +258,7 @@ impl LoopDir {
             GoalRequest::Todo { .. } | GoalRequest::Writeback { .. }
         );
         if !keeps_todos {
+            self.ensure_goal(goal_id)?;
             // Decided on the goal as composed with its todos' streams,
             // read first: the rules that look at todos see their state.
             let live = match authority.load::<GoalOwner>(&goal_stream)?.state {
@@ -235,10 +279,7 @@ impl LoopDir {
         if let Some(receipt) = authority.replay(&goal_step(command))? {
             return Ok(receipt);
         }
-        let goal = authority
-            .load::<GoalOwner>(&goal_stream)?
-            .state
-            .ok_or_else(|| no_such_goal(goal_id))?;
+        let goal = self.stored_goal(goal_id)?;
         let context = TodoContext { now, goal: &goal };
         if let GoalRequest::Todo { id: todo_id, .. } = &command.request {
             let stream = frontier::stream(&goal.instance_id, todo_id);
