@@ -184,3 +184,47 @@ fn a_claimer_that_keeps_its_goal_still_sees_the_next_goal_write() {
         "the claim went through on a goal read before the revision: {refused:#}"
     );
 }
+
+/// A writeback is kept in the goal (its note) and in each todo it names:
+/// repeating it exactly is a replay of all of it, and reusing its
+/// operation id for another writeback is refused; neither writes.
+#[test]
+fn a_writeback_across_streams_replays_whole_and_refuses_a_reused_id() {
+    let f = Fixture::new();
+    f.init(10, &[]);
+    ok(&f, None, &["todo", "add", "--title", "one"]);
+    ok(&f, None, &["todo", "add", "--title", "two"]);
+    ok(&f, Some("a"), &["todo", "claim", "t1"]);
+    let writeback = |todo: &str| {
+        run(
+            &f,
+            Some("a"),
+            &[
+                "refresh-state",
+                "--note",
+                "turn done",
+                "--complete",
+                todo,
+                "--operation-id",
+                "turn-1",
+            ],
+        )
+    };
+    let (done, first, stderr) = writeback("t1");
+    assert!(done, "{stderr}");
+    assert_eq!(first["replayed"], false);
+    assert_eq!(
+        first["effects"],
+        serde_json::json!(["todo_completed", "note_recorded"])
+    );
+    let before = f.fingerprint();
+    let (again, replay, stderr) = writeback("t1");
+    assert!(again, "{stderr}");
+    assert_eq!(replay["replayed"], true, "{replay}");
+    assert_eq!(replay["effects"], first["effects"]);
+    assert_eq!(f.fingerprint(), before, "a replay writes nothing");
+    let (reused, _, stderr) = writeback("t2");
+    assert!(!reused && stderr.contains("turn-1"), "{stderr}");
+    assert_eq!(f.fingerprint(), before, "a refusal writes nothing");
+    f.assert_valid();
+}

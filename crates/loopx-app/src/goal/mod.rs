@@ -276,8 +276,15 @@ impl LoopDir {
         }
         // Committed before todos had streams of their own (the whole
         // request on the goal stream): a retry is that commit's replay.
-        if let Some(receipt) = authority.replay(&goal_step(command))? {
-            return Ok(receipt);
+        match authority.replay(&goal_step(command)) {
+            Ok(Some(receipt)) => return Ok(receipt),
+            Ok(None) => {}
+            // A writeback kept across streams stores only its note part on
+            // the goal under this id: the group below replays that, or
+            // refuses the id if it was used for anything else.
+            Err(AuthorityError::Conflict { .. })
+                if matches!(command.request, GoalRequest::Writeback { .. }) => {}
+            Err(error) => return Err(error.into()),
         }
         let goal = self.stored_goal(goal_id)?;
         let context = TodoContext { now, goal: &goal };
