@@ -24,8 +24,8 @@ pub use authority::{
 };
 pub use locator::Locator;
 
-/// The name of one independently versioned piece of state (`ledger`, later
-/// `goal:<id>`).
+/// The name of one independently versioned piece of state (`ledger`,
+/// `goal:<id>`, a todo's `todo:<goal instance>/<todo id>`).
 pub type Stream = str;
 
 /// A snapshot as stored: its revision and its canonical JSON text.

@@ -22,9 +22,12 @@ mod pg_server;
 
 use goal_support::*;
 use ledger::{append, init, run};
+use loopx_core::goal::todo::TodoStatus;
 use loopx_core::ledger::{LedgerReceipt, STREAM};
 use loopx_store::sqlite::Access;
-use loopx_store::{failpoint, AuthorityError, Commit, Either, Locator, Store, StoreError};
+use loopx_store::{
+    failpoint, Authority, AuthorityError, Commit, Either, Locator, Store, StoreError,
+};
 
 type Boxed = Box<dyn Store + Send>;
 
@@ -65,6 +68,7 @@ conformance!(
     racing_connections_admit_one_claim_per_todo_and_every_distinct_claim,
     the_adoption_fence_refuses_new_work_until_the_agent_adopts,
     a_writeback_finishes_a_leased_todo_and_notes_it_in_one_commit,
+    racing_writebacks_are_never_lost,
     a_stale_base_is_refused_without_a_write,
 );
 
@@ -585,4 +589,58 @@ fn a_stale_base_is_refused_without_a_write(locator: &str) {
     };
     goal_command(&*store, "add-3", &fresh).unwrap();
     assert_eq!(store.revision(GOAL_STREAM).unwrap(), now + 1);
+}
+
+fn racing_writebacks_are_never_lost(locator: &str) {
+    const WRITERS: usize = 6;
+    const EACH: usize = 4;
+    let store = open(locator, Access::Create);
+    let goal = goal_with_todos(&*store, WRITERS * EACH);
+    let goal_revision = store.revision(GOAL_STREAM).unwrap();
+    let threads: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let (locator, goal) = (locator.to_owned(), goal.clone());
+            std::thread::spawn(move || {
+                let store = open(&locator, Access::ReadWrite);
+                let agent = format!("agent{w}");
+                for i in 0..EACH {
+                    let todo = format!("t{}", w * EACH + i + 1);
+                    claim(&*store, &goal, &agent, &todo, 600, at(0)).unwrap();
+                    // Every writeback's note lands on the one goal stream:
+                    // they race there, and each must land exactly once.
+                    writeback(
+                        &*store,
+                        &goal,
+                        &agent,
+                        &format!("wb-{todo}"),
+                        &[(&todo, TodoAction::Complete)],
+                        at(1),
+                    )
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    let ops: Vec<String> = journal_ops(&*store, GOAL_STREAM)
+        .into_iter()
+        .skip(goal_revision as usize)
+        .map(|(_, op)| op)
+        .collect();
+    assert_eq!(ops.len(), WRITERS * EACH, "{ops:?}");
+    for n in 1..=WRITERS * EACH {
+        let todo = format!("t{n}");
+        assert!(
+            ops.contains(&format!("wb-{todo}")),
+            "the note of {todo} was lost"
+        );
+        let state = Authority::new(&*store)
+            .load::<TodoOwner>(&todo_stream(&goal, &todo))
+            .unwrap()
+            .state
+            .unwrap();
+        assert_eq!(state.status, TodoStatus::Done, "{todo}");
+    }
 }
