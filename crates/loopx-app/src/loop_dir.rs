@@ -5,10 +5,12 @@
 //! (views, rewritten after every commit), `proof_artifacts/`, and the
 //! operator's sentinels `STOP_REQUESTED`, `BLOCKED`, `PAUSE`.
 
+use crate::goal::GoalCache;
 use crate::{clock, fsutil};
 use anyhow::{bail, Result};
 use jiff::Timestamp;
 use loopx_core::driver::{self, DriverOwner};
+use loopx_core::goal::frontier::{self, TodoOwner};
 use loopx_core::goal::GoalOwner;
 use loopx_core::ledger::arbiter::{arbitrate, Sentinels, Verdict};
 use loopx_core::ledger::audit::{Audit, Auditor, StreamAudit};
@@ -39,6 +41,8 @@ pub type BoxedStore = Box<dyn Store + Send>;
 pub struct LoopDir {
     root: PathBuf,
     store: BoxedStore,
+    /// The goal snapshot last read, by revision (see [`GoalCache`]).
+    pub(crate) goal_cache: GoalCache,
 }
 
 /// A ledger as read, with the revision it was read at.
@@ -76,7 +80,11 @@ impl LoopDir {
                     return Err(missing_loop(dir));
                 }
                 let store = Locator::sqlite(&root.join(DATABASE)).open(access)?;
-                Ok(LoopDir { root, store })
+                Ok(LoopDir {
+                    root,
+                    store,
+                    goal_cache: GoalCache::default(),
+                })
             }
         }
     }
@@ -88,7 +96,11 @@ impl LoopDir {
         // report, whatever the directory holds.
         let store = locator.open(access)?;
         let root = dir.canonicalize().map_err(|_| missing_loop(dir))?;
-        Ok(LoopDir { root, store })
+        Ok(LoopDir {
+            root,
+            store,
+            goal_cache: GoalCache::default(),
+        })
     }
 
     /// Create the directory, `proof_artifacts/` and the database for `init`.
@@ -106,7 +118,11 @@ impl LoopDir {
         let locator = locator.unwrap_or_else(|| Locator::sqlite(&root.join(DATABASE)));
         let store = locator.open(Access::Create)?;
         fsutil::create_private_dir(&root.join(PROOF_ARTIFACTS))?;
-        Ok(LoopDir { root, store })
+        Ok(LoopDir {
+            root,
+            store,
+            goal_cache: GoalCache::default(),
+        })
     }
 
     /// Fold recent commits into the store's main file (see
@@ -183,6 +199,16 @@ impl LoopDir {
                         problems.push(format!(
                             "the journal folds to goal {:?}, not the goal this stream is named for",
                             goal.goal_id
+                        ));
+                    }
+                    (problems, revision)
+                } else if frontier::is_todo_stream(&stream) {
+                    let (mut problems, revision, todo) =
+                        audit_stream::<TodoOwner>(store, &stream, "todo")?;
+                    if let Some(todo) = todo.filter(|t| !stream.ends_with(&format!("/{}", t.id))) {
+                        problems.push(format!(
+                            "the journal folds to todo {:?}, not the todo this stream is named for",
+                            todo.id
                         ));
                     }
                     (problems, revision)

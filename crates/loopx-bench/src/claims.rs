@@ -10,10 +10,14 @@
 //! - per process: N workers each running `loopx todo claim` processes one
 //!   after another (spawn to exit, what an agent on a host sees).
 //!
-//! Reports claims/s and the p50/p99 latency of one claim. Every claim on one
-//! goal contends for that goal's snapshot row, so N > 1 measures the CAS
-//! under contention (a loser re-reads and retries inside the authority).
-//! It owns no rule; it is not run by `cargo test`.
+//! Reports claims/s and the p50/p99 latency of one claim. Each todo keeps
+//! its lease in a stream of its own (`loopx_core::goal::frontier`), so
+//! claims of distinct todos never invalidate each other: N > 1 measures how
+//! well the backend commits independent transactions side by side
+//! (PostgreSQL groups their WAL flushes; SQLite takes one writer at a
+//! time). The "failed" column counts claims that gave up (the authority's
+//! bounded retries), which should now stay 0. It owns no rule; it is not
+//! run by `cargo test`.
 
 use crate::Result;
 use loopx_app::goal::todo as todos;

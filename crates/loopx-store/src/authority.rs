@@ -94,6 +94,16 @@ pub type PairResult<A, B> = Result<
     AuthorityError<Either<<A as Owner>::Error, <B as Owner>::Error>>,
 >;
 
+/// The outcome of [`Authority::execute_group`]: every receipt, or why no
+/// part was written.
+pub type GroupResult<A, B> = Result<
+    (
+        Executed<<A as Owner>::Receipt>,
+        Vec<Executed<<B as Owner>::Receipt>>,
+    ),
+    AuthorityError<Either<<A as Owner>::Error, <B as Owner>::Error>>,
+>;
+
 #[derive(Debug, thiserror::Error)]
 pub enum AuthorityError<E> {
     /// The owner refused the request; nothing was written.
@@ -235,61 +245,99 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
         second: &Step<'_, '_, B>,
         now: Timestamp,
     ) -> PairResult<A, B> {
-        if first.stream == second.stream {
+        let (a, mut b) = self.execute_group(first, std::slice::from_ref(second), now)?;
+        Ok((a, b.pop().expect("one receipt per step")))
+    }
+
+    /// [`execute_pair`](Self::execute_pair) for one operation of owner `A`
+    /// and any number of owner `B`'s, each on its own stream, all in one
+    /// store transaction: a goal's writeback note and the todos it
+    /// finishes, each kept in its own stream. Same replay rules: the exact
+    /// group again writes nothing; a group of which some parts were once
+    /// committed and others would write now is refused, naming one of each.
+    pub fn execute_group<A: Owner, B: Owner>(
+        &self,
+        first: &Step<'_, '_, A>,
+        rest: &[Step<'_, '_, B>],
+        now: Timestamp,
+    ) -> GroupResult<A, B> {
+        let streams: Vec<&Stream> = std::iter::once(first.stream)
+            .chain(rest.iter().map(|step| step.stream))
+            .collect();
+        if let Some(twice) = streams
+            .iter()
+            .enumerate()
+            .find_map(|(i, s)| streams[..i].contains(s).then_some(*s))
+        {
             return Err(StoreError::Backend(format!(
-                "a paired operation writes two streams, but both halves name {}",
-                first.stream
+                "a grouped operation writes each stream once, but two parts name {twice}"
             ))
             .into());
         }
         let first_digest = request_digest(first.request);
-        let second_digest = request_digest(second.request);
-        let (a, b) = (first_digest.as_str(), second_digest.as_str());
+        let rest_digests: Vec<String> = rest
+            .iter()
+            .map(|step| request_digest(step.request).as_str().to_owned())
+            .collect();
+        let a = first_digest.as_str();
         let mut backoff = Backoff::new();
         for _ in 0..MAX_ATTEMPTS {
             let done_a = self.replayed(first, a).map_err(|e| e.map(Either::First))?;
-            let done_b = self
-                .replayed(second, b)
-                .map_err(|e| e.map(Either::Second))?;
             let prepared_a = match done_a {
                 Some(_) => None,
                 None => Some(self.prepare(first, now).map_err(|e| e.map(Either::First))?),
             };
-            let prepared_b = match done_b {
-                Some(_) => None,
-                None => Some(
-                    self.prepare(second, now)
-                        .map_err(|e| e.map(Either::Second))?,
-                ),
-            };
-            let commit_a = prepared_a.as_ref().and_then(|p| p.commit(first, a));
-            let commit_b = prepared_b.as_ref().and_then(|p| p.commit(second, b));
-            // One half committed earlier, the other would write now: the
-            // pair was split once; completing it here would hide that.
-            let split = match (&done_a, &done_b) {
-                (Some(_), None) if commit_b.is_some() => Some((
-                    first.stream,
-                    first.operation_id,
-                    second.stream,
-                    second.operation_id,
-                )),
-                (None, Some(_)) if commit_a.is_some() => Some((
-                    second.stream,
-                    second.operation_id,
-                    first.stream,
-                    first.operation_id,
-                )),
-                _ => None,
-            };
-            if let Some((committed_stream, committed, missing_stream, missing)) = split {
+            let mut done_rest = Vec::with_capacity(rest.len());
+            let mut prepared_rest = Vec::with_capacity(rest.len());
+            for (step, digest) in rest.iter().zip(&rest_digests) {
+                let done = self
+                    .replayed(step, digest)
+                    .map_err(|e| e.map(Either::Second))?;
+                prepared_rest.push(match done {
+                    Some(_) => None,
+                    None => Some(self.prepare(step, now).map_err(|e| e.map(Either::Second))?),
+                });
+                done_rest.push(done);
+            }
+            let mut commits: Vec<Commit<'_>> = Vec::with_capacity(rest.len() + 1);
+            // Which parts were committed before, and which would write now
+            // (stream and operation id of each, for the message).
+            let mut committed = Vec::new();
+            let mut writing = Vec::new();
+            let part = |stream: &Stream, id: &OperationId| (stream.to_owned(), id.clone());
+            if done_a.is_some() {
+                committed.push(part(first.stream, first.operation_id));
+            }
+            if let Some(commit) = prepared_a.as_ref().and_then(|p| p.commit(first, a)) {
+                writing.push(part(first.stream, first.operation_id));
+                commits.push(commit);
+            }
+            for (((step, digest), done), prepared) in rest
+                .iter()
+                .zip(&rest_digests)
+                .zip(&done_rest)
+                .zip(&prepared_rest)
+            {
+                if done.is_some() {
+                    committed.push(part(step.stream, step.operation_id));
+                }
+                if let Some(commit) = prepared.as_ref().and_then(|p| p.commit(step, digest)) {
+                    writing.push(part(step.stream, step.operation_id));
+                    commits.push(commit);
+                }
+            }
+            // Some part committed earlier, another would write now: the
+            // group was split once; completing it here would hide that.
+            if let (Some((committed_stream, committed)), Some((missing_stream, missing))) =
+                (committed.first(), writing.first())
+            {
                 return Err(AuthorityError::PartiallyCommitted {
                     committed: committed.clone(),
-                    committed_stream: committed_stream.to_owned(),
+                    committed_stream: committed_stream.clone(),
                     missing: missing.clone(),
-                    missing_stream: missing_stream.to_owned(),
+                    missing_stream: missing_stream.clone(),
                 });
             }
-            let commits: Vec<Commit<'_>> = commit_a.into_iter().chain(commit_b).collect();
             let outcome = match commits.as_slice() {
                 [] => Ok(()),
                 [one] => self.store.commit(one).map(drop),
@@ -298,8 +346,14 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
             match outcome {
                 Ok(()) => {
                     let receipt_a = done_a.unwrap_or_else(|| prepared_a.expect("prepared").receipt);
-                    let receipt_b = done_b.unwrap_or_else(|| prepared_b.expect("prepared").receipt);
-                    return Ok((receipt_a, receipt_b));
+                    let receipts = done_rest
+                        .into_iter()
+                        .zip(prepared_rest)
+                        .map(|(done, prepared)| {
+                            done.unwrap_or_else(|| prepared.expect("prepared").receipt)
+                        })
+                        .collect();
+                    return Ok((receipt_a, receipts));
                 }
                 Err(StoreError::StaleRevision { .. } | StoreError::DuplicateOperation { .. }) => {
                     backoff.lost()
@@ -308,9 +362,21 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
             }
         }
         Err(AuthorityError::Contended {
-            stream: format!("{} and {}", first.stream, second.stream),
+            stream: streams.join(" and "),
             attempts: MAX_ATTEMPTS,
         })
+    }
+
+    /// The receipt `step`'s operation id already has on its stream, if it
+    /// was committed with this very request (a different request under the
+    /// id is a conflict); writes nothing. For a caller that moved where a
+    /// request is kept and must still answer a retry of one committed
+    /// where it used to be.
+    pub fn replay<O: Owner>(
+        &self,
+        step: &Step<'_, '_, O>,
+    ) -> Result<Option<Executed<O::Receipt>>, AuthorityError<O::Error>> {
+        self.replayed(step, request_digest(step.request).as_str())
     }
 
     /// The stored receipt of `step`'s operation id, if that id was
@@ -412,6 +478,16 @@ pub enum Either<A, B> {
     First(A),
     #[error(transparent)]
     Second(B),
+}
+
+impl<E> Either<E, E> {
+    /// The refusal, whichever half of a group of one owner's kind it came
+    /// from.
+    pub fn into_inner(self) -> E {
+        match self {
+            Either::First(e) | Either::Second(e) => e,
+        }
+    }
 }
 
 /// A decided operation, before its commit.

@@ -19,13 +19,13 @@ pub mod postgres;
 pub mod sqlite;
 
 pub use authority::{
-    decide_at, Authority, AuthorityError, Either, Executed, Loaded, PairResult, Preview, Receipt,
-    Step,
+    decide_at, Authority, AuthorityError, Either, Executed, GroupResult, Loaded, PairResult,
+    Preview, Receipt, Step,
 };
 pub use locator::Locator;
 
-/// The name of one independently versioned piece of state (`ledger`, later
-/// `goal:<id>`).
+/// The name of one independently versioned piece of state (`ledger`,
+/// `goal:<id>`, a todo's `todo:<goal instance>/<todo id>`).
 pub type Stream = str;
 
 /// A snapshot as stored: its revision and its canonical JSON text.
@@ -135,6 +135,11 @@ pub enum StoreError {
 pub trait Store {
     /// The latest snapshot of `stream`, or `None` if nothing was committed.
     fn load(&self, stream: &Stream) -> Result<Option<Snapshot>, StoreError>;
+
+    /// Every snapshot whose stream name starts with `prefix`, in name
+    /// order: the streams of one family read at once (a goal's todos,
+    /// `todo:main#1/`), rather than one round trip per stream.
+    fn load_prefixed(&self, prefix: &str) -> Result<Vec<(String, Snapshot)>, StoreError>;
 
     /// The revision of `stream` (0 if nothing was committed), without
     /// reading its snapshot.

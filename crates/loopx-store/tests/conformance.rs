@@ -4,20 +4,30 @@
 //!
 //! Owns the backend-independent contract: CAS and the refusal of a stale
 //! revision, operation replay and conflict, journal order, the atomic
-//! multi-stream commit, and at the Authority level budgets, replay, and
-//! concurrent writers from separate connections. Lease admission and expiry
-//! across processes are proved on the real binary (`crates/loopx/tests/
-//! lease_hosts.rs`), where they are decided.
+//! multi-stream commit, reading a family of streams by prefix, and at the
+//! Authority level budgets, replay, concurrent writers from separate
+//! connections, and the goal's rules as the store must carry them: lease
+//! admission and expiry on a todo's own stream (exclusive under racing
+//! connections, an expired lease taken over once), the adoption fence, a
+//! writeback that finishes a leased todo and notes it on the goal in one
+//! commit, and the refusal of a stale base. The same races across
+//! processes run on the real binary (`crates/loopx/tests/postgres.rs`).
 
+#[path = "support/goal.rs"]
+mod goal_support;
 #[path = "support/ledger.rs"]
 mod ledger;
 #[path = "support/pg_server.rs"]
 mod pg_server;
 
+use goal_support::*;
 use ledger::{append, init, run};
+use loopx_core::goal::todo::TodoStatus;
 use loopx_core::ledger::{LedgerReceipt, STREAM};
 use loopx_store::sqlite::Access;
-use loopx_store::{failpoint, AuthorityError, Commit, Locator, Store, StoreError};
+use loopx_store::{
+    failpoint, Authority, AuthorityError, Commit, Either, Locator, Store, StoreError,
+};
 
 type Boxed = Box<dyn Store + Send>;
 
@@ -53,6 +63,13 @@ conformance!(
     authority_enforces_the_budget,
     concurrent_connections_never_share_an_iteration,
     read_consistent_sees_one_state,
+    load_prefixed_reads_exactly_one_family_of_streams,
+    a_lease_is_exclusive_until_it_expires_and_then_taken_over_once,
+    racing_connections_admit_one_claim_per_todo_and_every_distinct_claim,
+    the_adoption_fence_refuses_new_work_until_the_agent_adopts,
+    a_writeback_finishes_a_leased_todo_and_notes_it_in_one_commit,
+    racing_writebacks_are_never_lost,
+    a_stale_base_is_refused_without_a_write,
 );
 
 fn open(locator: &str, access: Access) -> Boxed {
@@ -311,4 +328,319 @@ fn read_consistent_sees_one_state(locator: &str) {
         .unwrap();
     assert_eq!(seen, [1, 1, 1], "a commit made meanwhile stays invisible");
     assert_eq!(store.revision("s").unwrap(), 2);
+}
+
+fn load_prefixed_reads_exactly_one_family_of_streams(locator: &str) {
+    let store = open(locator, Access::Create);
+    // `_` and `%` are wildcards to LIKE; the prefix must match literally.
+    for (i, stream) in [
+        "todo:a_b/2",
+        "todo:aXb/1",
+        "todo:a_b/1",
+        "todo:a_b",
+        "todo:a%b/1",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        store
+            .commit(&commit(stream, 0, &format!("op{i}"), &i.to_string()))
+            .unwrap();
+    }
+    let family: Vec<(String, String)> = store
+        .load_prefixed("todo:a_b/")
+        .unwrap()
+        .into_iter()
+        .map(|(stream, snapshot)| (stream, snapshot.state))
+        .collect();
+    assert_eq!(
+        family,
+        [
+            ("todo:a_b/1".to_owned(), "2".to_owned()),
+            ("todo:a_b/2".to_owned(), "0".to_owned())
+        ]
+    );
+    assert!(store.load_prefixed("nothing/").unwrap().is_empty());
+}
+
+fn a_lease_is_exclusive_until_it_expires_and_then_taken_over_once(locator: &str) {
+    let store = open(locator, Access::Create);
+    let goal = goal_with_todos(&*store, 1);
+    claim(&*store, &goal, "a", "t1", 60, at(0)).unwrap();
+    let stream = todo_stream(&goal, "t1");
+    let before = store.revision(&stream).unwrap();
+    // Held: another agent is refused, its holder is named, nothing is written.
+    let refused = claim(&*store, &goal, "b", "t1", 60, at(59)).unwrap_err();
+    assert!(
+        matches!(&refused, AuthorityError::Rejected(GoalError::LeaseHeld { holder, .. }) if holder == "a"),
+        "{refused}"
+    );
+    assert_eq!(store.revision(&stream).unwrap(), before);
+    // Only the holder renews; a renewal moves the expiry.
+    let renew = TodoAction::Renew { ttl_seconds: 60 };
+    assert!(todo_action(&*store, &goal, "b", "t1", renew.clone(), at(30)).is_err());
+    todo_action(&*store, &goal, "a", "t1", renew, at(30)).unwrap();
+    assert!(claim(&*store, &goal, "b", "t1", 60, at(89)).is_err());
+    // Expired: the first claimer takes it over, the next one is refused.
+    claim(&*store, &goal, "b", "t1", 60, at(90)).unwrap();
+    assert!(claim(&*store, &goal, "c", "t1", 60, at(90)).is_err());
+    assert_eq!(holder(&*store, &goal, "t1", at(91)).as_deref(), Some("b"));
+    // The goal stream was not written by any of it: claims never contend
+    // with each other through it.
+    assert_eq!(store.revision(GOAL_STREAM).unwrap(), 2);
+}
+
+fn racing_connections_admit_one_claim_per_todo_and_every_distinct_claim(locator: &str) {
+    const CLAIMERS: usize = 8;
+    const EACH: usize = 10;
+    let store = open(locator, Access::Create);
+    let goal = goal_with_todos(&*store, CLAIMERS * EACH + 1);
+    let contested = format!("t{}", CLAIMERS * EACH + 1);
+    let threads: Vec<_> = (0..CLAIMERS)
+        .map(|c| {
+            let (locator, goal, contested) = (locator.to_owned(), goal.clone(), contested.clone());
+            std::thread::spawn(move || {
+                let store = open(&locator, Access::ReadWrite);
+                let agent = format!("agent{c}");
+                let won = claim(&*store, &goal, &agent, &contested, 600, at(0)).is_ok();
+                // Distinct todos never conflict: every one of these lands.
+                for i in 0..EACH {
+                    let todo = format!("t{}", c * EACH + i + 1);
+                    claim(&*store, &goal, &agent, &todo, 600, at(0)).unwrap();
+                }
+                won
+            })
+        })
+        .collect();
+    let winners = threads
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .filter(|won| *won)
+        .count();
+    assert_eq!(winners, 1, "the contested todo was claimed {winners} times");
+    for c in 0..CLAIMERS {
+        for i in 0..EACH {
+            let todo = format!("t{}", c * EACH + i + 1);
+            assert_eq!(
+                holder(&*store, &goal, &todo, at(1)),
+                Some(format!("agent{c}"))
+            );
+        }
+    }
+}
+
+fn the_adoption_fence_refuses_new_work_until_the_agent_adopts(locator: &str) {
+    let store = open(locator, Access::Create);
+    let goal = goal_with_todos(&*store, 2);
+    for agent in ["a", "b"] {
+        goal_op(
+            &*store,
+            &format!("register-{agent}"),
+            Actor::Owner,
+            GoalRequest::RegisterAgent {
+                agent_id: agent.into(),
+            },
+        )
+        .unwrap();
+    }
+    claim(&*store, &goal, "a", "t1", 600, at(0)).unwrap();
+    // The revision names the goal revision its author read.
+    let read_at = store.revision(GOAL_STREAM).unwrap();
+    goal_op(
+        &*store,
+        "revise",
+        Actor::Owner,
+        GoalRequest::ReviseObjective {
+            document: ObjectiveDocument {
+                objective: "a wider objective".into(),
+                reason: "scope grew".into(),
+                source_ref: "msg-1".into(),
+            },
+            expected_provider_revision: read_at,
+        },
+    )
+    .unwrap();
+    let goal = load_goal(&*store);
+    let stream = todo_stream(&goal, "t2");
+    let refused = claim(&*store, &goal, "b", "t2", 600, at(1)).unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            AuthorityError::Rejected(GoalError::NotAdopted { revision: 1, .. })
+        ),
+        "{refused}"
+    );
+    assert_eq!(
+        store.revision(&stream).unwrap(),
+        0,
+        "a refusal writes nothing"
+    );
+    // Work already held is not new work: its holder may still finish it.
+    todo_action(&*store, &goal, "a", "t1", TodoAction::Complete, at(2)).unwrap();
+    goal_op(
+        &*store,
+        "adopt-b",
+        Actor::Agent("b".into()),
+        GoalRequest::AdoptObjective {
+            revision: 1,
+            digest: objective::current_digest(&goal),
+            work_digest: objective::work_digest(&goal, "b"),
+            review_summary: "read the new scope".into(),
+        },
+    )
+    .unwrap();
+    let goal = load_goal(&*store);
+    claim(&*store, &goal, "b", "t2", 600, at(3)).unwrap();
+}
+
+fn a_writeback_finishes_a_leased_todo_and_notes_it_in_one_commit(locator: &str) {
+    let store = open(locator, Access::Create);
+    let goal = goal_with_todos(&*store, 2);
+    claim(&*store, &goal, "a", "t1", 600, at(0)).unwrap();
+    claim(&*store, &goal, "b", "t2", 600, at(0)).unwrap();
+    let revisions = |store: &dyn Store| {
+        [
+            store.revision(GOAL_STREAM).unwrap(),
+            store.revision(&todo_stream(&goal, "t1")).unwrap(),
+            store.revision(&todo_stream(&goal, "t2")).unwrap(),
+        ]
+    };
+    let before = revisions(&*store);
+    // One part is refused (t2 is b's): nothing of the writeback lands.
+    let refused = writeback(
+        &*store,
+        &goal,
+        "a",
+        "wb-1",
+        &[("t1", TodoAction::Complete), ("t2", TodoAction::Complete)],
+        at(1),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            AuthorityError::Rejected(Either::Second(GoalError::NotHolder { .. }))
+        ),
+        "{refused}"
+    );
+    assert_eq!(revisions(&*store), before);
+    // Its own todo only: the todo and the note land together, once.
+    let finish = |now| {
+        writeback(
+            &*store,
+            &goal,
+            "a",
+            "wb-2",
+            &[("t1", TodoAction::Complete)],
+            now,
+        )
+        .unwrap()
+    };
+    let (note, todos) = finish(at(1));
+    assert_eq!(note.body.effects, ["note_recorded"]);
+    assert_eq!(todos[0].body.effects, ["todo_completed"]);
+    let after = revisions(&*store);
+    assert_eq!(after, [before[0] + 1, before[1] + 1, before[2]]);
+    let (note, todos) = finish(at(5));
+    assert!(note.replayed && todos[0].replayed);
+    assert_eq!(revisions(&*store), after, "a replay writes nothing");
+    // Done is final: no later claim reopens it.
+    assert!(claim(&*store, &goal, "b", "t1", 600, at(700)).is_err());
+}
+
+fn a_stale_base_is_refused_without_a_write(locator: &str) {
+    let store = open(locator, Access::Create);
+    goal_with_todos(&*store, 1);
+    let read_at = store.revision(GOAL_STREAM).unwrap();
+    goal_op(
+        &*store,
+        "add-2",
+        Actor::Owner,
+        GoalRequest::AddTodo {
+            id: None,
+            title: "written meanwhile".into(),
+        },
+    )
+    .unwrap();
+    let now = store.revision(GOAL_STREAM).unwrap();
+    let stale = GoalCommand {
+        actor: Actor::Owner,
+        expected_instance: None,
+        request: GoalRequest::AddTodo {
+            id: None,
+            title: "based on the old read".into(),
+        },
+        base_revision: Some(read_at),
+    };
+    let refused = goal_command(&*store, "add-3", &stale).unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            AuthorityError::StaleBase { expected, actual, .. } if expected == read_at && actual == now
+        ),
+        "{refused}"
+    );
+    assert_eq!(store.revision(GOAL_STREAM).unwrap(), now);
+    assert!(store.receipt(GOAL_STREAM, "add-3").unwrap().is_none());
+    // Re-read and retried under the same operation id: it lands once.
+    let fresh = GoalCommand {
+        base_revision: Some(now),
+        ..stale
+    };
+    goal_command(&*store, "add-3", &fresh).unwrap();
+    assert_eq!(store.revision(GOAL_STREAM).unwrap(), now + 1);
+}
+
+fn racing_writebacks_are_never_lost(locator: &str) {
+    const WRITERS: usize = 6;
+    const EACH: usize = 4;
+    let store = open(locator, Access::Create);
+    let goal = goal_with_todos(&*store, WRITERS * EACH);
+    let goal_revision = store.revision(GOAL_STREAM).unwrap();
+    let threads: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let (locator, goal) = (locator.to_owned(), goal.clone());
+            std::thread::spawn(move || {
+                let store = open(&locator, Access::ReadWrite);
+                let agent = format!("agent{w}");
+                for i in 0..EACH {
+                    let todo = format!("t{}", w * EACH + i + 1);
+                    claim(&*store, &goal, &agent, &todo, 600, at(0)).unwrap();
+                    // Every writeback's note lands on the one goal stream:
+                    // they race there, and each must land exactly once.
+                    writeback(
+                        &*store,
+                        &goal,
+                        &agent,
+                        &format!("wb-{todo}"),
+                        &[(&todo, TodoAction::Complete)],
+                        at(1),
+                    )
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    let ops: Vec<String> = journal_ops(&*store, GOAL_STREAM)
+        .into_iter()
+        .skip(goal_revision as usize)
+        .map(|(_, op)| op)
+        .collect();
+    assert_eq!(ops.len(), WRITERS * EACH, "{ops:?}");
+    for n in 1..=WRITERS * EACH {
+        let todo = format!("t{n}");
+        assert!(
+            ops.contains(&format!("wb-{todo}")),
+            "the note of {todo} was lost"
+        );
+        let state = Authority::new(&*store)
+            .load::<TodoOwner>(&todo_stream(&goal, &todo))
+            .unwrap()
+            .state
+            .unwrap();
+        assert_eq!(state.status, TodoStatus::Done, "{todo}");
+    }
 }

@@ -21,19 +21,50 @@ use crate::clock;
 use crate::error::AppError;
 use crate::loop_dir::LoopDir;
 use anyhow::Result;
+use loopx_core::goal::frontier::{
+    self, ComposedContext, ComposedGoalOwner, TodoContext, TodoOwner,
+};
+use loopx_core::goal::todo::Todo;
 use loopx_core::goal::{
-    self, Actor, Goal, GoalCommand, GoalContext, GoalOwner, GoalReceipt, GoalRequest,
+    self, Actor, Goal, GoalCommand, GoalContext, GoalError, GoalOwner, GoalReceipt, GoalRequest,
 };
 use loopx_core::ledger::Ledger;
 use loopx_core::operation::{OperationId, Owner as _};
 use loopx_store::sqlite::Access;
-use loopx_store::{decide_at, Loaded, Preview, Receipt};
+use loopx_store::{decide_at, AuthorityError, Loaded, Preview, Receipt, Step};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// A goal as read. `revision` 0 means the loop's default goal was never
 /// written yet and this is what its first write will create.
 pub struct GoalReading {
     pub revision: u64,
     pub goal: Goal,
+}
+
+/// The goal snapshot this loop handle read last, with its stream and
+/// revision. A snapshot at a revision never changes, and todo transitions
+/// no longer write the goal, so a process that claims one todo after
+/// another re-reads only the goal's revision (a small query) instead of the
+/// whole goal for every claim. Not state: every use checks the revision
+/// against the store first.
+#[derive(Default)]
+pub struct GoalCache(RefCell<Option<(String, u64, Arc<Goal>)>>);
+
+impl GoalCache {
+    fn get(&self, stream: &str, revision: u64) -> Option<Arc<Goal>> {
+        match &*self.0.borrow() {
+            Some((cached, at, goal)) if cached == stream && *at == revision => Some(goal.clone()),
+            _ => None,
+        }
+    }
+
+    fn put(&self, stream: &str, revision: u64, goal: Goal) -> Arc<Goal> {
+        let goal = Arc::new(goal);
+        *self.0.borrow_mut() = Some((stream.to_owned(), revision, goal.clone()));
+        goal
+    }
 }
 
 /// Which goal a write acts on, as whom, and which lifetime the caller read.
@@ -121,13 +152,22 @@ fn no_such_goal(goal_id: &str) -> anyhow::Error {
 }
 
 impl LoopDir {
-    /// The goal `goal_id`, or what the default goal will be when first written.
+    /// The goal `goal_id`, or what the default goal will be when first
+    /// written; each todo as its own stream holds it ([`frontier`]).
+    /// `revision` is the goal stream's: what a goal write's base names.
     pub fn goal(&self, goal_id: &str) -> Result<GoalReading> {
         match self.authority().load::<GoalOwner>(&goal::stream(goal_id))? {
             Loaded {
                 revision,
-                state: Some(goal),
-            } => Ok(GoalReading { revision, goal }),
+                state: Some(mut goal),
+            } => {
+                // Read after the goal: a todo added meanwhile is not listed
+                // and its stream is ignored; a todo changed meanwhile shows
+                // its newer state, as a read a moment later would.
+                let live = self.live_todos(&goal.instance_id)?;
+                frontier::overlay(&mut goal, &live);
+                Ok(GoalReading { revision, goal })
+            }
             Loaded { state: None, .. } if goal_id == goal::DEFAULT_GOAL_ID => {
                 let (_, command, context) = bootstrap(&self.read()?.ledger);
                 let decided = GoalOwner::decide(None, &command, &context)?;
@@ -139,6 +179,24 @@ impl LoopDir {
             }
             Loaded { state: None, .. } => Err(no_such_goal(goal_id)),
         }
+    }
+
+    /// The goal `goal_id` as its stream holds it (no todo streams
+    /// composed), created first if it is the loop's default goal and was
+    /// never written; from [`GoalCache`] when the revision is unchanged.
+    fn stored_goal(&self, goal_id: &str) -> Result<Arc<Goal>> {
+        let stream = goal::stream(goal_id);
+        let mut revision = self.authority().store().revision(&stream)?;
+        if revision == 0 {
+            self.ensure_goal(goal_id)?;
+            revision = self.authority().store().revision(&stream)?;
+        }
+        if let Some(goal) = self.goal_cache.get(&stream, revision) {
+            return Ok(goal);
+        }
+        let loaded = self.authority().load::<GoalOwner>(&stream)?;
+        let goal = loaded.state.ok_or_else(|| no_such_goal(goal_id))?;
+        Ok(self.goal_cache.put(&stream, loaded.revision, goal))
     }
 
     /// Make sure the goal a write targets exists in the store.
@@ -156,23 +214,109 @@ impl LoopDir {
         Ok(())
     }
 
+    /// The todo streams of goal lifetime `instance_id`, by todo id.
+    fn live_todos(&self, instance_id: &str) -> Result<BTreeMap<String, Todo>> {
+        let mut live = BTreeMap::new();
+        let prefix = frontier::streams_of(instance_id);
+        for (stream, snapshot) in self.authority().store().load_prefixed(&prefix)? {
+            let todo: Todo =
+                serde_json::from_str(&snapshot.state).map_err(|error| AuthorityError::<
+                    GoalError,
+                >::Unreadable {
+                    stream: stream.clone(),
+                    revision: snapshot.revision,
+                    what: "snapshot",
+                    reason: error.to_string(),
+                })?;
+            live.insert(todo.id.clone(), todo);
+        }
+        Ok(live)
+    }
+
     /// Commit a goal command, creating the loop's default goal first if
-    /// this is its first write.
+    /// this is its first write. A todo transition commits to that todo's
+    /// stream, a writeback to the goal and each todo it names at once
+    /// ([`frontier`]); everything else to the goal stream.
     fn goal_execute(
         &self,
         goal_id: &str,
         id: &OperationId,
         command: &GoalCommand,
     ) -> Result<Receipt<GoalReceipt>> {
-        self.ensure_goal(goal_id)?;
         let now = clock::now();
-        Ok(self.authority().execute::<GoalOwner>(
-            &goal::stream(goal_id),
-            id,
-            command,
-            &GoalContext { now },
-            now,
-        )?)
+        let authority = self.authority();
+        let goal_stream = goal::stream(goal_id);
+        let goal_context = GoalContext { now };
+        let goal_step = |command| Step::<GoalOwner> {
+            stream: &goal_stream,
+            operation_id: id,
+            request: command,
+            context: &goal_context,
+        };
+        let keeps_todos = matches!(
+            &command.request,
+            GoalRequest::Todo { .. } | GoalRequest::Writeback { .. }
+        );
+        if !keeps_todos {
+            self.ensure_goal(goal_id)?;
+            // Decided on the goal as composed with its todos' streams,
+            // read first: the rules that look at todos see their state.
+            let live = match authority.load::<GoalOwner>(&goal_stream)?.state {
+                Some(goal) => self.live_todos(&goal.instance_id)?,
+                None => BTreeMap::new(),
+            };
+            let context = ComposedContext { now, live: &live };
+            return Ok(authority.execute::<ComposedGoalOwner>(
+                &goal_stream,
+                id,
+                command,
+                &context,
+                now,
+            )?);
+        }
+        // Committed before todos had streams of their own (the whole
+        // request on the goal stream): a retry is that commit's replay.
+        match authority.replay(&goal_step(command)) {
+            Ok(Some(receipt)) => return Ok(receipt),
+            Ok(None) => {}
+            // A writeback kept across streams stores only its note part on
+            // the goal under this id: the group below replays that, or
+            // refuses the id if it was used for anything else.
+            Err(AuthorityError::Conflict { .. })
+                if matches!(command.request, GoalRequest::Writeback { .. }) => {}
+            Err(error) => return Err(error.into()),
+        }
+        let goal = self.stored_goal(goal_id)?;
+        let context = TodoContext { now, goal: &goal };
+        if let GoalRequest::Todo { id: todo_id, .. } = &command.request {
+            let stream = frontier::stream(&goal.instance_id, todo_id);
+            return Ok(authority.execute::<TodoOwner>(&stream, id, command, &context, now)?);
+        }
+        let (goal_part, todo_parts) =
+            frontier::split_writeback(command)?.expect("a writeback splits");
+        let streams: Vec<String> = todo_parts
+            .iter()
+            .map(|part| match &part.request {
+                GoalRequest::Todo { id: todo_id, .. } => {
+                    frontier::stream(&goal.instance_id, todo_id)
+                }
+                _ => unreachable!("a writeback splits into todo requests"),
+            })
+            .collect();
+        let todo_steps: Vec<Step<'_, '_, TodoOwner>> = todo_parts
+            .iter()
+            .zip(&streams)
+            .map(|(request, stream)| Step {
+                stream,
+                operation_id: id,
+                request,
+                context: &context,
+            })
+            .collect();
+        let (note, todos) = authority
+            .execute_group(&goal_step(&goal_part), &todo_steps, now)
+            .map_err(|error| error.map(|either| either.into_inner()))?;
+        Ok(merge_writeback(note, todos))
     }
 
     /// What a goal command would do now; writes nothing, not even the
@@ -189,6 +333,41 @@ impl LoopDir {
             command,
             &GoalContext { now: clock::now() },
         )?)
+    }
+}
+
+/// One receipt for a writeback kept in several streams: the goal's (its
+/// revision, the goal's), with the todos' effects first, as a writeback
+/// committed to the goal alone listed them. It is a replay when every part
+/// that wrote was replayed, unchanged when no part wrote.
+fn merge_writeback(
+    note: Receipt<GoalReceipt>,
+    todos: Vec<Receipt<GoalReceipt>>,
+) -> Receipt<GoalReceipt> {
+    let parts = || std::iter::once(&note).chain(&todos);
+    let unchanged = parts().all(|part| part.unchanged);
+    let replayed =
+        parts().any(|part| part.replayed) && parts().all(|part| part.replayed || part.unchanged);
+    let wrote = parts().find(|part| !part.unchanged);
+    let (kind, committed_at) = match wrote {
+        Some(part) => ("goal.writeback".to_owned(), part.committed_at),
+        None => (note.kind.clone(), note.committed_at),
+    };
+    let effects = todos
+        .iter()
+        .flat_map(|part| part.body.effects.iter().cloned())
+        .chain(note.body.effects.iter().cloned())
+        .collect();
+    Receipt {
+        kind,
+        committed_at,
+        replayed,
+        unchanged,
+        body: GoalReceipt {
+            effects,
+            ..note.body
+        },
+        ..note
     }
 }
 

@@ -4,19 +4,25 @@
 //! the gaps planning must see.
 //!
 //! One snapshot per goal (stream `goal:<id>`), changed only through
-//! [`GoalOwner`]. Each event is a list of resolved facts ([`Change`]), so the
-//! fold is trivial and cannot disagree with what `decide` checked.
+//! [`GoalOwner`], plus one stream per todo that holds the todo's live state
+//! (status, lease, evidence) once it has changed, written by
+//! [`frontier::TodoOwner`] through the same rules; reads compose the two
+//! ([`frontier::overlay`]). Each goal event is a list of resolved facts
+//! ([`Change`]), so the fold is trivial and cannot disagree with what
+//! `decide` checked.
 //!
 //! Files by job: `actor` (who asks), `state` (the snapshot), `request`
 //! (commands and receipts), `error` (refusals), `owner` (decide), [`event`]
 //! (the fold); their types are re-exported here. Then one module per rule area
-//! (objective, outcome, todo, gap), the readbacks (inspect, continuation,
+//! (objective, outcome, todo, gap), where a todo's live state is kept
+//! ([`frontier`]: a stream per todo), the readbacks (inspect, continuation,
 //! task_body) and the field checks (input).
 
 mod actor;
 pub mod continuation;
 mod error;
 pub mod event;
+pub mod frontier;
 pub mod gap;
 pub mod input;
 pub mod inspect;

@@ -34,7 +34,8 @@ pub(super) fn receipt(goal: &Goal, effects: &[&str]) -> GoalReceipt {
     }
 }
 
-/// Decide one todo action (with its optional note) for `actor`.
+/// Decide one todo action (with its optional note) for `actor`, on the
+/// todo as the goal snapshot holds it.
 fn todo_changes(
     goal: &Goal,
     id: &str,
@@ -46,29 +47,60 @@ fn todo_changes(
     let todo = goal
         .todo(id)
         .ok_or_else(|| GoalError::NoTodo { id: id.to_owned() })?;
-    if action.acquires() {
-        ensure_adopted(goal, actor)?;
-    }
-    let transition = todo::decide(todo, action, actor, now)?;
+    let (transition, note) = decide_todo(goal, todo, action, note, actor, now)?;
     let mut changes = vec![Change::TodoChanged {
         id: id.to_owned(),
         transition,
     }];
-    if !note.trim().is_empty() {
+    if let Some(note) = note {
         changes.push(Change::NoteRecorded {
             todo: Some(id.to_owned()),
-            note: EvidenceNote {
-                at: now,
-                by: actor.name().to_owned(),
-                note: note.trim().to_owned(),
-                evidence_refs: vec![],
-            },
+            note,
         });
     }
     Ok(changes)
 }
 
-fn transition_effect(action: &TodoAction) -> &'static str {
+/// The one admission path of a todo action, wherever the todo's state is
+/// kept (in the goal snapshot, or in its own stream, see
+/// [`super::frontier`]): the adoption fence for new work, then the todo's
+/// own rules, and the evidence note it carries.
+pub(super) fn decide_todo(
+    goal: &Goal,
+    todo: &Todo,
+    action: &TodoAction,
+    note: &str,
+    actor: &Actor,
+    now: Timestamp,
+) -> Result<(todo::TodoTransition, Option<EvidenceNote>), GoalError> {
+    if action.acquires() {
+        ensure_adopted(goal, actor)?;
+    }
+    let transition = todo::decide(todo, action, actor, now)?;
+    let note = (!note.trim().is_empty()).then(|| EvidenceNote {
+        at: now,
+        by: actor.name().to_owned(),
+        note: note.trim().to_owned(),
+        evidence_refs: vec![],
+    });
+    Ok((transition, note))
+}
+
+/// A writeback names each todo at most once: two transitions of one todo
+/// in one request would each be decided against the state before both.
+pub(super) fn check_distinct_todos(todos: &[(String, TodoAction)]) -> Result<(), GoalError> {
+    let mut seen = std::collections::BTreeSet::new();
+    for (id, _) in todos {
+        if !seen.insert(id) {
+            return Err(GoalError::Invalid(format!(
+                "todo {id} appears twice in one writeback"
+            )));
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn transition_effect(action: &TodoAction) -> &'static str {
     match action {
         TodoAction::Claim { .. } => "todo_claimed",
         TodoAction::Renew { .. } => "lease_renewed",
@@ -342,13 +374,8 @@ fn decide_on(
         } => {
             let mut changes = Vec::new();
             let mut effects = Vec::new();
-            let mut seen = std::collections::BTreeSet::new();
+            check_distinct_todos(todos)?;
             for (id, action) in todos {
-                if !seen.insert(id) {
-                    return Err(GoalError::Invalid(format!(
-                        "todo {id} appears twice in one writeback"
-                    )));
-                }
                 changes.extend(todo_changes(goal, id, action, "", actor, now)?);
                 effects.push(transition_effect(action));
             }

@@ -27,8 +27,9 @@ use crate::{
     failpoint, Commit, JournalEntry, JournalRow, Snapshot, Store, StoreError, StoredReceipt, Stream,
 };
 use postgres::error::SqlState;
-use postgres::{Client, Config, NoTls};
+use postgres::{Client, Config, GenericClient, NoTls, Statement};
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -54,6 +55,10 @@ pub struct PostgresStore {
     /// the server or the driver produces (a defence in depth: neither is
     /// known to echo it).
     secret: Option<String>,
+    /// The statements of the hot path, prepared once per connection: an
+    /// unprepared query costs a round trip to parse it on every call, and
+    /// a claim runs about six of them.
+    statements: RefCell<HashMap<&'static str, Statement>>,
 }
 
 impl PostgresStore {
@@ -112,6 +117,7 @@ impl PostgresStore {
             client: RefCell::new(client),
             location: location.to_owned(),
             secret: secret.filter(|s| !s.is_empty()).map(str::to_owned),
+            statements: RefCell::new(HashMap::new()),
         })
     }
 
@@ -227,6 +233,20 @@ impl PostgresStore {
         StoreError::Backend(format!("{}: {text}", self.location))
     }
 
+    /// `sql` prepared on this connection, once.
+    fn prepared(
+        &self,
+        client: &mut impl GenericClient,
+        sql: &'static str,
+    ) -> Result<Statement, StoreError> {
+        if let Some(statement) = self.statements.borrow().get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = client.prepare(sql).map_err(|e| self.fail(e))?;
+        self.statements.borrow_mut().insert(sql, statement.clone());
+        Ok(statement)
+    }
+
     /// One commit's writes inside an open transaction: the conditional
     /// snapshot write (the CAS) and the journal row.
     fn write(
@@ -237,15 +257,23 @@ impl PostgresStore {
         let revision = commit.expected_revision + 1;
         let new = to_sql(revision);
         let swapped = if commit.expected_revision == 0 {
-            tx.execute(
+            let insert = self.prepared(
+                tx,
                 "INSERT INTO snapshots (stream, revision, state, updated_at)
                  VALUES ($1, $2, $3, $4) ON CONFLICT (stream) DO NOTHING",
+            )?;
+            tx.execute(
+                &insert,
                 &[&commit.stream, &new, &commit.state, &commit.committed_at],
             )
         } else {
-            tx.execute(
+            let update = self.prepared(
+                tx,
                 "UPDATE snapshots SET revision = $2, state = $3, updated_at = $4
                  WHERE stream = $1 AND revision = $5",
+            )?;
+            tx.execute(
+                &update,
                 &[
                     &commit.stream,
                     &new,
@@ -271,9 +299,13 @@ impl PostgresStore {
             });
         }
         failpoint::reached("postgres.commit.before_journal");
-        tx.execute(
+        let append = self.prepared(
+            tx,
             "INSERT INTO journal (stream, revision, operation_id, request_digest, kind, event, receipt, committed_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )?;
+        tx.execute(
+            &append,
             &[
                 &commit.stream,
                 &new,
@@ -331,13 +363,13 @@ impl PostgresStore {
 
 impl Store for PostgresStore {
     fn load(&self, stream: &Stream) -> Result<Option<Snapshot>, StoreError> {
-        let row = self
-            .client
-            .borrow_mut()
-            .query_opt(
-                "SELECT revision, state FROM snapshots WHERE stream = $1",
-                &[&stream],
-            )
+        let mut client = self.client.borrow_mut();
+        let statement = self.prepared(
+            &mut *client,
+            "SELECT revision, state FROM snapshots WHERE stream = $1",
+        )?;
+        let row = client
+            .query_opt(&statement, &[&stream])
             .map_err(|e| self.fail(e))?;
         Ok(row.map(|row| Snapshot {
             revision: from_sql(row.get(0)),
@@ -345,14 +377,41 @@ impl Store for PostgresStore {
         }))
     }
 
-    fn revision(&self, stream: &Stream) -> Result<u64, StoreError> {
-        let row = self
+    fn load_prefixed(&self, prefix: &str) -> Result<Vec<(String, Snapshot)>, StoreError> {
+        // left() compares the exact characters: LIKE would read `_` and `%`
+        // in the prefix as wildcards, and a range would follow the
+        // database's collation rather than the bytes.
+        let rows = self
             .client
             .borrow_mut()
-            .query_opt(
-                "SELECT revision FROM snapshots WHERE stream = $1",
-                &[&stream],
+            .query(
+                "SELECT stream, revision, state FROM snapshots
+                 WHERE left(stream, length($1)) = $1 ORDER BY stream COLLATE \"C\"",
+                &[&prefix],
             )
+            .map_err(|e| self.fail(e))?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                (
+                    row.get(0),
+                    Snapshot {
+                        revision: from_sql(row.get(1)),
+                        state: row.get(2),
+                    },
+                )
+            })
+            .collect())
+    }
+
+    fn revision(&self, stream: &Stream) -> Result<u64, StoreError> {
+        let mut client = self.client.borrow_mut();
+        let statement = self.prepared(
+            &mut *client,
+            "SELECT revision FROM snapshots WHERE stream = $1",
+        )?;
+        let row = client
+            .query_opt(&statement, &[&stream])
             .map_err(|e| self.fail(e))?;
         Ok(row.map_or(0, |row| from_sql(row.get(0))))
     }
@@ -362,14 +421,14 @@ impl Store for PostgresStore {
         stream: &Stream,
         operation_id: &str,
     ) -> Result<Option<StoredReceipt>, StoreError> {
-        let row = self
-            .client
-            .borrow_mut()
-            .query_opt(
-                "SELECT revision, request_digest, receipt FROM journal
+        let mut client = self.client.borrow_mut();
+        let statement = self.prepared(
+            &mut *client,
+            "SELECT revision, request_digest, receipt FROM journal
                  WHERE stream = $1 AND operation_id = $2",
-                &[&stream, &operation_id],
-            )
+        )?;
+        let row = client
+            .query_opt(&statement, &[&stream, &operation_id])
             .map_err(|e| self.fail(e))?;
         Ok(row.map(|row| StoredReceipt {
             revision: from_sql(row.get(0)),

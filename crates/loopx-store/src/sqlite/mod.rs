@@ -330,6 +330,32 @@ impl Store for SqliteStore {
             .map_err(|e| classify(&self.display(), e))
     }
 
+    fn load_prefixed(&self, prefix: &str) -> Result<Vec<(String, Snapshot)>, StoreError> {
+        let display = self.display();
+        let fail = |e| classify(&display, e);
+        // substr compares the exact characters: LIKE would read `_` and `%`
+        // in the prefix as wildcards.
+        let mut statement = self
+            .conn
+            .prepare_cached(
+                "SELECT stream, revision, state FROM snapshots
+                 WHERE substr(stream, 1, length(?1)) = ?1 ORDER BY stream",
+            )
+            .map_err(fail)?;
+        let rows = statement
+            .query_map([prefix], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    Snapshot {
+                        revision: from_sql_revision(row.get(1)?),
+                        state: row.get(2)?,
+                    },
+                ))
+            })
+            .map_err(fail)?;
+        rows.collect::<Result<_, _>>().map_err(fail)
+    }
+
     fn receipt(
         &self,
         stream: &Stream,
