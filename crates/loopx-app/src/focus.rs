@@ -251,7 +251,7 @@ impl FocusStatus {
                         "{} {} for {} ({})",
                         s.kind,
                         s.approach_ids.join(", "),
-                        loopx_core::words::count(s.bounded_iterations, "iteration"),
+                        loopx_core::words::count(s.horizon_iterations, "iteration"),
                         s.rationale
                     ),
                     None => "no direction selected".into(),

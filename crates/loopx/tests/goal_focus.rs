@@ -174,7 +174,7 @@ fn a_robustly_dominant_approach_is_exploited_and_the_plan_expires_after_its_boun
     let selection = &plan["plan"]["selection"];
     assert_eq!(selection["kind"], "exploit");
     assert_eq!(selection["approach_ids"], json!(["induction"]));
-    assert_eq!(selection["bounded_iterations"], 3);
+    assert_eq!(selection["horizon_iterations"], 3);
     for _ in 0..3 {
         f.append("continue", &["--global-delta", "none"]).success();
     }

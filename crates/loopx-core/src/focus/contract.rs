@@ -46,19 +46,46 @@ pub struct Obligation {
     pub obligation_id: String,
     pub description: String,
     #[serde(default)]
+    pub kind: ObligationKind,
+    #[serde(default)]
     pub status: ObligationStatus,
     /// Obligations that must be discharged before this one can be.
     #[serde(default)]
     pub depends_on: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ObligationStatus {
-    #[default]
-    Open,
-    Satisfied,
-    Waived,
+crate::ledger::vocabulary::vocabulary! {
+    /// Where an obligation stands, spelled as the reference runtime's.
+    /// Satisfied and closed obligations are discharged; the rest are open
+    /// work.
+    #[derive(Default)]
+    ObligationStatus {
+        #[default]
+        Open => "open",
+        Partial => "partial",
+        Satisfied => "satisfied",
+        Blocked => "blocked",
+        Closed => "closed",
+    }
+}
+
+impl ObligationStatus {
+    pub fn is_discharged(self) -> bool {
+        matches!(self, ObligationStatus::Satisfied | ObligationStatus::Closed)
+    }
+}
+
+crate::ledger::vocabulary::vocabulary! {
+    /// What an obligation is for, spelled as the reference runtime's:
+    /// supporting work, a bridge between results, or a terminal obligation
+    /// whose discharge is the goal.
+    #[derive(Default)]
+    ObligationKind {
+        #[default]
+        Supporting => "supporting",
+        Bridge => "bridge",
+        Terminal => "terminal",
+    }
 }
 
 impl GoalContract {
@@ -87,11 +114,11 @@ impl GoalContract {
         }
     }
 
-    /// Obligations neither satisfied nor waived.
+    /// Obligations not yet discharged.
     pub fn open_obligations(&self) -> usize {
         self.obligations
             .iter()
-            .filter(|o| o.status == ObligationStatus::Open)
+            .filter(|o| !o.status.is_discharged())
             .count()
     }
 }

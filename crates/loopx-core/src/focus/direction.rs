@@ -39,7 +39,7 @@ pub struct Selection {
     pub approach_ids: Vec<String>,
     pub campaign_ids: Vec<String>,
     /// The plan expires after this many banked iterations.
-    pub bounded_iterations: u64,
+    pub horizon_iterations: u64,
     pub rationale: String,
 }
 
@@ -79,7 +79,7 @@ pub fn propose(registry: &ApproachRegistry, now: Timestamp) -> Proposal {
             kind: SelectionKind::Exploit,
             approach_ids: vec![leader.approach.approach_id.clone()],
             campaign_ids: vec![leader.campaign_id.to_owned()],
-            bounded_iterations: EXPLOIT_ITERATIONS,
+            horizon_iterations: EXPLOIT_ITERATIONS,
             rationale: match rivals.is_empty() {
                 true => format!(
                     "{} is the only eligible approach",
@@ -149,7 +149,7 @@ fn experiment(eligible: &[Candidate<'_>], leader: Candidate<'_>) -> Selection {
             "the estimates of {} overlap: no approach is robustly dominant, so one bounded iteration each tells them apart",
             approach_ids.join(", ")
         ),
-        bounded_iterations: approach_ids.len() as u64,
+        horizon_iterations: approach_ids.len() as u64,
         approach_ids,
         campaign_ids,
     }

@@ -73,8 +73,11 @@ pub struct CurrentPlan {
     pub goal_pin: Pin,
     pub registry_pin: Pin,
     pub committed_at: Timestamp,
-    /// Banked iterations when the plan was committed: its bound counts from here.
+    /// Banked iterations when the plan was committed: its horizon counts from here.
     pub committed_at_iteration: u64,
+    /// The last iteration the plan covers (`None` without a selection):
+    /// once this many are banked, the plan has expired.
+    pub valid_through_iteration: Option<u64>,
     /// What the direction rule said, including what it left out and why.
     pub proposal: Proposal,
 }
@@ -187,6 +190,8 @@ pub fn draft(
             PlanReview::Unreviewed,
         ),
     };
+    let valid_through_iteration =
+        (selection.as_ref()).map(|s| context.ledger.spent.iterations + s.horizon_iterations);
     Ok(CurrentPlan {
         plan_revision: current + 1,
         state: state_now,
@@ -197,6 +202,7 @@ pub fn draft(
         registry_pin: context.registry.pin(),
         committed_at: context.now,
         committed_at_iteration: context.ledger.spent.iterations,
+        valid_through_iteration,
         proposal,
     })
 }

@@ -61,24 +61,18 @@ pub struct Eligibility {
     pub reason: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EligibilityStatus {
-    #[default]
-    Eligible,
-    /// Not now; its reopen conditions say when.
-    Blocked,
-    /// Tried to the end; nothing more to learn from it.
-    Exhausted,
-}
-
-impl std::fmt::Display for EligibilityStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            EligibilityStatus::Eligible => "eligible",
-            EligibilityStatus::Blocked => "blocked",
-            EligibilityStatus::Exhausted => "exhausted",
-        })
+crate::ledger::vocabulary::vocabulary! {
+    /// Whether an approach may be chosen, spelled as the reference
+    /// runtime's: only `eligible` competes; `parked` and `blocked` wait for
+    /// their reopen conditions; `closed` and `succeeded` are done.
+    #[derive(Default)]
+    EligibilityStatus {
+        #[default]
+        Eligible => "eligible",
+        Parked => "parked",
+        Blocked => "blocked",
+        Closed => "closed",
+        Succeeded => "succeeded",
     }
 }
 

@@ -96,17 +96,13 @@ pub fn signals(inputs: &Inputs<'_>) -> Vec<Signal> {
                 }
             }
         }
-        let done = inputs
-            .ledger
-            .spent
-            .iterations
-            .saturating_sub(plan.committed_at_iteration);
-        if done >= selection.bounded_iterations {
+        let banked = inputs.ledger.spent.iterations;
+        if let Some(through) = plan.valid_through_iteration.filter(|t| banked >= *t) {
             fire(
                 Trigger::PlanExpired,
                 format!(
-                    "the plan was bounded to {} iterations and {done} were banked since it was committed",
-                    selection.bounded_iterations
+                    "the plan covered {} iterations, through iteration {through}, and {banked} are banked",
+                    selection.horizon_iterations
                 ),
             );
         }

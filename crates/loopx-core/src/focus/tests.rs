@@ -61,6 +61,7 @@ fn obligation(id: &str, depends_on: &[&str]) -> Obligation {
     Obligation {
         obligation_id: id.into(),
         description: format!("discharge {id}"),
+        kind: Default::default(),
         status: ObligationStatus::Open,
         depends_on: depends_on.iter().map(|d| (*d).to_owned()).collect(),
     }
@@ -104,7 +105,7 @@ fn overlapping_intervals_run_an_experiment_among_at_most_three_diverse_approache
     assert_eq!(selection.kind, SelectionKind::Experiment);
     assert_eq!(selection.approach_ids, ["a1", "b", "c"]);
     assert_eq!(selection.campaign_ids, ["c1", "c2", "c3"]);
-    assert_eq!(selection.bounded_iterations, 3);
+    assert_eq!(selection.horizon_iterations, 3);
 }
 
 #[test]

@@ -56,11 +56,12 @@ pub struct ReplanArgs {
 ///
 /// Contract: {"goal", "criteria": [{"criterion_id", "text"}], "scope":
 /// {"in_scope", "out_of_scope"}, "obligations": [{"obligation_id",
-/// "description", "status": open|satisfied|waived, "depends_on"}]}.
+/// "description", "kind": supporting|bridge|terminal, "status":
+/// open|partial|satisfied|blocked|closed, "depends_on"}]}.
 /// Registry: {"campaigns": [{"campaign_id", "title", "approaches":
 /// [{"approach_id", "summary", "estimate": {"low", "high", "expires_at"},
-/// "eligibility": {"status": eligible|blocked|exhausted, "reason"},
-/// "reopen_conditions"}]}]}.
+/// "eligibility": {"status": eligible|parked|blocked|closed|succeeded,
+/// "reason"}, "reopen_conditions"}]}]}.
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("document").required(true).args(["contract", "registry"])))]
 pub struct ReviseArgs {
