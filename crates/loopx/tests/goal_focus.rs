@@ -4,6 +4,8 @@
 //! loop directory byte-for-byte unchanged.
 
 mod common;
+#[path = "../../loopx-store/tests/support/pg_server.rs"]
+mod pg_server;
 
 use common::Fixture;
 use serde_json::{json, Value};
@@ -345,4 +347,115 @@ fn every_goal_focus_command_has_help() {
         assert!(output.status.success(), "{command} --help failed");
         assert!(!output.stdout.is_empty());
     }
+}
+
+/// Run `goal-focus replan` paused at `failpoint` and SIGKILL it there.
+fn kill_replan_at(f: &Fixture, failpoint: &str, operation_id: &str) {
+    let mut command = std::process::Command::new(common::loopx_path());
+    command
+        .args([
+            "goal-focus",
+            "replan",
+            "--dir",
+            f.d(),
+            "--trigger",
+            "manual",
+        ])
+        .args(["--operation-id", operation_id])
+        .env("LOOPX_REGISTRY_DIR", &f.registry)
+        .env_remove("LOOPX_STORE");
+    common::kill_at_failpoint(command, failpoint);
+}
+
+#[test]
+fn a_replan_killed_mid_commit_leaves_neither_plan_nor_decision_and_its_replay_commits_both_once() {
+    let f = Fixture::new();
+    f.init(10, &[]);
+    let registry = f.registry(dominant());
+    f.focus_ok(&["revise", "--registry", &registry]);
+    f.focus_ok(&["replan"]);
+    // Inside the one transaction: the plan's journal entry, its snapshot,
+    // and between the plan and its decision.
+    let cases = [
+        "sqlite.commit.before_journal",
+        "sqlite.commit.before_snapshot",
+        "sqlite.commit_all.between",
+    ];
+    for (index, failpoint) in cases.into_iter().enumerate() {
+        let before = f.focus_ok(&["status"])["direction_decisions"]
+            .as_u64()
+            .unwrap();
+        let operation_id = format!("crash-{index}");
+        kill_replan_at(&f, failpoint, &operation_id);
+        let status = f.focus_ok(&["status"]);
+        let after = status["direction_decisions"].as_u64().unwrap();
+        assert_eq!(after, before, "{failpoint}");
+        assert_eq!(
+            status["current_plan"]["plan_revision"], after,
+            "{failpoint}"
+        );
+        assert_eq!(f.focus_ok(&["validate"])["status"], "ok", "{failpoint}");
+        f.assert_valid();
+        // The caller never saw a reply: repeating the operation finishes
+        // (or returns) it, exactly once.
+        let replay = f.focus_ok(&[
+            "replan",
+            "--trigger",
+            "manual",
+            "--operation-id",
+            &operation_id,
+        ]);
+        assert_eq!(replay["replayed"], false, "{failpoint}");
+        assert_eq!(replay["plan"]["plan_revision"], before + 1, "{failpoint}");
+        let again = f.focus_ok(&[
+            "replan",
+            "--trigger",
+            "manual",
+            "--operation-id",
+            &operation_id,
+        ]);
+        assert_eq!(again["replayed"], true, "{failpoint}");
+        let status = f.focus_ok(&["status"]);
+        assert_eq!(status["direction_decisions"], before + 1, "{failpoint}");
+        assert_eq!(f.focus_ok(&["validate"])["status"], "ok", "{failpoint}");
+    }
+}
+
+#[test]
+fn goal_focus_state_lives_in_postgresql_as_in_sqlite() {
+    let Some(url) = pg_server::database() else {
+        return;
+    };
+    let f = Fixture::new();
+    let store = ["--store", url.as_str()];
+    f.loopx()
+        .args(store)
+        .args(f.init_words())
+        .assert()
+        .success();
+    let run = |args: &[&str]| -> Value {
+        let output = f
+            .loopx()
+            .args(store)
+            .arg("goal-focus")
+            .args(args)
+            .args(["--dir", f.d(), "--json"])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(!text.contains(pg_server::PASSWORD), "{text}");
+        serde_json::from_str(&text).unwrap()
+    };
+    let registry = f.registry(overlapping());
+    run(&["revise", "--registry", &registry]);
+    let plan = run(&["replan", "--operation-id", "pg-1"]);
+    assert_eq!(plan["plan"]["selection"]["kind"], "experiment");
+    assert_eq!(run(&["replan", "--operation-id", "pg-1"])["replayed"], true);
+    assert_eq!(run(&["status"])["direction_decisions"], 1);
+    assert_eq!(run(&["validate"])["status"], "ok");
 }
