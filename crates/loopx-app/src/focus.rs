@@ -226,7 +226,7 @@ impl FocusStatus {
             Gate::Clear => "clear: no replan trigger fires",
             Gate::Reported => "reported: triggers fire; monitor mode does not block",
             Gate::Blocked => {
-                "blocked: triggers fire; enforce mode dispatches nothing until a reviewed replan"
+                "blocked: triggers fire; enforce requires a reviewed replan before the next dispatch (the driver does not check this gate yet)"
             }
         };
         let _ = writeln!(out, "  gate      {gate}");

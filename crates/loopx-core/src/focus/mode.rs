@@ -55,7 +55,7 @@ pub fn reason(mode: GoalFocusMode, source: Option<ModeSource>) -> String {
             "replan signals are reported and never block an append or a turn; monitor is not an acceptance guarantee"
         }
         GoalFocusMode::Enforce => {
-            "an append by hand is refused (only the host banks), a direction needs a different-family strategy review, and any replan signal blocks the next dispatch"
+            "an append by hand is refused (only the host may bank, after review), a direction needs a different-family strategy review, and a firing replan signal closes the pre-dispatch gate (which the driver does not check yet)"
         }
     };
     format!("{mode}: {why}; {effect}")
@@ -71,7 +71,10 @@ pub enum Gate {
     Clear,
     /// Monitor: signals fire and are only reported.
     Reported,
-    /// Enforce: signals fire and the next dispatch must wait for a replan.
+    /// Enforce: signals fire; no turn may be dispatched until a reviewed
+    /// replan clears them. (The driver does not consult this gate yet:
+    /// staging and review come first, and until then an enforce loop
+    /// banks nothing by hand either.)
     Blocked,
 }
 
