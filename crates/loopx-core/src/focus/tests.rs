@@ -398,3 +398,94 @@ fn a_replan_with_nothing_firing_needs_a_named_trigger_and_a_moved_plan_voids_the
         Err(FocusError::PlanMoved { read: 0, now: 1 })
     );
 }
+
+mod direction_properties {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    /// (campaign, low, width, eligible) for each approach `a<i>`.
+    fn registry_of(specs: &[(u8, f64, f64, bool)]) -> ApproachRegistry {
+        let mut campaigns: Vec<(String, Vec<Approach>)> = Vec::new();
+        for (i, (campaign, low, width, eligible)) in specs.iter().enumerate() {
+            let mut a = approach(&format!("a{i}"), *low, (low + width).min(1.0));
+            if !eligible {
+                a.eligibility = Eligibility {
+                    status: EligibilityStatus::Parked,
+                    reason: "parked".into(),
+                };
+            }
+            let id = format!("c{campaign}");
+            match campaigns.iter_mut().find(|(c, _)| *c == id) {
+                Some((_, list)) => list.push(a),
+                None => campaigns.push((id, vec![a])),
+            }
+        }
+        ApproachRegistry {
+            campaigns: campaigns
+                .into_iter()
+                .map(|(campaign_id, approaches)| Campaign {
+                    campaign_id,
+                    title: String::new(),
+                    approaches,
+                })
+                .collect(),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_direction_rule_holds_for_any_registry(
+            specs in proptest::collection::vec((0u8..4, 0.0f64..1.0, 0.0f64..0.5, any::<bool>()), 0..9)
+        ) {
+            let registry = registry_of(&specs);
+            let proposal = propose(&registry, now());
+            let (eligible, _) = registry.eligible(now());
+            let estimate = |id: &str| registry.approach(id).unwrap().approach.estimate.clone();
+            let Some(selection) = proposal.selection.clone() else {
+                prop_assert!(eligible.is_empty());
+                return Ok(());
+            };
+            let eligible_ids: BTreeSet<&str> =
+                eligible.iter().map(|c| c.approach.approach_id.as_str()).collect();
+            let chosen: BTreeSet<&str> = selection.approach_ids.iter().map(String::as_str).collect();
+            prop_assert_eq!(chosen.len(), selection.approach_ids.len(), "an approach chosen twice");
+            prop_assert!(chosen.is_subset(&eligible_ids), "an ineligible approach was chosen");
+            let best_low = eligible
+                .iter()
+                .map(|c| c.approach.estimate.low)
+                .fold(f64::MIN, f64::max);
+            match selection.kind {
+                SelectionKind::Exploit => {
+                    prop_assert_eq!(chosen.len(), 1);
+                    let winner = estimate(&selection.approach_ids[0]);
+                    for other in eligible.iter().filter(|c| !chosen.contains(c.approach.approach_id.as_str())) {
+                        prop_assert!(winner.low > other.approach.estimate.high, "exploited without dominance");
+                    }
+                }
+                SelectionKind::Experiment => {
+                    prop_assert!((1..=3).contains(&chosen.len()));
+                    // Somebody overlaps the leader, or it would have been exploited.
+                    prop_assert!(eligible.len() > 1);
+                    for id in &selection.approach_ids {
+                        prop_assert!(estimate(id).high >= best_low, "{} cannot beat the leader", id);
+                    }
+                    // Diverse: as many campaigns as the contenders offer, up to three.
+                    let contender_campaigns: BTreeSet<&str> = eligible
+                        .iter()
+                        .filter(|c| c.approach.estimate.high >= best_low)
+                        .map(|c| c.campaign_id)
+                        .collect();
+                    prop_assert_eq!(
+                        selection.campaign_ids.len(),
+                        contender_campaigns.len().min(3)
+                    );
+                }
+            }
+            // The order the registry lists campaigns in decides nothing.
+            let mut reversed = registry.clone();
+            reversed.campaigns.reverse();
+            prop_assert_eq!(propose(&reversed, now()).selection, proposal.selection);
+        }
+    }
+}
