@@ -281,9 +281,15 @@ pub fn status(dir: &LoopDir) -> Result<FocusStatus, AppError> {
 /// once the loop has Goal Focus state (a loop that never used it gets no
 /// file). Never an error: called after a commit, like the other views.
 pub(crate) fn refresh_projection(dir: &LoopDir, ledger: &Ledger) -> Vec<String> {
+    // Three index lookups on a loop without Goal Focus state (a decision
+    // is never written without its plan, so its stream needs no look).
     let written = || -> Result<bool> {
         let store = dir.authority().store();
-        for stream in focus::STREAMS {
+        for stream in [
+            focus::PLAN_STREAM,
+            focus::REGISTRY_STREAM,
+            focus::CONTRACT_STREAM,
+        ] {
             if store.revision(stream)? > 0 {
                 return Ok(true);
             }
