@@ -9,6 +9,7 @@
 //! add.
 
 use loopx_core::driver::DriverError;
+use loopx_core::focus::FocusError;
 use loopx_core::goal::GoalError;
 use loopx_core::ledger::LedgerError;
 use loopx_store::{AuthorityError, StoreError};
@@ -175,6 +176,15 @@ fn classify(error: &anyhow::Error) -> (ErrorClass, Option<Value>) {
         {
             return of_authority(e);
         }
+        if let Some(e) = cause.downcast_ref::<AuthorityError<FocusError>>() {
+            return of_authority(e);
+        }
+        // A replan: its plan and its decision, committed as one pair.
+        if let Some(e) =
+            cause.downcast_ref::<AuthorityError<loopx_store::Either<FocusError, FocusError>>>()
+        {
+            return of_authority(e);
+        }
         if let Some(e) = cause.downcast_ref::<StoreError>() {
             return (of_store(e), None);
         }
@@ -183,6 +193,7 @@ fn classify(error: &anyhow::Error) -> (ErrorClass, Option<Value>) {
         }
         if cause.downcast_ref::<GoalError>().is_some()
             || cause.downcast_ref::<DriverError>().is_some()
+            || cause.downcast_ref::<FocusError>().is_some()
         {
             return (ErrorClass::Refused, None);
         }

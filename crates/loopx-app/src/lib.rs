@@ -21,6 +21,7 @@ pub mod cost;
 pub mod doctor;
 pub mod driver;
 pub mod error;
+pub mod focus;
 pub mod fsutil;
 pub mod goal;
 pub mod health;

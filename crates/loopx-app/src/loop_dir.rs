@@ -216,6 +216,8 @@ impl LoopDir {
                     let (problems, revision, _) =
                         audit_stream::<DriverOwner>(store, &stream, "driver state")?;
                     (problems, revision)
+                } else if let Some(found) = audit_focus_stream(store, &stream)? {
+                    found
                 } else {
                     let revision = store.revision(&stream)?;
                     (
@@ -282,6 +284,7 @@ impl LoopDir {
         if let Err(error) = write_view_if_changed(&self.root.join(STATUS), text.as_bytes()) {
             warnings.push(view_warning(STATUS, error));
         }
+        warnings.extend(crate::focus::refresh_projection(self, ledger));
         warnings
     }
 
@@ -317,6 +320,36 @@ fn audit_stream<O: loopx_core::operation::Owner>(
     Ok((problems, last, state))
 }
 
+/// The audit of a Goal Focus stream (problems and revision), or `None` if
+/// `stream` is not one.
+fn audit_focus_stream(
+    store: &(dyn Store + Send),
+    stream: &str,
+) -> Result<Option<(Vec<String>, u64)>, loopx_store::StoreError> {
+    use loopx_core::focus::{self, decisions::DecisionOwner, plan::PlanOwner};
+    let (problems, revision) = match stream {
+        focus::CONTRACT_STREAM => {
+            let (p, r, _) = audit_stream::<focus::ContractOwner>(store, stream, "goal contract")?;
+            (p, r)
+        }
+        focus::REGISTRY_STREAM => {
+            let (p, r, _) =
+                audit_stream::<focus::RegistryOwner>(store, stream, "approach registry")?;
+            (p, r)
+        }
+        focus::PLAN_STREAM => {
+            let (p, r, _) = audit_stream::<PlanOwner>(store, stream, "current plan")?;
+            (p, r)
+        }
+        focus::DECISIONS_STREAM => {
+            let (p, r, _) = audit_stream::<DecisionOwner>(store, stream, "direction decisions")?;
+            (p, r)
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some((problems, revision)))
+}
+
 /// The store `LOOPX_STORE` names, if it is set (and not empty).
 pub(crate) fn configured_store() -> Result<Option<Locator>> {
     match std::env::var(STORE_ENV) {
@@ -328,14 +361,14 @@ pub(crate) fn configured_store() -> Result<Option<Locator>> {
 /// A view that could not be refreshed after a commit: never an error (the
 /// commit stands whatever happens here; a command that failed now would
 /// invite a retry that duplicates it), but a warning for the receipt.
-fn view_warning(view: &str, error: anyhow::Error) -> String {
+pub(crate) fn view_warning(view: &str, error: anyhow::Error) -> String {
     format!(
         "the operation is committed, but {view} could not be refreshed ({error:#}); it is a derived view: fix the cause and the next write to this loop rewrites it"
     )
 }
 
 /// Write a view unless the file already holds exactly `text`.
-fn write_view_if_changed(path: &Path, text: &[u8]) -> Result<()> {
+pub(crate) fn write_view_if_changed(path: &Path, text: &[u8]) -> Result<()> {
     // A regular file of the same length with the same bytes: nothing to do.
     // Anything else (missing, a symlink, a directory) goes to write_view,
     // which owns how a view is replaced safely.

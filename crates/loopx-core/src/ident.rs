@@ -24,6 +24,10 @@ pub enum IdKind {
     Todo,
     Outcome,
     Requirement,
+    Criterion,
+    Obligation,
+    Campaign,
+    Approach,
 }
 
 impl IdKind {
@@ -34,6 +38,10 @@ impl IdKind {
             IdKind::Todo => "todo id",
             IdKind::Outcome => "outcome id",
             IdKind::Requirement => "requirement id",
+            IdKind::Criterion => "criterion id",
+            IdKind::Obligation => "obligation id",
+            IdKind::Campaign => "campaign id",
+            IdKind::Approach => "approach id",
         }
     }
 }

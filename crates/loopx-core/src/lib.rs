@@ -10,6 +10,7 @@
 pub mod cost;
 pub mod digest;
 pub mod driver;
+pub mod focus;
 pub mod goal;
 pub mod hook;
 pub mod ident;

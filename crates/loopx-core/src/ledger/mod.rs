@@ -73,6 +73,10 @@ pub struct InitLoop {
     pub success_check: String,
     pub stop_conditions: StopConditions,
     pub goal_focus_mode: GoalFocusMode,
+    /// Why the mode is what it is (`None`: a loop from before this was
+    /// recorded). Absent when `None`, so older requests keep their digests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal_focus_mode_source: Option<crate::focus::mode::ModeSource>,
     pub budget: Budget,
     /// Root commitments of the loop's goal: no refinement changes them.
     #[serde(default)]
@@ -91,6 +95,7 @@ impl InitLoop {
             success_check: String::new(),
             stop_conditions: StopConditions::default(),
             goal_focus_mode: GoalFocusMode::Monitor,
+            goal_focus_mode_source: Some(crate::focus::mode::ModeSource::DefaultWithoutPanel),
             budget,
             commitments: crate::goal::RootCommitments::default(),
         }

@@ -150,6 +150,9 @@ pub struct Status<'a> {
     pub success_criteria: &'a str,
     pub state_status: LoopStatus,
     pub goal_focus_mode: GoalFocusMode,
+    /// Why that mode is in force and what it does (`loopx goal-focus status`
+    /// has the rest).
+    pub goal_focus_mode_reason: String,
     pub iterations: u64,
     pub last_decision: Option<Decision>,
     pub remaining_iterations: u64,
@@ -173,6 +176,10 @@ pub fn status<'a>(ledger: &'a Ledger, revision: u64, verdict: &'a Verdict) -> St
         success_criteria: &ledger.config.success_criteria,
         state_status: ledger.status,
         goal_focus_mode: ledger.config.goal_focus_mode,
+        goal_focus_mode_reason: crate::focus::mode::reason(
+            ledger.config.goal_focus_mode,
+            ledger.config.goal_focus_mode_source,
+        ),
         iterations: ledger.spent.iterations,
         last_decision: last.map(|r| r.decision),
         remaining_iterations: ledger.remaining_iterations(),
@@ -227,6 +234,14 @@ pub fn status_text(ledger: &Ledger, verdict: &Verdict, now: Timestamp) -> String
     );
     let _ = writeln!(out, "  wall time   {wall}, since {}", ledger.created_at);
     let _ = writeln!(out, "  verdict     {}", verdict_text(verdict));
+    let _ = writeln!(
+        out,
+        "  goal focus  {}",
+        crate::focus::mode::reason(
+            ledger.config.goal_focus_mode,
+            ledger.config.goal_focus_mode_source
+        )
+    );
     if let Some(record) = ledger.last_record() {
         let _ = writeln!(out, "  last        {}", one_line(record));
     }

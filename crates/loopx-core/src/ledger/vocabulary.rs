@@ -2,13 +2,12 @@
 //! them so that scripts and Stop hooks keep working when users switch.
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
 macro_rules! vocabulary {
-    ($(#[$meta:meta])* $name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-        pub enum $name { $(#[serde(rename = $text)] $variant),+ }
+        pub enum $name { $($(#[$vmeta])* #[serde(rename = $text)] $variant),+ }
 
         impl $name {
             pub const ALL: &'static [$name] = &[$($name::$variant),+];
@@ -27,13 +26,15 @@ macro_rules! vocabulary {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 f.write_str(self.as_str())
             }
         }
     };
 }
+// For the other owners whose enumerations are spelled as the reference's.
+pub(crate) use vocabulary;
 
 vocabulary! {
     /// What kind of work an iteration did.

@@ -74,9 +74,10 @@ pub struct InitArgs {
     #[arg(long = "stop-condition")]
     pub stop_conditions: Vec<String>,
     /// Goal Focus direction control; `enforce` admits appends only through
-    /// the driver's dispatch.
-    #[arg(long, default_value = "monitor", value_parser = PossibleValuesParser::new(GoalFocusMode::names()))]
-    pub goal_focus_mode: String,
+    /// the driver's dispatch. Default: monitor without a review panel
+    /// (`loopx goal-focus status` says which mode is in force and why).
+    #[arg(long, value_parser = PossibleValuesParser::new(GoalFocusMode::names()))]
+    pub goal_focus_mode: Option<String>,
     /// A root acceptance criterion of the goal (repeatable).
     #[arg(long = "acceptance")]
     pub acceptance_criteria: Vec<String>,
@@ -293,6 +294,9 @@ pub fn parse_duration(text: &str) -> Result<u64, String> {
 }
 
 pub fn init(args: &InitArgs) -> Result<Reply> {
+    let requested = (args.goal_focus_mode.as_deref())
+        .map(|mode| GoalFocusMode::parse(mode).expect("clap checked the mode"));
+    let (goal_focus_mode, goal_focus_mode_source) = loopx_app::focus::mode_for_new_loop(requested);
     let request = InitLoop {
         goal: args.goal.trim().to_owned(),
         success_criteria: args.success_criteria.trim().to_owned(),
@@ -303,8 +307,8 @@ pub fn init(args: &InitArgs) -> Result<Reply> {
             require_user_stop_only: args.require_user_stop_only,
             user_overrides: nonblank(&args.stop_conditions),
         },
-        goal_focus_mode: GoalFocusMode::parse(&args.goal_focus_mode)
-            .expect("clap checked the mode"),
+        goal_focus_mode,
+        goal_focus_mode_source: Some(goal_focus_mode_source),
         budget: Budget {
             max_iterations: args.max_iterations,
             max_wall_time_seconds: args.max_wall.unwrap_or(args.max_wall_time_seconds),

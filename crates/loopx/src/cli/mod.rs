@@ -3,6 +3,7 @@
 mod backup;
 mod cost;
 mod drive;
+mod focus;
 mod goal;
 mod hook;
 mod install;
@@ -76,6 +77,9 @@ enum Command {
     /// The todo frontier: add, list, claim, renew, release, complete, block, defer.
     #[command(subcommand)]
     Todo(goal::TodoCommand),
+    /// Goal Focus v2 direction control: status, validate, replan, reconcile, revise.
+    #[command(subcommand)]
+    GoalFocus(focus::GoalFocusCommand),
     /// Continuation decisions for hosts.
     #[command(subcommand)]
     Quota(goal::QuotaCommand),
@@ -252,6 +256,7 @@ fn dispatch(command: Command, json: bool) -> Result<Reply> {
         Command::Selftest => selftest::run(),
         Command::GoalAcceptance(command) => goal::acceptance(&command),
         Command::Todo(command) => goal::todo(&command),
+        Command::GoalFocus(command) => focus::goal_focus(&command),
         Command::Quota(command) => goal::quota(&command),
         Command::RefreshState(args) => goal::refresh_state(&args),
         Command::TaskBody(args) => goal::task_body(&args),

@@ -224,3 +224,26 @@ pub fn iteration_numbers(dir: &Path) -> Vec<u64> {
     })
     .collect()
 }
+
+/// Start `command` with `failpoint` armed, wait until it pauses there (it
+/// says so on stderr), then SIGKILL it: a crash at exactly that boundary.
+pub fn kill_at_failpoint(mut command: std::process::Command, failpoint: &str) {
+    use std::io::{BufRead, BufReader};
+    let mut child = command
+        .env("LOOPX_FAILPOINTS", failpoint)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(
+        line.trim(),
+        format!("failpoint: {failpoint}"),
+        "the command never reached {failpoint}"
+    );
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+}

@@ -1,0 +1,131 @@
+//! Direction decisions: the append-only provenance of every plan the loop
+//! committed, why, and against which contract and registry versions.
+//!
+//! Owns: what one decision records. The stream's journal is the log (one
+//! entry per decision, never rewritten); the snapshot keeps only the count
+//! and the latest, so reading it costs the same after ten decisions as
+//! after ten thousand. A decision is idempotent through its operation id,
+//! which is also its `decision_id`. Does not own the plan it records: the
+//! plan owner commits it in the same transaction.
+
+use super::direction::Proposal;
+use super::plan::{draft, CurrentPlan, PlanContext, PlanReview, PlanState, Replan, Trigger};
+use super::{FocusError, Pin};
+use crate::ledger::vocabulary::GoalFocusMode;
+use crate::operation::{Decided, Owner};
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionOutcome {
+    /// A direction was selected and the plan is active.
+    Selected,
+    /// The rule found no eligible approach; the plan needs a replan.
+    NoEligibleApproach,
+    /// Enforce mode: the direction waits for a different-family review.
+    StrategyReviewRequired,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirectionDecision {
+    pub decision_id: String,
+    pub trigger: Trigger,
+    pub enforcement_mode: GoalFocusMode,
+    pub outcome: DecisionOutcome,
+    pub plan_revision: u64,
+    pub goal_pin: Pin,
+    pub registry_pin: Pin,
+    pub proposal: Proposal,
+}
+
+impl DirectionDecision {
+    /// The decision that records committing `plan` under `decision_id`.
+    pub fn of_plan(decision_id: &str, mode: GoalFocusMode, plan: &CurrentPlan) -> Self {
+        let outcome = match (plan.state, plan.review) {
+            (PlanState::Active, _) => DecisionOutcome::Selected,
+            (PlanState::NeedsReplan, PlanReview::StrategyReviewRequired) => {
+                DecisionOutcome::StrategyReviewRequired
+            }
+            (PlanState::NeedsReplan, PlanReview::Unreviewed) => DecisionOutcome::NoEligibleApproach,
+        };
+        DirectionDecision {
+            decision_id: decision_id.to_owned(),
+            trigger: plan.trigger,
+            enforcement_mode: mode,
+            outcome,
+            plan_revision: plan.plan_revision,
+            goal_pin: plan.goal_pin.clone(),
+            registry_pin: plan.registry_pin.clone(),
+            proposal: plan.proposal.clone(),
+        }
+    }
+}
+
+/// One decision as the journal holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecisionRecorded {
+    pub at: Timestamp,
+    pub decision: DirectionDecision,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct DecisionLog {
+    pub decisions: u64,
+    pub last: Option<DecisionRecorded>,
+}
+
+/// Record the decision behind the plan a replan commits in the same
+/// transaction. Only the operator's words, as [`super::plan::Replan`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub decision_id: String,
+    pub trigger: Option<Trigger>,
+}
+
+/// What the paired replan decides on, and the plan it replaces: the
+/// decision recorded is the plan [`draft`] yields from them, which is
+/// exactly what the plan owner commits (it refuses a reading another plan
+/// has overtaken).
+pub struct DecisionContext<'a> {
+    pub plan: &'a PlanContext<'a>,
+    pub replaced: Option<&'a CurrentPlan>,
+}
+
+pub struct DecisionOwner;
+
+impl Owner for DecisionOwner {
+    type State = DecisionLog;
+    type Request = Record;
+    type Event = DecisionRecorded;
+    type Receipt = DecisionRecorded;
+    type Error = FocusError;
+    type Context<'a> = DecisionContext<'a>;
+
+    fn decide(
+        _state: Option<&DecisionLog>,
+        request: &Record,
+        context: &DecisionContext<'_>,
+    ) -> Result<Decided<DecisionRecorded, DecisionRecorded>, FocusError> {
+        let replan = Replan {
+            trigger: request.trigger,
+        };
+        let plan = draft(context.replaced, &replan, context.plan)?;
+        let recorded = DecisionRecorded {
+            at: context.plan.now,
+            decision: DirectionDecision::of_plan(&request.decision_id, context.plan.mode, &plan),
+        };
+        Ok(Decided::write(recorded.clone(), recorded))
+    }
+
+    fn evolve(state: Option<DecisionLog>, event: &DecisionRecorded) -> DecisionLog {
+        DecisionLog {
+            decisions: state.map_or(0, |s| s.decisions) + 1,
+            last: Some(event.clone()),
+        }
+    }
+
+    fn event_kind(_event: &DecisionRecorded) -> &'static str {
+        "focus.direction_decided"
+    }
+}

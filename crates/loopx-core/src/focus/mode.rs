@@ -1,0 +1,88 @@
+//! Which Goal Focus enforcement mode a loop gets, why, and what that mode
+//! does with the replan signals.
+//!
+//! Owns: the default (enforce when a review panel is configured, monitor
+//! otherwise; a plain `init` + `append-iteration` keeps working with no
+//! reviewer), the sentence `status` gives as the reason, and the gate
+//! verdict for the signals ([`gate`]) — the one place a driver's
+//! pre-dispatch check asks. Does not own where the mode is kept: the
+//! ledger's `goal_focus_mode`, fixed at `init`.
+
+use super::signals::Signal;
+use crate::ledger::vocabulary::GoalFocusMode;
+use serde::{Deserialize, Serialize};
+
+crate::ledger::vocabulary::vocabulary! {
+    /// How the loop came by its mode, recorded at `init`.
+    ModeSource {
+        ChosenAtInit => "chosen_at_init",
+        DefaultWithoutPanel => "default_without_panel",
+        DefaultWithPanel => "default_with_panel",
+    }
+}
+
+/// The mode a new loop gets: the one asked for, else enforce with a review
+/// panel to enforce with, monitor without one.
+pub fn resolve(
+    requested: Option<GoalFocusMode>,
+    panel_configured: bool,
+) -> (GoalFocusMode, ModeSource) {
+    match (requested, panel_configured) {
+        (Some(mode), _) => (mode, ModeSource::ChosenAtInit),
+        (None, true) => (GoalFocusMode::Enforce, ModeSource::DefaultWithPanel),
+        (None, false) => (GoalFocusMode::Monitor, ModeSource::DefaultWithoutPanel),
+    }
+}
+
+/// Why `mode` is in force, for people. `source` is `None` for a loop
+/// created by a loopx that did not record it.
+pub fn reason(mode: GoalFocusMode, source: Option<ModeSource>) -> String {
+    let why = match source {
+        Some(ModeSource::ChosenAtInit) => format!("chosen at init with --goal-focus-mode {mode}"),
+        Some(ModeSource::DefaultWithoutPanel) => {
+            "the default for a loop created without a review panel (enforce is the default only with one)".into()
+        }
+        Some(ModeSource::DefaultWithPanel) => {
+            "the default for a loop created with a review panel configured".into()
+        }
+        None => {
+            "set at init by a loopx that did not record whether it was chosen".into()
+        }
+    };
+    let effect = match mode {
+        GoalFocusMode::Off => "direction control is off: no signals are read and nothing is gated",
+        GoalFocusMode::Monitor => {
+            "replan signals are reported and never block an append or a turn; monitor is not an acceptance guarantee"
+        }
+        GoalFocusMode::Enforce => {
+            "an append by hand is refused (only the host may bank, after review), a direction needs a different-family strategy review, and a firing replan signal closes the pre-dispatch gate (which the driver does not check yet)"
+        }
+    };
+    format!("{mode}: {why}; {effect}")
+}
+
+/// What the pre-dispatch gate makes of the signals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Gate {
+    /// Off: nothing is looked at.
+    NotApplied,
+    /// No signal fires.
+    Clear,
+    /// Monitor: signals fire and are only reported.
+    Reported,
+    /// Enforce: signals fire; no turn may be dispatched until a reviewed
+    /// replan clears them. (The driver does not consult this gate yet:
+    /// staging and review come first, and until then an enforce loop
+    /// banks nothing by hand either.)
+    Blocked,
+}
+
+pub fn gate(mode: GoalFocusMode, signals: &[Signal]) -> Gate {
+    match (mode, signals.is_empty()) {
+        (GoalFocusMode::Off, _) => Gate::NotApplied,
+        (_, true) => Gate::Clear,
+        (GoalFocusMode::Monitor, false) => Gate::Reported,
+        (GoalFocusMode::Enforce, false) => Gate::Blocked,
+    }
+}

@@ -1,0 +1,236 @@
+//! The current plan: the one bounded direction the loop is following, and
+//! the exact contract and registry versions it was chosen from.
+//!
+//! Owns: what a replan commits. The direction comes from
+//! [`super::direction::propose`]; whether it may be selected depends on
+//! the enforcement mode: monitor commits it unreviewed (monitor is never an
+//! acceptance guarantee), enforce records `needs_replan` with the review it
+//! is waiting for, because a direction commit in enforce mode needs a
+//! different-family strategy review and nothing has reviewed this one.
+//! Does not own the mode (the ledger's), the triggers ([`super::signals`])
+//! or the decision log ([`super::decisions`]).
+
+use super::contract::GoalContract;
+use super::direction::{propose, Proposal, Selection};
+use super::document::Revised;
+use super::registry::ApproachRegistry;
+use super::signals::{signals, Inputs};
+use super::{FocusError, Pin};
+use crate::ledger::vocabulary::GoalFocusMode;
+use crate::ledger::Ledger;
+use crate::operation::{Decided, Owner};
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+crate::ledger::vocabulary::vocabulary! {
+    /// Why a plan is (re)made: the replan triggers of the spec, detected
+    /// ([`super::signals`]) or stated by the operator (`--trigger`).
+    Trigger {
+        MissingPlan => "missing_plan",
+        PlanNotActive => "plan_not_active",
+        SelectionIneligible => "selection_ineligible",
+        RevisionDrift => "revision_drift",
+        PlanExpired => "plan_expired",
+        EstimateExpired => "estimate_expired",
+        NoObligationReduction => "no_obligation_reduction",
+        ScopeOnly => "scope_only",
+        TripWire => "trip_wire",
+        ReviewerDissent => "reviewer_dissent",
+        UnreviewedCounterevidence => "unreviewed_counterevidence",
+        Plateau => "plateau",
+        Manual => "manual",
+    }
+}
+
+crate::ledger::vocabulary::vocabulary! {
+    /// Whether the plan has a direction to follow. `needs_replan`: no
+    /// direction is selected; a replan (and in enforce mode a strategy
+    /// review) has to happen first.
+    PlanState {
+        Active => "active",
+        NeedsReplan => "needs_replan",
+    }
+}
+
+crate::ledger::vocabulary::vocabulary! {
+    /// Whether anyone other than the host looked at the direction:
+    /// `unreviewed` in monitor mode (reported only), or waiting for a
+    /// different-family strategy review in enforce mode.
+    PlanReview {
+        Unreviewed => "unreviewed",
+        StrategyReviewRequired => "strategy_review_required",
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CurrentPlan {
+    pub plan_revision: u64,
+    pub state: PlanState,
+    pub selection: Option<Selection>,
+    pub review: PlanReview,
+    pub trigger: Trigger,
+    /// The contract and registry versions this plan was chosen from.
+    pub goal_pin: Pin,
+    pub registry_pin: Pin,
+    pub committed_at: Timestamp,
+    /// Banked iterations when the plan was committed: its horizon counts from here.
+    pub committed_at_iteration: u64,
+    /// The last iteration the plan covers (`None` without a selection):
+    /// once this many are banked, the plan has expired.
+    pub valid_through_iteration: Option<u64>,
+    /// What the direction rule said, including what it left out and why.
+    pub proposal: Proposal,
+}
+
+/// A document a plan is pinned to that has moved since the plan was made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Drift<'a> {
+    pub what: &'static str,
+    pub pinned: &'a Pin,
+    pub current: Pin,
+}
+
+impl CurrentPlan {
+    /// The pinned documents that are no longer the versions pinned: a
+    /// revision or, at the same revision, a different fingerprint.
+    pub fn drift(
+        &self,
+        contract: &Revised<GoalContract>,
+        registry: &Revised<ApproachRegistry>,
+    ) -> Vec<Drift<'_>> {
+        [
+            ("goal contract", &self.goal_pin, contract.pin()),
+            ("approach registry", &self.registry_pin, registry.pin()),
+        ]
+        .into_iter()
+        .filter(|(_, pinned, current)| *pinned != current)
+        .map(|(what, pinned, current)| Drift {
+            what,
+            pinned,
+            current,
+        })
+        .collect()
+    }
+}
+
+/// `goal-focus replan`, as the operator asked for it: the trigger they
+/// named, or `None` to replan on the first trigger that fires. Only the
+/// operator's words, so repeating the command under the same operation id
+/// is an exact replay whatever was committed since.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Replan {
+    pub trigger: Option<Trigger>,
+}
+
+/// What the adapter gathered: the clock, the loop's mode and ledger, the
+/// contract and registry as they are now, and the plan revision it read
+/// them together with.
+pub struct PlanContext<'a> {
+    pub now: Timestamp,
+    pub mode: GoalFocusMode,
+    pub ledger: &'a Ledger,
+    pub contract: &'a Revised<GoalContract>,
+    pub registry: &'a Revised<ApproachRegistry>,
+    /// The plan revision read with the rest (0: no plan). A plan committed
+    /// meanwhile voids the reading: the decision log must record exactly
+    /// the plan this replan commits.
+    pub read_plan_revision: u64,
+}
+
+/// The one event of this stream: a plan committed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PlanCommitted {
+    pub plan: CurrentPlan,
+}
+
+/// The plan a replan would commit, or why it may not. [`PlanOwner`]
+/// commits exactly this; the decision log records it.
+pub fn draft(
+    state: Option<&CurrentPlan>,
+    request: &Replan,
+    context: &PlanContext<'_>,
+) -> Result<CurrentPlan, FocusError> {
+    if context.mode == GoalFocusMode::Off {
+        return Err(FocusError::Off);
+    }
+    let current = state.map_or(0, |p| p.plan_revision);
+    if current != context.read_plan_revision {
+        return Err(FocusError::PlanMoved {
+            read: context.read_plan_revision,
+            now: current,
+        });
+    }
+    let trigger = match request.trigger {
+        Some(trigger) => trigger,
+        None => {
+            let fired = signals(&Inputs {
+                now: context.now,
+                ledger: context.ledger,
+                contract: context.contract,
+                registry: context.registry,
+                plan: state,
+            });
+            fired
+                .first()
+                .map(|s| s.trigger)
+                .ok_or(FocusError::NothingToReplan)?
+        }
+    };
+    let proposal = propose(&context.registry.document, context.now);
+    let (state_now, selection, review) = match (context.mode, &proposal.selection) {
+        (GoalFocusMode::Enforce, _) => (
+            PlanState::NeedsReplan,
+            None,
+            PlanReview::StrategyReviewRequired,
+        ),
+        (_, None) => (PlanState::NeedsReplan, None, PlanReview::Unreviewed),
+        (_, Some(selection)) => (
+            PlanState::Active,
+            Some(selection.clone()),
+            PlanReview::Unreviewed,
+        ),
+    };
+    let valid_through_iteration =
+        (selection.as_ref()).map(|s| context.ledger.spent.iterations + s.horizon_iterations);
+    Ok(CurrentPlan {
+        plan_revision: current + 1,
+        state: state_now,
+        selection,
+        review,
+        trigger,
+        goal_pin: context.contract.pin(),
+        registry_pin: context.registry.pin(),
+        committed_at: context.now,
+        committed_at_iteration: context.ledger.spent.iterations,
+        valid_through_iteration,
+        proposal,
+    })
+}
+
+pub struct PlanOwner;
+
+impl Owner for PlanOwner {
+    type State = CurrentPlan;
+    type Request = Replan;
+    type Event = PlanCommitted;
+    type Receipt = CurrentPlan;
+    type Error = FocusError;
+    type Context<'a> = PlanContext<'a>;
+
+    fn decide(
+        state: Option<&CurrentPlan>,
+        request: &Replan,
+        context: &PlanContext<'_>,
+    ) -> Result<Decided<PlanCommitted, CurrentPlan>, FocusError> {
+        let plan = draft(state, request, context)?;
+        Ok(Decided::write(PlanCommitted { plan: plan.clone() }, plan))
+    }
+
+    fn evolve(_state: Option<CurrentPlan>, event: &PlanCommitted) -> CurrentPlan {
+        event.plan.clone()
+    }
+
+    fn event_kind(_event: &PlanCommitted) -> &'static str {
+        "focus.plan_committed"
+    }
+}

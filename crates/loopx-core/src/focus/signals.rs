@@ -1,0 +1,144 @@
+//! Replan signals: which of the spec's replan triggers fire now, read from
+//! the plan, the contract and registry it is pinned to, and the ledger's
+//! latest records.
+//!
+//! Owns the detection of: a missing or non-active plan, a plan pinned to
+//! versions that are no longer current, a selection that became
+//! ineligible or whose estimate expired, a plan past its bound, three
+//! iterations in a row without global obligation reduction, and three
+//! scope-only iterations in a row. Reviewer dissent, trip wires and
+//! unreviewed counterevidence have no recorded source yet; an operator
+//! states them with `replan --trigger`. Does not own what a mode does with
+//! a signal ([`super::mode`]).
+
+use super::contract::GoalContract;
+use super::document::Revised;
+use super::plan::{CurrentPlan, PlanState, Trigger};
+use super::registry::ApproachRegistry;
+use crate::ledger::{IterationRecord, Ledger};
+use jiff::Timestamp;
+use serde::Serialize;
+
+/// Iterations in a row that make a streak a trigger.
+pub const STREAK: usize = 3;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Signal {
+    pub trigger: Trigger,
+    pub detail: String,
+}
+
+/// What the signals are read from.
+pub struct Inputs<'a> {
+    pub now: Timestamp,
+    pub ledger: &'a Ledger,
+    pub contract: &'a Revised<GoalContract>,
+    pub registry: &'a Revised<ApproachRegistry>,
+    pub plan: Option<&'a CurrentPlan>,
+}
+
+/// Every trigger that fires, in the order of the list above.
+pub fn signals(inputs: &Inputs<'_>) -> Vec<Signal> {
+    let mut out = Vec::new();
+    let mut fire = |trigger, detail: String| out.push(Signal { trigger, detail });
+    let Some(plan) = inputs.plan else {
+        fire(
+            Trigger::MissingPlan,
+            "no plan was ever committed: run `loopx goal-focus replan`".into(),
+        );
+        streaks(inputs.ledger.recent.iter(), &mut fire);
+        return out;
+    };
+    if plan.state != PlanState::Active {
+        fire(
+            Trigger::PlanNotActive,
+            format!(
+                "plan {} is {} (review: {})",
+                plan.plan_revision, plan.state, plan.review
+            ),
+        );
+    }
+    for drift in plan.drift(inputs.contract, inputs.registry) {
+        fire(
+            Trigger::RevisionDrift,
+            format!(
+                "the plan is pinned to {} revision {} ({}), which is now revision {} ({})",
+                drift.what,
+                drift.pinned.revision,
+                drift.pinned.fingerprint,
+                drift.current.revision,
+                drift.current.fingerprint
+            ),
+        );
+    }
+    if let Some(selection) = &plan.selection {
+        for approach_id in &selection.approach_ids {
+            let registry = &inputs.registry.document;
+            let Some(candidate) = registry.approach(approach_id) else {
+                fire(
+                    Trigger::SelectionIneligible,
+                    format!("selected approach {approach_id} is no longer in the registry"),
+                );
+                continue;
+            };
+            match candidate.approach.estimate.expires_at {
+                Some(at) if at <= inputs.now => fire(
+                    Trigger::EstimateExpired,
+                    format!("the estimate of selected approach {approach_id} expired at {at}"),
+                ),
+                _ => {
+                    if let Some(reason) = ApproachRegistry::ineligibility(&candidate, inputs.now) {
+                        fire(
+                            Trigger::SelectionIneligible,
+                            format!("selected approach {approach_id} is {reason}"),
+                        );
+                    }
+                }
+            }
+        }
+        let banked = inputs.ledger.spent.iterations;
+        if let Some(through) = plan.valid_through_iteration.filter(|t| banked >= *t) {
+            fire(
+                Trigger::PlanExpired,
+                format!(
+                    "the plan covered {} iterations, through iteration {through}, and {banked} are banked",
+                    selection.horizon_iterations
+                ),
+            );
+        }
+    }
+    let since_plan = inputs
+        .ledger
+        .recent
+        .iter()
+        .filter(|r| r.iteration > plan.committed_at_iteration);
+    let reducing =
+        |r: &&IterationRecord| matches!(r.direction.global_delta.as_str(), "reduced" | "satisfied");
+    let without: Vec<&IterationRecord> = since_plan.collect();
+    let run = without.iter().rev().take_while(|r| !reducing(r)).count();
+    if run >= STREAK {
+        fire(
+            Trigger::NoObligationReduction,
+            format!("the last {run} iterations since the plan reduced no global obligation"),
+        );
+    }
+    streaks(inputs.ledger.recent.iter(), &mut fire);
+    out
+}
+
+/// The scope-only streak, which fires whether or not there is a plan.
+fn streaks<'a>(
+    recent: impl DoubleEndedIterator<Item = &'a IterationRecord>,
+    fire: &mut impl FnMut(Trigger, String),
+) {
+    let run = recent
+        .rev()
+        .take_while(|r| r.direction.local_without_goal_delta)
+        .count();
+    if run >= STREAK {
+        fire(
+            Trigger::ScopeOnly,
+            format!("the last {run} iterations were local work without goal delta"),
+        );
+    }
+}

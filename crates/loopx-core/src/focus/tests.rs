@@ -1,0 +1,491 @@
+//! The Goal Focus rules, each proved on the pure owners.
+
+use super::contract::{Criterion, Obligation, ObligationStatus, Scope};
+use super::decisions::{DecisionOutcome, DirectionDecision};
+use super::direction::{propose, SelectionKind};
+use super::mode::{gate, resolve, Gate, ModeSource};
+use super::plan::{draft, PlanContext, PlanOwner, PlanReview, PlanState, Replan, Trigger};
+use super::registry::{Approach, Campaign, Eligibility, EligibilityStatus, Estimate};
+use super::signals::{signals, Inputs};
+use super::*;
+use crate::ledger::budget::Budget;
+use crate::ledger::vocabulary::GoalFocusMode;
+use crate::ledger::{InitLoop, Ledger};
+use crate::operation::{Clock, Owner};
+use jiff::Timestamp;
+
+fn now() -> Timestamp {
+    "2026-12-03T12:00:00Z".parse().unwrap()
+}
+
+fn approach(id: &str, low: f64, high: f64) -> Approach {
+    Approach {
+        approach_id: id.into(),
+        summary: format!("try {id}"),
+        estimate: Estimate {
+            low,
+            high,
+            expires_at: None,
+        },
+        eligibility: Eligibility::default(),
+        reopen_conditions: vec![],
+    }
+}
+
+fn registry(campaigns: &[(&str, Vec<Approach>)]) -> ApproachRegistry {
+    ApproachRegistry {
+        campaigns: campaigns
+            .iter()
+            .map(|(id, approaches)| Campaign {
+                campaign_id: (*id).into(),
+                title: String::new(),
+                approaches: approaches.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn contract(obligations: Vec<Obligation>) -> GoalContract {
+    GoalContract {
+        goal: "prove lemma B".into(),
+        criteria: vec![Criterion {
+            criterion_id: "success".into(),
+            text: "a checked proof".into(),
+        }],
+        scope: Scope::default(),
+        obligations,
+    }
+}
+
+fn obligation(id: &str, depends_on: &[&str]) -> Obligation {
+    Obligation {
+        obligation_id: id.into(),
+        description: format!("discharge {id}"),
+        kind: Default::default(),
+        status: ObligationStatus::Open,
+        depends_on: depends_on.iter().map(|d| (*d).to_owned()).collect(),
+    }
+}
+
+fn revised<D: document::Document>(document: D) -> Revised<D> {
+    DocumentOwner::<D>::evolve(
+        None,
+        &Revision {
+            at: now(),
+            document,
+        },
+    )
+}
+
+#[test]
+fn a_robustly_dominant_lower_bound_exploits() {
+    let r = registry(&[
+        ("c1", vec![approach("a", 0.6, 0.9)]),
+        ("c2", vec![approach("b", 0.1, 0.5)]),
+    ]);
+    let selection = propose(&r, now()).selection.unwrap();
+    assert_eq!(selection.kind, SelectionKind::Exploit);
+    assert_eq!(selection.approach_ids, ["a"]);
+}
+
+#[test]
+fn overlapping_intervals_run_an_experiment_among_at_most_three_diverse_approaches() {
+    let r = registry(&[
+        (
+            "c1",
+            vec![approach("a1", 0.4, 0.9), approach("a2", 0.4, 0.85)],
+        ),
+        ("c2", vec![approach("b", 0.3, 0.7)]),
+        ("c3", vec![approach("c", 0.2, 0.6)]),
+        ("c4", vec![approach("d", 0.35, 0.5)]),
+        // Cannot beat a1's lower bound: never part of the experiment.
+        ("c5", vec![approach("e", 0.0, 0.3)]),
+    ]);
+    let selection = propose(&r, now()).selection.unwrap();
+    assert_eq!(selection.kind, SelectionKind::Experiment);
+    assert_eq!(selection.approach_ids, ["a1", "b", "c"]);
+    assert_eq!(selection.campaign_ids, ["c1", "c2", "c3"]);
+    assert_eq!(selection.horizon_iterations, 3);
+}
+
+#[test]
+fn ineligible_and_expired_approaches_never_compete() {
+    let mut blocked = approach("blocked", 0.9, 1.0);
+    blocked.eligibility = Eligibility {
+        status: EligibilityStatus::Blocked,
+        reason: "waits for the cluster".into(),
+    };
+    let mut stale = approach("stale", 0.8, 0.95);
+    stale.estimate.expires_at = Some("2026-12-01T00:00:00Z".parse().unwrap());
+    let r = registry(&[("c1", vec![blocked, stale, approach("ok", 0.1, 0.2)])]);
+    let proposal = propose(&r, now());
+    assert_eq!(proposal.selection.unwrap().approach_ids, ["ok"]);
+    let excluded: Vec<&str> = proposal
+        .excluded
+        .iter()
+        .map(|e| e.approach_id.as_str())
+        .collect();
+    assert_eq!(excluded, ["blocked", "stale"]);
+    let nothing = registry(&[]);
+    assert!(propose(&nothing, now()).selection.is_none());
+}
+
+#[test]
+fn an_obligation_cycle_or_unknown_dependency_is_refused() {
+    use document::Document;
+    let cyclic = contract(vec![
+        obligation("o1", &["o2"]),
+        obligation("o2", &["o3"]),
+        obligation("o3", &["o1"]),
+    ]);
+    match cyclic.check() {
+        Err(FocusError::DependencyCycle { cycle }) => {
+            assert_eq!(cycle.first(), cycle.last(), "{cycle:?}");
+            assert_eq!(cycle.len(), 4, "{cycle:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        contract(vec![obligation("o1", &["nope"])]).check(),
+        Err(FocusError::UnknownDependency { .. })
+    ));
+    assert!(matches!(
+        contract(vec![obligation("o1", &[]), obligation("o1", &[])]).check(),
+        Err(FocusError::DuplicateId { .. })
+    ));
+    assert!(
+        contract(vec![obligation("o1", &[]), obligation("o2", &["o1"])])
+            .check()
+            .is_ok()
+    );
+}
+
+#[test]
+fn a_long_dependency_chain_is_checked_without_recursion() {
+    use document::Document;
+    let chain: Vec<Obligation> = (0..200)
+        .map(|i| {
+            let deps: Vec<String> = if i == 0 {
+                vec![]
+            } else {
+                vec![format!("o{}", i - 1)]
+            };
+            let mut o = obligation(&format!("o{i}"), &[]);
+            o.depends_on = deps;
+            o
+        })
+        .collect();
+    assert!(contract(chain).check().is_ok());
+}
+
+#[test]
+fn estimates_outside_the_unit_interval_are_refused() {
+    use document::Document;
+    for (low, high) in [(0.5, 0.4), (-0.1, 0.2), (0.2, 1.5), (f64::NAN, 0.5)] {
+        let r = registry(&[("c", vec![approach("a", low, high)])]);
+        assert!(
+            matches!(r.check(), Err(FocusError::BadEstimate { .. })),
+            "[{low}, {high}] accepted"
+        );
+    }
+}
+
+#[test]
+fn a_document_revision_counts_and_an_identical_one_writes_nothing() {
+    let clock = Clock { now: now() };
+    let request = Revise {
+        base_revision: Some(0),
+        document: contract(vec![]),
+    };
+    let first = ContractOwner::decide(None, &request, &clock).unwrap();
+    let state = ContractOwner::evolve(None, first.event.as_ref().unwrap());
+    assert_eq!(state.revision, 1);
+    let again = ContractOwner::decide(
+        Some(&state),
+        &Revise {
+            base_revision: Some(1),
+            document: contract(vec![]),
+        },
+        &clock,
+    )
+    .unwrap();
+    assert!(again.event.is_none() && again.receipt.unchanged);
+    assert_eq!(again.receipt.fingerprint, state.pin().fingerprint);
+}
+
+fn ledger() -> Ledger {
+    let init = InitLoop::new("g", "c", Budget::iterations_only(10));
+    Ledger {
+        run_id: "run".into(),
+        config: init,
+        spent: Default::default(),
+        status: crate::ledger::vocabulary::LoopStatus::Initialized,
+        created_at: now(),
+        updated_at: now(),
+        recent: vec![],
+        pending_claim: None,
+    }
+}
+
+fn record(iteration: u64) -> crate::ledger::IterationRecord {
+    use crate::ledger::vocabulary::{Decision, Mode};
+    crate::ledger::IterationRecord {
+        iteration,
+        timestamp: now(),
+        operation_id: crate::operation::OperationId::parse(&format!("op{iteration}")).unwrap(),
+        mode: Mode::BoundedResearch,
+        objective: "work".into(),
+        decision: Decision::Continue,
+        stop_reason: String::new(),
+        evidence_checked: Default::default(),
+        input_refs: vec![],
+        actions_taken: vec![],
+        remaining_gaps: vec![],
+        output: String::new(),
+        budget_delta: crate::ledger::BudgetDelta {
+            iterations: 1,
+            tokens: 0,
+            usd: 0.0,
+            wall_time_seconds: 0,
+        },
+        completed_summary: String::new(),
+        current_summary: String::new(),
+        proposed_next_action: String::new(),
+        executor_provider: String::new(),
+        dispatch_id: String::new(),
+        claim: None,
+        direction: Default::default(),
+    }
+}
+
+fn replan_in(mode: GoalFocusMode) -> Result<plan::CurrentPlan, FocusError> {
+    let c = revised(contract(vec![]));
+    let r = revised(registry(&[("c1", vec![approach("a", 0.5, 0.9)])]));
+    let l = ledger();
+    draft(
+        None,
+        &Replan { trigger: None },
+        &PlanContext {
+            now: now(),
+            mode,
+            ledger: &l,
+            contract: &c,
+            registry: &r,
+            read_plan_revision: 0,
+        },
+    )
+}
+
+#[test]
+fn monitor_commits_the_direction_unreviewed_and_enforce_waits_for_a_review() {
+    let monitor = replan_in(GoalFocusMode::Monitor).unwrap();
+    assert_eq!(monitor.state, PlanState::Active);
+    assert_eq!(monitor.review, PlanReview::Unreviewed);
+    assert_eq!(monitor.selection.as_ref().unwrap().approach_ids, ["a"]);
+    let enforce = replan_in(GoalFocusMode::Enforce).unwrap();
+    assert_eq!(enforce.state, PlanState::NeedsReplan);
+    assert_eq!(enforce.review, PlanReview::StrategyReviewRequired);
+    assert!(enforce.selection.is_none());
+    // The proposal is kept for the reviewer to see, never selected.
+    assert!(enforce.proposal.selection.is_some());
+    assert_eq!(enforce.trigger, Trigger::MissingPlan);
+    let decision = DirectionDecision::of_plan("op", GoalFocusMode::Enforce, &enforce);
+    assert_eq!(decision.outcome, DecisionOutcome::StrategyReviewRequired);
+    assert!(matches!(
+        replan_in(GoalFocusMode::Off),
+        Err(FocusError::Off)
+    ));
+}
+
+#[test]
+fn signals_fire_for_a_missing_plan_drift_expiry_and_streaks() {
+    let c = revised(contract(vec![]));
+    let r = revised(registry(&[("c1", vec![approach("a", 0.5, 0.9)])]));
+    let mut l = ledger();
+    let fired = |plan: Option<&plan::CurrentPlan>, l: &Ledger, r: &Revised<ApproachRegistry>| {
+        signals(&Inputs {
+            now: now(),
+            ledger: l,
+            contract: &c,
+            registry: r,
+            plan,
+        })
+        .into_iter()
+        .map(|s| s.trigger)
+        .collect::<Vec<_>>()
+    };
+    assert_eq!(fired(None, &l, &r), [Trigger::MissingPlan]);
+    let plan = replan_in(GoalFocusMode::Monitor).unwrap();
+    assert!(fired(Some(&plan), &l, &r).is_empty());
+    // Three banked iterations exhaust the exploit bound, and none reduced
+    // an obligation; all three were scope-only.
+    for i in 1..=3 {
+        let mut record = record(i);
+        record.direction.local_without_goal_delta = true;
+        l.recent.push(record);
+    }
+    l.spent.iterations = 3;
+    assert_eq!(
+        fired(Some(&plan), &l, &r),
+        [
+            Trigger::PlanExpired,
+            Trigger::NoObligationReduction,
+            Trigger::ScopeOnly
+        ]
+    );
+    let moved = revised(registry(&[("c1", vec![approach("b", 0.5, 0.9)])]));
+    let l = ledger();
+    assert_eq!(
+        fired(Some(&plan), &l, &moved),
+        [Trigger::RevisionDrift, Trigger::SelectionIneligible]
+    );
+}
+
+#[test]
+fn the_default_mode_is_monitor_without_a_panel_and_enforce_with_one() {
+    assert_eq!(
+        resolve(None, false),
+        (GoalFocusMode::Monitor, ModeSource::DefaultWithoutPanel)
+    );
+    assert_eq!(
+        resolve(None, true),
+        (GoalFocusMode::Enforce, ModeSource::DefaultWithPanel)
+    );
+    assert_eq!(
+        resolve(Some(GoalFocusMode::Off), true),
+        (GoalFocusMode::Off, ModeSource::ChosenAtInit)
+    );
+    let signal = [signals::Signal {
+        trigger: Trigger::Manual,
+        detail: String::new(),
+    }];
+    assert_eq!(gate(GoalFocusMode::Monitor, &signal), Gate::Reported);
+    assert_eq!(gate(GoalFocusMode::Enforce, &signal), Gate::Blocked);
+    assert_eq!(gate(GoalFocusMode::Enforce, &[]), Gate::Clear);
+    assert_eq!(gate(GoalFocusMode::Off, &signal), Gate::NotApplied);
+}
+
+#[test]
+fn a_replan_with_nothing_firing_needs_a_named_trigger_and_a_moved_plan_voids_the_reading() {
+    let c = revised(contract(vec![]));
+    let r = revised(registry(&[("c1", vec![approach("a", 0.5, 0.9)])]));
+    let l = ledger();
+    let context = |read_plan_revision| PlanContext {
+        now: now(),
+        mode: GoalFocusMode::Monitor,
+        ledger: &l,
+        contract: &c,
+        registry: &r,
+        read_plan_revision,
+    };
+    let first = PlanOwner::decide(None, &Replan { trigger: None }, &context(0)).unwrap();
+    let plan = PlanOwner::evolve(None, first.event.as_ref().unwrap());
+    assert_eq!(
+        draft(Some(&plan), &Replan { trigger: None }, &context(1)),
+        Err(FocusError::NothingToReplan)
+    );
+    let manual = Replan {
+        trigger: Some(Trigger::Manual),
+    };
+    assert_eq!(
+        draft(Some(&plan), &manual, &context(1))
+            .unwrap()
+            .plan_revision,
+        2
+    );
+    assert_eq!(
+        draft(Some(&plan), &manual, &context(0)),
+        Err(FocusError::PlanMoved { read: 0, now: 1 })
+    );
+}
+
+mod direction_properties {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    /// (campaign, low, width, eligible) for each approach `a<i>`.
+    fn registry_of(specs: &[(u8, f64, f64, bool)]) -> ApproachRegistry {
+        let mut campaigns: Vec<(String, Vec<Approach>)> = Vec::new();
+        for (i, (campaign, low, width, eligible)) in specs.iter().enumerate() {
+            let mut a = approach(&format!("a{i}"), *low, (low + width).min(1.0));
+            if !eligible {
+                a.eligibility = Eligibility {
+                    status: EligibilityStatus::Parked,
+                    reason: "parked".into(),
+                };
+            }
+            let id = format!("c{campaign}");
+            match campaigns.iter_mut().find(|(c, _)| *c == id) {
+                Some((_, list)) => list.push(a),
+                None => campaigns.push((id, vec![a])),
+            }
+        }
+        ApproachRegistry {
+            campaigns: campaigns
+                .into_iter()
+                .map(|(campaign_id, approaches)| Campaign {
+                    campaign_id,
+                    title: String::new(),
+                    approaches,
+                })
+                .collect(),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_direction_rule_holds_for_any_registry(
+            specs in proptest::collection::vec((0u8..4, 0.0f64..1.0, 0.0f64..0.5, any::<bool>()), 0..9)
+        ) {
+            let registry = registry_of(&specs);
+            let proposal = propose(&registry, now());
+            let (eligible, _) = registry.eligible(now());
+            let estimate = |id: &str| registry.approach(id).unwrap().approach.estimate.clone();
+            let Some(selection) = proposal.selection.clone() else {
+                prop_assert!(eligible.is_empty());
+                return Ok(());
+            };
+            let eligible_ids: BTreeSet<&str> =
+                eligible.iter().map(|c| c.approach.approach_id.as_str()).collect();
+            let chosen: BTreeSet<&str> = selection.approach_ids.iter().map(String::as_str).collect();
+            prop_assert_eq!(chosen.len(), selection.approach_ids.len(), "an approach chosen twice");
+            prop_assert!(chosen.is_subset(&eligible_ids), "an ineligible approach was chosen");
+            let best_low = eligible
+                .iter()
+                .map(|c| c.approach.estimate.low)
+                .fold(f64::MIN, f64::max);
+            match selection.kind {
+                SelectionKind::Exploit => {
+                    prop_assert_eq!(chosen.len(), 1);
+                    let winner = estimate(&selection.approach_ids[0]);
+                    for other in eligible.iter().filter(|c| !chosen.contains(c.approach.approach_id.as_str())) {
+                        prop_assert!(winner.low > other.approach.estimate.high, "exploited without dominance");
+                    }
+                }
+                SelectionKind::Experiment => {
+                    prop_assert!((1..=3).contains(&chosen.len()));
+                    // Somebody overlaps the leader, or it would have been exploited.
+                    prop_assert!(eligible.len() > 1);
+                    for id in &selection.approach_ids {
+                        prop_assert!(estimate(id).high >= best_low, "{} cannot beat the leader", id);
+                    }
+                    // Diverse: as many campaigns as the contenders offer, up to three.
+                    let contender_campaigns: BTreeSet<&str> = eligible
+                        .iter()
+                        .filter(|c| c.approach.estimate.high >= best_low)
+                        .map(|c| c.campaign_id)
+                        .collect();
+                    prop_assert_eq!(
+                        selection.campaign_ids.len(),
+                        contender_campaigns.len().min(3)
+                    );
+                }
+            }
+            // The order the registry lists campaigns in decides nothing.
+            let mut reversed = registry.clone();
+            reversed.campaigns.reverse();
+            prop_assert_eq!(propose(&reversed, now()).selection, proposal.selection);
+        }
+    }
+}
