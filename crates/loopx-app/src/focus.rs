@@ -304,7 +304,7 @@ pub(crate) fn refresh_projection(dir: &LoopDir, ledger: &Ledger) -> Vec<String> 
         let status = FocusStatus::of(dir, &reading, clock::now());
         let mut text = serde_json::to_string_pretty(&status)?;
         text.push('\n');
-        crate::loop_dir::write_view_if_changed(&dir.path(PROJECTION), text.as_bytes())
+        dir.write_view(PROJECTION, text.as_bytes())
     });
     match result {
         Ok(()) => Vec::new(),

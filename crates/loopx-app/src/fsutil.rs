@@ -23,8 +23,52 @@ pub fn write_view(path: &Path, bytes: &[u8]) -> Result<()> {
     replace(path, bytes, false)
 }
 
-/// The temporary file is created exclusively, so a pre-planted symlink at
-/// its name is never written through.
+/// [`write_view`] for several views in the directory `dir` at once, each
+/// `(file name, bytes)`, after a commit: a view whose file already holds
+/// exactly its bytes is left alone (no write, no rename), and one scan of
+/// `dir` for stale temporaries serves every view written. Returns each
+/// view's outcome, in order.
+pub fn write_views<'a>(dir: &Path, views: &[(&'a str, &[u8])]) -> Vec<(&'a str, Result<()>)> {
+    let changed: Vec<_> = views
+        .iter()
+        .filter(|(name, bytes)| !holds_exactly(&dir.join(name), bytes))
+        .collect();
+    if !changed.is_empty() {
+        let prefixes: Vec<String> = changed
+            .iter()
+            .map(|(name, _)| temporary_prefix(name))
+            .collect();
+        remove_stale_temporaries(dir, &prefixes);
+    }
+    views
+        .iter()
+        .map(|(name, bytes)| {
+            let outcome = if changed.iter().any(|(n, _)| n == name) {
+                replace_in(dir, name, bytes, false)
+            } else {
+                Ok(())
+            };
+            (*name, outcome)
+        })
+        .collect()
+}
+
+/// True when `path` is a regular file (not a link) of exactly `bytes`.
+/// Anything else (missing, a symlink, a directory, unreadable) is false:
+/// replacing owns what to do about it.
+fn holds_exactly(path: &Path, bytes: &[u8]) -> bool {
+    match path.symlink_metadata() {
+        Ok(meta) if meta.is_file() && meta.len() == bytes.len() as u64 => {
+            read_no_follow(path).is_ok_and(|existing| existing == bytes)
+        }
+        _ => false,
+    }
+}
+
+fn temporary_prefix(name: &str) -> String {
+    format!(".{name}.tmp-")
+}
+
 fn replace(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
     let parent = path
         .parent()
@@ -33,22 +77,38 @@ fn replace(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
         .file_name()
         .context("a file to write has a name")?
         .to_string_lossy();
-    let prefix = format!(".{name}.tmp-");
-    remove_stale_temporaries(parent, &prefix);
-    let temporary = parent.join(format!("{prefix}{}", std::process::id()));
-    let _ = fs::remove_file(&temporary);
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&temporary)
-        .with_context(|| format!("cannot write {}", temporary.display()))?;
+    remove_stale_temporaries(parent, &[temporary_prefix(&name)]);
+    replace_in(parent, &name, bytes, sync)
+}
+
+/// Replace `dir/name` through a temporary `.<name>.tmp-<pid>` and a
+/// rename. The temporary file is created exclusively, so a pre-planted
+/// symlink at its name is never written through; one left by an earlier
+/// process of the same pid is removed and the creation tried once more.
+fn replace_in(dir: &Path, name: &str, bytes: &[u8], sync: bool) -> Result<()> {
+    let path = dir.join(name);
+    let temporary = dir.join(format!("{}{}", temporary_prefix(name), std::process::id()));
+    let create = || {
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temporary)
+    };
+    let mut file = match create() {
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+            let _ = fs::remove_file(&temporary);
+            create()
+        }
+        other => other,
+    }
+    .with_context(|| format!("cannot write {}", temporary.display()))?;
     let written = file
         .write_all(bytes)
         .and_then(|()| if sync { file.sync_data() } else { Ok(()) })
         .with_context(|| format!("cannot write {}", temporary.display()));
     drop(file);
     let replaced = written.and_then(|()| {
-        fs::rename(&temporary, path).with_context(|| format!("cannot replace {}", path.display()))
+        fs::rename(&temporary, &path).with_context(|| format!("cannot replace {}", path.display()))
     });
     if replaced.is_err() {
         // A full disk or a directory in the way: leave no half-written
@@ -62,17 +122,18 @@ fn replace(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
 /// creating and renaming them left behind. Only those of processes that no
 /// longer exist: a live writer's file is its to rename. Best effort: a file
 /// that cannot be removed now is removed by a later write.
-fn remove_stale_temporaries(dir: &Path, prefix: &str) {
+fn remove_stale_temporaries(dir: &Path, prefixes: &[String]) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(prefix))
-            .and_then(|pid| pid.parse::<u32>().ok())
-        else {
+        let Some(pid) = name.to_str().and_then(|n| {
+            prefixes
+                .iter()
+                .find_map(|prefix| n.strip_prefix(prefix.as_str()))
+                .and_then(|pid| pid.parse::<u32>().ok())
+        }) else {
             continue;
         };
         if pid != std::process::id() && !crate::platform::alive(pid) {

@@ -23,7 +23,7 @@ use loopx_core::ledger::{
 };
 use loopx_core::operation::{OperationId, Owner as _};
 use loopx_store::sqlite::Access;
-use loopx_store::Receipt;
+use loopx_store::{Committed, Receipt, Step};
 use serde::Serialize;
 use std::path::Path;
 
@@ -159,9 +159,10 @@ fn appended(body: LedgerReceipt) -> Appended {
     }
 }
 
-/// Commit `request` to the ledger, then refresh the views. Once committed
-/// nothing is an error (see `refresh_views`): what goes wrong after is a
-/// warning. A replay wrote nothing, so there is nothing to refresh.
+/// Commit `request` to the ledger, then refresh the views from the state
+/// committed. Once committed nothing is an error (see `refresh_views`):
+/// what goes wrong after is a warning. A replay wrote nothing, so there is
+/// nothing to refresh.
 fn commit(
     dir: &LoopDir,
     operation_id: &OperationId,
@@ -173,14 +174,24 @@ fn commit(
         operation_id,
         files: dir,
     };
-    let receipt = dir
+    let step = Step::<LedgerOwner> {
+        stream: STREAM,
+        operation_id,
+        request,
+        context: &context,
+    };
+    let (receipt, committed) = dir
         .authority()
-        .execute::<LedgerOwner>(STREAM, operation_id, request, &context, now)
+        .execute_committed(&step, now)
         .map_err(anyhow::Error::new)?;
-    let warnings = if receipt.replayed {
-        Vec::new()
-    } else {
-        dir.refresh_views()
+    let warnings = match committed {
+        // The views come from the state just committed: no read back.
+        Some(Committed { revision, state }) => dir.refresh_views_from(&Reading {
+            revision,
+            ledger: state,
+        }),
+        None if receipt.replayed => Vec::new(),
+        None => dir.refresh_views(),
     };
     Ok((receipt, warnings))
 }

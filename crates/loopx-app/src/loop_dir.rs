@@ -240,6 +240,13 @@ impl LoopDir {
         self.root.join(relative)
     }
 
+    /// Write one view file in the loop directory unless it already holds
+    /// exactly `text` (see [`fsutil::write_views`]).
+    pub(crate) fn write_view(&self, name: &str, text: &[u8]) -> Result<()> {
+        let mut outcomes = fsutil::write_views(&self.root, &[(name, text)]);
+        outcomes.pop().map_or(Ok(()), |(_, outcome)| outcome)
+    }
+
     pub fn sentinels(&self) -> Sentinels {
         let present = |name: &str| self.root.join(name).symlink_metadata().is_ok();
         Sentinels {
@@ -271,19 +278,19 @@ impl LoopDir {
     /// is not rewritten (a read is cheaper than a write and a rename).
     pub fn refresh_views_from(&self, reading: &Reading) -> Vec<String> {
         let Reading { revision, ledger } = reading;
-        let mut warnings = Vec::new();
         let verdict = self.verdict(ledger, clock::now());
         let recovery = view::recovery_markdown(ledger, &verdict);
-        if let Err(error) = write_view_if_changed(&self.root.join(RECOVERY), recovery.as_bytes()) {
-            warnings.push(view_warning(RECOVERY, error));
-        }
         let mut status = view::status_json(ledger, *revision, &verdict);
         status["dir"] = self.display().into();
         let mut text = serde_json::to_string_pretty(&status).expect("JSON values print");
         text.push('\n');
-        if let Err(error) = write_view_if_changed(&self.root.join(STATUS), text.as_bytes()) {
-            warnings.push(view_warning(STATUS, error));
-        }
+        let mut warnings: Vec<String> = fsutil::write_views(
+            &self.root,
+            &[(RECOVERY, recovery.as_bytes()), (STATUS, text.as_bytes())],
+        )
+        .into_iter()
+        .filter_map(|(view, outcome)| outcome.err().map(|error| view_warning(view, error)))
+        .collect();
         warnings.extend(crate::focus::refresh_projection(self, ledger));
         warnings
     }
@@ -365,23 +372,6 @@ pub(crate) fn view_warning(view: &str, error: anyhow::Error) -> String {
     format!(
         "the operation is committed, but {view} could not be refreshed ({error:#}); it is a derived view: fix the cause and the next write to this loop rewrites it"
     )
-}
-
-/// Write a view unless the file already holds exactly `text`.
-pub(crate) fn write_view_if_changed(path: &Path, text: &[u8]) -> Result<()> {
-    // A regular file of the same length with the same bytes: nothing to do.
-    // Anything else (missing, a symlink, a directory) goes to write_view,
-    // which owns how a view is replaced safely.
-    if let Ok(meta) = path.symlink_metadata() {
-        if meta.is_file() && meta.len() == text.len() as u64 {
-            if let Ok(existing) = std::fs::read(path) {
-                if existing == text {
-                    return Ok(());
-                }
-            }
-        }
-    }
-    fsutil::write_view(path, text)
 }
 
 fn missing_loop(dir: &Path) -> anyhow::Error {

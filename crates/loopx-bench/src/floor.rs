@@ -4,7 +4,9 @@
 //! One process: open a SQLite file with the pragmas loopx's writers use
 //! (WAL, `synchronous=FULL`, persistent log, no checkpoint on close), make
 //! one `BEGIN IMMEDIATE` commit of a row about the size of an iteration
-//! record, exit. `--checkpoint-on-close` keeps SQLite's default
+//! record, fold the log in when it has grown long as loopx's writers do
+//! (`loopx_store::sqlite::fold_long_log`: without it the floor's own log
+//! would grow over a run and slow every later floor process), exit. `--checkpoint-on-close` keeps SQLite's default
 //! checkpoint on close instead (what loopx did before). `--setup` creates
 //! the table and exits. It owns nothing of loopx: no owner, no journal, no
 //! views, no argument parser beyond these flags.
@@ -33,7 +35,7 @@ fn write(path: &str, setup: bool, checkpoint_on_close: bool) -> rusqlite::Result
     let mut conn = Connection::open(path)?;
     conn.busy_timeout(std::time::Duration::from_secs(30))?;
     conn.execute_batch(
-        "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA journal_size_limit=0;",
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA journal_size_limit=0; PRAGMA wal_autocheckpoint=0;",
     )?;
     conn.set_db_config(
         DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
@@ -46,5 +48,7 @@ fn write(path: &str, setup: bool, checkpoint_on_close: bool) -> rusqlite::Result
     }
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     tx.execute("INSERT INTO floor (body) VALUES (?1)", ["x".repeat(2048)])?;
-    tx.commit()
+    tx.commit()?;
+    loopx_store::sqlite::fold_long_log(&conn, std::path::Path::new(path));
+    Ok(())
 }

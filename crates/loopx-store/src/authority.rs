@@ -78,6 +78,20 @@ pub struct Loaded<S> {
     pub state: Option<S>,
 }
 
+/// The state one call committed, at the revision it was committed as.
+#[derive(Debug, Clone)]
+pub struct Committed<S> {
+    pub revision: u64,
+    pub state: S,
+}
+
+/// What [`Authority::execute_committed`] returns: the receipt, and the
+/// state committed when this call committed one.
+pub type ExecutedWithState<O> = (
+    Executed<<O as Owner>::Receipt>,
+    Option<Committed<<O as Owner>::State>>,
+);
+
 /// What [`Authority::preview`] says an operation would do.
 pub type Preview<O> = Decided<<O as Owner>::Event, <O as Owner>::Receipt>;
 
@@ -202,18 +216,34 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
             request,
             context,
         };
-        let digest = request_digest(request);
+        self.execute_committed(&step, now)
+            .map(|(receipt, _)| receipt)
+    }
+
+    /// [`execute`](Self::execute), also handing back the state this call
+    /// committed and its revision: what a caller derives views from
+    /// without reading the stream back. `None` when this call committed
+    /// nothing (a replay, or a request the owner found satisfied).
+    pub fn execute_committed<O: Owner>(
+        &self,
+        step: &Step<'_, '_, O>,
+        now: Timestamp,
+    ) -> Result<ExecutedWithState<O>, AuthorityError<O::Error>> {
+        let digest = request_digest(step.request);
         let mut backoff = Backoff::new();
         for _ in 0..MAX_ATTEMPTS {
-            if let Some(receipt) = self.replayed(&step, digest.as_str())? {
-                return Ok(receipt);
+            if let Some(receipt) = self.replayed(step, digest.as_str())? {
+                return Ok((receipt, None));
             }
-            let prepared = self.prepare(&step, now)?;
-            let Some(commit) = prepared.commit(&step, digest.as_str()) else {
-                return Ok(prepared.receipt);
+            let prepared = self.prepare(step, now)?;
+            let Some(commit) = prepared.commit(step, digest.as_str()) else {
+                return Ok((prepared.receipt, None));
             };
             match self.store.commit(&commit) {
-                Ok(_) => return Ok(prepared.receipt),
+                Ok(revision) => {
+                    let committed = prepared.next.map(|state| Committed { revision, state });
+                    return Ok((prepared.receipt, committed));
+                }
                 // Someone else committed first (possibly this very operation
                 // id, from a retrying twin): re-read and decide again.
                 Err(StoreError::StaleRevision { .. } | StoreError::DuplicateOperation { .. }) => {
@@ -223,7 +253,7 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
             }
         }
         Err(AuthorityError::Contended {
-            stream: stream.to_owned(),
+            stream: step.stream.to_owned(),
             attempts: MAX_ATTEMPTS,
         })
     }
@@ -413,7 +443,7 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
         &self,
         step: &Step<'_, '_, O>,
         now: Timestamp,
-    ) -> Result<Prepared<O::Receipt>, AuthorityError<O::Error>> {
+    ) -> Result<PreparedFor<O>, AuthorityError<O::Error>> {
         let Loaded { revision, state } = self.load::<O>(step.stream)?;
         check_base::<O>(step.stream, step.request, revision)?;
         let decided = O::decide(state.as_ref(), step.request, step.context)
@@ -424,6 +454,7 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
             return Ok(Prepared {
                 revision,
                 write: None,
+                next: None,
                 receipt: Receipt {
                     operation_id: step.operation_id.clone(),
                     revision,
@@ -457,6 +488,7 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
                 state: serde_json::to_string(&next).expect("states serialize"),
                 committed_at: now.to_string(),
             }),
+            next: Some(next),
             receipt,
         })
     }
@@ -491,13 +523,17 @@ impl<E> Either<E, E> {
 }
 
 /// A decided operation, before its commit.
-struct Prepared<R> {
+struct Prepared<R, S> {
     /// The revision it was decided against.
     revision: u64,
     /// What the commit writes; `None` when the request was already satisfied.
     write: Option<Write>,
+    /// The state the commit stores, as the owner folded it.
+    next: Option<S>,
     receipt: Receipt<R>,
 }
+
+type PreparedFor<O> = Prepared<<O as Owner>::Receipt, <O as Owner>::State>;
 
 struct Write {
     kind: &'static str,
@@ -507,7 +543,7 @@ struct Write {
     committed_at: String,
 }
 
-impl<R> Prepared<R> {
+impl<R, S> Prepared<R, S> {
     fn commit<'a, O: Owner>(
         &'a self,
         step: &Step<'a, '_, O>,

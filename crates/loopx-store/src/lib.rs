@@ -19,8 +19,8 @@ pub mod postgres;
 pub mod sqlite;
 
 pub use authority::{
-    decide_at, Authority, AuthorityError, Either, Executed, GroupResult, Loaded, PairResult,
-    Preview, Receipt, Step,
+    decide_at, Authority, AuthorityError, Committed, Either, Executed, ExecutedWithState,
+    GroupResult, Loaded, PairResult, Preview, Receipt, Step,
 };
 pub use locator::Locator;
 

@@ -41,6 +41,26 @@ fn after_an_append_the_log_holds_the_commit_and_backup_makes_a_complete_copy() {
 }
 
 #[test]
+fn the_log_stays_short_over_many_commands_and_every_commit_survives() {
+    // Every command is its own process: SQLite's auto-checkpoint never
+    // started such a log over, so it grew by every append (about 16 KB
+    // each) and every later command read all of it.
+    let f = Fixture::new();
+    f.init(100, &[]);
+    let wal = f.dir.join("loopx.sqlite-wal");
+    let mut longest = 0;
+    for _ in 0..48 {
+        f.append("continue", &[]).success();
+        longest = longest.max(std::fs::metadata(&wal).unwrap().len());
+    }
+    let limit = loopx_store::sqlite::WAL_FOLD_BYTES + 64 * 1024;
+    assert!(longest <= limit, "the -wal reached {longest} bytes");
+    let out = f.json(&["validate", "--dir", f.d()]);
+    assert_eq!(out["status"], "ok", "{out}");
+    assert_eq!(out["checked"]["iterations"], 48, "{out}");
+}
+
+#[test]
 fn backup_never_overwrites_a_file() {
     let f = Fixture::new();
     f.init(10, &[]);

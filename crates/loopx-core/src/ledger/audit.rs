@@ -143,7 +143,7 @@ impl<'a> Auditor<'a> {
             }
             (None, LedgerEvent::Initialized { .. }) => {}
         }
-        self.state = Some(LedgerOwner::evolve(self.state.take(), &event));
+        self.state = Some(LedgerOwner::evolve_owned(self.state.take(), event));
     }
 
     /// Compare the fold with the stored snapshot and check the final state.
@@ -398,6 +398,32 @@ mod tests {
             .unwrap()
             .event
             .unwrap()
+    }
+
+    #[test]
+    fn folding_an_owned_event_agrees_with_the_owners_evolve() {
+        let init = event(
+            None,
+            &LedgerRequest::Init(InitLoop::new("g", "c", Budget::iterations_only(5))),
+        );
+        let mut by_ref = LedgerOwner::evolve(None, &init);
+        let mut owned = LedgerOwner::evolve_owned(None, init);
+        assert_eq!(owned, by_ref);
+        for n in 0..4 {
+            let next = event(
+                Some(&by_ref),
+                &LedgerRequest::AppendIteration(IterationReport {
+                    mode: Some(Mode::BoundedResearch),
+                    objective: format!("o{n}"),
+                    decision: Some(Decision::Continue),
+                    ..Default::default()
+                }),
+            );
+            by_ref = LedgerOwner::evolve(Some(by_ref), &next);
+            owned = LedgerOwner::evolve_owned(Some(owned), next);
+            assert_eq!(owned, by_ref);
+        }
+        assert_eq!(owned.recent.len(), 4);
     }
 
     #[test]

@@ -776,29 +776,8 @@ impl Owner for LedgerOwner {
                 recent: Vec::new(),
                 pending_claim: None,
             },
-            (Some(mut ledger), LedgerEvent::IterationAppended { record }) => {
-                // `decide` refused any record that would take a total out
-                // of range; a journal that holds one anyway (written by an
-                // older loopx) keeps the last representable total, and the
-                // audit reports the record.
-                if let Ok(spent) = ledger
-                    .spent
-                    .plus(record.budget_delta.tokens, record.budget_delta.usd)
-                {
-                    ledger.spent = spent;
-                }
-                ledger.status = if record.claim.is_some() {
-                    LoopStatus::Running
-                } else {
-                    record.decision.resulting_status()
-                };
-                ledger.pending_claim = record.claim.map(|_| record.iteration);
-                ledger.updated_at = record.timestamp;
-                if ledger.recent.len() == RECENT_RECORDS {
-                    ledger.recent.remove(0);
-                }
-                ledger.recent.push(record.as_ref().clone());
-                ledger
+            (Some(ledger), LedgerEvent::IterationAppended { record }) => {
+                append_record(ledger, record.as_ref().clone())
             }
             (
                 Some(mut ledger),
@@ -861,6 +840,46 @@ fn claims_success(ledger: &Ledger, decision: Decision, stop_reason: &str) -> boo
     decision == Decision::Stop
         && is_success_stop_reason(stop_reason)
         && !ledger.config.success_check.trim().is_empty()
+}
+
+/// Fold one iteration record into the ledger: the `IterationAppended` arm
+/// of [`LedgerOwner::evolve`], taking the record by value so that a caller
+/// that owns it (the audit, folding a whole journal) does not copy it.
+fn append_record(mut ledger: Ledger, record: IterationRecord) -> Ledger {
+    // `decide` refused any record that would take a total out of range; a
+    // journal that holds one anyway (written by an older loopx) keeps the
+    // last representable total, and the audit reports the record.
+    if let Ok(spent) = ledger
+        .spent
+        .plus(record.budget_delta.tokens, record.budget_delta.usd)
+    {
+        ledger.spent = spent;
+    }
+    ledger.status = if record.claim.is_some() {
+        LoopStatus::Running
+    } else {
+        record.decision.resulting_status()
+    };
+    ledger.pending_claim = record.claim.map(|_| record.iteration);
+    ledger.updated_at = record.timestamp;
+    if ledger.recent.len() == RECENT_RECORDS {
+        ledger.recent.remove(0);
+    }
+    ledger.recent.push(record);
+    ledger
+}
+
+impl LedgerOwner {
+    /// [`Owner::evolve`] for an event the caller owns and no longer needs:
+    /// the same fold, without copying an iteration record into `recent`.
+    pub fn evolve_owned(state: Option<Ledger>, event: LedgerEvent) -> Ledger {
+        match (state, event) {
+            (Some(ledger), LedgerEvent::IterationAppended { record }) => {
+                append_record(ledger, *record)
+            }
+            (state, event) => Self::evolve(state, &event),
+        }
+    }
 }
 
 /// The status a settled claim leaves: verified ends the loop; refused lets
