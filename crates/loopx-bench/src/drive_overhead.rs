@@ -56,6 +56,9 @@ pub fn run(loopx: &Path, turns: usize, work: &Path) -> Result<String> {
             "--max-iterations",
             &turns.to_string(),
         ])
+        // The bench's loop is throwaway: keep it out of the user's registry
+        // (the all-loops page would list it as gone once the bench ends).
+        .env("LOOPX_REGISTRY_DIR", work.join("registry"))
         .output()?;
     let total = started.elapsed();
     if !drive.status.success() {
