@@ -190,7 +190,7 @@ fn a_schema_that_is_not_this_builds_is_refused_with_the_command_that_fixes_it() 
     let view: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(
         (view["from_version"].as_u64(), view["to_version"].as_u64()),
-        (Some(0), Some(1))
+        (Some(0), Some(2))
     );
     let (ok, text) = loopx(&["migrate"]);
     assert!(ok && text.contains("up to date"), "{text}");

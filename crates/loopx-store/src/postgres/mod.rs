@@ -33,7 +33,10 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_journal.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/0001_journal.sql"),
+    include_str!("migrations/0002_todo_streams.sql"),
+];
 
 /// The schema version this build writes and understands.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

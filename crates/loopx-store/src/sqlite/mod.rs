@@ -6,8 +6,9 @@
 //! against a writer that read before another one committed.
 //!
 //! Migrations are the numbered files in `migrations/` beside this file, tracked by
-//! `PRAGMA user_version`. Only a writable open migrates; a read-only open of
-//! an older or newer schema refuses with a clear error and touches nothing.
+//! `PRAGMA user_version`. Only a writable open migrates; a read-only open
+//! reads a schema from [`READABLE_FROM`] on as it is and refuses an older or
+//! newer one with a clear error, touching nothing.
 //!
 //! Files: the database and its `-wal` and `-shm` companions are the loop
 //! owner's alone (0600). A writer does NOT checkpoint on close (SQLite's
@@ -34,7 +35,15 @@ use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_journal.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/0001_journal.sql"),
+    include_str!("migrations/0002_todo_streams.sql"),
+];
+
+/// The oldest schema a reader of this build reads as it is, without a
+/// migration: every migration after it changes nothing a reader relies on
+/// (see each file). An older database must first be migrated by a writer.
+const READABLE_FROM: u32 = 1;
 
 /// How large the -wal may grow before the writer that just committed folds
 /// it into the main file and empties it (see [`fold_long_log`]). Every
@@ -217,6 +226,7 @@ impl SqliteStore {
                 path: self.display(),
                 reason: "not a loopx database (no schema)".into(),
             }),
+            Less if found >= READABLE_FROM => Ok(()),
             Less => Err(StoreError::TooOld {
                 path: self.display(),
                 found,
@@ -819,6 +829,50 @@ mod tests {
             match SqliteStore::open(&path, access) {
                 Err(StoreError::Corrupt { .. }) => {}
                 other => panic!("expected Corrupt, got {:?}", other.err()),
+            }
+        }
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+    }
+
+    /// Set the schema version a database claims, as an older or newer
+    /// build would have left it.
+    fn claim_version(path: &Path, version: u32) {
+        let conn = Connection::open(path).unwrap();
+        conn.pragma_update(None, "user_version", version).unwrap();
+    }
+
+    #[test]
+    fn a_reader_reads_a_schema_readable_as_it_is_and_a_writer_migrates_it() {
+        let (dir, store) = fresh();
+        store.commit(&commit(0, "a", "{}")).unwrap();
+        drop(store);
+        let path = dir.path().join("loopx.sqlite");
+        claim_version(&path, READABLE_FROM);
+        let before = std::fs::read(&path).unwrap();
+        let reader = SqliteStore::open(&path, Access::ReadOnly).unwrap();
+        assert_eq!(reader.load("ledger").unwrap().unwrap().revision, 1);
+        drop(reader);
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "a reader migrates nothing"
+        );
+        let writer = SqliteStore::open(&path, Access::ReadWrite).unwrap();
+        assert_eq!(writer.user_version().unwrap(), SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_schema_newer_than_this_build_is_refused_by_readers_and_writers() {
+        let (dir, store) = fresh();
+        store.commit(&commit(0, "a", "{}")).unwrap();
+        drop(store);
+        let path = dir.path().join("loopx.sqlite");
+        claim_version(&path, SCHEMA_VERSION + 1);
+        let before = std::fs::read(&path).unwrap();
+        for access in [Access::ReadOnly, Access::ReadWrite] {
+            match SqliteStore::open(&path, access) {
+                Err(StoreError::TooNew { found, .. }) => assert_eq!(found, SCHEMA_VERSION + 1),
+                other => panic!("{access:?}: expected TooNew, got {:?}", other.err()),
             }
         }
         assert_eq!(std::fs::read(&path).unwrap(), before);
