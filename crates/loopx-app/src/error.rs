@@ -124,7 +124,9 @@ fn of_store(error: &StoreError) -> ErrorClass {
         | StoreError::Unsupported { .. }
         | StoreError::OrphanedLog { .. } => ErrorClass::Refused,
         StoreError::Corrupt { .. } => ErrorClass::Internal,
-        StoreError::BadLocator { .. } | StoreError::Exists { .. } => ErrorClass::Refused,
+        StoreError::BadLocator { .. } | StoreError::Exists { .. } | StoreError::Occupied { .. } => {
+            ErrorClass::Refused
+        }
         StoreError::Unavailable { .. } | StoreError::Backend(_) => ErrorClass::Unavailable,
     }
 }

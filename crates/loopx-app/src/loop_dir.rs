@@ -8,6 +8,7 @@
 use crate::{clock, fsutil};
 use anyhow::{bail, Result};
 use jiff::Timestamp;
+use loopx_core::digest::Digest;
 use loopx_core::driver::{self, DriverOwner};
 use loopx_core::goal::GoalOwner;
 use loopx_core::ledger::arbiter::{arbitrate, Sentinels, Verdict};
@@ -56,6 +57,10 @@ pub struct StoreAudit {
     pub warnings: Vec<String>,
     /// Every stream audited, with the revision its journal ends at.
     pub streams: Vec<(String, u64)>,
+    /// One digest of every stream's snapshot (name, revision and state):
+    /// two stores with equal digests hold the same loop state, whichever
+    /// backend each is (what `migrate --from-dir` is verified by).
+    pub state_digest: Digest,
 }
 
 impl StoreAudit {
@@ -70,15 +75,19 @@ impl LoopDir {
     pub fn open(dir: &Path, access: Access) -> Result<Self> {
         match configured_store()? {
             Some(locator) => Self::open_at(dir, &locator, access),
-            None => {
-                let root = dir.canonicalize().map_err(|_| missing_loop(dir))?;
-                if !root.join(DATABASE).is_file() {
-                    return Err(missing_loop(dir));
-                }
-                let store = Locator::sqlite(&root.join(DATABASE)).open(access)?;
-                Ok(LoopDir { root, store })
-            }
+            None => Self::open_own_database(dir, access),
         }
+    }
+
+    /// Open the loop whose state is the directory's own `loopx.sqlite`,
+    /// whatever `LOOPX_STORE` says (the source of `migrate --from-dir`).
+    pub fn open_own_database(dir: &Path, access: Access) -> Result<Self> {
+        let root = dir.canonicalize().map_err(|_| missing_loop(dir))?;
+        if !root.join(DATABASE).is_file() {
+            return Err(missing_loop(dir));
+        }
+        let store = Locator::sqlite(&root.join(DATABASE)).open(access)?;
+        Ok(LoopDir { root, store })
     }
 
     /// Open the loop directory `dir` with its state in the store
@@ -138,6 +147,12 @@ impl LoopDir {
         Authority::new(&*self.store)
     }
 
+    /// The store itself, for the use cases that work on a whole store
+    /// rather than through an owner (moving a loop between stores).
+    pub(crate) fn store(&self) -> &(dyn Store + Send) {
+        &*self.store
+    }
+
     /// The ledger, or an error that says how to create one.
     pub fn read(&self) -> Result<Reading> {
         match self.authority().load::<LedgerOwner>(STREAM)? {
@@ -166,19 +181,22 @@ impl LoopDir {
             })?;
             let snapshot = store.load(STREAM)?;
             let ledger = auditor.finish(snapshot.as_ref().map(|s| (s.revision, s.state.as_str())));
+            let mut snapshots = vec![snapshot_digest(STREAM, snapshot.as_ref())];
             let mut audit = StoreAudit {
                 errors: ledger.errors.clone(),
                 warnings: ledger.warnings.clone(),
                 streams: vec![(STREAM.to_owned(), ledger.revision)],
                 ledger,
+                state_digest: Digest::of_bytes(&[]),
             };
             for stream in store.streams()? {
                 if stream == STREAM {
                     continue;
                 }
                 let (problems, revision) = if let Some(goal_id) = stream.strip_prefix("goal:") {
-                    let (mut problems, revision, goal) =
+                    let (mut problems, revision, goal, snapshot) =
                         audit_stream::<GoalOwner>(store, &stream, "goal")?;
+                    snapshots.push(snapshot);
                     if let Some(goal) = goal.filter(|g| g.goal_id != goal_id) {
                         problems.push(format!(
                             "the journal folds to goal {:?}, not the goal this stream is named for",
@@ -187,11 +205,13 @@ impl LoopDir {
                     }
                     (problems, revision)
                 } else if stream == driver::STREAM {
-                    let (problems, revision, _) =
+                    let (problems, revision, _, snapshot) =
                         audit_stream::<DriverOwner>(store, &stream, "driver state")?;
+                    snapshots.push(snapshot);
                     (problems, revision)
                 } else {
                     let revision = store.revision(&stream)?;
+                    snapshots.push(snapshot_digest(&stream, store.load(&stream)?.as_ref()));
                     (
                         vec!["no loopx owner writes a stream of this name: it was not written by loopx".to_owned()],
                         revision,
@@ -202,6 +222,10 @@ impl LoopDir {
                     .extend(problems.into_iter().map(|p| format!("stream {stream}: {p}")));
                 audit.streams.push((stream, revision));
             }
+            // In byte order of the names: backends list streams in their
+            // own collation, and the digest must not depend on it.
+            snapshots.sort();
+            audit.state_digest = Digest::of_json(&snapshots);
             found = Some(audit);
             Ok(())
         })?;
@@ -269,8 +293,19 @@ impl LoopDir {
 }
 
 /// One stream's audit: its problems, the revision its journal ends at,
-/// and the state its journal folds to.
-type StreamFindings<S> = (Vec<String>, u64, Option<S>);
+/// the state its journal folds to, and its snapshot's digest entry.
+type StreamFindings<S> = (Vec<String>, u64, Option<S>, SnapshotDigest);
+
+/// One stream's part of [`StoreAudit::state_digest`]: its name, its
+/// snapshot's revision and the digest of its state (`None`: no snapshot).
+type SnapshotDigest = (String, Option<(u64, Digest)>);
+
+fn snapshot_digest(stream: &str, snapshot: Option<&loopx_store::Snapshot>) -> SnapshotDigest {
+    (
+        stream.to_owned(),
+        snapshot.map(|s| (s.revision, Digest::of_bytes(s.state.as_bytes()))),
+    )
+}
 
 /// Refold one stream's journal through `O` and compare it with the stored
 /// snapshot.
@@ -288,7 +323,8 @@ fn audit_stream<O: loopx_core::operation::Owner>(
     })?;
     let snapshot = store.load(stream)?;
     let (problems, state) = audit.finish(snapshot.as_ref().map(|s| (s.revision, s.state.as_str())));
-    Ok((problems, last, state))
+    let digest = snapshot_digest(stream, snapshot.as_ref());
+    Ok((problems, last, state, digest))
 }
 
 /// The store `LOOPX_STORE` names, if it is set (and not empty).
