@@ -29,6 +29,7 @@ use crate::loop_dir::{configured_store, LoopDir, StoreAudit, DRIVER_LOCK};
 use crate::{clock, AppError, ErrorClass};
 use anyhow::{bail, Result};
 use loopx_core::digest::Digest;
+use loopx_core::path::LoopPath;
 use loopx_store::sqlite::Access;
 use loopx_store::{Store, StoreError};
 use serde::Serialize;
@@ -219,9 +220,12 @@ impl PartialEq for Side {
 
 /// A driver writing to the source while it is copied would lose what it
 /// commits after the copy: refuse while one holds the loop's driver lock.
-/// The lock file is only opened, never created (the source stays as it is).
+/// The lock file is only opened, never created (the source stays as it
+/// is), and opened as any file of the loop is: a FIFO or a symlink planted
+/// in its place is not a lock anyone holds.
 fn refuse_a_running_driver(source: &LoopDir) -> Result<()> {
-    let Ok(lock) = std::fs::File::open(source.path(DRIVER_LOCK)) else {
+    let name = LoopPath::parse(DRIVER_LOCK).expect("the lock's name is a plain file name");
+    let Ok(lock) = crate::fsutil::open_confined(source.root(), &name) else {
         return Ok(());
     };
     if let Err(std::fs::TryLockError::WouldBlock) = lock.try_lock_shared() {

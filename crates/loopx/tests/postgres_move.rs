@@ -303,3 +303,39 @@ fn a_loop_with_a_running_driver_is_not_moved() {
     let (ok, _, stderr) = move_loop(&f, &url, &[]);
     assert!(ok, "{stderr}");
 }
+
+#[test]
+fn a_fifo_planted_as_the_driver_lock_neither_blocks_nor_stops_the_move() {
+    let Some(url) = pg_server::database() else {
+        return;
+    };
+    let f = busy_sqlite_loop();
+    let status = Command::new("mkfifo")
+        .arg(f.dir.join("driver.lock"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // Spawned and watched: opening a FIFO would block for ever.
+    let mut child = Command::new(common::loopx_path())
+        .args(["migrate", "--from-dir", f.d(), "--store", &url])
+        .env_remove("LOOPX_STORE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("migrate blocked on the FIFO planted as driver.lock");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(status.success());
+    std::fs::remove_file(f.dir.join("driver.lock")).unwrap();
+    assert_eq!(checked(&f, Some(&url)), checked(&f, None));
+}
