@@ -8,7 +8,10 @@
 //! retried here is a read or a commit under an operation id fixed before
 //! the first try (an intent, a settlement with its charge, a claim's
 //! settlement): a commit whose reply was lost replays on the retry and is
-//! never applied twice, and no agent is started again. What counts as
+//! never applied twice, and no agent is started again. (A wait record is
+//! the exception: each try has its own id, so a lost reply can leave the
+//! same wait recorded twice, which only repeats what `status` shows.)
+//! What counts as
 //! unreachable is `loopx_app::error::store_outage`'s; anything else (a
 //! refusal, a bug) ends the run as before. Short commands never wait:
 //! they report the retryable error and exit.
