@@ -4,7 +4,9 @@
 //! Register and unregister a driver, ask the core's step what to do next
 //! (with should-run computed from the same reads), record an intent before
 //! a turn and settle it after (its cost charged to the ledger first), say
-//! what the driver waits for, settle a verified success claim, plan and
+//! what the driver waits for (an unreachable store included: how long it
+//! waits between tries, and the note it leaves when the store is back),
+//! settle a verified success claim, plan and
 //! apply a crash recovery, and summarise the driver for `status`. The agent
 //! record beside each turn's log (`driver_logs/<dispatch>.pid`) is owned
 //! here too, because the driver writes it and recovery reads it.
@@ -163,6 +165,41 @@ pub fn set_waiting(
         clock::now().as_millisecond()
     );
     write(dir, &op("wait", &id)?, &request)
+}
+
+/// How long the driver waits before its `attempt`-th retry (from 0) of a
+/// call that found the store unreachable: doubling from half a second,
+/// capped at ten, with jitter so that drivers on many hosts do not all
+/// reconnect in the same instant when the server comes back.
+pub fn outage_backoff(attempt: u32) -> Duration {
+    let base = Duration::from_millis(500)
+        .saturating_mul(1 << attempt.min(5))
+        .min(Duration::from_secs(10));
+    // 75..=100% of the step: spread, never much shorter.
+    let jitter = platform::random_u64() % 26;
+    base.mul_f64((75 + jitter) as f64 / 100.0)
+}
+
+/// Leave in the driver's state (what `status` shows as the driver's
+/// wait, until its next turn starts) that the store was unreachable from
+/// `since` for `down_for`, and that the driver resumed. The journal keeps
+/// it for good. Best effort: the note is not worth failing a run for.
+pub fn store_back(
+    dir: &LoopDir,
+    pid: u32,
+    provider: Option<&str>,
+    since: jiff::Timestamp,
+    down_for: Duration,
+) {
+    let now = clock::now();
+    let reason = format!(
+        "the store at {} was unavailable from {since} for {:.0}s; the driver waited and resumed at {now}, retrying the same operations",
+        dir.store_location(),
+        down_for.as_secs_f64()
+    );
+    if let Err(error) = set_waiting(dir, pid, Some(Waiting { until: now, reason }), provider) {
+        eprintln!("loopx drive: warning: could not record the store outage in status ({error:#})");
+    }
 }
 
 /// Commit the intent of a turn, before its agent starts.

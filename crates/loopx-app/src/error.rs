@@ -125,7 +125,9 @@ fn of_store(error: &StoreError) -> ErrorClass {
         | StoreError::Unsupported { .. }
         | StoreError::OrphanedLog { .. } => ErrorClass::Refused,
         StoreError::Corrupt { .. } => ErrorClass::Internal,
-        StoreError::BadLocator { .. } | StoreError::Exists { .. } => ErrorClass::Refused,
+        StoreError::BadLocator { .. } | StoreError::Exists { .. } | StoreError::Occupied { .. } => {
+            ErrorClass::Refused
+        }
         StoreError::Unavailable { .. } | StoreError::Backend(_) => ErrorClass::Unavailable,
     }
 }
@@ -149,6 +151,35 @@ fn of_authority<E>(error: &AuthorityError<E>) -> (ErrorClass, Option<Value>) {
         AuthorityError::Unreadable { .. } => (ErrorClass::Internal, None),
         AuthorityError::Store(store) => (of_store(store), None),
     }
+}
+
+/// The store error an error carries, directly or inside any owner's
+/// authority error, if any.
+fn store_cause(error: &anyhow::Error) -> Option<&StoreError> {
+    fn inside<'a, E: std::error::Error + Send + Sync + 'static>(
+        cause: &'a (dyn std::error::Error + 'static),
+    ) -> Option<&'a StoreError> {
+        match cause.downcast_ref::<AuthorityError<E>>()? {
+            AuthorityError::Store(store) => Some(store),
+            _ => None,
+        }
+    }
+    error.chain().find_map(|cause| {
+        cause
+            .downcast_ref::<StoreError>()
+            .or_else(|| inside::<LedgerError>(cause))
+            .or_else(|| inside::<GoalError>(cause))
+            .or_else(|| inside::<DriverError>(cause))
+            .or_else(|| inside::<loopx_store::Either<LedgerError, DriverError>>(cause))
+    })
+}
+
+/// The store was unreachable (a server down or restarting), as against
+/// refused, contended or damaged: the one failure a long-lived process
+/// may wait out and retry with the same operation ids. Short commands
+/// report it (class [`ErrorClass::Unavailable`]) and exit.
+pub fn store_outage(error: &anyhow::Error) -> Option<&StoreError> {
+    store_cause(error).filter(|e| matches!(e, StoreError::Unavailable { .. }))
 }
 
 /// Decide the class of an error from the typed causes it carries. Errors

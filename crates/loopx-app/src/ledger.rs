@@ -295,6 +295,9 @@ pub struct Checked {
     pub iterations: u64,
     pub revision: u64,
     pub streams: Vec<StreamChecked>,
+    /// One digest of every stream's snapshot: equal on two stores that
+    /// hold the same loop, whichever their backends.
+    pub state_digest: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -343,6 +346,7 @@ pub fn validate(dir: &LoopDir) -> Result<ValidateView, AppError> {
                 .into_iter()
                 .map(|(stream, revision)| StreamChecked { stream, revision })
                 .collect(),
+            state_digest: audit.state_digest.to_string(),
         },
         errors: audit.errors,
         warnings: audit.warnings,

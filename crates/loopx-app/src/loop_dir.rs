@@ -9,6 +9,7 @@ use crate::goal::GoalCache;
 use crate::{clock, fsutil};
 use anyhow::{bail, Result};
 use jiff::Timestamp;
+use loopx_core::digest::Digest;
 use loopx_core::driver::{self, DriverOwner};
 use loopx_core::goal::frontier::{self, TodoOwner};
 use loopx_core::goal::GoalOwner;
@@ -60,6 +61,10 @@ pub struct StoreAudit {
     pub warnings: Vec<String>,
     /// Every stream audited, with the revision its journal ends at.
     pub streams: Vec<(String, u64)>,
+    /// One digest of every stream's snapshot (name, revision and state):
+    /// two stores with equal digests hold the same loop state, whichever
+    /// backend each is (what `migrate --from-dir` is verified by).
+    pub state_digest: Digest,
 }
 
 impl StoreAudit {
@@ -74,19 +79,23 @@ impl LoopDir {
     pub fn open(dir: &Path, access: Access) -> Result<Self> {
         match configured_store()? {
             Some(locator) => Self::open_at(dir, &locator, access),
-            None => {
-                let root = dir.canonicalize().map_err(|_| missing_loop(dir))?;
-                if !root.join(DATABASE).is_file() {
-                    return Err(missing_loop(dir));
-                }
-                let store = Locator::sqlite(&root.join(DATABASE)).open(access)?;
-                Ok(LoopDir {
-                    root,
-                    store,
-                    goal_cache: GoalCache::default(),
-                })
-            }
+            None => Self::open_own_database(dir, access),
         }
+    }
+
+    /// Open the loop whose state is the directory's own `loopx.sqlite`,
+    /// whatever `LOOPX_STORE` says (the source of `migrate --from-dir`).
+    pub fn open_own_database(dir: &Path, access: Access) -> Result<Self> {
+        let root = dir.canonicalize().map_err(|_| missing_loop(dir))?;
+        if !root.join(DATABASE).is_file() {
+            return Err(missing_loop(dir));
+        }
+        let store = Locator::sqlite(&root.join(DATABASE)).open(access)?;
+        Ok(LoopDir {
+            root,
+            store,
+            goal_cache: GoalCache::default(),
+        })
     }
 
     /// Open the loop directory `dir` with its state in the store
@@ -154,6 +163,12 @@ impl LoopDir {
         Authority::new(&*self.store)
     }
 
+    /// The store itself, for the use cases that work on a whole store
+    /// rather than through an owner (moving a loop between stores).
+    pub(crate) fn store(&self) -> &(dyn Store + Send) {
+        &*self.store
+    }
+
     /// The ledger, or an error that says how to create one.
     pub fn read(&self) -> Result<Reading> {
         match self.authority().load::<LedgerOwner>(STREAM)? {
@@ -182,54 +197,31 @@ impl LoopDir {
             })?;
             let snapshot = store.load(STREAM)?;
             let ledger = auditor.finish(snapshot.as_ref().map(|s| (s.revision, s.state.as_str())));
+            let mut snapshots = vec![snapshot_digest(STREAM, snapshot.as_ref())];
             let mut audit = StoreAudit {
                 errors: ledger.errors.clone(),
                 warnings: ledger.warnings.clone(),
                 streams: vec![(STREAM.to_owned(), ledger.revision)],
                 ledger,
+                state_digest: Digest::of_bytes(&[]),
             };
             for stream in store.streams()? {
                 if stream == STREAM {
                     continue;
                 }
-                let (problems, revision) = if let Some(goal_id) = stream.strip_prefix("goal:") {
-                    let (mut problems, revision, goal) =
-                        audit_stream::<GoalOwner>(store, &stream, "goal")?;
-                    if let Some(goal) = goal.filter(|g| g.goal_id != goal_id) {
-                        problems.push(format!(
-                            "the journal folds to goal {:?}, not the goal this stream is named for",
-                            goal.goal_id
-                        ));
-                    }
-                    (problems, revision)
-                } else if frontier::is_todo_stream(&stream) {
-                    let (mut problems, revision, todo) =
-                        audit_stream::<TodoOwner>(store, &stream, "todo")?;
-                    if let Some(todo) = todo.filter(|t| !stream.ends_with(&format!("/{}", t.id))) {
-                        problems.push(format!(
-                            "the journal folds to todo {:?}, not the todo this stream is named for",
-                            todo.id
-                        ));
-                    }
-                    (problems, revision)
-                } else if stream == driver::STREAM {
-                    let (problems, revision, _) =
-                        audit_stream::<DriverOwner>(store, &stream, "driver state")?;
-                    (problems, revision)
-                } else if let Some(found) = audit_focus_stream(store, &stream)? {
-                    found
-                } else {
-                    let revision = store.revision(&stream)?;
-                    (
-                        vec!["no loopx owner writes a stream of this name: it was not written by loopx".to_owned()],
-                        revision,
-                    )
-                };
-                audit
-                    .errors
-                    .extend(problems.into_iter().map(|p| format!("stream {stream}: {p}")));
+                let (problems, revision, snapshot) = audit_stream_by_name(store, &stream)?;
+                snapshots.push(snapshot);
+                audit.errors.extend(
+                    problems
+                        .into_iter()
+                        .map(|p| format!("stream {stream}: {p}")),
+                );
                 audit.streams.push((stream, revision));
             }
+            // In byte order of the names: backends list streams in their
+            // own collation, and the digest must not depend on it.
+            snapshots.sort();
+            audit.state_digest = Digest::of_json(&snapshots);
             found = Some(audit);
             Ok(())
         })?;
@@ -305,8 +297,33 @@ impl LoopDir {
 }
 
 /// One stream's audit: its problems, the revision its journal ends at,
-/// and the state its journal folds to.
-type StreamFindings<S> = (Vec<String>, u64, Option<S>);
+/// the state its journal folds to, and its snapshot's digest entry.
+/// What refolding one stream found: its problems, its last journal
+/// revision, the state its journal folds to and its part of the digest.
+struct StreamFindings<S> {
+    problems: Vec<String>,
+    revision: u64,
+    state: Option<S>,
+    digest: SnapshotDigest,
+}
+
+impl<S> StreamFindings<S> {
+    /// The findings without the folded state.
+    fn parts(self) -> (Vec<String>, u64, SnapshotDigest) {
+        (self.problems, self.revision, self.digest)
+    }
+}
+
+/// One stream's part of [`StoreAudit::state_digest`]: its name, its
+/// snapshot's revision and the digest of its state (`None`: no snapshot).
+type SnapshotDigest = (String, Option<(u64, Digest)>);
+
+fn snapshot_digest(stream: &str, snapshot: Option<&loopx_store::Snapshot>) -> SnapshotDigest {
+    (
+        stream.to_owned(),
+        snapshot.map(|s| (s.revision, Digest::of_bytes(s.state.as_bytes()))),
+    )
+}
 
 /// Refold one stream's journal through `O` and compare it with the stored
 /// snapshot.
@@ -324,37 +341,65 @@ fn audit_stream<O: loopx_core::operation::Owner>(
     })?;
     let snapshot = store.load(stream)?;
     let (problems, state) = audit.finish(snapshot.as_ref().map(|s| (s.revision, s.state.as_str())));
-    Ok((problems, last, state))
+    Ok(StreamFindings {
+        problems,
+        revision: last,
+        state,
+        digest: snapshot_digest(stream, snapshot.as_ref()),
+    })
 }
 
-/// The audit of a Goal Focus stream (problems and revision), or `None` if
-/// `stream` is not one.
-fn audit_focus_stream(
+/// The audit of any stream but the ledger, through the owner its name
+/// says writes it: its problems, its last journal revision and its part of
+/// the state digest. A name no owner writes is itself a problem.
+fn audit_stream_by_name(
     store: &(dyn Store + Send),
     stream: &str,
-) -> Result<Option<(Vec<String>, u64)>, loopx_store::StoreError> {
+) -> Result<(Vec<String>, u64, SnapshotDigest), loopx_store::StoreError> {
     use loopx_core::focus::{self, decisions::DecisionOwner, plan::PlanOwner};
-    let (problems, revision) = match stream {
-        focus::CONTRACT_STREAM => {
-            let (p, r, _) = audit_stream::<focus::ContractOwner>(store, stream, "goal contract")?;
-            (p, r)
+    /// The journal folds to a state whose own id is not the stream's.
+    fn misnamed(what: &str, id: &str) -> String {
+        format!("the journal folds to {what} {id:?}, not the {what} this stream is named for")
+    }
+    Ok(if let Some(goal_id) = stream.strip_prefix("goal:") {
+        let mut f = audit_stream::<GoalOwner>(store, stream, "goal")?;
+        if let Some(goal) = f.state.take().filter(|g| g.goal_id != goal_id) {
+            f.problems.push(misnamed("goal", &goal.goal_id));
         }
-        focus::REGISTRY_STREAM => {
-            let (p, r, _) =
-                audit_stream::<focus::RegistryOwner>(store, stream, "approach registry")?;
-            (p, r)
+        f.parts()
+    } else if frontier::is_todo_stream(stream) {
+        let mut f = audit_stream::<TodoOwner>(store, stream, "todo")?;
+        if let Some(todo) = f
+            .state
+            .take()
+            .filter(|t| !stream.ends_with(&format!("/{}", t.id)))
+        {
+            f.problems.push(misnamed("todo", &todo.id));
         }
-        focus::PLAN_STREAM => {
-            let (p, r, _) = audit_stream::<PlanOwner>(store, stream, "current plan")?;
-            (p, r)
+        f.parts()
+    } else {
+        match stream {
+            driver::STREAM => audit_stream::<DriverOwner>(store, stream, "driver state")?.parts(),
+            focus::CONTRACT_STREAM => {
+                audit_stream::<focus::ContractOwner>(store, stream, "goal contract")?.parts()
+            }
+            focus::REGISTRY_STREAM => {
+                audit_stream::<focus::RegistryOwner>(store, stream, "approach registry")?.parts()
+            }
+            focus::PLAN_STREAM => audit_stream::<PlanOwner>(store, stream, "current plan")?.parts(),
+            focus::DECISIONS_STREAM => {
+                audit_stream::<DecisionOwner>(store, stream, "direction decisions")?.parts()
+            }
+            _ => (
+                vec![
+                    "no loopx owner writes a stream of this name: it was not written by loopx"
+                        .to_owned(),
+                ],
+                store.revision(stream)?,
+                snapshot_digest(stream, store.load(stream)?.as_ref()),
+            ),
         }
-        focus::DECISIONS_STREAM => {
-            let (p, r, _) = audit_stream::<DecisionOwner>(store, stream, "direction decisions")?;
-            (p, r)
-        }
-        _ => return Ok(None),
-    };
-    Ok(Some((problems, revision)))
+    })
 }
 
 /// The store `LOOPX_STORE` names, if it is set (and not empty).

@@ -185,8 +185,16 @@ fn row(out: &mut String, n: usize, mode: &str, times: &[Duration], failed: usize
     );
 }
 
+/// Drop the database `name` on the server `url` names.
+pub fn drop_database(url: &str, name: &str) -> Result<()> {
+    let mut client = postgres::Client::connect(url, postgres::NoTls)
+        .map_err(|e| format!("cannot reach the server: {e}"))?;
+    client.batch_execute(&format!("DROP DATABASE {name}"))?;
+    Ok(())
+}
+
 /// Create the database `name` on the server `url` names and return its URL.
-fn fresh_database(url: &str, name: &str) -> Result<String> {
+pub fn fresh_database(url: &str, name: &str) -> Result<String> {
     let mut client = postgres::Client::connect(url, postgres::NoTls)
         .map_err(|e| format!("cannot reach the server: {e}"))?;
     client.batch_execute(&format!("CREATE DATABASE {name}"))?;

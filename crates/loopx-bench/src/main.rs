@@ -41,6 +41,7 @@ mod drive_overhead;
 mod goal_cli;
 mod goal_owner;
 mod measure;
+mod moving;
 mod seed;
 
 use measure::{json_of, time_once, time_runs, Summary};
@@ -74,6 +75,9 @@ suites:
                         process and as processes (--runs claims per worker);
                         SQLite, or --store postgres://USER@HOST:PORT/DB (a
                         fresh database per N is created on that server)
+  move                  loopx migrate --from-dir into --store postgres://…
+                        on seeded ledgers (--sizes; at most 5 runs each, a
+                        fresh database per run, dropped after it)
 
   --loopx PATH          the loopx binary to time (default: the loopx next to
                         this executable, i.e. target/release/loopx)
@@ -85,7 +89,7 @@ suites:
   --warmup N            goal-owner: untimed warm-up samples (default 200)
   --markdown-out FILE   also write the result tables to FILE
   --keep                keep the seeded loop directories (default: delete)
-  --store URL           claims: the PostgreSQL server to measure
+  --store URL           claims, move: the PostgreSQL server to measure
   --workers LIST        claims: worker counts (default 1,8,32)
 ";
 
@@ -93,6 +97,9 @@ suites:
 /// default (a run costs about a second there).
 const LARGE: u64 = 100_000;
 const LARGE_VALIDATE_RUNS: usize = 10;
+
+/// Timed runs per size of the move suite: each copies the whole ledger.
+const MOVE_RUNS: usize = 5;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Suite {
@@ -102,6 +109,7 @@ enum Suite {
     Goal,
     Drive,
     Claims,
+    Move,
 }
 
 struct Options {
@@ -127,6 +135,7 @@ fn parse_options() -> Result<Option<Options>> {
         Some("goal") => Some(Suite::Goal),
         Some("drive") => Some(Suite::Drive),
         Some("claims") => Some(Suite::Claims),
+        Some("move") => Some(Suite::Move),
         _ => None,
     };
     if suite.is_some() {
@@ -248,6 +257,23 @@ fn run() -> Result<()> {
             if !options.keep {
                 let _ = std::fs::remove_dir_all(&work);
             }
+            result?
+        }
+        Suite::Move => {
+            let url = options
+                .store
+                .as_deref()
+                .ok_or("move needs --store postgres://USER@HOST:PORT/DATABASE (a server where it may create databases)")?;
+            let work =
+                std::env::temp_dir().join(format!("loopx-bench-move-{}", std::process::id()));
+            let result = moving::run(
+                &options.loopx.canonicalize()?,
+                url,
+                &options.sizes,
+                options.runs.min(MOVE_RUNS),
+                &work,
+            );
+            let _ = std::fs::remove_dir_all(&work);
             result?
         }
         Suite::Drive => {

@@ -125,6 +125,8 @@ pub enum StoreError {
     BadLocator { locator: String, reason: String },
     #[error("the store at {location} is unavailable: {reason}")]
     Unavailable { location: String, reason: String },
+    #[error("the store at {location} already holds loop state (stream {stream}): a loop is moved only into a database with no loop in it, and nothing was written; create an empty database for it (createdb NAME) and name that one")]
+    Occupied { location: String, stream: String },
     #[error("{path} already exists: a backup never overwrites a file; choose a new path")]
     Exists { path: String },
     #[error("storage error: {0}")]

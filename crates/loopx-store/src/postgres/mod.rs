@@ -21,14 +21,27 @@
 //! One connection per process and no pool: every loopx command is one short
 //! process (or one driver/server holding one store), and the `Store` API is
 //! synchronous, so a pool would only add idle server connections.
+//!
+//! A lost connection (the server restarted) fails the call that found it
+//! with [`StoreError::Unavailable`] and is replaced on the next call, never
+//! inside the failed one: a statement whose outcome is unknown is never
+//! resent here, the caller retries with the same operation id. Nor is it
+//! replaced inside [`Store::read_consistent`], whose reads must all come
+//! from one snapshot. A short command never sees this (it connects once);
+//! a long-lived driver or server is what recovers by it.
+//!
+//! [`PostgresStore::import`] copies a whole loop from another store (what
+//! `loopx migrate --from-dir` is built on).
 
 use crate::sqlite::Access;
 use crate::{
     failpoint, Commit, JournalEntry, JournalRow, Snapshot, Store, StoreError, StoredReceipt, Stream,
 };
+use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::error::SqlState;
+use postgres::types::Type;
 use postgres::{Client, Config, GenericClient, NoTls, Statement};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell, RefMut};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
@@ -48,10 +61,30 @@ const JOURNAL_PAGE: i64 = 1000;
 /// How long a command waits for the server before it reports it unavailable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// What [`PostgresStore::import`] copied.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Imported {
+    /// Streams with a snapshot.
+    pub streams: u64,
+    /// Journal entries, each with its receipt.
+    pub journal_entries: u64,
+}
+
 pub struct PostgresStore {
     /// `RefCell`: the `Store` API lends `&self`, the client wants `&mut`;
     /// a store belongs to one thread at a time (it is `Send`, not `Sync`).
     client: RefCell<Client>,
+    /// How to connect again when the server went away.
+    config: Config,
+    /// What a replacement connection must check and set up: the access
+    /// it was opened with (`None`: `connect`, for `migrate`, checks no
+    /// schema).
+    access: Cell<Option<Access>>,
+    /// A call found the connection broken: the next call replaces it.
+    broken: Cell<bool>,
+    /// Inside [`Store::read_consistent`]: a broken connection is not
+    /// replaced, since the new one would read outside the snapshot.
+    consistent_read: Cell<bool>,
     /// The locator without its password: what every message names.
     location: String,
     /// The password, if the locator has one, scrubbed from every message
@@ -60,7 +93,8 @@ pub struct PostgresStore {
     secret: Option<String>,
     /// The statements of the hot path, prepared once per connection: an
     /// unprepared query costs a round trip to parse it on every call, and
-    /// a claim runs about six of them.
+    /// a claim runs about six of them. Emptied when the connection is
+    /// replaced (a statement belongs to the connection that prepared it).
     statements: RefCell<HashMap<&'static str, Statement>>,
 }
 
@@ -79,18 +113,68 @@ impl PostgresStore {
             Access::Create => {
                 store.migrate()?;
             }
-            Access::ReadWrite => store.check_version()?,
-            Access::ReadOnly => {
-                store.check_version()?;
-                // A reader never writes: the server enforces it.
-                store
-                    .client
-                    .borrow_mut()
-                    .batch_execute("SET default_transaction_read_only = on")
-                    .map_err(|e| store.fail(e))?;
+            Access::ReadWrite | Access::ReadOnly => {
+                let mut client = store.client.borrow_mut();
+                store.prepare_session(&mut client, access)?;
             }
         }
+        store.access.set(Some(access));
         Ok(store)
+    }
+
+    /// What every connection of an open store checks and sets up: the
+    /// schema is exactly this build's, and a reader never writes (the
+    /// server enforces it).
+    fn prepare_session(&self, client: &mut Client, access: Access) -> Result<(), StoreError> {
+        if access != Access::Create {
+            self.check_version(client)?;
+        }
+        if access == Access::ReadOnly {
+            client
+                .batch_execute("SET default_transaction_read_only = on")
+                .map_err(|e| self.fail(e))?;
+        }
+        Ok(())
+    }
+
+    /// The connection, replaced first if a call found it broken (see the
+    /// module comment for when it is not).
+    fn client(&self) -> Result<RefMut<'_, Client>, StoreError> {
+        let mut client = self.client.borrow_mut();
+        if self.broken.get() || client.is_closed() {
+            if self.consistent_read.get() {
+                return Err(self.unavailable(
+                    "the connection was lost during a consistent read; nothing was committed by this command; retry when the server is back",
+                ));
+            }
+            let mut fresh = self.config.connect(NoTls).map_err(|e| {
+                self.unavailable(&format!(
+                    "{}; check that the server is running and reachable, then retry",
+                    self.scrub(describe(&e))
+                ))
+            })?;
+            if let Some(access) = self.access.get() {
+                self.prepare_session(&mut fresh, access)?;
+            }
+            *client = fresh;
+            self.statements.borrow_mut().clear();
+            self.broken.set(false);
+        }
+        Ok(client)
+    }
+
+    fn unavailable(&self, reason: &str) -> StoreError {
+        StoreError::Unavailable {
+            location: self.location.clone(),
+            reason: reason.to_owned(),
+        }
+    }
+
+    fn scrub(&self, text: String) -> String {
+        match &self.secret {
+            Some(secret) => text.replace(secret.as_str(), "…"),
+            None => text,
+        }
     }
 
     /// Connect without looking at the schema (for `migrate`).
@@ -118,15 +202,22 @@ impl PostgresStore {
         })?;
         Ok(PostgresStore {
             client: RefCell::new(client),
+            config,
+            access: Cell::new(None),
+            broken: Cell::new(false),
+            consistent_read: Cell::new(false),
+            statements: RefCell::new(HashMap::new()),
             location: location.to_owned(),
             secret: secret.filter(|s| !s.is_empty()).map(str::to_owned),
-            statements: RefCell::new(HashMap::new()),
         })
     }
 
     /// The schema version the database holds (0: no loopx schema yet).
     pub fn schema_version(&self) -> Result<u32, StoreError> {
-        let mut client = self.client.borrow_mut();
+        self.version_of(&mut *self.client()?)
+    }
+
+    fn version_of(&self, client: &mut Client) -> Result<u32, StoreError> {
         let exists: bool = client
             .query_one(
                 "SELECT to_regclass('loopx_schema_version') IS NOT NULL",
@@ -149,7 +240,7 @@ impl PostgresStore {
     /// each file once). Returns the versions before and after; refuses a
     /// database newer than this build.
     pub fn migrate(&self) -> Result<(u32, u32), StoreError> {
-        let mut client = self.client.borrow_mut();
+        let mut client = self.client()?;
         let mut tx = client.transaction().map_err(|e| self.fail(e))?;
         tx.batch_execute(
             "SELECT pg_advisory_xact_lock(7402350021);
@@ -180,8 +271,8 @@ impl PostgresStore {
         Ok((found, SCHEMA_VERSION))
     }
 
-    fn check_version(&self) -> Result<(), StoreError> {
-        let found = self.schema_version()?;
+    fn check_version(&self, client: &mut Client) -> Result<(), StoreError> {
+        let found = self.version_of(client)?;
         if found > SCHEMA_VERSION {
             return Err(self.too_new(found));
         }
@@ -207,12 +298,9 @@ impl PostgresStore {
     /// `Unavailable` (retryable), anything else a backend error; both name
     /// the store without its password.
     fn fail(&self, error: postgres::Error) -> StoreError {
-        let text = describe(&error);
-        let text = match &self.secret {
-            Some(secret) => text.replace(secret.as_str(), "…"),
-            None => text,
-        };
+        let text = self.scrub(describe(&error));
         if error.is_closed() || error.code().is_none() && error.as_db_error().is_none() {
+            self.broken.set(true);
             return StoreError::Unavailable {
                 location: self.location.clone(),
                 reason: format!(
@@ -228,12 +316,108 @@ impl PostgresStore {
                     | &SqlState::CANNOT_CONNECT_NOW
             )
         ) {
+            self.broken.set(true);
             return StoreError::Unavailable {
                 location: self.location.clone(),
                 reason: format!("{text}; retry when the server is back"),
             };
         }
         StoreError::Backend(format!("{}: {text}", self.location))
+    }
+
+    /// Copy every stream of `source` into this database, verbatim: each
+    /// journal entry in revision order with its operation id, request
+    /// digest, receipt and commit time (so that a retried operation
+    /// replays here with the receipt it got there), and each snapshot.
+    ///
+    /// One transaction: the copy lands whole or not at all. The tables are
+    /// locked against writers first and a database that already holds any
+    /// stream is refused with [`StoreError::Occupied`], having written
+    /// nothing; so two imports, or an import and an `init`, never mix.
+    /// `source` is read in one [`Store::read_consistent`] snapshot. The
+    /// schema must be this build's (see [`PostgresStore::migrate`]).
+    pub fn import(&self, source: &dyn Store) -> Result<Imported, StoreError> {
+        let mut client = self.client()?;
+        self.check_version(&mut client)?;
+        let mut tx = client.transaction().map_err(|e| self.fail(e))?;
+        // EXCLUSIVE: readers may read, no one else writes until we commit.
+        tx.batch_execute("LOCK TABLE snapshots, journal IN EXCLUSIVE MODE")
+            .map_err(|e| self.fail(e))?;
+        let occupied = tx
+            .query_opt(
+                "(SELECT stream FROM snapshots LIMIT 1) UNION ALL (SELECT stream FROM journal LIMIT 1) LIMIT 1",
+                &[],
+            )
+            .map_err(|e| self.fail(e))?;
+        if let Some(row) = occupied {
+            return Err(StoreError::Occupied {
+                location: self.location.clone(),
+                stream: row.get(0),
+            });
+        }
+        let mut imported = Imported::default();
+        source.read_consistent(&mut || {
+            let streams = source.streams()?;
+            // COPY, not one INSERT per entry: a journal of a long loop is
+            // many thousands of rows, and COPY streams them in one go.
+            let copy = tx
+                .copy_in(
+                    "COPY journal (stream, revision, operation_id, request_digest, kind, event, receipt, committed_at) FROM STDIN BINARY",
+                )
+                .map_err(|e| self.fail(e))?;
+            let mut copy = BinaryCopyInWriter::new(
+                copy,
+                &[
+                    Type::TEXT,
+                    Type::INT8,
+                    Type::TEXT,
+                    Type::TEXT,
+                    Type::TEXT,
+                    Type::TEXT,
+                    Type::TEXT,
+                    Type::TEXT,
+                ],
+            );
+            // Each stream's snapshot is stamped with its last commit's
+            // time, as a commit stamps it.
+            let mut last_commit = Vec::with_capacity(streams.len());
+            for stream in &streams {
+                let mut last = String::new();
+                source.journal(stream, 0, &mut |entry| {
+                    copy.write(&[
+                        &stream.as_str(),
+                        &to_sql(entry.revision),
+                        &entry.operation_id,
+                        &entry.request_digest,
+                        &entry.kind,
+                        &entry.event,
+                        &entry.receipt,
+                        &entry.committed_at,
+                    ])
+                    .map_err(|e| self.fail(e))?;
+                    imported.journal_entries += 1;
+                    last = entry.committed_at;
+                    Ok(())
+                })?;
+                last_commit.push(last);
+            }
+            copy.finish().map_err(|e| self.fail(e))?;
+            for (stream, committed_at) in streams.iter().zip(&last_commit) {
+                let Some(snapshot) = source.load(stream)? else {
+                    continue;
+                };
+                tx.execute(
+                    "INSERT INTO snapshots (stream, revision, state, updated_at) VALUES ($1, $2, $3, $4)",
+                    &[stream, &to_sql(snapshot.revision), &snapshot.state, committed_at],
+                )
+                .map_err(|e| self.fail(e))?;
+                imported.streams += 1;
+            }
+            Ok(())
+        })?;
+        failpoint::fail_here("postgres.import.before_commit")?;
+        tx.commit().map_err(|e| self.fail(e))?;
+        Ok(imported)
     }
 
     /// `sql` prepared on this connection, once.
@@ -349,8 +533,7 @@ impl PostgresStore {
         let mut after = to_sql(after_revision);
         loop {
             let rows = self
-                .client
-                .borrow_mut()
+                .client()?
                 .query(sql.as_str(), &[&stream, &after, &JOURNAL_PAGE])
                 .map_err(|e| self.fail(e))?;
             for row in &rows {
@@ -366,7 +549,7 @@ impl PostgresStore {
 
 impl Store for PostgresStore {
     fn load(&self, stream: &Stream) -> Result<Option<Snapshot>, StoreError> {
-        let mut client = self.client.borrow_mut();
+        let mut client = self.client()?;
         let statement = self.prepared(
             &mut *client,
             "SELECT revision, state FROM snapshots WHERE stream = $1",
@@ -385,8 +568,7 @@ impl Store for PostgresStore {
         // in the prefix as wildcards, and a range would follow the
         // database's collation rather than the bytes.
         let rows = self
-            .client
-            .borrow_mut()
+            .client()?
             .query(
                 "SELECT stream, revision, state FROM snapshots
                  WHERE left(stream, length($1)) = $1 ORDER BY stream COLLATE \"C\"",
@@ -408,7 +590,7 @@ impl Store for PostgresStore {
     }
 
     fn revision(&self, stream: &Stream) -> Result<u64, StoreError> {
-        let mut client = self.client.borrow_mut();
+        let mut client = self.client()?;
         let statement = self.prepared(
             &mut *client,
             "SELECT revision FROM snapshots WHERE stream = $1",
@@ -424,7 +606,7 @@ impl Store for PostgresStore {
         stream: &Stream,
         operation_id: &str,
     ) -> Result<Option<StoredReceipt>, StoreError> {
-        let mut client = self.client.borrow_mut();
+        let mut client = self.client()?;
         let statement = self.prepared(
             &mut *client,
             "SELECT revision, request_digest, receipt FROM journal
@@ -446,7 +628,7 @@ impl Store for PostgresStore {
     }
 
     fn commit_all(&self, commits: &[Commit<'_>]) -> Result<Vec<u64>, StoreError> {
-        let mut client = self.client.borrow_mut();
+        let mut client = self.client()?;
         // READ COMMITTED (the server default, named so it never drifts): see
         // the module comment for why the conditional write is enough.
         // Dropping the transaction on an early return rolls it back.
@@ -480,8 +662,7 @@ impl Store for PostgresStore {
 
     fn streams(&self) -> Result<Vec<String>, StoreError> {
         let rows = self
-            .client
-            .borrow_mut()
+            .client()?
             .query(
                 "SELECT stream FROM snapshots UNION SELECT stream FROM journal ORDER BY 1",
                 &[],
@@ -496,16 +677,21 @@ impl Store for PostgresStore {
     ) -> Result<(), StoreError> {
         // Plain statements, not a borrowed `Transaction`: `read` goes back
         // through this store, which must stay borrowable meanwhile.
-        self.client
-            .borrow_mut()
+        self.client()?
             .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             .map_err(|e| self.fail(e))?;
+        self.consistent_read.set(true);
         let result = read();
-        let end = self.client.borrow_mut().batch_execute(if result.is_ok() {
-            "COMMIT"
-        } else {
-            "ROLLBACK"
-        });
+        self.consistent_read.set(false);
+        if self.broken.get() {
+            // The transaction died with its connection: nothing to end.
+            return result.and(Err(self.unavailable(
+                "the connection was lost during a consistent read; retry when the server is back",
+            )));
+        }
+        let end = self
+            .client()?
+            .batch_execute(if result.is_ok() { "COMMIT" } else { "ROLLBACK" });
         result?;
         end.map_err(|e| self.fail(e))
     }

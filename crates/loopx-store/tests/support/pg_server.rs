@@ -79,6 +79,17 @@ impl Server {
         assert!(status.success(), "psql {sql:?} failed");
     }
 
+    /// Run the query `sql` on the database `url` with `psql`; its rows,
+    /// one a line, fields separated by `|`.
+    pub fn query(&self, url: &str, sql: &str) -> String {
+        let out = Command::new(self.bin.join("psql"))
+            .args(["-q", "-At", "-v", "ON_ERROR_STOP=1", url, "-c", sql])
+            .output()
+            .expect("run psql");
+        assert!(out.status.success(), "psql {sql:?} failed");
+        String::from_utf8(out.stdout).expect("psql prints UTF-8")
+    }
+
     pub fn port(&self) -> u16 {
         self.port
     }

@@ -8,11 +8,17 @@
 //! (`loopx_core::driver::step`, through `loopx_app::driver::next_step`)
 //! what to do next and does it, with the clocks and sleeps that takes. One
 //! turn is [`turn`]; one bounded process is [`agent`]; the spinner is
-//! [`ticker`]. Every commit is a `loopx_app::driver` use case.
+//! [`ticker`]. Every commit is a `loopx_app::driver` use case, and every
+//! store call once the run has started goes through
+//! [`outage::through_outages`], so a store that becomes unreachable (a
+//! PostgreSQL restart) is waited out, not a reason to stop.
 
 mod agent;
+mod outage;
 mod ticker;
 mod turn;
+
+use outage::through_outages;
 
 use anyhow::{Context as _, Result};
 use loopx_app::driver;
@@ -148,7 +154,9 @@ fn run(
             turns,
         })
     };
-    match driver::recover(dir, options.iteration_timeout)? {
+    match through_outages(dir, None, "recovering", || {
+        driver::recover(dir, options.iteration_timeout)
+    })? {
         RecoveryPlan::FailClosed { inspect, .. } => {
             return ended(
                 Exit::RuntimeError,
@@ -169,15 +177,18 @@ fn run(
     // committed when it changes, not on every look.
     let mut announced: Option<String> = None;
     loop {
-        let (reading, step) = driver::next_step(
-            dir,
-            &options.goal_id,
-            &options.agent_id,
-            &session,
-            turns,
-            options.max_iterations,
-            options.pause_poll,
-        )?;
+        let (reading, step) =
+            through_outages(dir, session.current(), "deciding the next step", || {
+                driver::next_step(
+                    dir,
+                    &options.goal_id,
+                    &options.agent_id,
+                    &session,
+                    turns,
+                    options.max_iterations,
+                    options.pause_poll,
+                )
+            })?;
         let provider_name = match step {
             Step::VerifyClaim { .. } => {
                 if let Some(verified) = verify_claim(dir, root, options.iteration_timeout)? {
@@ -192,7 +203,10 @@ fn run(
             Step::Stop { exit, reason } => return ended(exit, reason, turns),
             Step::Pause { until, reason } => {
                 // Re-announced on every look: its `until` is the next look.
-                driver::set_waiting(dir, pid, Some(Waiting { until, reason }), session.current())?;
+                let waiting = Waiting { until, reason };
+                through_outages(dir, session.current(), "recording the pause", || {
+                    driver::set_waiting(dir, pid, Some(waiting.clone()), session.current())
+                })?;
                 announced = None;
                 std::thread::sleep(options.pause_poll);
                 continue;
@@ -200,15 +214,13 @@ fn run(
             Step::Wait { until, reason } => {
                 if announced.as_deref() != Some(&reason) {
                     progress(&reason);
-                    driver::set_waiting(
-                        dir,
-                        pid,
-                        Some(Waiting {
-                            until,
-                            reason: reason.clone(),
-                        }),
-                        session.current(),
-                    )?;
+                    let waiting = Waiting {
+                        until,
+                        reason: reason.clone(),
+                    };
+                    through_outages(dir, session.current(), "recording the wait", || {
+                        driver::set_waiting(dir, pid, Some(waiting.clone()), session.current())
+                    })?;
                     announced = Some(reason);
                 }
                 // The next look re-reads the store: a released lease, a
@@ -234,7 +246,9 @@ fn run(
                 },
             },
         };
-        driver::set_waiting(dir, pid, None, Some(&provider_name))?;
+        through_outages(dir, Some(&provider_name), "starting the turn", || {
+            driver::set_waiting(dir, pid, None, Some(&provider_name))
+        })?;
         announced = None;
         let (turn_result, read, log_name) =
             turn::turn(dir, options, root, logs, &provider_name, launcher, &reading)?;
@@ -254,12 +268,10 @@ fn run(
                 });
                 progress(&reason);
                 loopx_app::notify::quota_wait(dir, &provider_name, until, &reason);
-                driver::set_waiting(
-                    dir,
-                    pid,
-                    Some(Waiting { until, reason }),
-                    Some(&provider_name),
-                )?;
+                let waiting = Waiting { until, reason };
+                through_outages(dir, Some(&provider_name), "recording the wait", || {
+                    driver::set_waiting(dir, pid, Some(waiting.clone()), Some(&provider_name))
+                })?;
                 wait(dir, seconds)?;
             }
             Next::Switch {
@@ -284,7 +296,7 @@ fn run(
 fn wait(dir: &LoopDir, seconds: u64) -> Result<()> {
     let until = Instant::now() + Duration::from_secs(seconds);
     while Instant::now() < until {
-        let reading = dir.read()?;
+        let reading = through_outages(dir, None, "waiting", || dir.read())?;
         if dir.verdict(&reading.ledger, clock::now()).done {
             return Ok(());
         }

@@ -7,7 +7,7 @@
 
 use super::agent::spawn_and_wait;
 use super::ticker::Ticker;
-use super::{progress, Options, Target};
+use super::{progress, through_outages, Options, Target};
 use anyhow::{Context as _, Result};
 use loopx_app::driver::{self, NOT_STARTED};
 use loopx_app::loop_dir::{LoopDir, Reading, DRIVER_LOGS};
@@ -28,7 +28,7 @@ use std::time::Duration;
 /// Run the loop's `success_check` on a pending success claim and settle
 /// it. `None` when no claim is pending.
 pub fn verify_claim(dir: &LoopDir, root: &Path, timeout: Duration) -> Result<Option<bool>> {
-    let ledger = dir.read()?.ledger;
+    let ledger = through_outages(dir, None, "reading the ledger", || dir.read())?.ledger;
     let Some(iteration) = ledger.pending_claim else {
         return Ok(None);
     };
@@ -55,7 +55,12 @@ pub fn verify_claim(dir: &LoopDir, root: &Path, timeout: Duration) -> Result<Opt
         log: log_name,
         duration_ms: turn.elapsed.as_millis() as u64,
     };
-    Ok(Some(driver::settle_claim(dir, iteration, check, &name)?))
+    Ok(Some(through_outages(
+        dir,
+        None,
+        "settling the success claim",
+        || driver::settle_claim(dir, iteration, check.clone(), &name),
+    )?))
 }
 
 /// Run one turn end to end: intent, agent, reading, charge, settlement.
@@ -69,7 +74,9 @@ pub fn turn(
     before: &Reading,
 ) -> Result<(TurnResult, OutputReading, String)> {
     let iteration = before.ledger.spent.iterations + 1;
-    let prompt = dir.task_body(&options.goal_id, &Actor::Agent(options.agent_id.clone()))?;
+    let prompt = through_outages(dir, Some(provider_name), "writing the prompt", || {
+        dir.task_body(&options.goal_id, &Actor::Agent(options.agent_id.clone()))
+    })?;
     let dispatch_id = driver::fresh_name(&format!("d{iteration}"));
     let log_name = format!("{DRIVER_LOGS}/{dispatch_id}.log");
     failpoint::reached("drive.before_intent");
@@ -77,19 +84,24 @@ pub fn turn(
     // someone removed it, never that the agent had not started.
     driver::write_record(logs, &dispatch_id, NOT_STARTED)
         .with_context(|| format!("cannot record dispatch {dispatch_id} in {}", logs.display()))?;
-    driver::intend(
+    // Built once: a retry after an outage commits this very intent under
+    // the same operation id, so a lost reply replays instead of doubling.
+    let intent = Intent {
+        dispatch_id: dispatch_id.clone(),
+        iteration,
+        provider: provider_name.to_owned(),
+        prompt_digest: Digest::of_bytes(prompt.as_bytes()).to_string(),
+        ledger_revision: before.revision,
+        iterations_before: before.ledger.spent.iterations,
+        workspace: driver::workspace(root),
+        log: log_name.clone(),
+        started_at: clock::now(),
+    };
+    through_outages(
         dir,
-        Intent {
-            dispatch_id: dispatch_id.clone(),
-            iteration,
-            provider: provider_name.to_owned(),
-            prompt_digest: Digest::of_bytes(prompt.as_bytes()).to_string(),
-            ledger_revision: before.revision,
-            iterations_before: before.ledger.spent.iterations,
-            workspace: driver::workspace(root),
-            log: log_name.clone(),
-            started_at: clock::now(),
-        },
+        Some(provider_name),
+        "recording the turn's intent",
+        || driver::intend(dir, intent.clone()),
     )?;
     failpoint::reached("drive.after_intent");
 
@@ -146,7 +158,14 @@ pub fn turn(
     let output = driver::agent_log(dir, &log_name);
     let structured = launcher.map_or(Structured::Text, |l| l.structured);
     let read = classify::read(classify::agent_output(&output), structured, clock::now());
-    let after = dir.read()?;
+    // The agent has run: from here on the turn is only ever settled,
+    // however long the store takes to come back, never run again.
+    let after = through_outages(
+        dir,
+        Some(provider_name),
+        "reading the turn's result",
+        || dir.read(),
+    )?;
     let advanced = after.ledger.spent.iterations > before.ledger.spent.iterations;
     let result = TurnResult::of(turn.timed_out, turn.exit_status, advanced, &read);
     let settlement = Settlement {
@@ -159,7 +178,12 @@ pub fn turn(
         settled_at: clock::now(),
         note: read.reported_error.clone().unwrap_or_default(),
     };
-    driver::settle_turn(dir, &read, settlement)?;
+    through_outages(
+        dir,
+        Some(provider_name),
+        "charging and settling the turn",
+        || driver::settle_turn(dir, &read, settlement.clone()),
+    )?;
     let _ = std::fs::remove_file(driver::record_path(logs, &dispatch_id));
     failpoint::reached("drive.after_settle");
     driver::turn_finished(dir);
