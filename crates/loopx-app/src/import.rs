@@ -49,6 +49,7 @@ use loopx_core::ledger::{
 };
 use loopx_core::operation::{Clock, OperationId, Owner};
 use loopx_core::path::LoopPath;
+use loopx_core::text::{self, limits};
 use loopx_store::sqlite::Access;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -715,8 +716,7 @@ impl Source {
                     last.plan_revision.is_none() || last.plan_revision == plan.plan_revision;
                 if same_plan && !approaches.is_empty() && !approaches.contains(approach) {
                     ambiguities.push(format!(
-                        "{DECISIONS} last selected approach {approach:?}, but {PLAN} selects {}",
-                        approaches.join(", ")
+                        "{DECISIONS} last selected approach {approach:?}, but {PLAN} selects {approaches:?}"
                     ));
                 }
             }
@@ -767,10 +767,27 @@ impl Source {
             return Err("the source plan is active but names no approach".into());
         }
         let selection = plan.selection.as_ref();
-        let campaign_ids = match selection.map(|s| s.campaign_ids.clone()) {
-            Some(ids) if !ids.is_empty() => ids,
-            _ => plan.campaign_id.iter().cloned().collect(),
-        };
+        // The campaigns are the registry's for these approaches; a plan
+        // that names others disagrees with its own registry.
+        let registry = self.registry.as_ref().map(|r| &r.registry);
+        let mut campaign_ids: Vec<String> = Vec::new();
+        for approach in &approaches {
+            let found = registry.and_then(|r| r.approach(approach));
+            if let Some(campaign) = found.map(|c| c.campaign_id.to_owned()) {
+                if !campaign_ids.contains(&campaign) {
+                    campaign_ids.push(campaign);
+                }
+            }
+        }
+        let named = selection.iter().flat_map(|s| s.campaign_ids.iter());
+        if let Some(other) = named
+            .chain(plan.campaign_id.iter())
+            .find(|c| !campaign_ids.contains(c))
+        {
+            return Err(format!(
+                "the source plan names campaign {other:?}, but {REGISTRY} puts its approaches in {campaign_ids:?}: import does not choose between them"
+            ));
+        }
         Ok(Some(Selection {
             kind: selection
                 .and_then(|s| s.kind)
@@ -914,6 +931,28 @@ fn plan(source: &Source, from: &Path, to: &Path, now: Timestamp) -> Result<Plan,
         }
     }
     let (signals, ambiguities) = source.signals();
+    // Every value shown is checked as the loop's own text is: bounded, and
+    // free of control characters a terminal would act on.
+    for signal in &signals {
+        let limit = match signal.signal {
+            "next_preferred_path" => limits::NOTE,
+            _ => limits::LINE,
+        };
+        text::check(
+            &format!("{} {}", signal.file, signal.signal),
+            &signal.value,
+            limit,
+        )
+        .map_err(|e| refused(format!("{e}; nothing was written")))?;
+    }
+    if let Some(rationale) = source.plan.iter().flat_map(|p| &p.selection).next() {
+        text::check(
+            &format!("{PLAN} selection.rationale"),
+            &rationale.rationale,
+            limits::NOTE,
+        )
+        .map_err(|e| refused(format!("{e}; nothing was written")))?;
+    }
     let mode = init.goal_focus_mode;
     let clock = Clock { now };
     let contract = match &source.contract {
@@ -1180,7 +1219,6 @@ fn create(plan: Plan, to: &Path, now: Timestamp) -> Result<ImportView, AppError>
     ));
     let built = build(&plan, &building, now);
     let result = built.and_then(|mut view| {
-        crate::platform::sync_dir(&building)?;
         loopx_store::failpoint::reached("import.before_rename");
         // rename(2) replaces an empty directory and refuses a non-empty one.
         std::fs::rename(&building, &target).with_context(|| {
@@ -1213,7 +1251,9 @@ fn create(plan: Plan, to: &Path, now: Timestamp) -> Result<ImportView, AppError>
 }
 
 fn build(plan: &Plan, building: &Path, now: Timestamp) -> anyhow::Result<ImportView> {
-    let dir = LoopDir::create(building)?;
+    // Unsynced while it is built: nobody sees this directory until it is
+    // complete, synced (below) and renamed into place.
+    let dir = LoopDir::create_unsynced(building)?;
     let authority = dir.authority();
     let init_id = operation(INIT_OPERATION);
     let receipt = authority.execute::<LedgerOwner>(
@@ -1303,6 +1343,6 @@ fn build(plan: &Plan, building: &Path, now: Timestamp) -> anyhow::Result<ImportV
     );
     let mut view = plan.view.clone();
     view.run_id = Some(run_id);
-    dir.checkpoint()?;
+    dir.sync_built()?;
     Ok(view)
 }

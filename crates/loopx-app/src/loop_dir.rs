@@ -125,6 +125,35 @@ impl LoopDir {
         })
     }
 
+    /// [`create`](Self::create) for a loop built where nobody can see it
+    /// yet (`loopx import` builds beside its target and renames it into
+    /// place): commits are not synced to disk one by one. The builder
+    /// makes the finished database durable with [`Self::sync_built`]
+    /// before the loop becomes visible. Always the directory's own SQLite
+    /// file, whatever `LOOPX_STORE` says.
+    pub(crate) fn create_unsynced(dir: &Path) -> Result<Self> {
+        use loopx_store::sqlite::{Durability, SqliteStore};
+        fsutil::create_loop_dir(dir)?;
+        let root = dir.canonicalize()?;
+        let store =
+            SqliteStore::open_with(&root.join(DATABASE), Access::Create, Durability::Unsafe)?;
+        fsutil::create_private_dir(&root.join(PROOF_ARTIFACTS))?;
+        Ok(LoopDir {
+            root,
+            store: Box::new(store),
+            goal_cache: GoalCache::default(),
+        })
+    }
+
+    /// Fold every commit into the database file and sync it and the
+    /// directory to disk: what [`Self::create_unsynced`] left undone.
+    pub(crate) fn sync_built(&self) -> Result<()> {
+        self.store.checkpoint()?;
+        std::fs::File::open(self.root.join(DATABASE))?.sync_all()?;
+        crate::platform::sync_dir(&self.root.join(PROOF_ARTIFACTS))?;
+        Ok(crate::platform::sync_dir(&self.root)?)
+    }
+
     /// Fold recent commits into the store's main file (see
     /// [`Store::checkpoint`]): at the end of a drive turn and before a
     /// backup, never on every command.

@@ -381,3 +381,41 @@ fn killing_the_import_before_the_loop_is_in_place_leaves_no_loop() {
         .collect();
     assert_eq!(numbers, [1, 2, 3]);
 }
+
+#[test]
+fn hostile_text_in_a_signal_is_refused_not_printed() {
+    let f = Fixture::new();
+    let from = source(&f, "full");
+    let decisions = "{\"decision_id\": \"dec-\\u001b]0;owned\\u0007\", \"status\": \"pending\"}\n";
+    std::fs::write(from.join("direction_decisions.jsonl"), decisions).unwrap();
+    let error = import_refused(&f, &from, &[]);
+    assert!(
+        error.contains("direction_decisions.jsonl pending_decision"),
+        "{error}"
+    );
+    assert!(!error.contains('\u{1b}'), "{error:?}");
+}
+
+#[test]
+fn an_enforce_mode_loop_keeps_its_direction_waiting_for_a_strategy_review() {
+    let f = Fixture::new();
+    let from = source(&f, "full");
+    let plan = std::fs::read_to_string(from.join("current_plan.json"))
+        .unwrap()
+        .replace("\"monitor\"", "\"enforce\"");
+    std::fs::write(from.join("current_plan.json"), plan).unwrap();
+    let view = import_ok(&f, &from, &["--apply"]);
+    assert_eq!(view["enforcement_mode"], "enforce");
+    assert_eq!(view["plan"]["state"], "needs_replan");
+    assert!(view["plan"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("strategy review"));
+    f.assert_valid();
+    let focus = f.json(&["goal-focus", "status", "--dir", f.d()]);
+    assert_eq!(focus["current_plan"]["review"], "strategy_review_required");
+    assert_eq!(
+        focus["current_plan"]["proposal"]["selection"]["approach_ids"],
+        serde_json::json!(["A1"])
+    );
+}
