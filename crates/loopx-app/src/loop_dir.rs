@@ -129,11 +129,18 @@ impl LoopDir {
     /// yet (`loopx import` builds beside its target and renames it into
     /// place): commits are not synced to disk one by one. The builder
     /// makes the finished database durable with [`Self::sync_built`]
-    /// before the loop becomes visible. Always the directory's own SQLite
-    /// file, whatever `LOOPX_STORE` says.
+    /// before the loop becomes visible. `dir` must not exist yet (its
+    /// parent must). Always the directory's own SQLite file, whatever
+    /// `LOOPX_STORE` says.
     pub(crate) fn create_unsynced(dir: &Path) -> Result<Self> {
         use loopx_store::sqlite::{Durability, SqliteStore};
-        fsutil::create_loop_dir(dir)?;
+        use std::os::unix::fs::DirBuilderExt as _;
+        // Created here and now, never one that was already there: a
+        // directory planted under this name is refused, not built into.
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create {} ({e})", dir.display()))?;
         let root = dir.canonicalize()?;
         let store =
             SqliteStore::open_with(&root.join(DATABASE), Access::Create, Durability::Unsafe)?;
