@@ -1164,6 +1164,14 @@ fn absolute(path: &Path) -> Result<PathBuf, AppError> {
                 rest.push(name.to_owned());
                 existing = parent;
             }
+            // `..` below a directory that does not exist: where it leads
+            // cannot be known before it is created, so it is not guessed.
+            (Some(_), None) => {
+                return Err(refused(format!(
+                    "{} goes up (`..`) out of a directory that does not exist yet: name the new loop directory without it; nothing was written",
+                    path.display()
+                )))
+            }
             _ => return Ok(path.clone()),
         }
     }

@@ -332,28 +332,26 @@ fn an_existing_loop_or_a_target_inside_the_source_is_refused() {
     let error = import_refused(&f, &from, &["--apply"]);
     assert!(error.contains("already holds a loop"), "{error}");
 
+    // A --dir inside the source, directly or by climbing out (`..`) of a
+    // directory that does not exist yet.
     let f = Fixture::new();
     let from = source(&f, "full");
     let before = everything(&f);
-    let output = f
-        .loopx()
-        .args([
-            "import",
-            "--from",
-            from.to_str().unwrap(),
-            "--apply",
-            "--json",
-        ])
-        .args(["--dir", from.join("inner").to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    assert_eq!(everything(&f), before);
-    let body: Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert!(body["error"]
-        .as_str()
-        .unwrap()
-        .contains("inside the source"));
+    for (dir, says) in [
+        (from.join("inner"), "inside the source"),
+        (f.temp.path().join("nope/../source/inner"), "`..`"),
+    ] {
+        let output = f
+            .loopx()
+            .args(["import", "--from", from.to_str().unwrap(), "--apply"])
+            .args(["--dir", dir.to_str().unwrap(), "--json"])
+            .output()
+            .unwrap();
+        assert!(!output.status.success());
+        assert_eq!(everything(&f), before);
+        let body: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert!(body["error"].as_str().unwrap().contains(says), "{body}");
+    }
 }
 
 #[test]
@@ -418,4 +416,20 @@ fn an_enforce_mode_loop_keeps_its_direction_waiting_for_a_strategy_review() {
         focus["current_plan"]["proposal"]["selection"]["approach_ids"],
         serde_json::json!(["A1"])
     );
+}
+
+#[test]
+fn an_empty_target_directory_becomes_the_loop() {
+    let f = Fixture::new();
+    let from = source(&f, "full");
+    std::fs::create_dir(&f.dir).unwrap();
+    import_ok(&f, &from, &["--apply"]);
+    f.assert_valid();
+    // Only the new loop is there: nothing of the build is left beside it.
+    let beside: Vec<String> = std::fs::read_dir(f.temp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains(".import-"))
+        .collect();
+    assert!(beside.is_empty(), "{beside:?}");
 }
