@@ -103,8 +103,10 @@ fn records_after(dir: &LoopDir, after: u64) -> Result<Vec<IterationRecord>, AppE
     dir.authority()
         .store()
         .journal(STREAM, after, &mut |entry| {
-            if let Ok(LedgerEvent::IterationAppended { record }) =
-                serde_json::from_str(&entry.event)
+            if let Ok(
+                LedgerEvent::IterationAppended { record }
+                | LedgerEvent::IterationImported { record },
+            ) = serde_json::from_str(&entry.event)
             {
                 records.push(*record);
             }

@@ -25,6 +25,7 @@ pub mod focus;
 pub mod fsutil;
 pub mod goal;
 pub mod health;
+pub mod import;
 pub mod install;
 pub mod iterations;
 pub mod ledger;

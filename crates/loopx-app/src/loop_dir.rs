@@ -134,6 +134,42 @@ impl LoopDir {
         })
     }
 
+    /// [`create`](Self::create) for a loop built where nobody can see it
+    /// yet (`loopx import` builds beside its target and renames it into
+    /// place): commits are not synced to disk one by one. The builder
+    /// makes the finished database durable with [`Self::sync_built`]
+    /// before the loop becomes visible. `dir` must not exist yet (its
+    /// parent must). Always the directory's own SQLite file, whatever
+    /// `LOOPX_STORE` says.
+    pub(crate) fn create_unsynced(dir: &Path) -> Result<Self> {
+        use loopx_store::sqlite::{Durability, SqliteStore};
+        use std::os::unix::fs::DirBuilderExt as _;
+        // Created here and now, never one that was already there: a
+        // directory planted under this name is refused, not built into.
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create {} ({e})", dir.display()))?;
+        let root = dir.canonicalize()?;
+        let store =
+            SqliteStore::open_with(&root.join(DATABASE), Access::Create, Durability::Unsafe)?;
+        fsutil::create_private_dir(&root.join(PROOF_ARTIFACTS))?;
+        Ok(LoopDir {
+            root,
+            store: Box::new(store),
+            goal_cache: GoalCache::default(),
+        })
+    }
+
+    /// Fold every commit into the database file and sync it and the
+    /// directory to disk: what [`Self::create_unsynced`] left undone.
+    pub(crate) fn sync_built(&self) -> Result<()> {
+        self.store.checkpoint()?;
+        std::fs::File::open(self.root.join(DATABASE))?.sync_all()?;
+        crate::platform::sync_dir(&self.root.join(PROOF_ARTIFACTS))?;
+        Ok(crate::platform::sync_dir(&self.root)?)
+    }
+
     /// Fold recent commits into the store's main file (see
     /// [`Store::checkpoint`]): at the end of a drive turn and before a
     /// backup, never on every command.

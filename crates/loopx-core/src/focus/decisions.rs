@@ -25,6 +25,9 @@ pub enum DecisionOutcome {
     NoEligibleApproach,
     /// Enforce mode: the direction waits for a different-family review.
     StrategyReviewRequired,
+    /// `loopx import`: the imported loop's direction signals named no
+    /// single direction, and none was chosen for it.
+    ImportedWithoutSelection,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -127,5 +130,52 @@ impl Owner for DecisionOwner {
 
     fn event_kind(_event: &DecisionRecorded) -> &'static str {
         "focus.direction_decided"
+    }
+}
+
+/// Record the decision behind an imported plan ([`super::plan::draft_import`]),
+/// committed with it. `decision_id` is the import's operation id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordImport {
+    pub decision_id: String,
+    pub plan: super::plan::ImportPlan,
+}
+
+/// The owner of the decision stream for `loopx import`: records the plan
+/// [`super::plan::draft_import`] yields as the same event a replan records.
+pub struct ImportedDecisionOwner;
+
+impl Owner for ImportedDecisionOwner {
+    type State = DecisionLog;
+    type Request = RecordImport;
+    type Event = DecisionRecorded;
+    type Receipt = DecisionRecorded;
+    type Error = FocusError;
+    type Context<'a> = DecisionContext<'a>;
+
+    fn decide(
+        _state: Option<&DecisionLog>,
+        request: &RecordImport,
+        context: &DecisionContext<'_>,
+    ) -> Result<Decided<DecisionRecorded, DecisionRecorded>, FocusError> {
+        let plan = super::plan::draft_import(context.replaced, &request.plan, context.plan)?;
+        let mut decision =
+            DirectionDecision::of_plan(&request.decision_id, context.plan.mode, &plan);
+        if request.plan.selection.is_none() {
+            decision.outcome = DecisionOutcome::ImportedWithoutSelection;
+        }
+        let recorded = DecisionRecorded {
+            at: context.plan.now,
+            decision,
+        };
+        Ok(Decided::write(recorded.clone(), recorded))
+    }
+
+    fn evolve(state: Option<DecisionLog>, event: &DecisionRecorded) -> DecisionLog {
+        DecisionOwner::evolve(state, event)
+    }
+
+    fn event_kind(event: &DecisionRecorded) -> &'static str {
+        DecisionOwner::event_kind(event)
     }
 }

@@ -102,4 +102,8 @@ pub enum FocusError {
     PlanMoved { read: u64, now: u64 },
     #[error("nothing calls for a replan: no replan trigger fires (`loopx goal-focus status` lists them); pass --trigger manual, or another trigger, to replan anyway")]
     NothingToReplan,
+    #[error(
+        "the imported plan selects approach {approach:?}, which cannot be selected here: {reason}"
+    )]
+    ImportedSelection { approach: String, reason: String },
 }

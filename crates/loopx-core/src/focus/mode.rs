@@ -18,6 +18,8 @@ crate::ledger::vocabulary::vocabulary! {
         ChosenAtInit => "chosen_at_init",
         DefaultWithoutPanel => "default_without_panel",
         DefaultWithPanel => "default_with_panel",
+        /// Carried over by `loopx import` from the imported loop's plan.
+        Imported => "imported",
     }
 }
 
@@ -44,6 +46,9 @@ pub fn reason(mode: GoalFocusMode, source: Option<ModeSource>) -> String {
         }
         Some(ModeSource::DefaultWithPanel) => {
             "the default for a loop created with a review panel configured".into()
+        }
+        Some(ModeSource::Imported) => {
+            "carried over by `loopx import` from the imported loop's current_plan.enforcement_mode".into()
         }
         None => {
             "set at init by a loopx that did not record whether it was chosen".into()

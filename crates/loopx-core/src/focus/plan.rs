@@ -177,6 +177,21 @@ pub fn draft(
         }
     };
     let proposal = propose(&context.registry.document, context.now);
+    Ok(settle(context, current + 1, trigger, proposal, None))
+}
+
+/// The plan that commits `proposal` as the mode allows: monitor selects
+/// it unreviewed, enforce waits in `needs_replan` for the strategy review
+/// it needs, and no selection is `needs_replan` in either. The one rule
+/// for a replan and an import alike. `valid_through` overrides the end of
+/// the selection's horizon (an imported plan keeps its own).
+fn settle(
+    context: &PlanContext<'_>,
+    plan_revision: u64,
+    trigger: Trigger,
+    proposal: Proposal,
+    valid_through: Option<u64>,
+) -> CurrentPlan {
     let (state_now, selection, review) = match (context.mode, &proposal.selection) {
         (GoalFocusMode::Enforce, _) => (
             PlanState::NeedsReplan,
@@ -190,10 +205,11 @@ pub fn draft(
             PlanReview::Unreviewed,
         ),
     };
-    let valid_through_iteration =
-        (selection.as_ref()).map(|s| context.ledger.spent.iterations + s.horizon_iterations);
-    Ok(CurrentPlan {
-        plan_revision: current + 1,
+    let committed_at_iteration = context.ledger.spent.iterations;
+    let valid_through_iteration = (selection.as_ref())
+        .map(|s| valid_through.unwrap_or(committed_at_iteration + s.horizon_iterations));
+    CurrentPlan {
+        plan_revision,
         state: state_now,
         selection,
         review,
@@ -201,10 +217,10 @@ pub fn draft(
         goal_pin: context.contract.pin(),
         registry_pin: context.registry.pin(),
         committed_at: context.now,
-        committed_at_iteration: context.ledger.spent.iterations,
+        committed_at_iteration,
         valid_through_iteration,
         proposal,
-    })
+    }
 }
 
 pub struct PlanOwner;
@@ -232,5 +248,93 @@ impl Owner for PlanOwner {
 
     fn event_kind(_event: &PlanCommitted) -> &'static str {
         "focus.plan_committed"
+    }
+}
+
+/// `loopx import`: the direction another runtime's plan had selected,
+/// carried over instead of chosen here by [`propose`]. `None`: the source
+/// named no single direction unambiguously, and the plan is kept
+/// `needs_replan` with no selection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImportPlan {
+    pub selection: Option<Selection>,
+    /// The last iteration the source's plan covered, if it said.
+    pub valid_through_iteration: Option<u64>,
+}
+
+/// The plan an import commits: the loop's first, triggered by its having
+/// none (`missing_plan`). A carried-over selection must name approaches
+/// the registry defines and holds eligible now; in enforce mode it is
+/// not selected (no different-family review of it exists here) but kept
+/// as the proposal, and the plan waits in `needs_replan` for that review.
+pub fn draft_import(
+    state: Option<&CurrentPlan>,
+    request: &ImportPlan,
+    context: &PlanContext<'_>,
+) -> Result<CurrentPlan, FocusError> {
+    if context.mode == GoalFocusMode::Off {
+        return Err(FocusError::Off);
+    }
+    if let Some(plan) = state {
+        return Err(FocusError::PlanMoved {
+            read: 0,
+            now: plan.plan_revision,
+        });
+    }
+    let registry = &context.registry.document;
+    for approach_id in request.selection.iter().flat_map(|s| &s.approach_ids) {
+        let reason = match registry.approach(approach_id) {
+            None => Some("the approach registry does not define it".to_owned()),
+            Some(candidate) => ApproachRegistry::ineligibility(&candidate, context.now),
+        };
+        if let Some(reason) = reason {
+            return Err(FocusError::ImportedSelection {
+                approach: approach_id.clone(),
+                reason,
+            });
+        }
+    }
+    let (_, excluded) = registry.eligible(context.now);
+    let proposal = Proposal {
+        selection: request.selection.clone(),
+        excluded,
+    };
+    Ok(settle(
+        context,
+        1,
+        Trigger::MissingPlan,
+        proposal,
+        request.valid_through_iteration,
+    ))
+}
+
+/// The owner of the plan stream for `loopx import`: commits
+/// [`draft_import`] as the same event a replan commits, so the stream
+/// folds and audits through [`PlanOwner`] alike.
+pub struct ImportedPlanOwner;
+
+impl Owner for ImportedPlanOwner {
+    type State = CurrentPlan;
+    type Request = ImportPlan;
+    type Event = PlanCommitted;
+    type Receipt = CurrentPlan;
+    type Error = FocusError;
+    type Context<'a> = PlanContext<'a>;
+
+    fn decide(
+        state: Option<&CurrentPlan>,
+        request: &ImportPlan,
+        context: &PlanContext<'_>,
+    ) -> Result<Decided<PlanCommitted, CurrentPlan>, FocusError> {
+        let plan = draft_import(state, request, context)?;
+        Ok(Decided::write(PlanCommitted { plan: plan.clone() }, plan))
+    }
+
+    fn evolve(state: Option<CurrentPlan>, event: &PlanCommitted) -> CurrentPlan {
+        PlanOwner::evolve(state, event)
+    }
+
+    fn event_kind(event: &PlanCommitted) -> &'static str {
+        PlanOwner::event_kind(event)
     }
 }

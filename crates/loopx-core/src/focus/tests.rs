@@ -224,6 +224,7 @@ fn ledger() -> Ledger {
         updated_at: now(),
         recent: vec![],
         pending_claim: None,
+        imported: 0,
     }
 }
 

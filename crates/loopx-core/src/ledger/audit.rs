@@ -15,7 +15,7 @@
 use super::budget::Exhausted;
 use super::proof::EvidenceFiles;
 use super::vocabulary::LoopStatus;
-use super::{append_guard, Ledger, LedgerEvent, LedgerOwner};
+use super::{append_guard, import_guard, Ledger, LedgerEvent, LedgerOwner};
 use crate::operation::Owner;
 use jiff::Timestamp;
 use serde::de::DeserializeOwned;
@@ -88,7 +88,8 @@ impl<'a> Auditor<'a> {
                 None,
                 LedgerEvent::IterationAppended { .. }
                 | LedgerEvent::Charged { .. }
-                | LedgerEvent::ClaimSettled { .. },
+                | LedgerEvent::ClaimSettled { .. }
+                | LedgerEvent::IterationImported { .. },
             ) => {
                 return self.error(format!(
                     "journal revision {revision} changes the loop before it was initialized"
@@ -136,6 +137,25 @@ impl<'a> Auditor<'a> {
                     self.files,
                 ) {
                     problems.push(format!("iteration {}: {refusal}", record.iteration));
+                }
+                for problem in problems {
+                    self.error(problem);
+                }
+            }
+            (Some(ledger), LedgerEvent::IterationImported { record }) => {
+                self.audit.iterations += 1;
+                let mut problems = Vec::new();
+                if record.operation_id.as_str() != operation_id {
+                    problems.push(format!(
+                        "imported iteration {} claims operation {} but was committed as {operation_id}",
+                        record.iteration, record.operation_id
+                    ));
+                }
+                if let Err(refusal) = import_guard(ledger, record) {
+                    problems.push(format!(
+                        "imported iteration {}: {refusal}",
+                        record.iteration
+                    ));
                 }
                 for problem in problems {
                     self.error(problem);

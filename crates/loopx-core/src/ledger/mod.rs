@@ -53,6 +53,16 @@ pub struct Ledger {
     /// A success stop waiting for the host to run `success_check`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_claim: Option<u64>,
+    /// How many of the records were imported from another runtime's
+    /// ledger (`loopx import`) rather than appended here. Imports come
+    /// first: once a record is appended, no more may be imported. Absent
+    /// when zero, so snapshots of loops that never imported are unchanged.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub imported: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -297,6 +307,10 @@ pub enum LedgerRequest {
         iteration: u64,
         check: CheckRun,
     },
+    /// `loopx import`: one record of another runtime's ledger, with its own
+    /// number, timestamp, cost and outcome. [`import_guard`] says which
+    /// records may be imported.
+    ImportIteration(Box<IterationRecord>),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -320,6 +334,11 @@ pub enum LedgerEvent {
         iteration: u64,
         check: CheckRun,
         at: Timestamp,
+    },
+    /// A record imported from another runtime's ledger: folded exactly as
+    /// an appended one, and counted in [`Ledger::imported`].
+    IterationImported {
+        record: Box<IterationRecord>,
     },
 }
 
@@ -345,6 +364,11 @@ pub enum LedgerReceipt {
     SettleClaim {
         iteration: u64,
         verified: bool,
+        state_status: LoopStatus,
+    },
+    ImportIteration {
+        iteration: u64,
+        decision: Decision,
         state_status: LoopStatus,
     },
 }
@@ -396,6 +420,20 @@ pub enum LedgerError {
     ClaimPending { iteration: u64 },
     #[error("no success claim is pending for iteration {iteration}")]
     NoClaim { iteration: u64 },
+    #[error("cannot import a record into a loop that already has {appended} appended here: imported history must come before the loop's own records; import into a new --dir")]
+    ImportAfterAppend { appended: u64 },
+    #[error("imported records must be numbered consecutively from 1: expected iteration {expected}, found iteration {found}")]
+    ImportOutOfOrder { expected: u64, found: u64 },
+    #[error("imported iteration {iteration} is dated {at}, before the record or loop creation it follows ({previous}): imported history must run forward in time")]
+    ImportBackInTime {
+        iteration: u64,
+        at: Timestamp,
+        previous: Timestamp,
+    },
+    #[error("imported iteration {iteration} must count exactly one iteration in its budget_delta (found {found})")]
+    ImportIterationCount { iteration: u64, found: u64 },
+    #[error("imported iteration {iteration} carries a success claim state: an imported record is history, never a claim awaiting a check")]
+    ImportWithClaim { iteration: u64 },
     #[error("{0}")]
     Text(#[from] crate::text::TextProblem),
 }
@@ -499,6 +537,78 @@ pub fn append_guard(
     match decision {
         Decision::Blocked => Err(LedgerError::EarlyBlocked),
         _ => early_stop_guard(report, files),
+    }
+}
+
+/// Whether `record`, from another runtime's ledger, may be imported into
+/// `ledger`: the single statement of it, used by [`LedgerOwner::decide`]
+/// and the audit alike.
+///
+/// The history is kept as it was (number, timestamp, cost, outcome), so
+/// what is checked is what keeps the loop coherent, not what the other
+/// runtime decided: imports come before any record appended here, are
+/// numbered consecutively and run forward in time, stay within the
+/// iteration cap and the range of every total, never continue on the
+/// final allowed iteration (nor block before it: the reference refuses
+/// both), and follow no terminal record. An early `stop` is kept without
+/// its proof artifact: the other runtime judged it, and its files are not
+/// copied.
+pub fn import_guard(ledger: &Ledger, record: &IterationRecord) -> Result<(), LedgerError> {
+    check_report_text(&record.as_report())?;
+    let appended = ledger.spent.iterations - ledger.imported.min(ledger.spent.iterations);
+    if appended > 0 {
+        return Err(LedgerError::ImportAfterAppend { appended });
+    }
+    if ledger.status.is_terminal() {
+        return Err(LedgerError::AfterTerminal {
+            status: ledger.status,
+        });
+    }
+    let max = ledger.config.budget.max_iterations;
+    if ledger.spent.iterations >= max {
+        return Err(LedgerError::IterationsExhausted { max });
+    }
+    let expected = ledger.spent.iterations + 1;
+    if record.iteration != expected {
+        return Err(LedgerError::ImportOutOfOrder {
+            expected,
+            found: record.iteration,
+        });
+    }
+    if record.budget_delta.iterations != 1 {
+        return Err(LedgerError::ImportIterationCount {
+            iteration: record.iteration,
+            found: record.budget_delta.iterations,
+        });
+    }
+    if record.claim.is_some() {
+        return Err(LedgerError::ImportWithClaim {
+            iteration: record.iteration,
+        });
+    }
+    if record.timestamp < ledger.updated_at {
+        return Err(LedgerError::ImportBackInTime {
+            iteration: record.iteration,
+            at: record.timestamp,
+            previous: ledger.updated_at,
+        });
+    }
+    if !is_budget_number(record.budget_delta.usd) {
+        return Err(LedgerError::NotABudgetNumber {
+            field: "usd",
+            value: record.budget_delta.usd,
+        });
+    }
+    ledger
+        .spent
+        .plus(record.budget_delta.tokens, record.budget_delta.usd)?;
+    let last = expected == max;
+    match record.decision {
+        decision if decision.is_continuing() && last => {
+            Err(LedgerError::ContinueOnFinal { decision })
+        }
+        Decision::Blocked if !last => Err(LedgerError::EarlyBlocked),
+        _ => Ok(()),
     }
 }
 
@@ -668,8 +778,25 @@ impl Owner for LedgerOwner {
                 None,
                 LedgerRequest::AppendIteration(_)
                 | LedgerRequest::Charge { .. }
-                | LedgerRequest::SettleClaim { .. },
+                | LedgerRequest::SettleClaim { .. }
+                | LedgerRequest::ImportIteration(_),
             ) => Err(LedgerError::NotInitialized),
+            (Some(ledger), LedgerRequest::ImportIteration(record)) => {
+                import_guard(ledger, record)?;
+                let mut record = redacted(record.as_ref().clone());
+                record.operation_id = context.operation_id.clone();
+                let receipt = LedgerReceipt::ImportIteration {
+                    iteration: record.iteration,
+                    decision: record.decision,
+                    state_status: record.decision.resulting_status(),
+                };
+                Ok(Decided::write(
+                    LedgerEvent::IterationImported {
+                        record: Box::new(record),
+                    },
+                    receipt,
+                ))
+            }
             (
                 Some(ledger),
                 LedgerRequest::Charge {
@@ -775,9 +902,13 @@ impl Owner for LedgerOwner {
                 updated_at: *at,
                 recent: Vec::new(),
                 pending_claim: None,
+                imported: 0,
             },
             (Some(ledger), LedgerEvent::IterationAppended { record }) => {
                 append_record(ledger, record.as_ref().clone())
+            }
+            (Some(ledger), LedgerEvent::IterationImported { record }) => {
+                import_record(ledger, record.as_ref().clone())
             }
             (
                 Some(mut ledger),
@@ -817,7 +948,8 @@ impl Owner for LedgerOwner {
                 None,
                 LedgerEvent::IterationAppended { .. }
                 | LedgerEvent::Charged { .. }
-                | LedgerEvent::ClaimSettled { .. },
+                | LedgerEvent::ClaimSettled { .. }
+                | LedgerEvent::IterationImported { .. },
             ) => {
                 unreachable!("decide never appends to a loop that does not exist")
             }
@@ -830,6 +962,7 @@ impl Owner for LedgerOwner {
             LedgerEvent::IterationAppended { .. } => "ledger.iteration_appended",
             LedgerEvent::Charged { .. } => "ledger.charged",
             LedgerEvent::ClaimSettled { .. } => "ledger.claim_settled",
+            LedgerEvent::IterationImported { .. } => "ledger.iteration_imported",
         }
     }
 }
@@ -869,6 +1002,13 @@ fn append_record(mut ledger: Ledger, record: IterationRecord) -> Ledger {
     ledger
 }
 
+/// Fold one imported record: as an appended one, and counted as imported.
+fn import_record(ledger: Ledger, record: IterationRecord) -> Ledger {
+    let mut ledger = append_record(ledger, record);
+    ledger.imported += 1;
+    ledger
+}
+
 impl LedgerOwner {
     /// [`Owner::evolve`] for an event the caller owns and no longer needs:
     /// the same fold, without copying an iteration record into `recent`.
@@ -876,6 +1016,9 @@ impl LedgerOwner {
         match (state, event) {
             (Some(ledger), LedgerEvent::IterationAppended { record }) => {
                 append_record(ledger, *record)
+            }
+            (Some(ledger), LedgerEvent::IterationImported { record }) => {
+                import_record(ledger, *record)
             }
             (state, event) => Self::evolve(state, &event),
         }

@@ -465,3 +465,131 @@ fn the_stream_audit_reports_a_journal_its_owner_cannot_fold_instead_of_dying() {
         "{problems:?}"
     );
 }
+
+/// A record of another runtime's ledger, as `loopx import` reads it.
+fn imported(iteration: u64, seconds: i64, decision: Decision) -> LedgerRequest {
+    LedgerRequest::ImportIteration(Box::new(IterationRecord {
+        iteration,
+        timestamp: at(seconds),
+        operation_id: OperationId::parse("ignored").unwrap(),
+        mode: Mode::BoundedResearch,
+        objective: format!("imported {iteration}"),
+        decision,
+        stop_reason: String::new(),
+        evidence_checked: EvidenceChecked::default(),
+        input_refs: vec![],
+        actions_taken: vec![],
+        remaining_gaps: vec![],
+        output: String::new(),
+        budget_delta: BudgetDelta {
+            iterations: 1,
+            tokens: 100,
+            usd: 0.5,
+            wall_time_seconds: 60,
+        },
+        completed_summary: String::new(),
+        current_summary: String::new(),
+        proposed_next_action: String::new(),
+        executor_provider: "claude".into(),
+        dispatch_id: String::new(),
+        claim: None,
+        direction: Direction::default(),
+    }))
+}
+
+#[test]
+fn imported_records_keep_their_timestamps_and_refold_under_the_audit() {
+    let mut h = Harness::new(init_request(5));
+    h.apply(imported(1, 100, Decision::Continue)).unwrap();
+    h.apply(imported(2, 200, Decision::Revise)).unwrap();
+    let ledger = h.ledger();
+    assert_eq!(ledger.imported, 2);
+    assert_eq!(ledger.updated_at, at(200));
+    assert_eq!(ledger.recent[0].timestamp, at(100));
+    assert_eq!(ledger.recent[1].operation_id.as_str(), "op-3");
+    assert_eq!(
+        ledger.spent,
+        Spent {
+            iterations: 2,
+            tokens: 200,
+            usd: 1.0
+        }
+    );
+    assert!(h.audit().is_valid(), "{:?}", h.audit());
+    // The loop's own records follow; no import after them.
+    h.append(report(Decision::Continue)).unwrap();
+    assert_eq!(
+        h.apply(imported(4, 300, Decision::Continue)),
+        Err(LedgerError::ImportAfterAppend { appended: 1 })
+    );
+    assert!(h.audit().is_valid(), "{:?}", h.audit());
+}
+
+#[test]
+fn an_import_out_of_order_back_in_time_or_past_the_rules_is_refused() {
+    let mut h = Harness::new(init_request(3));
+    h.apply(imported(1, 100, Decision::Continue)).unwrap();
+    assert_eq!(
+        h.apply(imported(3, 200, Decision::Continue)),
+        Err(LedgerError::ImportOutOfOrder {
+            expected: 2,
+            found: 3
+        })
+    );
+    assert!(matches!(
+        h.apply(imported(2, 50, Decision::Continue)),
+        Err(LedgerError::ImportBackInTime { iteration: 2, .. })
+    ));
+    assert_eq!(
+        h.apply(imported(2, 200, Decision::Blocked)),
+        Err(LedgerError::EarlyBlocked)
+    );
+    h.apply(imported(2, 200, Decision::Continue)).unwrap();
+    assert_eq!(
+        h.apply(imported(3, 300, Decision::Continue)),
+        Err(LedgerError::ContinueOnFinal {
+            decision: Decision::Continue
+        })
+    );
+    // An early stop keeps the other runtime's verdict: no proof is read.
+    let mut early = Harness::new(init_request(3));
+    early.apply(imported(1, 100, Decision::Stop)).unwrap();
+    assert_eq!(early.ledger().status, LoopStatus::Stopped);
+    assert_eq!(
+        early.apply(imported(2, 200, Decision::Continue)),
+        Err(LedgerError::AfterTerminal {
+            status: LoopStatus::Stopped
+        })
+    );
+    assert!(early.audit().is_valid(), "{:?}", early.audit());
+}
+
+#[test]
+fn the_audit_refuses_an_import_written_after_an_appended_record() {
+    let mut h = Harness::new(init_request(5));
+    h.append(report(Decision::Continue)).unwrap();
+    // Written by hand: the owner refuses it, so only a forged journal holds it.
+    let forged = LedgerEvent::IterationImported {
+        record: match imported(2, 100, Decision::Continue) {
+            LedgerRequest::ImportIteration(mut record) => {
+                record.operation_id = OperationId::parse("op-3").unwrap();
+                record
+            }
+            _ => unreachable!(),
+        },
+    };
+    h.journal.push((
+        "op-3".into(),
+        LedgerOwner::event_kind(&forged).to_owned(),
+        canonical_json(&forged),
+    ));
+    h.state = Some(LedgerOwner::evolve(h.state.take(), &forged));
+    let audit = h.audit();
+    assert!(
+        audit
+            .errors
+            .iter()
+            .any(|e| e.contains("imported iteration 2") && e.contains("before the loop's own")),
+        "{audit:?}"
+    );
+}

@@ -6,6 +6,7 @@ mod drive;
 mod focus;
 mod goal;
 mod hook;
+mod import;
 mod install;
 mod ledger;
 mod mcp;
@@ -101,6 +102,7 @@ enum Command {
     Doctor(install::DoctorArgs),
     Mcp(mcp::McpArgs),
     Migrate(migrate::MigrateArgs),
+    Import(import::ImportArgs),
 }
 
 /// What a command produced: the JSON object, the text for people, and
@@ -274,6 +276,7 @@ fn dispatch(command: Command, json: bool) -> Result<Reply> {
         Command::Doctor(args) => install::doctor(&args),
         Command::Mcp(args) => mcp::mcp(&args),
         Command::Migrate(args) => migrate::migrate(&args),
+        Command::Import(args) => import::import(&args),
     }
 }
 

@@ -205,24 +205,27 @@ fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
 
 /// The iteration numbers the journal holds, in order.
 pub fn iteration_numbers(dir: &Path) -> Vec<u64> {
+    journal_events(dir, "ledger.iteration_appended")
+        .iter()
+        .map(|event| event["record"]["iteration"].as_u64().unwrap())
+        .collect()
+}
+
+/// Every ledger journal event of `kind`, in revision order.
+pub fn journal_events(dir: &Path, kind: &str) -> Vec<serde_json::Value> {
     let conn = rusqlite::Connection::open_with_flags(
         dir.join("loopx.sqlite"),
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
     )
     .unwrap();
     let mut statement = conn
-        .prepare(
-            "SELECT event FROM journal WHERE kind = 'ledger.iteration_appended' ORDER BY revision",
-        )
+        .prepare("SELECT event FROM journal WHERE kind = ?1 ORDER BY revision")
         .unwrap();
     let rows = statement
-        .query_map([], |row| row.get::<_, String>(0))
+        .query_map([kind], |row| row.get::<_, String>(0))
         .unwrap();
-    rows.map(|event| {
-        let event: serde_json::Value = serde_json::from_str(&event.unwrap()).unwrap();
-        event["record"]["iteration"].as_u64().unwrap()
-    })
-    .collect()
+    rows.map(|event| serde_json::from_str(&event.unwrap()).unwrap())
+        .collect()
 }
 
 /// Start `command` with `failpoint` armed, wait until it pauses there (it
