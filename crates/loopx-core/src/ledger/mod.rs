@@ -219,6 +219,29 @@ pub struct IterationRecord {
     pub claim: Option<ClaimState>,
     #[serde(default, skip_serializing_if = "Direction::is_empty")]
     pub direction: Direction,
+    /// Set on a record of an enforce-mode loop: the reviewed candidate it
+    /// was banked from, and whether the review accepted or rejected it.
+    /// Absent on every other record, so they keep their digests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bank: Option<Bank>,
+}
+
+/// How a staged candidate was banked after its result review.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bank {
+    pub status: BankStatus,
+    pub candidate_fingerprint: Digest,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BankStatus {
+    /// The review passed: the record is banked as the agent reported it.
+    Accepted,
+    /// The review failed: the real cost counts, but the claims, obligation
+    /// transitions and deltas are cleared and the decision is `revise`
+    /// (or `blocked` when no iteration is left to revise in).
+    Rejected,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -297,6 +320,12 @@ pub enum LedgerRequest {
         iteration: u64,
         check: CheckRun,
     },
+    /// Enforce mode: bank a staged candidate whose result review decided
+    /// `bank`. The only way a record enters an enforce-mode ledger.
+    BankCandidate {
+        report: IterationReport,
+        bank: Bank,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -371,6 +400,8 @@ pub enum LedgerError {
     },
     #[error("Goal-Focus enforce mode requires a live host dispatch intent: in enforce mode only the host driver banks iterations; to append by hand, use a loop created with --goal-focus-mode monitor")]
     EnforceNeedsDispatch,
+    #[error("only an enforce-mode loop banks reviewed candidates; this loop is in {mode} mode, where append-iteration banks directly")]
+    NotEnforced { mode: GoalFocusMode },
     #[error("cannot append iteration after loop status is {status}: the loop has ended; start a new loop in a new --dir to continue the work")]
     AfterTerminal { status: LoopStatus },
     #[error(
@@ -438,7 +469,9 @@ impl Ledger {
     }
 }
 
-/// Whether `report`, arriving at `now`, may be appended to `ledger`.
+/// Whether `report`, arriving at `now`, may be appended to `ledger`;
+/// `reviewed`: it comes as a candidate whose result review was decided
+/// (the only way into an enforce-mode ledger).
 ///
 /// The rule of the reference runtime, generalised from the iteration cap to
 /// every budget: a record that spends the last of any budget must end the
@@ -450,6 +483,7 @@ pub fn append_guard(
     decision: Decision,
     now: Timestamp,
     files: &dyn EvidenceFiles,
+    reviewed: bool,
 ) -> Result<(), LedgerError> {
     for (field, value) in [("usd", report.usd)] {
         if !is_budget_number(value) {
@@ -459,7 +493,7 @@ pub fn append_guard(
     if report.objective.trim().is_empty() {
         return Err(LedgerError::Empty { field: "objective" });
     }
-    if ledger.config.goal_focus_mode == GoalFocusMode::Enforce {
+    if ledger.config.goal_focus_mode == GoalFocusMode::Enforce && !reviewed {
         return Err(LedgerError::EnforceNeedsDispatch);
     }
     if let Some(iteration) = ledger.pending_claim {
@@ -668,8 +702,20 @@ impl Owner for LedgerOwner {
                 None,
                 LedgerRequest::AppendIteration(_)
                 | LedgerRequest::Charge { .. }
-                | LedgerRequest::SettleClaim { .. },
+                | LedgerRequest::SettleClaim { .. }
+                | LedgerRequest::BankCandidate { .. },
             ) => Err(LedgerError::NotInitialized),
+            (Some(ledger), LedgerRequest::BankCandidate { report, bank }) => {
+                let mode = ledger.config.goal_focus_mode;
+                if mode != GoalFocusMode::Enforce {
+                    return Err(LedgerError::NotEnforced { mode });
+                }
+                let report = match bank.status {
+                    BankStatus::Accepted => report.clone(),
+                    BankStatus::Rejected => rejected(ledger, report, context),
+                };
+                append(ledger, &report, context, Some(bank.clone()))
+            }
             (
                 Some(ledger),
                 LedgerRequest::Charge {
@@ -735,31 +781,7 @@ impl Owner for LedgerOwner {
                 Ok(Decided::write(event, receipt))
             }
             (Some(ledger), LedgerRequest::AppendIteration(report)) => {
-                check_report_text(report)?;
-                let mode = required(report.mode, "mode", Mode::names())?;
-                let decision = required(report.decision, "decision", Decision::names())?;
-                append_guard(ledger, report, decision, context.now, context.files)?;
-                let record = redacted(record_from(ledger, report, mode, decision, context));
-                let receipt = LedgerReceipt::AppendIteration {
-                    iteration: record.iteration,
-                    decision,
-                    state_status: if record.claim.is_some() {
-                        LoopStatus::Running
-                    } else {
-                        decision.resulting_status()
-                    },
-                    remaining_iterations: ledger
-                        .config
-                        .budget
-                        .max_iterations
-                        .saturating_sub(record.iteration),
-                };
-                Ok(Decided::write(
-                    LedgerEvent::IterationAppended {
-                        record: Box::new(record),
-                    },
-                    receipt,
-                ))
+                append(ledger, report, context, None)
             }
         }
     }
@@ -832,6 +854,87 @@ impl Owner for LedgerOwner {
             LedgerEvent::ClaimSettled { .. } => "ledger.claim_settled",
         }
     }
+}
+
+/// Whether `report` may be banked into `ledger` now, and with which
+/// decision: the whole admission rule of an append. `reviewed` as for
+/// [`append_guard`]. Staging asks it before it stages a candidate, so a
+/// candidate that could never be banked is refused up front.
+pub fn admit(
+    ledger: &Ledger,
+    report: &IterationReport,
+    now: Timestamp,
+    files: &dyn EvidenceFiles,
+    reviewed: bool,
+) -> Result<(Mode, Decision), LedgerError> {
+    check_report_text(report)?;
+    let mode = required(report.mode, "mode", Mode::names())?;
+    let decision = required(report.decision, "decision", Decision::names())?;
+    append_guard(ledger, report, decision, now, files, reviewed)?;
+    Ok((mode, decision))
+}
+
+/// The append of `report` (a reviewed candidate's when `bank` is set).
+fn append(
+    ledger: &Ledger,
+    report: &IterationReport,
+    context: &LedgerContext<'_>,
+    bank: Option<Bank>,
+) -> Result<Decided<LedgerEvent, LedgerReceipt>, LedgerError> {
+    let (mode, decision) = admit(ledger, report, context.now, context.files, bank.is_some())?;
+    let mut record = redacted(record_from(ledger, report, mode, decision, context));
+    record.bank = bank;
+    let receipt = LedgerReceipt::AppendIteration {
+        iteration: record.iteration,
+        decision,
+        state_status: if record.claim.is_some() {
+            LoopStatus::Running
+        } else {
+            decision.resulting_status()
+        },
+        remaining_iterations: ledger
+            .config
+            .budget
+            .max_iterations
+            .saturating_sub(record.iteration),
+    };
+    Ok(Decided::write(
+        LedgerEvent::IterationAppended {
+            record: Box::new(record),
+        },
+        receipt,
+    ))
+}
+
+/// What a rejected candidate is banked as: its real cost and provenance,
+/// with its claims, obligation transitions and deltas cleared, so a
+/// rejected result can never count as progress. The decision is `revise`,
+/// or `blocked` when the budget leaves no iteration to revise in.
+fn rejected(
+    ledger: &Ledger,
+    report: &IterationReport,
+    context: &LedgerContext<'_>,
+) -> IterationReport {
+    let mut report = report.clone();
+    report.evidence_checked.claim_ids.clear();
+    report.stop_reason.clear();
+    let direction = &mut report.direction;
+    direction.obligation_ids.clear();
+    direction.campaign_delta.clear();
+    direction.global_delta.clear();
+    report.decision = Some(Decision::Revise);
+    let revisable = append_guard(
+        ledger,
+        &report,
+        Decision::Revise,
+        context.now,
+        context.files,
+        true,
+    );
+    if revisable.is_err() {
+        report.decision = Some(Decision::Blocked);
+    }
+    report
 }
 
 /// Whether a record with `decision` and `stop_reason` is a success claim
@@ -948,6 +1051,7 @@ fn record_from(
         dispatch_id: report.dispatch_id.trim().to_owned(),
         claim: claims_success(ledger, decision, &report.stop_reason).then_some(ClaimState::Pending),
         direction: (*report.direction).clone(),
+        bank: None,
     }
 }
 
