@@ -352,6 +352,14 @@ fn audit_focus_stream(
             let (p, r, _) = audit_stream::<DecisionOwner>(store, stream, "direction decisions")?;
             (p, r)
         }
+        focus::candidate::CANDIDATE_STREAM => {
+            let (p, r, _) = audit_stream::<focus::candidate::CandidateOwner>(
+                store,
+                stream,
+                "staged candidates",
+            )?;
+            (p, r)
+        }
         _ => return Ok(None),
     };
     Ok(Some((problems, revision)))
