@@ -284,6 +284,34 @@ fn a_passing_different_family_review_banks_the_row_charges_the_budget_and_archiv
 }
 
 #[test]
+fn an_exact_retry_of_a_review_returns_its_receipt_and_banks_nothing() {
+    let f = Fixture::enforce(5);
+    let fingerprint = f.stage(&["c1=notes/b.md"]);
+    let file = f.review_file("review.json", &review_of(&fingerprint, "codex", "pass"));
+    let mut args = Fixture::review_args(&fingerprint, &file);
+    args.extend(["--operation-id".into(), "review-1".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let first = f.ok(&args);
+    assert_eq!(first["replayed"], false);
+    let before = f.fingerprint();
+    let again = f.ok(&args);
+    assert_eq!(again["replayed"], true, "{again}");
+    assert_eq!(again["iteration"], first["iteration"]);
+    assert_eq!(again["bank_status"], "accepted");
+    assert_eq!(f.fingerprint(), before, "a replay writes nothing");
+    // The same operation id with another verdict is a conflict.
+    let file = f.review_file("fail.json", &review_of(&fingerprint, "codex", "fail"));
+    let mut args = Fixture::review_args(&fingerprint, &file);
+    args.extend(["--operation-id".into(), "review-1".into()]);
+    let error = f.refused(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        error.contains("already used for a different request"),
+        "{error}"
+    );
+    assert_eq!(f.status()["iterations"], 1);
+}
+
+#[test]
 fn a_failing_review_banks_the_row_rejected_with_its_cost_and_nothing_it_claimed() {
     let f = Fixture::enforce(5);
     let fingerprint = f.stage(&["c1=notes/b.md"]);

@@ -201,7 +201,16 @@ pub fn review(
         .load::<CandidateOwner>(CANDIDATE_STREAM)
         .map_err(anyhow::Error::new)?;
     let slot = state.unwrap_or_default();
-    let held = pending(&slot, &given)?;
+    // The candidate this review banked already: only an exact retry of
+    // that review gets an answer (its receipt), and nothing is written.
+    let retried = slot
+        .last_decided
+        .as_ref()
+        .filter(|last| slot.pending.is_none() && last.fingerprint == given);
+    let held = match retried {
+        Some(last) => last,
+        None => pending(&slot, &given)?,
+    };
     let reviewer = document.reviewer.provider.trim().to_owned();
     let reviewer_family = family_of(&reviewer);
     let status = review::judge(
@@ -211,9 +220,6 @@ pub fn review(
         reviewer_family,
     )
     .map_err(|problem| AppError::refused(format!("{}: {problem}", file.display())))?;
-    // Between the review's check and the commit: a crash or a concurrent
-    // writer here must leave the candidate banked once or not at all.
-    failpoint::hold("focus.review.before_finalize");
     let now = clock::now();
     let bank = LedgerRequest::BankCandidate {
         report: held.candidate.report.clone(),
@@ -222,33 +228,49 @@ pub fn review(
             candidate_fingerprint: held.fingerprint.clone(),
         },
     };
-    let archive = CandidateRequest::Archive {
-        base_revision: revision,
-        fingerprint: held.fingerprint.clone(),
-        outcome: status,
+    let ledger_context = LedgerContext {
+        now,
+        operation_id: &operation_id,
+        files: &dir,
     };
-    let (banked, _) = dir
-        .authority()
-        .execute_pair::<LedgerOwner, CandidateOwner>(
-            &Step {
-                stream: STREAM,
-                operation_id: &operation_id,
-                request: &bank,
-                context: &LedgerContext {
-                    now,
-                    operation_id: &operation_id,
-                    files: &dir,
-                },
-            },
-            &Step {
+    let bank_step = Step {
+        stream: STREAM,
+        operation_id: &operation_id,
+        request: &bank,
+        context: &ledger_context,
+    };
+    let banked = match retried {
+        Some(last) => dir
+            .authority()
+            .replay::<LedgerOwner>(&bank_step)
+            .map_err(anyhow::Error::new)?
+            .ok_or_else(|| {
+                AppError::refused(format!(
+                    "candidate {given} was already finalized ({}); nothing is banked twice (to see its receipt, repeat the review with the --operation-id it was banked under)",
+                    last.candidate.candidate_id
+                ))
+            })?,
+        None => {
+            // Between the review's check and the commit: a crash or a
+            // concurrent writer here leaves it banked once or not at all.
+            failpoint::hold("focus.review.before_finalize");
+            let archive = CandidateRequest::Archive {
+                base_revision: revision,
+                fingerprint: held.fingerprint.clone(),
+                outcome: status,
+            };
+            let archive_step = Step {
                 stream: CANDIDATE_STREAM,
                 operation_id: &operation_id,
                 request: &archive,
                 context: &Clock { now },
-            },
-            now,
-        )
-        .map_err(anyhow::Error::new)?;
+            };
+            dir.authority()
+                .execute_pair::<LedgerOwner, CandidateOwner>(&bank_step, &archive_step, now)
+                .map_err(anyhow::Error::new)?
+                .0
+        }
+    };
     let warnings = match banked.replayed {
         true => Vec::new(),
         false => dir.refresh_views(),

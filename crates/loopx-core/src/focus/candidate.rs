@@ -206,6 +206,10 @@ pub struct Slot {
     pub quarantine: Option<Quarantine>,
     pub archived: u64,
     pub last_archived: Option<Archived>,
+    /// The candidate the last review banked, kept so that an exact retry
+    /// of that review (a lost reply) is answered with its receipt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_decided: Option<Held>,
 }
 
 /// What the candidate stream holds back: no new turn is dispatched while
@@ -466,7 +470,8 @@ impl Owner for CandidateOwner {
                 });
             }
             CandidateEvent::Archived(archived) => {
-                slot.pending = None;
+                let decided = slot.pending.take();
+                slot.last_decided = decided.filter(|_| archived.outcome != Outcome::Released);
                 slot.quarantine = None;
                 slot.archived += 1;
                 slot.last_archived = Some(archived.clone());
