@@ -7,6 +7,8 @@
 //! and its commit prevents the banking.
 
 mod common;
+#[path = "../../loopx-store/tests/support/pg_server.rs"]
+mod pg_server;
 
 use common::{kill_at_failpoint, Fixture};
 use serde_json::{json, Value};
@@ -60,6 +62,11 @@ impl Fixture {
     /// Stage an iteration claiming `claims` (each `ID=PATH`), run by
     /// claude, moving obligation o1, spending 1000 tokens and $0.25.
     fn stage(&self, claims: &[&str]) -> String {
+        self.stage_with(&[], claims)
+    }
+
+    /// [`Self::stage`] with global flags (`--store URL`) first.
+    fn stage_with(&self, global: &[&str], claims: &[&str]) -> String {
         let mut args: Vec<String> = [
             "append-iteration",
             "--mode",
@@ -87,7 +94,8 @@ impl Fixture {
             args.extend(["--claim-evidence".into(), (*claim).into()]);
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let staged = self.ok(&args);
+        let (ok, staged, stderr) = self.run_in_dir_with(global, &args);
+        assert!(ok, "staging failed: {stderr}");
         assert_eq!(staged["state"], "pending_review", "{staged}");
         staged["candidate_fingerprint"].as_str().unwrap().to_owned()
     }
@@ -665,4 +673,35 @@ fn the_health_line_of_a_quarantined_loop_needs_a_person_and_names_the_command() 
         health["command"].as_str(),
         Some(format!("loopx goal-focus recover-quarantine --dir {}", f.d()).as_str())
     );
+}
+
+#[test]
+fn staging_and_finalization_work_the_same_on_postgresql() {
+    let Some(url) = pg_server::database() else {
+        return;
+    };
+    let f = Fixture::new();
+    let store = ["--store", url.as_str()];
+    f.loopx()
+        .args(store)
+        .args(f.init_words())
+        .args(["--goal-focus-mode", "enforce"])
+        .assert()
+        .success();
+    std::fs::create_dir_all(f.dir.join("notes")).unwrap();
+    std::fs::write(f.dir.join("notes/b.md"), "lemma B holds for n <= 4\n").unwrap();
+    let run = |args: &[&str]| -> Value {
+        let (ok, json, stderr) = f.run_in_dir_with(&store, args);
+        assert!(ok, "{args:?}: {stderr}");
+        assert!(!json.to_string().contains(pg_server::PASSWORD), "{json}");
+        json
+    };
+    let fingerprint = f.stage_with(&store, &["c1=notes/b.md"]);
+    let file = f.review_file("review.json", &review_of(&fingerprint, "codex", "pass"));
+    let args = Fixture::review_args(&fingerprint, &file);
+    let banked = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(banked["bank_status"], "accepted");
+    assert_eq!(run(&["status"])["iterations"], 1);
+    assert_eq!(run(&["goal-focus", "status"])["candidate"]["archived"], 1);
+    assert_eq!(run(&["validate"])["status"], "ok");
 }
