@@ -102,12 +102,24 @@ pub fn decide(i: &Inputs<'_>) -> Health {
         command,
         until: None,
     };
-    if let Some(Hold::Quarantined(fingerprint)) = i.candidate {
-        return health(
-            State::NeedsPerson,
-            format!("needs a person: candidate {fingerprint} is quarantined, so nothing is reviewed, banked or dispatched; inspect its evidence, then release it"),
-            Some(format!("loopx goal-focus recover-quarantine --dir {dir}")),
-        );
+    match i.candidate {
+        Some(Hold::Quarantined(fingerprint)) => {
+            return health(
+                State::NeedsPerson,
+                format!("needs a person: candidate {fingerprint} is quarantined, so nothing is reviewed, banked or dispatched; inspect its evidence, then release it"),
+                Some(format!("loopx goal-focus recover-quarantine --dir {dir}")),
+            );
+        }
+        // No review panel runs in this loopx yet: a staged result waits
+        // for a person to bring a different-family review.
+        Some(Hold::Pending(fingerprint)) => {
+            return health(
+                State::NeedsPerson,
+                format!("needs a person: candidate {fingerprint} awaits its result review, so no new work is launched"),
+                Some(format!("loopx goal-focus review --dir {dir} --candidate-fingerprint {fingerprint} --file REVIEW.json")),
+            );
+        }
+        None => {}
     }
     if let (false, Some(iteration)) = (i.driver.running, i.driver.iteration) {
         return health(
@@ -254,6 +266,35 @@ mod tests {
             usage: Usage::default(),
             settled_at: now(),
             note: String::new(),
+        }
+    }
+
+    #[test]
+    fn an_undecided_candidate_needs_a_person_and_outranks_everything() {
+        let fingerprint = loopx_core::digest::Digest::of_bytes(b"candidate");
+        let stopped = verdict(true, true, Some("user_stop_requested"));
+        for (hold, command) in [
+            (
+                Hold::Quarantined(fingerprint.clone()),
+                "loopx goal-focus recover-quarantine --dir /l".to_owned(),
+            ),
+            (
+                Hold::Pending(fingerprint.clone()),
+                format!("loopx goal-focus review --dir /l --candidate-fingerprint {fingerprint} --file REVIEW.json"),
+            ),
+        ] {
+            let h = decide(&Inputs {
+                dir: "/l",
+                verdict: &stopped,
+                driver: &running(),
+                should_run: true,
+                backoff_reason: "",
+                now: now(),
+                candidate: Some(&hold),
+            });
+            assert_eq!(h.state, State::NeedsPerson);
+            assert!(h.line.contains(fingerprint.as_str()), "{}", h.line);
+            assert_eq!(h.command.as_deref(), Some(command.as_str()));
         }
     }
 

@@ -652,9 +652,16 @@ fn api_get(f: &Fixture, path: &str) -> Value {
 }
 
 #[test]
-fn the_health_line_of_a_quarantined_loop_needs_a_person_and_names_the_command() {
+fn the_health_line_of_an_undecided_candidate_needs_a_person_and_names_the_command() {
     let f = Fixture::enforce(5);
     let fingerprint = f.stage(&["c1=notes/b.md"]);
+    // Pending: a person brings the review (no panel runs it yet).
+    let health = api_get(&f, "/api/health");
+    assert_eq!(health["state"], "needs_person", "{health}");
+    assert!(health["command"].as_str().unwrap().contains(&format!(
+        "goal-focus review --dir {} --candidate-fingerprint {fingerprint}",
+        f.d()
+    )));
     f.ok(&[
         "goal-focus",
         "quarantine",

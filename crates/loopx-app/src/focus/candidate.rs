@@ -31,6 +31,7 @@ use loopx_core::ledger::{
 };
 use loopx_core::operation::{Clock, OperationId};
 use loopx_core::path::LoopPath;
+use loopx_core::words;
 use loopx_store::sqlite::Access;
 use loopx_store::{failpoint, Loaded, Step};
 use serde::Serialize;
@@ -408,10 +409,10 @@ impl CandidateStatus {
         let mut out = String::new();
         if let Some(p) = &self.pending {
             out.push_str(&format!(
-                "  candidate pending review: {} ({} claims, {} evidence files, executor {} / {}): `loopx goal-focus review --candidate-fingerprint {} --file REVIEW.json`\n",
+                "  candidate pending review: {} ({}, {}, executor {} / {}): `loopx goal-focus review --candidate-fingerprint {} --file REVIEW.json`\n",
                 p.fingerprint,
-                p.claims.len(),
-                p.evidence.len(),
+                words::count(p.claims.len() as u64, "claim"),
+                words::count(p.evidence.len() as u64, "evidence file"),
                 p.executor_provider,
                 p.executor_family.name(),
                 p.fingerprint
