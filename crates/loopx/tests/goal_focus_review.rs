@@ -62,11 +62,12 @@ impl Fixture {
     /// Stage an iteration claiming `claims` (each `ID=PATH`), run by
     /// claude, moving obligation o1, spending 1000 tokens and $0.25.
     fn stage(&self, claims: &[&str]) -> String {
-        self.stage_with(&[], claims)
+        self.stage_with(&[], claims, &[])
     }
 
-    /// [`Self::stage`] with global flags (`--store URL`) first.
-    fn stage_with(&self, global: &[&str], claims: &[&str]) -> String {
+    /// [`Self::stage`] with global flags (`--store URL`) first and `extra`
+    /// flags last.
+    fn stage_with(&self, global: &[&str], claims: &[&str], extra: &[&str]) -> String {
         let mut args: Vec<String> = [
             "append-iteration",
             "--mode",
@@ -93,6 +94,7 @@ impl Fixture {
             args.extend(["--claim-id".into(), id.into()]);
             args.extend(["--claim-evidence".into(), (*claim).into()]);
         }
+        args.extend(extra.iter().map(|e| (*e).to_owned()));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let (ok, staged, stderr) = self.run_in_dir_with(global, &args);
         assert!(ok, "staging failed: {stderr}");
@@ -197,6 +199,28 @@ fn enforce_stages_a_candidate_with_its_evidence_embedded_and_banks_nothing() {
     assert!(second.contains("already pending review"), "{second}");
     f.assert_valid();
     assert_eq!(f.ok(&["goal-focus", "validate"])["status"], "ok");
+}
+
+#[test]
+fn a_secret_in_the_report_or_the_evidence_never_reaches_the_store() {
+    let f = Fixture::enforce(5);
+    let secret = "sk-ant-api03-PLANTEDaaaaaaaaaaaaaaaaaaaaaaaaaa0123456789";
+    std::fs::write(f.dir.join("notes/b.md"), format!("key {secret} works\n")).unwrap();
+    let output = format!("used {secret}");
+    let fingerprint = &f.stage_with(&[], &["c1=notes/b.md"], &["--output", &output]);
+    let pending = &f.focus_status()["candidate"]["pending"]["evidence"][0];
+    // Size and digest are of the file as read; its content was redacted.
+    assert_eq!(pending["size"], format!("key {secret} works\n").len());
+    let review = review_of(fingerprint, "codex", "pass");
+    let (ok, _, stderr) = f.review(fingerprint, &review);
+    assert!(ok, "{stderr}");
+    for (name, bytes) in f.fingerprint() {
+        if name.ends_with(".md") && name.starts_with("notes") {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains(secret), "{name} holds the secret");
+    }
 }
 
 #[test]
@@ -703,7 +727,7 @@ fn staging_and_finalization_work_the_same_on_postgresql() {
         assert!(!json.to_string().contains(pg_server::PASSWORD), "{json}");
         json
     };
-    let fingerprint = f.stage_with(&store, &["c1=notes/b.md"]);
+    let fingerprint = f.stage_with(&store, &["c1=notes/b.md"], &[]);
     let file = f.review_file("review.json", &review_of(&fingerprint, "codex", "pass"));
     let args = Fixture::review_args(&fingerprint, &file);
     let banked = run(&args.iter().map(String::as_str).collect::<Vec<_>>());

@@ -26,8 +26,8 @@ use loopx_core::focus::candidate::{
 };
 use loopx_core::focus::review::{self, ResultReview};
 use loopx_core::ledger::{
-    admit, nonblank, Bank, BankStatus, IterationReport, LedgerContext, LedgerOwner, LedgerReceipt,
-    LedgerRequest, STREAM,
+    admit, nonblank, redacted, Bank, BankStatus, IterationReport, LedgerContext, LedgerOwner,
+    LedgerReceipt, LedgerRequest, STREAM,
 };
 use loopx_core::operation::{Clock, OperationId};
 use loopx_core::path::LoopPath;
@@ -115,7 +115,7 @@ pub fn stage(
         claims,
         obligation_ids: nonblank(&report.direction.obligation_ids),
         evidence,
-        report,
+        report: redacted(&report),
     };
     let evidence_files = candidate.evidence.len();
     let claims = candidate.claims.len();

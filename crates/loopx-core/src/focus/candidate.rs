@@ -47,9 +47,14 @@ pub struct Claim {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Evidence {
     pub path: LoopPath,
+    /// Size and digest of the file exactly as read.
     pub size: u64,
     pub digest: Digest,
+    /// The file's text with credentials redacted (the journal keeps it
+    /// forever); `redacted` says whether anything was.
     pub content: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub redacted: bool,
 }
 
 impl Evidence {
@@ -57,13 +62,15 @@ impl Evidence {
     pub fn of(path: LoopPath, bytes: Vec<u8>) -> Result<Evidence, CandidateError> {
         let size = bytes.len() as u64;
         let digest = Digest::of_bytes(&bytes);
-        let content = String::from_utf8(bytes).map_err(|_| CandidateError::EvidenceNotText {
+        let text = String::from_utf8(bytes).map_err(|_| CandidateError::EvidenceNotText {
             path: path.as_str().to_owned(),
         })?;
+        let content = crate::redact::redact_owned(&text);
         Ok(Evidence {
             path,
             size,
             digest,
+            redacted: content != text,
             content,
         })
     }
@@ -141,6 +148,12 @@ pub fn claims(
         return Err(CandidateError::ClaimWithoutEvidence {
             claim_id: (*missing).to_owned(),
         });
+    }
+    // Refused before any file is read: a report may not make the host
+    // read an unbounded number of files.
+    let files: BTreeSet<&LoopPath> = out.iter().map(|c| &c.evidence_path).collect();
+    if files.len() > MAX_EVIDENCE_FILES {
+        return Err(CandidateError::TooMuchEvidence { count: files.len() });
     }
     Ok(out)
 }

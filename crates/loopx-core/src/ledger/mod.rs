@@ -882,7 +882,7 @@ fn append(
     bank: Option<Bank>,
 ) -> Result<Decided<LedgerEvent, LedgerReceipt>, LedgerError> {
     let (mode, decision) = admit(ledger, report, context.now, context.files, bank.is_some())?;
-    let mut record = redacted(record_from(ledger, report, mode, decision, context));
+    let mut record = record_from(ledger, &redacted(report), mode, decision, context);
     record.bank = bank;
     let receipt = LedgerReceipt::AppendIteration {
         iteration: record.iteration,
@@ -1055,26 +1055,28 @@ fn record_from(
     }
 }
 
-/// The record with every agent-written free-text field passed through
+/// The report with every agent-written free-text field passed through
 /// the one redaction rule: the journal is append-only, so a credential an
-/// agent pastes into its report must not reach it.
-fn redacted(mut record: IterationRecord) -> IterationRecord {
+/// agent pastes into its report must not reach it (as a banked record or
+/// as a staged candidate).
+pub fn redacted(report: &IterationReport) -> IterationReport {
     use crate::redact::redact_owned;
+    let mut report = report.clone();
     for text in [
-        &mut record.objective,
-        &mut record.output,
-        &mut record.completed_summary,
-        &mut record.current_summary,
-        &mut record.proposed_next_action,
+        &mut report.objective,
+        &mut report.output,
+        &mut report.completed_summary,
+        &mut report.current_summary,
+        &mut report.next_action,
     ] {
         *text = redact_owned(text);
     }
-    for list in [&mut record.actions_taken, &mut record.remaining_gaps] {
+    for list in [&mut report.actions_taken, &mut report.remaining_gaps] {
         for text in list.iter_mut() {
             *text = redact_owned(text);
         }
     }
-    record
+    report
 }
 
 #[cfg(test)]
