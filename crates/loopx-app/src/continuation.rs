@@ -22,6 +22,8 @@ pub struct NextTurn {
     pub goal: GoalReading,
     pub verdict: Verdict,
     pub should_run: ShouldRun,
+    /// What the candidate stream holds back (read in enforce mode only).
+    pub candidate: Option<loopx_core::focus::candidate::Hold>,
 }
 
 /// The next turn's prompt, with its size and digest (a host compares the
@@ -54,11 +56,18 @@ impl LoopDir {
         let verdict = arbitrate(&reading.ledger, sentinels, now);
         let should_run =
             continuation::should_run(&reading.ledger, &verdict, sentinels, &goal.goal, actor, now);
+        let candidate = match reading.ledger.config.goal_focus_mode {
+            loopx_core::ledger::vocabulary::GoalFocusMode::Enforce => {
+                crate::focus::candidate::slot(self)?.and_then(|s| s.hold())
+            }
+            _ => None,
+        };
         Ok(NextTurn {
             reading,
             goal,
             verdict,
             should_run,
+            candidate,
         })
     }
 

@@ -29,6 +29,7 @@ use loopx_core::driver::{
 use loopx_core::goal::continuation::should_run;
 use loopx_core::goal::Actor;
 use loopx_core::ledger::arbiter::arbitrate;
+use loopx_core::ledger::vocabulary::GoalFocusMode;
 use loopx_core::ledger::{CheckRun, LedgerContext, LedgerOwner, LedgerRequest, STREAM};
 use loopx_core::operation::OperationId;
 use loopx_core::path::LoopPath;
@@ -79,6 +80,11 @@ pub fn next_step(
         &actor,
         now,
     );
+    // Only an enforce-mode loop stages candidates: others read nothing more.
+    let candidate = match reading.ledger.config.goal_focus_mode {
+        GoalFocusMode::Enforce => crate::focus::candidate::slot(dir)?.and_then(|s| s.hold()),
+        _ => None,
+    };
     let step = step::next(&Situation {
         ledger: &reading.ledger,
         verdict: &verdict,
@@ -90,6 +96,7 @@ pub fn next_step(
         max_turns,
         pause_poll: jiff::SignedDuration::try_from(pause_poll)?,
         now,
+        candidate: candidate.as_ref(),
     });
     Ok((reading, step))
 }

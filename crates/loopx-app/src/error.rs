@@ -9,6 +9,7 @@
 //! add.
 
 use loopx_core::driver::DriverError;
+use loopx_core::focus::candidate::CandidateError;
 use loopx_core::focus::FocusError;
 use loopx_core::goal::GoalError;
 use loopx_core::ledger::LedgerError;
@@ -216,6 +217,16 @@ fn classify(error: &anyhow::Error) -> (ErrorClass, Option<Value>) {
         {
             return of_authority(e);
         }
+        // Staging, quarantine and release; a finalization's ledger row
+        // and archive, committed as one pair.
+        if let Some(e) = cause.downcast_ref::<AuthorityError<CandidateError>>() {
+            return of_authority(e);
+        }
+        if let Some(e) =
+            cause.downcast_ref::<AuthorityError<loopx_store::Either<LedgerError, CandidateError>>>()
+        {
+            return of_authority(e);
+        }
         if let Some(e) = cause.downcast_ref::<StoreError>() {
             return (of_store(e), None);
         }
@@ -225,6 +236,7 @@ fn classify(error: &anyhow::Error) -> (ErrorClass, Option<Value>) {
         if cause.downcast_ref::<GoalError>().is_some()
             || cause.downcast_ref::<DriverError>().is_some()
             || cause.downcast_ref::<FocusError>().is_some()
+            || cause.downcast_ref::<CandidateError>().is_some()
         {
             return (ErrorClass::Refused, None);
         }

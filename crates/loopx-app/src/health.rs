@@ -16,6 +16,7 @@ use crate::loop_dir::LoopDir;
 use crate::platform;
 use jiff::Timestamp;
 use loopx_core::driver::{self, classify::FailureClass, DriverSummary, TurnOutcome};
+use loopx_core::focus::candidate::Hold;
 use loopx_core::goal::{self, Actor};
 use loopx_core::ledger::arbiter::Verdict;
 use loopx_core::words;
@@ -26,7 +27,7 @@ use serde::Serialize;
 #[serde(rename_all = "snake_case")]
 pub enum State {
     /// Nothing proceeds until a person acts (an ambiguous open dispatch,
-    /// a provider whose login is dead). Issue 12's quarantine joins here.
+    /// a provider whose login is dead, a quarantined candidate).
     NeedsPerson,
     /// The stop arbiter says the loop is over (or an operator stopped it).
     Stopped,
@@ -66,6 +67,8 @@ pub struct Inputs<'a> {
     /// should-run's reason when it backs off.
     pub backoff_reason: &'a str,
     pub now: Timestamp,
+    /// What the candidate stream holds back (enforce mode).
+    pub candidate: Option<&'a Hold>,
 }
 
 /// The health of the loop in `dir`, from one status read.
@@ -85,6 +88,7 @@ pub fn of_turn(dir: &str, turn: &NextTurn, driver: &DriverSummary, now: Timestam
         should_run: turn.should_run.should_run,
         backoff_reason: &turn.should_run.scheduler_hint.reason,
         now,
+        candidate: turn.candidate.as_ref(),
     })
 }
 
@@ -98,6 +102,25 @@ pub fn decide(i: &Inputs<'_>) -> Health {
         command,
         until: None,
     };
+    match i.candidate {
+        Some(Hold::Quarantined(fingerprint)) => {
+            return health(
+                State::NeedsPerson,
+                format!("needs a person: candidate {fingerprint} is quarantined, so nothing is reviewed, banked or dispatched; inspect its evidence, then release it"),
+                Some(format!("loopx goal-focus recover-quarantine --dir {dir}")),
+            );
+        }
+        // No review panel runs in this loopx yet: a staged result waits
+        // for a person to bring a different-family review.
+        Some(Hold::Pending(fingerprint)) => {
+            return health(
+                State::NeedsPerson,
+                format!("needs a person: candidate {fingerprint} awaits its result review, so no new work is launched"),
+                Some(format!("loopx goal-focus review --dir {dir} --candidate-fingerprint {fingerprint} --file REVIEW.json")),
+            );
+        }
+        None => {}
+    }
     if let (false, Some(iteration)) = (i.driver.running, i.driver.iteration) {
         return health(
             State::NeedsPerson,
@@ -229,6 +252,7 @@ mod tests {
             should_run,
             backoff_reason: "no open todo",
             now: now(),
+            candidate: None,
         })
     }
 
@@ -242,6 +266,35 @@ mod tests {
             usage: Usage::default(),
             settled_at: now(),
             note: String::new(),
+        }
+    }
+
+    #[test]
+    fn an_undecided_candidate_needs_a_person_and_outranks_everything() {
+        let fingerprint = loopx_core::digest::Digest::of_bytes(b"candidate");
+        let stopped = verdict(true, true, Some("user_stop_requested"));
+        for (hold, command) in [
+            (
+                Hold::Quarantined(fingerprint.clone()),
+                "loopx goal-focus recover-quarantine --dir /l".to_owned(),
+            ),
+            (
+                Hold::Pending(fingerprint.clone()),
+                format!("loopx goal-focus review --dir /l --candidate-fingerprint {fingerprint} --file REVIEW.json"),
+            ),
+        ] {
+            let h = decide(&Inputs {
+                dir: "/l",
+                verdict: &stopped,
+                driver: &running(),
+                should_run: true,
+                backoff_reason: "",
+                now: now(),
+                candidate: Some(&hold),
+            });
+            assert_eq!(h.state, State::NeedsPerson);
+            assert!(h.line.contains(fingerprint.as_str()), "{}", h.line);
+            assert_eq!(h.command.as_deref(), Some(command.as_str()));
         }
     }
 

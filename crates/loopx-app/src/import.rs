@@ -842,6 +842,8 @@ fn record_of(source: &SourceIteration, operation_id: OperationId) -> IterationRe
         executor_provider: source.executor_provider.clone(),
         dispatch_id: String::new(),
         claim: None,
+        // Reviewed, if at all, by the runtime that wrote it, not by loopx.
+        bank: None,
         direction: Direction {
             global_delta: source.global_delta.clone(),
             campaign_delta: source.campaign_delta.clone(),

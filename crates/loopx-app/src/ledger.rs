@@ -18,12 +18,12 @@ use loopx_core::ledger::arbiter::Verdict;
 use loopx_core::ledger::proof::NoFiles;
 use loopx_core::ledger::vocabulary::{Decision, LoopStatus};
 use loopx_core::ledger::{
-    view, InitLoop, IterationReport, Ledger, LedgerContext, LedgerEvent, LedgerOwner,
+    view, InitLoop, IterationReport, Ledger, LedgerContext, LedgerError, LedgerEvent, LedgerOwner,
     LedgerReceipt, LedgerRequest, STREAM,
 };
 use loopx_core::operation::{OperationId, Owner as _};
 use loopx_store::sqlite::Access;
-use loopx_store::{Committed, Receipt, Step};
+use loopx_store::{AuthorityError, Committed, Receipt, Step};
 use serde::Serialize;
 use std::path::Path;
 
@@ -96,7 +96,8 @@ pub fn init(
     .with_warnings(warnings))
 }
 
-/// Record one iteration.
+/// Bank one iteration (refused in enforce mode, which stages instead:
+/// see [`append_or_stage`]).
 pub fn append_iteration(
     root: &Path,
     operation_id: Option<&str>,
@@ -109,6 +110,46 @@ pub fn append_iteration(
     Ok(ReceiptView::new("append-iteration", receipt, appended)
         .in_dir(dir.display())
         .with_warnings(warnings))
+}
+
+/// What `append-iteration` did with a report: banked it, or (enforce
+/// mode) staged it as a candidate for result review.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum Recorded {
+    Banked(ReceiptView<Appended>),
+    Staged(ReceiptView<crate::focus::candidate::Staged>),
+}
+
+/// Record one iteration: banked directly, except in enforce mode, where
+/// the ledger refuses a direct append and the report is staged instead,
+/// with `claim_evidence` (`CLAIM_ID=PATH`) pairing each claim with its
+/// evidence file. The mode is not read up front: a monitor or off loop
+/// pays nothing for the diversion.
+pub fn append_or_stage(
+    root: &Path,
+    operation_id: Option<&str>,
+    report: IterationReport,
+    claim_evidence: &[String],
+) -> Result<Recorded, AppError> {
+    let operation_id = given_or_generated(operation_id)?;
+    let dir = LoopDir::open(root, Access::ReadWrite)?;
+    let request = LedgerRequest::AppendIteration(report);
+    match try_commit(&dir, &operation_id, &request, clock::now()) {
+        Ok((receipt, warnings)) => Ok(Recorded::Banked(
+            ReceiptView::new("append-iteration", receipt, appended)
+                .in_dir(dir.display())
+                .with_warnings(warnings),
+        )),
+        Err(AuthorityError::Rejected(LedgerError::EnforceNeedsDispatch)) => {
+            let LedgerRequest::AppendIteration(report) = request else {
+                unreachable!("the request is an append")
+            };
+            crate::focus::candidate::stage(&dir, &operation_id, report, claim_evidence)
+                .map(Recorded::Staged)
+        }
+        Err(refused) => Err(anyhow::Error::new(refused).into()),
+    }
 }
 
 /// What [`append_iteration`] would record, from a read-only look.
@@ -169,6 +210,16 @@ fn commit(
     request: &LedgerRequest,
     now: Timestamp,
 ) -> Result<(Receipt<LedgerReceipt>, Vec<String>), AppError> {
+    try_commit(dir, operation_id, request, now).map_err(|e| anyhow::Error::new(e).into())
+}
+
+/// [`commit`], with the refusal still typed.
+fn try_commit(
+    dir: &LoopDir,
+    operation_id: &OperationId,
+    request: &LedgerRequest,
+    now: Timestamp,
+) -> Result<(Receipt<LedgerReceipt>, Vec<String>), AuthorityError<LedgerError>> {
     let context = LedgerContext {
         now,
         operation_id,
@@ -180,10 +231,7 @@ fn commit(
         request,
         context: &context,
     };
-    let (receipt, committed) = dir
-        .authority()
-        .execute_committed(&step, now)
-        .map_err(anyhow::Error::new)?;
+    let (receipt, committed) = dir.authority().execute_committed(&step, now)?;
     let warnings = match committed {
         // The views come from the state just committed: no read back.
         Some(Committed { revision, state }) => dir.refresh_views_from(&Reading {

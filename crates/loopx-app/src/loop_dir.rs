@@ -426,6 +426,12 @@ fn audit_stream_by_name(
             focus::DECISIONS_STREAM => {
                 audit_stream::<DecisionOwner>(store, stream, "direction decisions")?.parts()
             }
+            focus::candidate::CANDIDATE_STREAM => audit_stream::<focus::candidate::CandidateOwner>(
+                store,
+                stream,
+                "staged candidates",
+            )?
+            .parts(),
             _ => (
                 vec![
                     "no loopx owner writes a stream of this name: it was not written by loopx"

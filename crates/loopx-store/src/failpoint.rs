@@ -20,6 +20,22 @@ pub fn reached(name: &str) {
     }
 }
 
+/// Like [`reached`], but the process continues once a line arrives on its
+/// stdin: a test holds it at `name`, acts (another writer commits), then
+/// lets it go on, to prove what happens to a commit prepared before that.
+pub fn hold(name: &str) {
+    static ARMED: OnceLock<Option<String>> = OnceLock::new();
+    let armed = ARMED.get_or_init(|| std::env::var("LOOPX_HOLD").ok());
+    if let Some(list) = armed {
+        if list.split(',').any(|armed| armed == name) {
+            eprintln!("held: {name}");
+            let mut line = String::new();
+            let _ = std::io::stdin().read_line(&mut line);
+        }
+    }
+    reached(name);
+}
+
 thread_local! {
     static FAILING: std::cell::RefCell<Vec<&'static str>> = const { std::cell::RefCell::new(Vec::new()) };
 }

@@ -19,18 +19,7 @@ impl Fixture {
 
     /// `loopx goal-focus <args> --dir D --json`: success, body, stderr.
     fn focus(&self, args: &[&str]) -> (bool, Value, String) {
-        let output = self
-            .loopx()
-            .arg("goal-focus")
-            .args(args)
-            .args(["--dir", self.d(), "--json"])
-            .output()
-            .unwrap();
-        (
-            output.status.success(),
-            serde_json::from_slice(&output.stdout).unwrap_or(Value::Null),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        )
+        self.run_in_dir(&[&["goal-focus"], args].concat())
     }
 
     fn focus_ok(&self, args: &[&str]) -> Value {

@@ -4,7 +4,7 @@
 //! PATH and reads the environment and passes the answers in, so nothing
 //! here touches the machine.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One way to launch a provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +41,7 @@ pub struct Provider {
 
 /// A model family. `Unverified`: a gateway that may route to several
 /// families, or a launch whose endpoint the environment overrides.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Family {
     Anthropic,

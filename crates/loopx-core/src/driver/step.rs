@@ -10,6 +10,7 @@
 //! happens after a turn is [`super::session::Session::after`]'s.
 
 use super::session::{Exit, Session};
+use crate::focus::candidate::Hold;
 use crate::goal::continuation::{Action, ShouldRun};
 use crate::goal::Goal;
 use crate::ledger::arbiter::Verdict;
@@ -32,6 +33,8 @@ pub struct Situation<'a> {
     /// How long a paused driver sleeps before it looks again.
     pub pause_poll: SignedDuration,
     pub now: Timestamp,
+    /// What the candidate stream holds back (enforce mode only).
+    pub candidate: Option<&'a Hold>,
 }
 
 /// What the driver does next.
@@ -65,9 +68,28 @@ pub fn next(situation: &Situation<'_>) -> Step {
         max_turns,
         pause_poll,
         now,
+        candidate,
     } = situation;
     if let Some(iteration) = ledger.pending_claim {
         return Step::VerifyClaim { iteration };
+    }
+    // Before anything else may launch work: an undecided result. The
+    // driver never retries or fails over past it; a person (or the
+    // review) acts first, and a restarted driver stops here again.
+    match candidate {
+        Some(Hold::Quarantined(fingerprint)) => {
+            return Step::Stop {
+                exit: Exit::RuntimeError,
+                reason: format!("candidate {fingerprint} is quarantined: no turn runs until a person inspects it (`loopx goal-focus recover-quarantine`)"),
+            }
+        }
+        Some(Hold::Pending(fingerprint)) => {
+            return Step::Stop {
+                exit: Exit::RuntimeError,
+                reason: format!("candidate {fingerprint} awaits its result review: no new work is launched until `loopx goal-focus review` decides it"),
+            }
+        }
+        None => {}
     }
     if verdict.done {
         return Step::Stop {
@@ -207,6 +229,7 @@ mod tests {
         session: Session,
         turns: u64,
         max_turns: Option<u64>,
+        candidate: Option<Hold>,
     }
 
     impl Case {
@@ -218,6 +241,7 @@ mod tests {
                 session: Session::new(vec!["claude".into(), "codex".into()], limits()),
                 turns: 0,
                 max_turns: None,
+                candidate: None,
             }
         }
 
@@ -244,6 +268,7 @@ mod tests {
                 max_turns: self.max_turns,
                 pause_poll: SignedDuration::from_secs(5),
                 now,
+                candidate: self.candidate.as_ref(),
             })
         }
     }
@@ -381,5 +406,24 @@ mod tests {
                 reason: "no provider left".into()
             }
         );
+    }
+
+    #[test]
+    fn an_undecided_candidate_stops_the_driver_without_retry_or_failover() {
+        let digest = crate::digest::Digest::of_bytes(b"candidate");
+        for hold in [
+            Hold::Quarantined(digest.clone()),
+            Hold::Pending(digest.clone()),
+        ] {
+            let mut case = Case::new();
+            case.candidate = Some(hold);
+            match case.step() {
+                Step::Stop { exit, reason } => {
+                    assert_eq!(exit, Exit::RuntimeError);
+                    assert!(reason.contains(digest.as_str()), "{reason}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
     }
 }

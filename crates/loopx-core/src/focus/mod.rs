@@ -13,12 +13,16 @@
 //! registry, [`signals`] says which replan triggers fire, [`mode`] says
 //! which enforcement mode is in force and what it does with those signals.
 //!
+//! Staging and result review: [`candidate`] owns the candidate stream
+//! ([`candidate::CANDIDATE_STREAM`]: one pending candidate, its
+//! quarantine), [`review`] what a `result_review.v1` must say to bank it.
+//!
 //! Not here: the enforcement mode itself (the ledger's `goal_focus_mode`,
-//! set once at `init`), staging, result review, the review panel and
-//! quarantine. A direction commit in enforce mode needs a different-family
+//! set once at `init`) and the review panel. A direction commit in enforce mode needs a different-family
 //! strategy review that no code in loopx performs yet, so the plan owner
 //! records such a replan as `needs_replan` instead of selecting.
 
+pub mod candidate;
 pub mod contract;
 pub mod decisions;
 pub mod direction;
@@ -26,6 +30,7 @@ mod document;
 pub mod mode;
 pub mod plan;
 pub mod registry;
+pub mod review;
 pub mod signals;
 #[cfg(test)]
 mod tests;
@@ -45,11 +50,12 @@ pub const PLAN_STREAM: &str = "focus:current_plan";
 pub const DECISIONS_STREAM: &str = "focus:direction_decisions";
 
 /// Every Goal Focus stream, in the order status and validate show them.
-pub const STREAMS: [&str; 4] = [
+pub const STREAMS: [&str; 5] = [
     CONTRACT_STREAM,
     REGISTRY_STREAM,
     PLAN_STREAM,
     DECISIONS_STREAM,
+    candidate::CANDIDATE_STREAM,
 ];
 
 /// The owner of the goal contract stream.

@@ -60,7 +60,7 @@ pub fn reason(mode: GoalFocusMode, source: Option<ModeSource>) -> String {
             "replan signals are reported and never block an append or a turn; monitor is not an acceptance guarantee"
         }
         GoalFocusMode::Enforce => {
-            "an append by hand is refused (only the host may bank, after review), a direction needs a different-family strategy review, and a firing replan signal closes the pre-dispatch gate (which the driver does not check yet)"
+            "an append is staged as a candidate and banked only after a different-family result review, a direction needs a different-family strategy review, and a firing replan signal, a candidate awaiting review or a quarantined one closes the pre-dispatch gate"
         }
     };
     format!("{mode}: {why}; {effect}")
@@ -81,6 +81,16 @@ pub enum Gate {
     /// staging and review come first, and until then an enforce loop
     /// banks nothing by hand either.)
     Blocked,
+}
+
+/// [`gate`], with the candidate stream read too: in enforce mode a
+/// candidate awaiting review, or quarantined, closes the gate as well —
+/// no new work is launched while a result is undecided.
+pub fn gate_with_candidate(mode: GoalFocusMode, signals: &[Signal], candidate_held: bool) -> Gate {
+    match (mode, candidate_held) {
+        (GoalFocusMode::Enforce, true) => Gate::Blocked,
+        _ => gate(mode, signals),
+    }
 }
 
 pub fn gate(mode: GoalFocusMode, signals: &[Signal]) -> Gate {

@@ -6,16 +6,17 @@
 //! versions that are no longer current, a selection that became
 //! ineligible or whose estimate expired, a plan past its bound, three
 //! iterations in a row without global obligation reduction, and three
-//! scope-only iterations in a row. Reviewer dissent, trip wires and
-//! unreviewed counterevidence have no recorded source yet; an operator
-//! states them with `replan --trigger`. Does not own what a mode does with
+//! scope-only iterations in a row, and reviewer dissent: a result review
+//! rejected the latest iteration since the plan (so the next plan is
+//! `needs_replan`). Trip wires and unreviewed counterevidence have no
+//! recorded source yet; an operator states them with `replan --trigger`. Does not own what a mode does with
 //! a signal ([`super::mode`]).
 
 use super::contract::GoalContract;
 use super::document::Revised;
 use super::plan::{CurrentPlan, PlanState, Trigger};
 use super::registry::ApproachRegistry;
-use crate::ledger::{IterationRecord, Ledger};
+use crate::ledger::{BankStatus, IterationRecord, Ledger};
 use jiff::Timestamp;
 use serde::Serialize;
 
@@ -47,6 +48,7 @@ pub fn signals(inputs: &Inputs<'_>) -> Vec<Signal> {
             "no plan was ever committed: run `loopx goal-focus replan`".into(),
         );
         streaks(inputs.ledger.recent.iter(), &mut fire);
+        dissent(inputs.ledger, 0, &mut fire);
         return out;
     };
     if plan.state != PlanState::Active {
@@ -123,7 +125,29 @@ pub fn signals(inputs: &Inputs<'_>) -> Vec<Signal> {
         );
     }
     streaks(inputs.ledger.recent.iter(), &mut fire);
+    dissent(inputs.ledger, plan.committed_at_iteration, &mut fire);
     out
+}
+
+/// A result review rejected the latest iteration banked after iteration
+/// `since`: the direction that produced it needs a replan.
+fn dissent(ledger: &Ledger, since: u64, fire: &mut impl FnMut(Trigger, String)) {
+    let Some(last) = ledger.recent.last().filter(|r| r.iteration > since) else {
+        return;
+    };
+    if let Some(bank) = last
+        .bank
+        .as_ref()
+        .filter(|b| b.status == BankStatus::Rejected)
+    {
+        fire(
+            Trigger::ReviewerDissent,
+            format!(
+                "the result review rejected iteration {} (candidate {})",
+                last.iteration, bank.candidate_fingerprint
+            ),
+        );
+    }
 }
 
 /// The scope-only streak, which fires whether or not there is a plan.

@@ -256,6 +256,7 @@ fn record(iteration: u64) -> crate::ledger::IterationRecord {
         dispatch_id: String::new(),
         claim: None,
         direction: Default::default(),
+        bank: None,
     }
 }
 

@@ -135,6 +135,7 @@ impl<'a> Auditor<'a> {
                     record.decision,
                     record.timestamp,
                     self.files,
+                    record.bank.is_some(),
                 ) {
                     problems.push(format!("iteration {}: {refusal}", record.iteration));
                 }

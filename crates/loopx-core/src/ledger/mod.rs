@@ -229,6 +229,29 @@ pub struct IterationRecord {
     pub claim: Option<ClaimState>,
     #[serde(default, skip_serializing_if = "Direction::is_empty")]
     pub direction: Direction,
+    /// Set on a record of an enforce-mode loop: the reviewed candidate it
+    /// was banked from, and whether the review accepted or rejected it.
+    /// Absent on every other record, so they keep their digests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bank: Option<Bank>,
+}
+
+/// How a staged candidate was banked after its result review.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bank {
+    pub status: BankStatus,
+    pub candidate_fingerprint: Digest,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BankStatus {
+    /// The review passed: the record is banked as the agent reported it.
+    Accepted,
+    /// The review failed: the real cost counts, but the claims, obligation
+    /// transitions and deltas are cleared and the decision is `revise`
+    /// (or `blocked` when no iteration is left to revise in).
+    Rejected,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -311,6 +334,12 @@ pub enum LedgerRequest {
     /// number, timestamp, cost and outcome. [`import_guard`] says which
     /// records may be imported.
     ImportIteration(Box<IterationRecord>),
+    /// Enforce mode: bank a staged candidate whose result review decided
+    /// `bank`. The only way a record enters an enforce-mode ledger.
+    BankCandidate {
+        report: IterationReport,
+        bank: Bank,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -395,6 +424,8 @@ pub enum LedgerError {
     },
     #[error("Goal-Focus enforce mode requires a live host dispatch intent: in enforce mode only the host driver banks iterations; to append by hand, use a loop created with --goal-focus-mode monitor")]
     EnforceNeedsDispatch,
+    #[error("only an enforce-mode loop banks reviewed candidates; this loop is in {mode} mode, where append-iteration banks directly")]
+    NotEnforced { mode: GoalFocusMode },
     #[error("cannot append iteration after loop status is {status}: the loop has ended; start a new loop in a new --dir to continue the work")]
     AfterTerminal { status: LoopStatus },
     #[error(
@@ -476,7 +507,9 @@ impl Ledger {
     }
 }
 
-/// Whether `report`, arriving at `now`, may be appended to `ledger`.
+/// Whether `report`, arriving at `now`, may be appended to `ledger`;
+/// `reviewed`: it comes as a candidate whose result review was decided
+/// (the only way into an enforce-mode ledger).
 ///
 /// The rule of the reference runtime, generalised from the iteration cap to
 /// every budget: a record that spends the last of any budget must end the
@@ -488,6 +521,7 @@ pub fn append_guard(
     decision: Decision,
     now: Timestamp,
     files: &dyn EvidenceFiles,
+    reviewed: bool,
 ) -> Result<(), LedgerError> {
     for (field, value) in [("usd", report.usd)] {
         if !is_budget_number(value) {
@@ -497,7 +531,7 @@ pub fn append_guard(
     if report.objective.trim().is_empty() {
         return Err(LedgerError::Empty { field: "objective" });
     }
-    if ledger.config.goal_focus_mode == GoalFocusMode::Enforce {
+    if ledger.config.goal_focus_mode == GoalFocusMode::Enforce && !reviewed {
         return Err(LedgerError::EnforceNeedsDispatch);
     }
     if let Some(iteration) = ledger.pending_claim {
@@ -779,11 +813,12 @@ impl Owner for LedgerOwner {
                 LedgerRequest::AppendIteration(_)
                 | LedgerRequest::Charge { .. }
                 | LedgerRequest::SettleClaim { .. }
-                | LedgerRequest::ImportIteration(_),
+                | LedgerRequest::ImportIteration(_)
+                | LedgerRequest::BankCandidate { .. },
             ) => Err(LedgerError::NotInitialized),
             (Some(ledger), LedgerRequest::ImportIteration(record)) => {
                 import_guard(ledger, record)?;
-                let mut record = redacted(record.as_ref().clone());
+                let mut record = redacted_record(record.as_ref().clone());
                 record.operation_id = context.operation_id.clone();
                 let receipt = LedgerReceipt::ImportIteration {
                     iteration: record.iteration,
@@ -796,6 +831,17 @@ impl Owner for LedgerOwner {
                     },
                     receipt,
                 ))
+            }
+            (Some(ledger), LedgerRequest::BankCandidate { report, bank }) => {
+                let mode = ledger.config.goal_focus_mode;
+                if mode != GoalFocusMode::Enforce {
+                    return Err(LedgerError::NotEnforced { mode });
+                }
+                let report = match bank.status {
+                    BankStatus::Accepted => report.clone(),
+                    BankStatus::Rejected => rejected(ledger, report, context),
+                };
+                append(ledger, &report, context, Some(bank.clone()))
             }
             (
                 Some(ledger),
@@ -862,31 +908,7 @@ impl Owner for LedgerOwner {
                 Ok(Decided::write(event, receipt))
             }
             (Some(ledger), LedgerRequest::AppendIteration(report)) => {
-                check_report_text(report)?;
-                let mode = required(report.mode, "mode", Mode::names())?;
-                let decision = required(report.decision, "decision", Decision::names())?;
-                append_guard(ledger, report, decision, context.now, context.files)?;
-                let record = redacted(record_from(ledger, report, mode, decision, context));
-                let receipt = LedgerReceipt::AppendIteration {
-                    iteration: record.iteration,
-                    decision,
-                    state_status: if record.claim.is_some() {
-                        LoopStatus::Running
-                    } else {
-                        decision.resulting_status()
-                    },
-                    remaining_iterations: ledger
-                        .config
-                        .budget
-                        .max_iterations
-                        .saturating_sub(record.iteration),
-                };
-                Ok(Decided::write(
-                    LedgerEvent::IterationAppended {
-                        record: Box::new(record),
-                    },
-                    receipt,
-                ))
+                append(ledger, report, context, None)
             }
         }
     }
@@ -965,6 +987,87 @@ impl Owner for LedgerOwner {
             LedgerEvent::IterationImported { .. } => "ledger.iteration_imported",
         }
     }
+}
+
+/// Whether `report` may be banked into `ledger` now, and with which
+/// decision: the whole admission rule of an append. `reviewed` as for
+/// [`append_guard`]. Staging asks it before it stages a candidate, so a
+/// candidate that could never be banked is refused up front.
+pub fn admit(
+    ledger: &Ledger,
+    report: &IterationReport,
+    now: Timestamp,
+    files: &dyn EvidenceFiles,
+    reviewed: bool,
+) -> Result<(Mode, Decision), LedgerError> {
+    check_report_text(report)?;
+    let mode = required(report.mode, "mode", Mode::names())?;
+    let decision = required(report.decision, "decision", Decision::names())?;
+    append_guard(ledger, report, decision, now, files, reviewed)?;
+    Ok((mode, decision))
+}
+
+/// The append of `report` (a reviewed candidate's when `bank` is set).
+fn append(
+    ledger: &Ledger,
+    report: &IterationReport,
+    context: &LedgerContext<'_>,
+    bank: Option<Bank>,
+) -> Result<Decided<LedgerEvent, LedgerReceipt>, LedgerError> {
+    let (mode, decision) = admit(ledger, report, context.now, context.files, bank.is_some())?;
+    let mut record = record_from(ledger, &redacted(report), mode, decision, context);
+    record.bank = bank;
+    let receipt = LedgerReceipt::AppendIteration {
+        iteration: record.iteration,
+        decision,
+        state_status: if record.claim.is_some() {
+            LoopStatus::Running
+        } else {
+            decision.resulting_status()
+        },
+        remaining_iterations: ledger
+            .config
+            .budget
+            .max_iterations
+            .saturating_sub(record.iteration),
+    };
+    Ok(Decided::write(
+        LedgerEvent::IterationAppended {
+            record: Box::new(record),
+        },
+        receipt,
+    ))
+}
+
+/// What a rejected candidate is banked as: its real cost and provenance,
+/// with its claims, obligation transitions and deltas cleared, so a
+/// rejected result can never count as progress. The decision is `revise`,
+/// or `blocked` when the budget leaves no iteration to revise in.
+fn rejected(
+    ledger: &Ledger,
+    report: &IterationReport,
+    context: &LedgerContext<'_>,
+) -> IterationReport {
+    let mut report = report.clone();
+    report.evidence_checked.claim_ids.clear();
+    report.stop_reason.clear();
+    let direction = &mut report.direction;
+    direction.obligation_ids.clear();
+    direction.campaign_delta.clear();
+    direction.global_delta.clear();
+    report.decision = Some(Decision::Revise);
+    let revisable = append_guard(
+        ledger,
+        &report,
+        Decision::Revise,
+        context.now,
+        context.files,
+        true,
+    );
+    if revisable.is_err() {
+        report.decision = Some(Decision::Blocked);
+    }
+    report
 }
 
 /// Whether a record with `decision` and `stop_reason` is a success claim
@@ -1091,29 +1194,55 @@ fn record_from(
         dispatch_id: report.dispatch_id.trim().to_owned(),
         claim: claims_success(ledger, decision, &report.stop_reason).then_some(ClaimState::Pending),
         direction: (*report.direction).clone(),
+        bank: None,
     }
 }
 
-/// The record with every agent-written free-text field passed through
+/// The report with every agent-written free-text field passed through
 /// the one redaction rule: the journal is append-only, so a credential an
-/// agent pastes into its report must not reach it.
-fn redacted(mut record: IterationRecord) -> IterationRecord {
+/// agent pastes into its report must not reach it (as a banked record or
+/// as a staged candidate).
+pub fn redacted(report: &IterationReport) -> IterationReport {
+    let mut report = report.clone();
+    redact_free_text(
+        [
+            &mut report.objective,
+            &mut report.output,
+            &mut report.completed_summary,
+            &mut report.current_summary,
+            &mut report.next_action,
+        ],
+        [&mut report.actions_taken, &mut report.remaining_gaps],
+    );
+    report
+}
+
+/// [`redacted`] for a whole record another runtime wrote (`loopx import`):
+/// the same free-text fields, under their record names.
+fn redacted_record(mut record: IterationRecord) -> IterationRecord {
+    redact_free_text(
+        [
+            &mut record.objective,
+            &mut record.output,
+            &mut record.completed_summary,
+            &mut record.current_summary,
+            &mut record.proposed_next_action,
+        ],
+        [&mut record.actions_taken, &mut record.remaining_gaps],
+    );
+    record
+}
+
+/// The redaction rule applied to an iteration's free text: every text and
+/// every entry of every list.
+fn redact_free_text(texts: [&mut String; 5], lists: [&mut Vec<String>; 2]) {
     use crate::redact::redact_owned;
-    for text in [
-        &mut record.objective,
-        &mut record.output,
-        &mut record.completed_summary,
-        &mut record.current_summary,
-        &mut record.proposed_next_action,
-    ] {
+    for text in texts {
         *text = redact_owned(text);
     }
-    for list in [&mut record.actions_taken, &mut record.remaining_gaps] {
-        for text in list.iter_mut() {
-            *text = redact_owned(text);
-        }
+    for text in lists.into_iter().flatten() {
+        *text = redact_owned(text);
     }
-    record
 }
 
 #[cfg(test)]

@@ -493,6 +493,7 @@ fn imported(iteration: u64, seconds: i64, decision: Decision) -> LedgerRequest {
         executor_provider: "claude".into(),
         dispatch_id: String::new(),
         claim: None,
+        bank: None,
         direction: Direction::default(),
     }))
 }

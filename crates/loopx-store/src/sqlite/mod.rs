@@ -421,7 +421,9 @@ impl Store for SqliteStore {
             }
             revisions.push(Self::write(&tx, commit, &display)?);
         }
+        failpoint::reached("sqlite.commit_all.before_commit");
         tx.commit().map_err(fail)?;
+        failpoint::reached("sqlite.commit_all.after_commit");
         fold_long_log(&self.conn, &self.path);
         Ok(revisions)
     }

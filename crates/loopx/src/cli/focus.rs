@@ -7,7 +7,7 @@ use super::Reply;
 use anyhow::Result;
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Subcommand};
-use loopx_app::focus::{self, Which};
+use loopx_app::focus::{self, candidate, Which};
 use loopx_app::loop_dir::LoopDir;
 use loopx_core::focus::plan::Trigger;
 use loopx_store::sqlite::Access;
@@ -26,6 +26,73 @@ pub enum GoalFocusCommand {
     /// goal_focus.json) from the store.
     Reconcile(DirArgs),
     Revise(ReviseArgs),
+    Review(ReviewArgs),
+    Quarantine(QuarantineArgs),
+    RecoverQuarantine(RecoverQuarantineArgs),
+}
+
+/// Decide the candidate awaiting review with a result_review.v1 document.
+///
+/// The document: {"schema": "result_review.v1", "candidate_fingerprint":
+/// "sha256:…", "reviewer": {"provider": "codex"}, "verdict": pass|fail,
+/// "claims": [{"claim_id", "status": supported|unsupported,
+/// "evidence_paths"}], "obligations": [{"obligation_id", "status":
+/// met|unmet, "evidence_paths"}], "inspected_paths": [...], "summary"}.
+/// The reviewer's family must differ from the executor's; one review
+/// covers every claim and obligation; each supported claim and met
+/// obligation cites staged evidence listed in inspected_paths. Pass banks
+/// the row as accepted; fail banks it as rejected (real cost counted,
+/// claims and deltas cleared, next plan needs a replan). Both archive the
+/// candidate in the same transaction; a refused review writes nothing.
+#[derive(Debug, Args)]
+pub struct ReviewArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// The exact fingerprint of the pending candidate (from `status`).
+    #[arg(long)]
+    candidate_fingerprint: String,
+    /// The result_review.v1 JSON document.
+    #[arg(long)]
+    file: PathBuf,
+    /// Stable id for this operation; repeating it replays the receipt.
+    #[arg(long)]
+    operation_id: Option<String>,
+}
+
+/// Quarantine the candidate awaiting review (what the host does after a
+/// failed gate: timeout, failed cleanup, rejected output). Nothing is
+/// reviewed, banked or dispatched until it is released.
+#[derive(Debug, Args)]
+pub struct QuarantineArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// The exact fingerprint of the pending candidate.
+    #[arg(long)]
+    candidate_fingerprint: String,
+    /// Why (kept with the quarantine; shown by recover-quarantine).
+    #[arg(long)]
+    reason: String,
+    /// Stable id for this operation; repeating it replays the receipt.
+    #[arg(long)]
+    operation_id: Option<String>,
+}
+
+/// Show the quarantined candidate; with --release and its exact
+/// fingerprint, release it (archived; the ledger and budget do not change).
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("releasing").args(["release"]).requires("candidate_fingerprint")))]
+pub struct RecoverQuarantineArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// Release the quarantined candidate (needs --candidate-fingerprint).
+    #[arg(long)]
+    release: bool,
+    /// The exact fingerprint of the quarantined candidate.
+    #[arg(long, requires = "release")]
+    candidate_fingerprint: Option<String>,
+    /// Stable id for this operation; repeating it replays the receipt.
+    #[arg(long)]
+    operation_id: Option<String>,
 }
 
 /// Choose the next bounded direction from the approach registry and commit
@@ -136,5 +203,60 @@ pub fn goal_focus(command: &GoalFocusCommand) -> Result<Reply> {
             );
             Reply::view(&view, text)
         }
+        GoalFocusCommand::Review(args) => {
+            let view = candidate::review(
+                &args.dir.dir,
+                &args.candidate_fingerprint,
+                &args.file,
+                args.operation_id.as_deref(),
+            )?;
+            let body = &view.body;
+            let text = format!(
+                "candidate {} banked as {:?} by reviewer {} ({}): iteration {} ({}, loop {}){}",
+                body.candidate_fingerprint,
+                body.bank_status,
+                body.reviewer_provider,
+                body.reviewer_family.name(),
+                body.iteration,
+                body.decision,
+                body.state_status,
+                view.note()
+            );
+            Reply::view(&view, text)
+        }
+        GoalFocusCommand::Quarantine(args) => {
+            let view = candidate::quarantine(
+                &args.dir.dir,
+                &args.candidate_fingerprint,
+                &args.reason,
+                args.operation_id.as_deref(),
+            )?;
+            let text = format!(
+                "candidate {} quarantined: nothing is reviewed, banked or dispatched until `loopx goal-focus recover-quarantine --release` with its exact fingerprint{}",
+                view.body.fingerprint,
+                view.note()
+            );
+            Reply::view(&view, text)
+        }
+        GoalFocusCommand::RecoverQuarantine(args) => match &args.candidate_fingerprint {
+            Some(fingerprint) if args.release => {
+                let view = candidate::release_quarantine(
+                    &args.dir.dir,
+                    fingerprint,
+                    args.operation_id.as_deref(),
+                )?;
+                let text = format!(
+                    "candidate {} released and archived; the ledger and budget are unchanged{}",
+                    view.body.fingerprint,
+                    view.note()
+                );
+                Reply::view(&view, text)
+            }
+            _ => {
+                let view =
+                    candidate::show_quarantine(&LoopDir::open(&args.dir.dir, Access::ReadOnly)?)?;
+                Reply::view(&view, view.text())
+            }
+        },
     }
 }

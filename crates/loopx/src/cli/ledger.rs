@@ -122,6 +122,12 @@ pub struct AppendArgs {
     /// A claim this iteration checked (repeatable).
     #[arg(long = "claim-id")]
     pub claim_ids: Vec<String>,
+    /// Enforce mode: the evidence of a claim, CLAIM_ID=PATH with PATH a
+    /// file below the loop directory (repeatable; every --claim-id needs
+    /// one). The file is read without following links and embedded in the
+    /// staged candidate.
+    #[arg(long = "claim-evidence", value_name = "CLAIM_ID=PATH")]
+    pub claim_evidence: Vec<String>,
     /// A source this iteration consulted (repeatable).
     #[arg(long = "source-id")]
     pub source_ids: Vec<String>,
@@ -380,7 +386,26 @@ pub fn append_iteration(args: &AppendArgs) -> Result<Reply> {
         );
         return Reply::view(&preview, text);
     }
-    let view = ledger::append_iteration(&args.dir.dir, args.operation_id.as_deref(), report)?;
+    let view = match ledger::append_or_stage(
+        &args.dir.dir,
+        args.operation_id.as_deref(),
+        report,
+        &args.claim_evidence,
+    )? {
+        ledger::Recorded::Banked(view) => view,
+        ledger::Recorded::Staged(view) => {
+            let body = &view.body;
+            let text = format!(
+                "staged candidate {} for result review ({}, {}): nothing is banked until `loopx goal-focus review --candidate-fingerprint {} --file REVIEW.json` decides it{}",
+                body.candidate_fingerprint,
+                words::count(body.claims as u64, "claim"),
+                words::count(body.evidence_files as u64, "evidence file"),
+                body.candidate_fingerprint,
+                view.note()
+            );
+            return Reply::view(&view, text);
+        }
+    };
     let body = &view.body;
     let text = format!(
         "iteration {} recorded: {} (loop {}, {} left){}",

@@ -61,6 +61,7 @@ fn snapshot(dir: &LoopDir) -> anyhow::Result<Snapshot> {
         goal,
         verdict,
         should_run: decision,
+        ..
     } = turn;
     Ok(Snapshot {
         health,

@@ -115,6 +115,32 @@ impl Fixture {
         })
     }
 
+    /// `loopx <args> --dir D --json`: success, the JSON printed (`Null`
+    /// when none), and stderr.
+    pub fn run_in_dir(&self, args: &[&str]) -> (bool, serde_json::Value, String) {
+        self.run_in_dir_with(&[], args)
+    }
+
+    /// [`Self::run_in_dir`] with global flags (`--store URL`) first.
+    pub fn run_in_dir_with(
+        &self,
+        global: &[&str],
+        args: &[&str],
+    ) -> (bool, serde_json::Value, String) {
+        let output = self
+            .loopx()
+            .args(global)
+            .args(args)
+            .args(["--dir", self.d(), "--json"])
+            .output()
+            .unwrap();
+        (
+            output.status.success(),
+            serde_json::from_slice(&output.stdout).unwrap_or(serde_json::Value::Null),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+
     pub fn fingerprint(&self) -> BTreeMap<String, Vec<u8>> {
         fingerprint(&self.dir)
     }

@@ -10,6 +10,8 @@
 //! any rule: the direction rule, the triggers, the mode and what a plan
 //! may be are `loopx_core::focus`'s.
 
+pub mod candidate;
+
 use crate::loop_dir::{LoopDir, Reading};
 use crate::operation::given_or_generated;
 use crate::receipt::ReceiptView;
@@ -59,6 +61,8 @@ pub struct FocusReading {
     pub registry: Revised<ApproachRegistry>,
     pub plan: Loaded<CurrentPlan>,
     pub decisions: Loaded<DecisionLog>,
+    /// The candidate stream (empty when nothing was ever staged).
+    pub candidate: loopx_core::focus::candidate::Slot,
 }
 
 impl FocusReading {
@@ -68,7 +72,10 @@ impl FocusReading {
 
     /// Whether any Goal Focus stream was ever written.
     pub fn has_state(&self) -> bool {
-        self.contract.revision > 0 || self.registry.revision > 0 || self.plan.revision > 0
+        self.contract.revision > 0
+            || self.registry.revision > 0
+            || self.plan.revision > 0
+            || self.candidate != Default::default()
     }
 
     /// The replan triggers that fire now (none when Goal Focus is off).
@@ -121,6 +128,7 @@ fn read_streams(dir: &LoopDir, ledger: Ledger) -> Result<FocusReading> {
         decisions: dir
             .authority()
             .load::<DecisionOwner>(focus::DECISIONS_STREAM)?,
+        candidate: candidate::slot(dir)?.unwrap_or_default(),
         ledger,
     })
 }
@@ -178,6 +186,8 @@ pub struct FocusStatus {
     pub approach_registry: DocumentSummary,
     pub current_plan: Option<CurrentPlan>,
     pub direction_decisions: u64,
+    /// The staged candidate awaiting result review, and any quarantined.
+    pub candidate: candidate::CandidateStatus,
 }
 
 impl FocusStatus {
@@ -195,7 +205,11 @@ impl FocusStatus {
             enforcement_mode: mode,
             mode_source: source,
             mode_reason: mode::reason(mode, source),
-            gate: mode::gate(mode, &signals),
+            gate: mode::gate_with_candidate(
+                mode,
+                &signals,
+                reading.candidate.pending.is_some() || reading.candidate.quarantine.is_some(),
+            ),
             signals,
             goal_contract: summary(
                 &reading.contract,
@@ -215,6 +229,7 @@ impl FocusStatus {
             ),
             current_plan: reading.plan.state.clone(),
             direction_decisions: reading.decisions.state.as_ref().map_or(0, |d| d.decisions),
+            candidate: candidate::CandidateStatus::of(Some(&reading.candidate)),
         }
     }
 
@@ -226,10 +241,11 @@ impl FocusStatus {
             Gate::Clear => "clear: no replan trigger fires",
             Gate::Reported => "reported: triggers fire; monitor mode does not block",
             Gate::Blocked => {
-                "blocked: triggers fire; enforce requires a reviewed replan before the next dispatch (the driver does not check this gate yet)"
+                "blocked: a trigger fires or a candidate is undecided; enforce launches no new work until a reviewed replan or the candidate's review or release"
             }
         };
         let _ = writeln!(out, "  gate      {gate}");
+        out.push_str(&self.candidate.text());
         for signal in &self.signals {
             let _ = writeln!(out, "  trigger   {}: {}", signal.trigger, signal.detail);
         }
@@ -294,7 +310,10 @@ pub(crate) fn refresh_projection(dir: &LoopDir, ledger: &Ledger) -> Vec<String> 
                 return Ok(true);
             }
         }
-        Ok(false)
+        // Only an enforce-mode loop stages candidates: a plain loop pays
+        // no fourth lookup.
+        Ok(ledger.config.goal_focus_mode == GoalFocusMode::Enforce
+            && store.revision(loopx_core::focus::candidate::CANDIDATE_STREAM)? > 0)
     };
     let result = written().and_then(|written| {
         if !written || ledger.config.goal_focus_mode == GoalFocusMode::Off {

@@ -1,0 +1,662 @@
+//! Staged candidates: in enforce mode an iteration is not banked when the
+//! agent reports it; it is staged as an immutable candidate that a
+//! different-family result review must decide.
+//!
+//! Owns: what a candidate is (the report, the executor's family, every
+//! material claim with its loop-relative evidence path, and the evidence
+//! itself embedded with its size and digest), its canonical fingerprint,
+//! and the candidate stream's rules: one pending candidate at a time; a
+//! pending candidate leaves only by being archived (after its review) or
+//! quarantined, each naming its exact fingerprint; a quarantined one
+//! leaves only by an exact-fingerprint release, and nothing new is staged
+//! while it is there. Does not own reading the evidence files (the
+//! application does that without following links, and hands the bytes
+//! here), what a review must say ([`super::review`]), or banking (the
+//! ledger's, committed in the same transaction as the archive).
+
+use crate::digest::Digest;
+use crate::driver::provider::Family;
+use crate::ledger::{BankStatus, IterationReport};
+use crate::operation::{Clock, Decided, Owner};
+use crate::path::LoopPath;
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// The stream that holds the pending candidate and its quarantine.
+pub const CANDIDATE_STREAM: &str = "focus:candidate";
+
+pub const SCHEMA: &str = "iteration_candidate.v1";
+
+/// The largest evidence file a candidate embeds. Reviewers read it whole,
+/// and the candidate is stored in the journal forever.
+pub const EVIDENCE_BYTES: u64 = 256 * 1024;
+
+/// The most evidence files one candidate embeds.
+pub const MAX_EVIDENCE_FILES: usize = 16;
+
+/// One material claim and the file that is its evidence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claim {
+    pub claim_id: String,
+    pub evidence_path: LoopPath,
+}
+
+/// An evidence file as the host read it: an identifier alone is not
+/// evidence, so the content travels with the candidate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub path: LoopPath,
+    /// Size and digest of the file exactly as read.
+    pub size: u64,
+    pub digest: Digest,
+    /// The file's text with credentials redacted (the journal keeps it
+    /// forever); `redacted` says whether anything was.
+    pub content: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub redacted: bool,
+}
+
+impl Evidence {
+    /// The evidence of `bytes` read from `path`, refused unless UTF-8.
+    pub fn of(path: LoopPath, bytes: Vec<u8>) -> Result<Evidence, CandidateError> {
+        let size = bytes.len() as u64;
+        let digest = Digest::of_bytes(&bytes);
+        let text = String::from_utf8(bytes).map_err(|_| CandidateError::EvidenceNotText {
+            path: path.as_str().to_owned(),
+        })?;
+        let content = crate::redact::redact_owned(&text);
+        Ok(Evidence {
+            path,
+            size,
+            digest,
+            redacted: content != text,
+            content,
+        })
+    }
+}
+
+/// An iteration staged for review. Immutable: its fingerprint is what a
+/// review binds, so any change makes it another candidate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    pub schema: String,
+    /// The operation id the agent staged it under. (No timestamp: a retry
+    /// of the same staging must be the same request; the journal keeps
+    /// when it was committed.)
+    pub candidate_id: String,
+    pub executor_provider: String,
+    pub executor_family: Family,
+    pub claims: Vec<Claim>,
+    /// The obligations the report says this iteration moved.
+    pub obligation_ids: Vec<String>,
+    pub evidence: Vec<Evidence>,
+    pub report: IterationReport,
+}
+
+impl Candidate {
+    /// The canonical fingerprint a review binds.
+    pub fn fingerprint(&self) -> Digest {
+        Digest::of_json(self)
+    }
+
+    /// The claim ids, each once.
+    pub fn claim_ids(&self) -> BTreeSet<&str> {
+        self.claims.iter().map(|c| c.claim_id.as_str()).collect()
+    }
+
+    pub fn evidence_at(&self, path: &str) -> Option<&Evidence> {
+        self.evidence.iter().find(|e| e.path.as_str() == path)
+    }
+}
+
+/// The claims of `report`, each paired with its evidence path from
+/// `claim_evidence` (`CLAIM_ID=PATH`): every claim id needs a path, and
+/// every path names a claim the report makes.
+pub fn claims(
+    report: &IterationReport,
+    claim_evidence: &[(String, LoopPath)],
+) -> Result<Vec<Claim>, CandidateError> {
+    let reported: BTreeSet<&str> = report
+        .evidence_checked
+        .claim_ids
+        .iter()
+        .map(|c| c.trim())
+        .filter(|c| !c.is_empty())
+        .collect();
+    let mut out: Vec<Claim> = Vec::new();
+    for (claim_id, path) in claim_evidence {
+        if !reported.contains(claim_id.as_str()) {
+            return Err(CandidateError::EvidenceWithoutClaim {
+                claim_id: claim_id.clone(),
+            });
+        }
+        if out.iter().any(|c| &c.claim_id == claim_id) {
+            return Err(CandidateError::ClaimTwice {
+                claim_id: claim_id.clone(),
+            });
+        }
+        out.push(Claim {
+            claim_id: claim_id.clone(),
+            evidence_path: path.clone(),
+        });
+    }
+    if let Some(missing) = reported
+        .iter()
+        .find(|id| !out.iter().any(|c| c.claim_id == **id))
+    {
+        return Err(CandidateError::ClaimWithoutEvidence {
+            claim_id: (*missing).to_owned(),
+        });
+    }
+    // Refused before any file is read: a report may not make the host
+    // read an unbounded number of files.
+    let files: BTreeSet<&LoopPath> = out.iter().map(|c| &c.evidence_path).collect();
+    if files.len() > MAX_EVIDENCE_FILES {
+        return Err(CandidateError::TooMuchEvidence { count: files.len() });
+    }
+    Ok(out)
+}
+
+/// The executor's family, which must be known: a review is independent
+/// only of a family it can be told apart from.
+pub fn known_executor(provider: &str, family: Family) -> Result<Family, CandidateError> {
+    match family {
+        Family::Unverified => Err(CandidateError::ExecutorUnverified {
+            provider: provider.to_owned(),
+        }),
+        known => Ok(known),
+    }
+}
+
+/// A candidate that was pending, as the stream holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Held {
+    pub fingerprint: Digest,
+    pub candidate: Candidate,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Quarantine {
+    pub fingerprint: Digest,
+    pub candidate: Candidate,
+    pub reason: String,
+    pub at: Timestamp,
+}
+
+/// How a candidate left the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Reviewed and banked as accepted.
+    Accepted,
+    /// Reviewed and banked as rejected.
+    Rejected,
+    /// Released from quarantine; nothing was banked.
+    Released,
+}
+
+impl From<BankStatus> for Outcome {
+    fn from(status: BankStatus) -> Self {
+        match status {
+            BankStatus::Accepted => Outcome::Accepted,
+            BankStatus::Rejected => Outcome::Rejected,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Archived {
+    pub fingerprint: Digest,
+    pub outcome: Outcome,
+    pub at: Timestamp,
+}
+
+/// The candidate stream's state.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Slot {
+    pub pending: Option<Held>,
+    pub quarantine: Option<Quarantine>,
+    pub archived: u64,
+    pub last_archived: Option<Archived>,
+    /// The candidate the last review banked, kept so that an exact retry
+    /// of that review (a lost reply) is answered with its receipt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_decided: Option<Held>,
+}
+
+/// What the candidate stream holds back: no new turn is dispatched while
+/// a candidate awaits review, and none (without a person) while one is
+/// quarantined.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", content = "fingerprint", rename_all = "snake_case")]
+pub enum Hold {
+    Pending(Digest),
+    Quarantined(Digest),
+}
+
+impl Slot {
+    pub fn hold(&self) -> Option<Hold> {
+        match (&self.quarantine, &self.pending) {
+            (Some(q), _) => Some(Hold::Quarantined(q.fingerprint.clone())),
+            (None, Some(p)) => Some(Hold::Pending(p.fingerprint.clone())),
+            (None, None) => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum CandidateRequest {
+    Stage {
+        candidate: Box<Candidate>,
+    },
+    /// Archive the pending candidate after its review; `base_revision` is
+    /// the revision of the stream the review was checked against, so any
+    /// change in between refuses the archive (and the banking with it).
+    Archive {
+        base_revision: u64,
+        fingerprint: Digest,
+        outcome: BankStatus,
+    },
+    Quarantine {
+        fingerprint: Digest,
+        reason: String,
+    },
+    Release {
+        fingerprint: Digest,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum CandidateEvent {
+    Staged {
+        fingerprint: Digest,
+        candidate: Box<Candidate>,
+    },
+    Archived(Archived),
+    Quarantined {
+        fingerprint: Digest,
+        reason: String,
+        at: Timestamp,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CandidateReceipt {
+    pub fingerprint: Digest,
+    /// `pending_review`, `banked_accepted`, `banked_rejected`,
+    /// `quarantined` or `released`.
+    pub state: String,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CandidateError {
+    #[error("candidate {fingerprint} is already pending review: review it (`loopx goal-focus review --candidate-fingerprint {fingerprint} --file REVIEW.json`) before staging another")]
+    AlreadyPending { fingerprint: Digest },
+    #[error("candidate {fingerprint} is quarantined: nothing is staged, reviewed or banked until it is released; inspect it with `loopx goal-focus recover-quarantine`")]
+    Quarantined { fingerprint: Digest },
+    #[error("no candidate is pending review: `loopx goal-focus status` shows the stream")]
+    NothingPending,
+    #[error("no candidate is quarantined: there is nothing to release")]
+    NothingQuarantined,
+    #[error("candidate fingerprint {given} is not the {what} one ({actual}): copy the exact fingerprint from `loopx goal-focus status`")]
+    WrongFingerprint {
+        what: &'static str,
+        given: Digest,
+        actual: Digest,
+    },
+    #[error("claim {claim_id:?} has no evidence path: every material claim needs --claim-evidence {claim_id}=PATH (a file below the loop directory)")]
+    ClaimWithoutEvidence { claim_id: String },
+    #[error("--claim-evidence names claim {claim_id:?}, which the report does not make: add --claim-id {claim_id}")]
+    EvidenceWithoutClaim { claim_id: String },
+    #[error("claim {claim_id:?} has two evidence paths: give one --claim-evidence per claim")]
+    ClaimTwice { claim_id: String },
+    #[error("executor provider {provider:?} has no verified family (unknown to the provider table, or an endpoint override is set): enforce mode fails closed; use a provider from `loopx drive --help` without endpoint overrides")]
+    ExecutorUnverified { provider: String },
+    #[error("evidence file {path} {problem}: evidence must be a regular UTF-8 file below the loop directory, at most {EVIDENCE_BYTES} bytes, reached through no symlink")]
+    EvidenceFile { path: String, problem: String },
+    #[error("evidence file {path} is not UTF-8 text: a reviewer reads evidence as text")]
+    EvidenceNotText { path: String },
+    #[error("a candidate embeds at most {MAX_EVIDENCE_FILES} evidence files (got {count})")]
+    TooMuchEvidence { count: usize },
+    #[error("the quarantine reason must not be empty")]
+    EmptyReason,
+}
+
+pub struct CandidateOwner;
+
+impl CandidateOwner {
+    fn pending<'s>(state: &'s Slot, given: &Digest) -> Result<&'s Held, CandidateError> {
+        if let Some(q) = &state.quarantine {
+            return Err(CandidateError::Quarantined {
+                fingerprint: q.fingerprint.clone(),
+            });
+        }
+        let held = state
+            .pending
+            .as_ref()
+            .ok_or(CandidateError::NothingPending)?;
+        if &held.fingerprint != given {
+            return Err(CandidateError::WrongFingerprint {
+                what: "pending",
+                given: given.clone(),
+                actual: held.fingerprint.clone(),
+            });
+        }
+        Ok(held)
+    }
+}
+
+impl Owner for CandidateOwner {
+    type State = Slot;
+    type Request = CandidateRequest;
+    type Event = CandidateEvent;
+    type Receipt = CandidateReceipt;
+    type Error = CandidateError;
+    type Context<'a> = Clock;
+
+    fn expected_revision(request: &CandidateRequest) -> Option<u64> {
+        match request {
+            CandidateRequest::Archive { base_revision, .. } => Some(*base_revision),
+            _ => None,
+        }
+    }
+
+    fn decide(
+        state: Option<&Slot>,
+        request: &CandidateRequest,
+        clock: &Clock,
+    ) -> Result<Decided<CandidateEvent, CandidateReceipt>, CandidateError> {
+        let empty = Slot::default();
+        let state = state.unwrap_or(&empty);
+        match request {
+            CandidateRequest::Stage { candidate } => {
+                if let Some(q) = &state.quarantine {
+                    return Err(CandidateError::Quarantined {
+                        fingerprint: q.fingerprint.clone(),
+                    });
+                }
+                if let Some(held) = &state.pending {
+                    return Err(CandidateError::AlreadyPending {
+                        fingerprint: held.fingerprint.clone(),
+                    });
+                }
+                if candidate.evidence.len() > MAX_EVIDENCE_FILES {
+                    return Err(CandidateError::TooMuchEvidence {
+                        count: candidate.evidence.len(),
+                    });
+                }
+                let fingerprint = candidate.fingerprint();
+                Ok(Decided::write(
+                    CandidateEvent::Staged {
+                        fingerprint: fingerprint.clone(),
+                        candidate: candidate.clone(),
+                    },
+                    CandidateReceipt {
+                        fingerprint,
+                        state: "pending_review".into(),
+                    },
+                ))
+            }
+            CandidateRequest::Archive {
+                fingerprint,
+                outcome,
+                ..
+            } => {
+                Self::pending(state, fingerprint)?;
+                let outcome = Outcome::from(*outcome);
+                Ok(Decided::write(
+                    CandidateEvent::Archived(Archived {
+                        fingerprint: fingerprint.clone(),
+                        outcome,
+                        at: clock.now,
+                    }),
+                    CandidateReceipt {
+                        fingerprint: fingerprint.clone(),
+                        state: match outcome {
+                            Outcome::Accepted => "banked_accepted",
+                            _ => "banked_rejected",
+                        }
+                        .into(),
+                    },
+                ))
+            }
+            CandidateRequest::Quarantine {
+                fingerprint,
+                reason,
+            } => {
+                if reason.trim().is_empty() {
+                    return Err(CandidateError::EmptyReason);
+                }
+                Self::pending(state, fingerprint)?;
+                Ok(Decided::write(
+                    CandidateEvent::Quarantined {
+                        fingerprint: fingerprint.clone(),
+                        reason: crate::redact::redact_owned(reason.trim()),
+                        at: clock.now,
+                    },
+                    CandidateReceipt {
+                        fingerprint: fingerprint.clone(),
+                        state: "quarantined".into(),
+                    },
+                ))
+            }
+            CandidateRequest::Release { fingerprint } => {
+                let q = state
+                    .quarantine
+                    .as_ref()
+                    .ok_or(CandidateError::NothingQuarantined)?;
+                if &q.fingerprint != fingerprint {
+                    return Err(CandidateError::WrongFingerprint {
+                        what: "quarantined",
+                        given: fingerprint.clone(),
+                        actual: q.fingerprint.clone(),
+                    });
+                }
+                Ok(Decided::write(
+                    CandidateEvent::Archived(Archived {
+                        fingerprint: fingerprint.clone(),
+                        outcome: Outcome::Released,
+                        at: clock.now,
+                    }),
+                    CandidateReceipt {
+                        fingerprint: fingerprint.clone(),
+                        state: "released".into(),
+                    },
+                ))
+            }
+        }
+    }
+
+    fn evolve(state: Option<Slot>, event: &CandidateEvent) -> Slot {
+        let mut slot = state.unwrap_or_default();
+        match event {
+            CandidateEvent::Staged {
+                fingerprint,
+                candidate,
+            } => {
+                slot.pending = Some(Held {
+                    fingerprint: fingerprint.clone(),
+                    candidate: (**candidate).clone(),
+                });
+            }
+            CandidateEvent::Archived(archived) => {
+                let decided = slot.pending.take();
+                slot.last_decided = decided.filter(|_| archived.outcome != Outcome::Released);
+                slot.quarantine = None;
+                slot.archived += 1;
+                slot.last_archived = Some(archived.clone());
+            }
+            CandidateEvent::Quarantined {
+                fingerprint,
+                reason,
+                at,
+            } => {
+                if let Some(held) = slot.pending.take() {
+                    slot.quarantine = Some(Quarantine {
+                        fingerprint: fingerprint.clone(),
+                        candidate: held.candidate,
+                        reason: reason.clone(),
+                        at: *at,
+                    });
+                }
+            }
+        }
+        slot
+    }
+
+    fn event_kind(event: &CandidateEvent) -> &'static str {
+        match event {
+            CandidateEvent::Staged { .. } => "focus.candidate_staged",
+            CandidateEvent::Archived(_) => "focus.candidate_archived",
+            CandidateEvent::Quarantined { .. } => "focus.candidate_quarantined",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn candidate(claim: &str) -> Candidate {
+        let path = LoopPath::parse("notes/b.md").unwrap();
+        Candidate {
+            schema: SCHEMA.into(),
+            candidate_id: "op1".into(),
+            executor_provider: "claude".into(),
+            executor_family: Family::Anthropic,
+            claims: vec![Claim {
+                claim_id: claim.into(),
+                evidence_path: path.clone(),
+            }],
+            obligation_ids: vec![],
+            evidence: vec![Evidence::of(path, b"text".to_vec()).unwrap()],
+            report: IterationReport::default(),
+        }
+    }
+
+    fn apply(state: Option<Slot>, request: CandidateRequest) -> Result<Slot, CandidateError> {
+        let clock = Clock {
+            now: Timestamp::UNIX_EPOCH,
+        };
+        let decided = CandidateOwner::decide(state.as_ref(), &request, &clock)?;
+        Ok(CandidateOwner::evolve(state, &decided.event.unwrap()))
+    }
+
+    #[test]
+    fn one_pending_candidate_leaves_only_by_its_exact_fingerprint() {
+        let c = candidate("c1");
+        let fingerprint = c.fingerprint();
+        let slot = apply(
+            None,
+            CandidateRequest::Stage {
+                candidate: Box::new(c),
+            },
+        )
+        .unwrap();
+        let again = apply(
+            Some(slot.clone()),
+            CandidateRequest::Stage {
+                candidate: Box::new(candidate("c2")),
+            },
+        );
+        assert!(matches!(again, Err(CandidateError::AlreadyPending { .. })));
+        let wrong = apply(
+            Some(slot.clone()),
+            CandidateRequest::Archive {
+                base_revision: 1,
+                fingerprint: candidate("c2").fingerprint(),
+                outcome: BankStatus::Accepted,
+            },
+        );
+        assert!(matches!(
+            wrong,
+            Err(CandidateError::WrongFingerprint { .. })
+        ));
+        let archived = apply(
+            Some(slot),
+            CandidateRequest::Archive {
+                base_revision: 1,
+                fingerprint,
+                outcome: BankStatus::Rejected,
+            },
+        )
+        .unwrap();
+        assert_eq!(archived.pending, None);
+        assert_eq!(archived.archived, 1);
+        assert_eq!(archived.last_archived.unwrap().outcome, Outcome::Rejected);
+    }
+
+    #[test]
+    fn a_quarantine_blocks_staging_and_review_until_an_exact_release() {
+        let c = candidate("c1");
+        let fingerprint = c.fingerprint();
+        let slot = apply(
+            None,
+            CandidateRequest::Stage {
+                candidate: Box::new(c),
+            },
+        )
+        .unwrap();
+        let slot = apply(
+            Some(slot),
+            CandidateRequest::Quarantine {
+                fingerprint: fingerprint.clone(),
+                reason: "timeout".into(),
+            },
+        )
+        .unwrap();
+        assert_eq!(slot.hold(), Some(Hold::Quarantined(fingerprint.clone())));
+        let staged = apply(
+            Some(slot.clone()),
+            CandidateRequest::Stage {
+                candidate: Box::new(candidate("c2")),
+            },
+        );
+        assert!(matches!(staged, Err(CandidateError::Quarantined { .. })));
+        let archived = apply(
+            Some(slot.clone()),
+            CandidateRequest::Archive {
+                base_revision: 2,
+                fingerprint: fingerprint.clone(),
+                outcome: BankStatus::Accepted,
+            },
+        );
+        assert!(matches!(archived, Err(CandidateError::Quarantined { .. })));
+        let wrong = apply(
+            Some(slot.clone()),
+            CandidateRequest::Release {
+                fingerprint: candidate("c2").fingerprint(),
+            },
+        );
+        assert!(matches!(
+            wrong,
+            Err(CandidateError::WrongFingerprint { .. })
+        ));
+        let released = apply(Some(slot), CandidateRequest::Release { fingerprint }).unwrap();
+        assert_eq!(released.hold(), None);
+        assert_eq!(released.last_archived.unwrap().outcome, Outcome::Released);
+    }
+
+    #[test]
+    fn every_claim_needs_evidence_and_every_path_a_claim() {
+        let mut report = IterationReport::default();
+        report.evidence_checked.claim_ids = vec!["c1".into()];
+        let path = LoopPath::parse("notes/b.md").unwrap();
+        assert!(matches!(
+            claims(&report, &[]),
+            Err(CandidateError::ClaimWithoutEvidence { .. })
+        ));
+        assert!(matches!(
+            claims(&report, &[("c2".into(), path.clone())]),
+            Err(CandidateError::EvidenceWithoutClaim { .. })
+        ));
+        assert_eq!(claims(&report, &[("c1".into(), path)]).unwrap().len(), 1);
+        assert!(matches!(
+            known_executor("gateway", Family::Unverified),
+            Err(CandidateError::ExecutorUnverified { .. })
+        ));
+    }
+}

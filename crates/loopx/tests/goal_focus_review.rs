@@ -1,0 +1,738 @@
+//! Enforce mode through the real binary: `append-iteration` stages a
+//! candidate with its evidence embedded, `goal-focus review` banks it
+//! (accepted or rejected) and archives it in one transaction, and
+//! quarantine holds it until an exact-fingerprint release. Every refusal
+//! leaves the loop directory byte-for-byte unchanged; a kill -9 during
+//! finalization banks once or not at all; a write between a review's check
+//! and its commit prevents the banking.
+
+mod common;
+#[path = "../../loopx-store/tests/support/pg_server.rs"]
+mod pg_server;
+
+use common::{kill_at_failpoint, Fixture};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
+
+impl Fixture {
+    /// `loopx` as a plain process (to hold, pipe or kill it).
+    fn process(&self) -> std::process::Command {
+        let mut command = std::process::Command::new(common::loopx_path());
+        command
+            .env("LOOPX_REGISTRY_DIR", &self.registry)
+            .env_remove("LOOPX_DIR");
+        command
+    }
+
+    /// An enforce-mode loop with two evidence files.
+    fn enforce(max_iterations: u64) -> Fixture {
+        let f = Fixture::new();
+        f.init(max_iterations, &["--goal-focus-mode", "enforce"]);
+        std::fs::create_dir_all(f.dir.join("notes")).unwrap();
+        std::fs::write(f.dir.join("notes/b.md"), "lemma B holds for n <= 4\n").unwrap();
+        std::fs::write(f.dir.join("notes/c.md"), "counterexample search: none\n").unwrap();
+        f
+    }
+
+    fn run(&self, args: &[&str]) -> (bool, Value, String) {
+        self.run_in_dir(args)
+    }
+
+    fn ok(&self, args: &[&str]) -> Value {
+        let (ok, json, stderr) = self.run(args);
+        assert!(ok, "{args:?} failed: {stderr}");
+        json
+    }
+
+    /// `args` must be refused and leave the loop directory unchanged; the
+    /// error text.
+    fn refused(&self, args: &[&str]) -> String {
+        let before = self.fingerprint();
+        let (ok, json, stderr) = self.run(args);
+        assert!(!ok, "{args:?} was accepted: {json}");
+        assert_eq!(
+            self.fingerprint(),
+            before,
+            "refused {args:?} changed the loop directory ({stderr})"
+        );
+        stderr
+    }
+
+    /// Stage an iteration claiming `claims` (each `ID=PATH`), run by
+    /// claude, moving obligation o1, spending 1000 tokens and $0.25.
+    fn stage(&self, claims: &[&str]) -> String {
+        self.stage_with(&[], claims, &[])
+    }
+
+    /// [`Self::stage`] with global flags (`--store URL`) first and `extra`
+    /// flags last.
+    fn stage_with(&self, global: &[&str], claims: &[&str], extra: &[&str]) -> String {
+        let mut args: Vec<String> = [
+            "append-iteration",
+            "--mode",
+            "bounded-research",
+            "--objective",
+            "Check lemma B",
+            "--decision",
+            "continue",
+            "--executor-provider",
+            "claude",
+            "--obligation-id",
+            "o1",
+            "--global-delta",
+            "reduced",
+            "--tokens",
+            "1000",
+            "--usd",
+            "0.25",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        for claim in claims {
+            let (id, _) = claim.split_once('=').unwrap();
+            args.extend(["--claim-id".into(), id.into()]);
+            args.extend(["--claim-evidence".into(), (*claim).into()]);
+        }
+        args.extend(extra.iter().map(|e| (*e).to_owned()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (ok, staged, stderr) = self.run_in_dir_with(global, &args);
+        assert!(ok, "staging failed: {stderr}");
+        assert_eq!(staged["state"], "pending_review", "{staged}");
+        staged["candidate_fingerprint"].as_str().unwrap().to_owned()
+    }
+
+    fn review_file(&self, name: &str, review: &Value) -> String {
+        let path = self.temp.path().join(name);
+        std::fs::write(&path, review.to_string()).unwrap();
+        path.display().to_string()
+    }
+
+    fn review_args(fingerprint: &str, file: &str) -> Vec<String> {
+        [
+            "goal-focus",
+            "review",
+            "--candidate-fingerprint",
+            fingerprint,
+            "--file",
+            file,
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    }
+
+    fn review(&self, fingerprint: &str, review: &Value) -> (bool, Value, String) {
+        let file = self.review_file("review.json", review);
+        let args = Fixture::review_args(fingerprint, &file);
+        self.run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    }
+
+    fn review_refused(&self, fingerprint: &str, review: &Value) -> String {
+        let file = self.review_file("review.json", review);
+        let args = Fixture::review_args(fingerprint, &file);
+        self.refused(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    }
+
+    /// Another append while a candidate is held: refused, unchanged.
+    fn another_append_refused(&self) -> String {
+        self.refused(&[
+            "append-iteration",
+            "--mode",
+            "bounded-research",
+            "--objective",
+            "more",
+            "--decision",
+            "continue",
+            "--executor-provider",
+            "claude",
+        ])
+    }
+
+    fn status(&self) -> Value {
+        self.ok(&["status"])
+    }
+
+    fn focus_status(&self) -> Value {
+        self.ok(&["goal-focus", "status"])
+    }
+}
+
+/// A review by `provider` binding `fingerprint`, judging claim c1 (on
+/// notes/b.md) and obligation o1 with `verdict`.
+fn review_of(fingerprint: &str, provider: &str, verdict: &str) -> Value {
+    let (claim, obligation) = match verdict {
+        "pass" => ("supported", "met"),
+        _ => ("unsupported", "unmet"),
+    };
+    json!({
+        "schema": "result_review.v1",
+        "candidate_fingerprint": fingerprint,
+        "reviewer": {"provider": provider},
+        "verdict": verdict,
+        "claims": [{"claim_id": "c1", "status": claim, "evidence_paths": ["notes/b.md"]}],
+        "obligations": [{"obligation_id": "o1", "status": obligation, "evidence_paths": ["notes/b.md"]}],
+        "inspected_paths": ["notes/b.md"],
+        "summary": "checked the bound"
+    })
+}
+
+#[test]
+fn enforce_stages_a_candidate_with_its_evidence_embedded_and_banks_nothing() {
+    let f = Fixture::enforce(5);
+    let fingerprint = f.stage(&["c1=notes/b.md"]);
+    assert!(fingerprint.starts_with("sha256:"));
+    let status = f.status();
+    assert_eq!(status["iterations"], 0, "nothing banked: {status}");
+    let focus = f.focus_status();
+    assert_eq!(focus["gate"], "blocked");
+    let pending = &focus["candidate"]["pending"];
+    assert_eq!(pending["fingerprint"], fingerprint.as_str());
+    assert_eq!(pending["executor_family"], "anthropic");
+    assert_eq!(pending["claims"][0]["claim_id"], "c1");
+    assert_eq!(pending["claims"][0]["evidence_path"], "notes/b.md");
+    let evidence = &pending["evidence"][0];
+    assert_eq!(evidence["path"], "notes/b.md");
+    assert_eq!(evidence["size"], 25);
+    assert!(evidence["digest"].as_str().unwrap().starts_with("sha256:"));
+    // One pending candidate at a time.
+    let second = f.another_append_refused();
+    assert!(second.contains("already pending review"), "{second}");
+    f.assert_valid();
+    assert_eq!(f.ok(&["goal-focus", "validate"])["status"], "ok");
+}
+
+#[test]
+fn a_secret_in_the_report_or_the_evidence_never_reaches_the_store() {
+    let f = Fixture::enforce(5);
+    let secret = "sk-ant-api03-PLANTEDaaaaaaaaaaaaaaaaaaaaaaaaaa0123456789";
+    std::fs::write(f.dir.join("notes/b.md"), format!("key {secret} works\n")).unwrap();
+    let output = format!("used {secret}");
+    let fingerprint = &f.stage_with(&[], &["c1=notes/b.md"], &["--output", &output]);
+    let pending = &f.focus_status()["candidate"]["pending"]["evidence"][0];
+    // Size and digest are of the file as read; its content was redacted.
+    assert_eq!(pending["size"], format!("key {secret} works\n").len());
+    let review = review_of(fingerprint, "codex", "pass");
+    let (ok, _, stderr) = f.review(fingerprint, &review);
+    assert!(ok, "{stderr}");
+    for (name, bytes) in f.fingerprint() {
+        if name.ends_with(".md") && name.starts_with("notes") {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains(secret), "{name} holds the secret");
+    }
+}
+
+#[test]
+fn staging_refuses_unbacked_claims_links_escapes_and_unknown_executors() {
+    let f = Fixture::enforce(5);
+    std::os::unix::fs::symlink("/etc/passwd", f.dir.join("notes/link.md")).unwrap();
+    std::fs::write(f.dir.join("notes/big.md"), vec![b'x'; 300 * 1024]).unwrap();
+    let base = [
+        "append-iteration",
+        "--mode",
+        "bounded-research",
+        "--objective",
+        "Check lemma B",
+        "--decision",
+        "continue",
+    ];
+    let with = |extra: &[&str]| -> String {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        f.refused(&args)
+    };
+    let claude = ["--executor-provider", "claude"];
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--claim-id", "c1"], "has no evidence path"),
+        (
+            vec!["--claim-id", "c1", "--claim-evidence", "c2=notes/b.md"],
+            "does not make",
+        ),
+        (
+            vec!["--claim-id", "c1", "--claim-evidence", "c1=notes/link.md"],
+            "symlink",
+        ),
+        (
+            vec!["--claim-id", "c1", "--claim-evidence", "c1=../outside.md"],
+            "--claim-evidence",
+        ),
+        (
+            vec!["--claim-id", "c1", "--claim-evidence", "c1=notes/big.md"],
+            "limit",
+        ),
+        (
+            vec!["--claim-id", "c1", "--claim-evidence", "c1=notes/none.md"],
+            "does not exist",
+        ),
+    ];
+    for (extra, expected) in cases {
+        let args: Vec<&str> = claude.iter().chain(&extra).copied().collect();
+        let error = with(&args);
+        assert!(error.contains(expected), "{extra:?}: {error}");
+    }
+    // No executor, or one no family can be attributed to: fail closed.
+    let error = with(&[]);
+    assert!(error.contains("no verified family"), "{error}");
+    let error = with(&["--executor-provider", "my-gateway"]);
+    assert!(error.contains("no verified family"), "{error}");
+    let mut overridden = f.loopx();
+    overridden
+        .args(base)
+        .args(["--executor-provider", "claude", "--dir", f.d()])
+        .env("ANTHROPIC_BASE_URL", "https://proxy.example");
+    let before = f.fingerprint();
+    let output = overridden.output().unwrap();
+    assert!(!output.status.success());
+    assert_eq!(f.fingerprint(), before);
+}
+
+#[test]
+fn a_passing_different_family_review_banks_the_row_charges_the_budget_and_archives_at_once() {
+    let f = Fixture::enforce(5);
+    let fingerprint = f.stage(&["c1=notes/b.md"]);
+    let (ok, banked, stderr) = f.review(&fingerprint, &review_of(&fingerprint, "codex", "pass"));
+    assert!(ok, "{stderr}");
+    assert_eq!(banked["bank_status"], "accepted");
+    assert_eq!(banked["reviewer_family"], "openai");
+    assert_eq!(banked["iteration"], 1);
+    let status = f.status();
+    assert_eq!(status["iterations"], 1);
+    assert_eq!(status["spent"]["tokens"], 1000, "{status}");
+    assert_eq!(status["spent"]["usd"], 0.25);
+    let focus = f.focus_status();
+    assert_eq!(focus["candidate"]["pending"], Value::Null);
+    assert_eq!(focus["candidate"]["archived"], 1);
+    let row = &f.status()["last_iteration"];
+    assert_eq!(row["bank"]["status"], "accepted", "{row}");
+    assert_eq!(row["bank"]["candidate_fingerprint"], fingerprint.as_str());
+    assert_eq!(row["evidence_checked"]["claim_ids"], json!(["c1"]));
+    // The same review again banks nothing twice.
+    let again = f.review_refused(&fingerprint, &review_of(&fingerprint, "codex", "pass"));
+    assert!(again.contains("already finalized"), "{again}");
+    f.assert_valid();
+    assert_eq!(f.ok(&["goal-focus", "validate"])["status"], "ok");
+    // The next candidate can be staged now.
+    f.stage(&["c1=notes/c.md"]);
+}
+
+#[test]
+fn an_exact_retry_of_a_review_returns_its_receipt_and_banks_nothing() {
+    let f = Fixture::enforce(5);
+    let fingerprint = f.stage(&["c1=notes/b.md"]);
+    let file = f.review_file("review.json", &review_of(&fingerprint, "codex", "pass"));
+    let mut args = Fixture::review_args(&fingerprint, &file);
+    args.extend(["--operation-id".into(), "review-1".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let first = f.ok(&args);
+    assert_eq!(first["replayed"], false);
+    let before = f.fingerprint();
+    let again = f.ok(&args);
+    assert_eq!(again["replayed"], true, "{again}");
+    assert_eq!(again["iteration"], first["iteration"]);
+    assert_eq!(again["bank_status"], "accepted");
+    assert_eq!(f.fingerprint(), before, "a replay writes nothing");
+    // The same operation id with another verdict is a conflict.
+    let file = f.review_file("fail.json", &review_of(&fingerprint, "codex", "fail"));
+    let mut args = Fixture::review_args(&fingerprint, &file);
+    args.extend(["--operation-id".into(), "review-1".into()]);
+    let error = f.refused(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        error.contains("already used for a different request"),
+        "{error}"
+    );
+    assert_eq!(f.status()["iterations"], 1);
+}
+
+#[test]
+fn a_failing_review_banks_the_row_rejected_with_its_cost_and_nothing_it_claimed() {
+    let f = Fixture::enforce(5);
+    let fingerprint = f.stage(&["c1=notes/b.md"]);
+    let (ok, banked, stderr) = f.review(&fingerprint, &review_of(&fingerprint, "codex", "fail"));
+    assert!(ok, "{stderr}");
+    assert_eq!(banked["bank_status"], "rejected");
+    assert_eq!(banked["decision"], "revise");
+    let status = f.status();
+    assert_eq!(status["iterations"], 1);
+    assert_eq!(
+        status["spent"]["tokens"], 1000,
+        "real cost counts: {status}"
+    );
+    let row = &f.status()["last_iteration"];
+    assert_eq!(row["bank"]["status"], "rejected", "{row}");
+    assert_eq!(row["evidence_checked"]["claim_ids"], json!([]));
+    assert_eq!(row["direction"].get("obligation_ids"), None, "{row}");
+    assert_eq!(row["direction"].get("global_delta"), None, "{row}");
+    // The next plan needs a replan: the dissent is a replan trigger.
+    let focus = f.focus_status();
+    let triggers: Vec<&str> = focus["signals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["trigger"].as_str().unwrap())
+        .collect();
+    assert!(triggers.contains(&"reviewer_dissent"), "{focus}");
+    f.assert_valid();
+}
+
+#[test]
+fn reviews_that_cannot_decide_the_candidate_are_refused_and_change_nothing() {
+    let f = Fixture::enforce(5);
+    let fingerprint = f.stage(&["c1=notes/b.md", "c2=notes/c.md"]);
+    let both = |provider: &str| {
+        json!({
+            "schema": "result_review.v1",
+            "candidate_fingerprint": fingerprint,
+            "reviewer": {"provider": provider},
+            "verdict": "pass",
+            "claims": [
+                {"claim_id": "c1", "status": "supported", "evidence_paths": ["notes/b.md"]},
+                {"claim_id": "c2", "status": "supported", "evidence_paths": ["notes/c.md"]}
+            ],
+            "obligations": [{"obligation_id": "o1", "status": "met", "evidence_paths": ["notes/b.md"]}],
+            "inspected_paths": ["notes/b.md", "notes/c.md"]
+        })
+    };
+    let mut cases: Vec<(Value, &str)> = Vec::new();
+    // Same family as the executor (claude: anthropic).
+    cases.push((both("claude"), "executor's own"));
+    // A reviewer no family can be attributed to.
+    cases.push((both("my-gateway"), "no verified family"));
+    // Split coverage: each review covers one claim; neither is unanimity.
+    for (keep, missing) in [(0, "c2"), (1, "c1")] {
+        let mut split = both("codex");
+        let claim = split["claims"][keep].clone();
+        split["claims"] = json!([claim]);
+        cases.push((split, if missing == "c2" { "\"c2\"" } else { "\"c1\"" }));
+    }
+    // The obligation left out.
+    let mut no_obligation = both("codex");
+    no_obligation["obligations"] = json!([]);
+    cases.push((no_obligation, "does not cover obligation"));
+    // Another candidate's fingerprint.
+    let mut wrong = both("codex");
+    wrong["candidate_fingerprint"] = json!(format!("sha256:{}", "0".repeat(64)));
+    cases.push((wrong, "binds candidate"));
+    // Supported without citing inspected evidence.
+    let mut uncited = both("codex");
+    uncited["inspected_paths"] = json!(["notes/b.md"]);
+    cases.push((uncited, "cites no staged evidence"));
+    // Inspected something that was never staged.
+    let mut unstaged = both("codex");
+    unstaged["inspected_paths"] = json!(["notes/b.md", "notes/c.md", "secret.txt"]);
+    cases.push((unstaged, "staged no such evidence"));
+    // A pass that finds a claim unsupported.
+    let mut disagrees = both("codex");
+    disagrees["claims"][1]["status"] = json!("unsupported");
+    cases.push((disagrees, "verdict is pass"));
+    // Malformed: an unknown field, a wrong schema, a wrong verdict word.
+    let mut extra = both("codex");
+    extra["approved"] = json!(true);
+    cases.push((extra, "result_review.v1"));
+    let mut schema = both("codex");
+    schema["schema"] = json!("result_review.v0");
+    cases.push((schema, "schema"));
+    let mut verdict = both("codex");
+    verdict["verdict"] = json!("lgtm");
+    cases.push((verdict, "result_review.v1"));
+    for (review, expected) in cases {
+        let error = f.review_refused(&fingerprint, &review);
+        assert!(error.contains(expected), "{review}: {error}");
+    }
+    // Not JSON at all.
+    let file = f.temp.path().join("garbage.json");
+    std::fs::write(&file, "verdict: pass").unwrap();
+    let args = Fixture::review_args(&fingerprint, file.to_str().unwrap());
+    f.refused(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    // The CLI's fingerprint must be the pending one, and a digest at all.
+    let other = format!("sha256:{}", "1".repeat(64));
+    let error = f.review_refused(&other, &both("codex"));
+    assert!(error.contains("not the pending one"), "{error}");
+    let error = f.review_refused("latest", &both("codex"));
+    assert!(error.contains("sha256:<64 hex>"), "{error}");
+    // A complete review from another family still banks.
+    let (ok, banked, stderr) = f.review(&fingerprint, &both("codex"));
+    assert!(ok, "{stderr}");
+    assert_eq!(banked["bank_status"], "accepted");
+}
+
+#[test]
+fn killing_finalization_at_any_commit_boundary_banks_once_or_not_at_all() {
+    for failpoint in [
+        "focus.review.before_finalize",
+        "sqlite.commit.before_journal",
+        "sqlite.commit_all.between",
+        "sqlite.commit_all.before_commit",
+        "sqlite.commit_all.after_commit",
+    ] {
+        let f = Fixture::enforce(5);
+        let fingerprint = f.stage(&["c1=notes/b.md"]);
+        let file = f.review_file("review.json", &review_of(&fingerprint, "codex", "pass"));
+        let mut command = f.process();
+        command
+            .args(Fixture::review_args(&fingerprint, &file))
+            .args(["--dir", f.d()]);
+        kill_at_failpoint(command, failpoint);
+        let banked = f.status()["iterations"].as_u64().unwrap();
+        let pending = f.focus_status()["candidate"]["pending"].clone();
+        match banked {
+            // Not banked: the candidate is still pending, and reviewing it
+            // now banks it once.
+            0 => {
+                assert_eq!(pending["fingerprint"], fingerprint.as_str(), "{failpoint}");
+                let (ok, _, stderr) =
+                    f.review(&fingerprint, &review_of(&fingerprint, "codex", "pass"));
+                assert!(ok, "{failpoint}: {stderr}");
+            }
+            // Banked: archived in the same transaction.
+            1 => assert_eq!(pending, Value::Null, "{failpoint}"),
+            n => panic!("{failpoint}: banked {n} times"),
+        }
+        assert_eq!(f.status()["iterations"], 1, "{failpoint}");
+        assert_eq!(f.status()["spent"]["tokens"], 1000, "{failpoint}");
+        f.assert_valid();
+        assert_eq!(f.ok(&["goal-focus", "validate"])["status"], "ok");
+    }
+}
+
+/// Start a review of `fingerprint` and hold it after its check, before its
+/// commit; run `between`; let it go on. Its output.
+fn interleave(f: &Fixture, fingerprint: &str, between: impl FnOnce()) -> std::process::Output {
+    let file = f.review_file("held.json", &review_of(fingerprint, "codex", "pass"));
+    let mut child = f
+        .process()
+        .args(Fixture::review_args(fingerprint, &file))
+        .args(["--dir", f.d(), "--json"])
+        .env("LOOPX_HOLD", "focus.review.before_finalize")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "held: focus.review.before_finalize");
+    between();
+    child.stdin.take().unwrap().write_all(b"\n").unwrap();
+    let mut output = child.wait_with_output().unwrap();
+    std::io::Read::read_to_end(&mut stderr, &mut output.stderr).unwrap();
+    output
+}
+
+#[test]
+fn a_write_between_a_reviews_check_and_its_commit_prevents_the_banking() {
+    // Another review of the same candidate commits first: the held one
+    // must not bank it a second time.
+    let f = Fixture::enforce(5);
+    let fingerprint = f.stage(&["c1=notes/b.md"]);
+    let output = interleave(&f, &fingerprint, || {
+        let (ok, _, stderr) = f.review(&fingerprint, &review_of(&fingerprint, "codex", "pass"));
+        assert!(ok, "{stderr}");
+    });
+    assert!(!output.status.success(), "the held review banked too");
+    assert_eq!(f.status()["iterations"], 1);
+    f.assert_valid();
+
+    // The host quarantines the candidate meanwhile: nothing is banked.
+    let f = Fixture::enforce(5);
+    let fingerprint = f.stage(&["c1=notes/b.md"]);
+    let output = interleave(&f, &fingerprint, || {
+        f.ok(&[
+            "goal-focus",
+            "quarantine",
+            "--candidate-fingerprint",
+            &fingerprint,
+            "--reason",
+            "turn timed out",
+        ]);
+    });
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "banked past a quarantine");
+    assert!(
+        stderr.contains("stale") || stderr.contains("quarantined"),
+        "{stderr}"
+    );
+    assert_eq!(f.status()["iterations"], 0);
+    assert!(f.focus_status()["candidate"]["quarantined"].is_object());
+    f.assert_valid();
+}
+
+#[test]
+fn a_quarantined_candidate_holds_everything_until_its_exact_fingerprint_releases_it() {
+    let f = Fixture::enforce(5);
+    let fingerprint = f.stage(&["c1=notes/b.md"]);
+    let other = format!("sha256:{}", "2".repeat(64));
+    let error = f.refused(&[
+        "goal-focus",
+        "quarantine",
+        "--candidate-fingerprint",
+        &other,
+        "--reason",
+        "timeout",
+    ]);
+    assert!(error.contains("not the pending one"), "{error}");
+    f.ok(&[
+        "goal-focus",
+        "quarantine",
+        "--candidate-fingerprint",
+        &fingerprint,
+        "--reason",
+        "cleanup failed",
+    ]);
+    let shown = f.ok(&["goal-focus", "recover-quarantine"]);
+    assert_eq!(shown["quarantined"]["fingerprint"], fingerprint.as_str());
+    assert_eq!(shown["quarantined"]["reason"], "cleanup failed");
+    assert!(shown["release_command"]
+        .as_str()
+        .unwrap()
+        .ends_with(&format!("--release --candidate-fingerprint {fingerprint}")));
+    assert_eq!(f.focus_status()["gate"], "blocked");
+    // Neither review nor staging gets past it.
+    let error = f.review_refused(&fingerprint, &review_of(&fingerprint, "codex", "pass"));
+    assert!(error.contains("quarantined"), "{error}");
+    let error = f.another_append_refused();
+    assert!(error.contains("quarantined"), "{error}");
+    // The driver stops without running a turn.
+    let drive = f
+        .loopx()
+        .args(["drive", "--dir", f.d(), "--provider", "claude"])
+        .output()
+        .unwrap();
+    assert_eq!(drive.status.code(), Some(4), "{drive:?}");
+    assert!(
+        String::from_utf8_lossy(&drive.stderr).contains("quarantined")
+            || String::from_utf8_lossy(&drive.stdout).contains("quarantined")
+    );
+    // Only the exact fingerprint releases it, and the release banks nothing.
+    let before = f.status();
+    let error = f.refused(&[
+        "goal-focus",
+        "recover-quarantine",
+        "--release",
+        "--candidate-fingerprint",
+        &other,
+    ]);
+    assert!(error.contains("not the quarantined one"), "{error}");
+    let released = f.ok(&[
+        "goal-focus",
+        "recover-quarantine",
+        "--release",
+        "--candidate-fingerprint",
+        &fingerprint,
+    ]);
+    assert_eq!(released["state"], "released");
+    let after = f.status();
+    assert_eq!(after["iterations"], before["iterations"]);
+    assert_eq!(after["spent"], before["spent"]);
+    assert_eq!(f.focus_status()["candidate"]["quarantined"], Value::Null);
+    f.assert_valid();
+    f.stage(&["c1=notes/b.md"]);
+}
+
+#[test]
+fn a_plain_monitor_loop_still_banks_appends_directly() {
+    let f = Fixture::new();
+    f.init(5, &[]);
+    f.append("continue", &["--claim-id", "c1"]).success();
+    assert_eq!(f.status()["iterations"], 1);
+    assert_eq!(f.status()["last_iteration"].get("bank"), None);
+    let review = review_of(&format!("sha256:{}", "3".repeat(64)), "codex", "pass");
+    let error = f.review_refused(&format!("sha256:{}", "3".repeat(64)), &review);
+    assert!(error.contains("no candidate is pending"), "{error}");
+    f.assert_valid();
+}
+
+/// `GET path` on a `loopx serve --json` of `f` with its token: the body.
+fn api_get(f: &Fixture, path: &str) -> Value {
+    use std::io::Read as _;
+    let mut server = f
+        .process()
+        .args(["serve", "--dir", f.d(), "--addr", "127.0.0.1:0", "--json"])
+        .env_remove("LOOPX_SERVE_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let start: Value = serde_json::from_str(&line).unwrap();
+    let port = start["port"].as_u64().unwrap() as u16;
+    let token = std::fs::read_to_string(start["token_file"].as_str().unwrap()).unwrap();
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nX-Loopx-Token: {}\r\n\r\n",
+        token.trim()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let (_, body) = raw.split_once("\r\n\r\n").unwrap();
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {raw}"))
+}
+
+#[test]
+fn the_health_line_of_an_undecided_candidate_needs_a_person_and_names_the_command() {
+    let f = Fixture::enforce(5);
+    let fingerprint = f.stage(&["c1=notes/b.md"]);
+    // Pending: a person brings the review (no panel runs it yet).
+    let health = api_get(&f, "/api/health");
+    assert_eq!(health["state"], "needs_person", "{health}");
+    assert!(health["command"].as_str().unwrap().contains(&format!(
+        "goal-focus review --dir {} --candidate-fingerprint {fingerprint}",
+        f.d()
+    )));
+    f.ok(&[
+        "goal-focus",
+        "quarantine",
+        "--candidate-fingerprint",
+        &fingerprint,
+        "--reason",
+        "turn timed out",
+    ]);
+    let health = api_get(&f, "/api/health");
+    assert_eq!(health["state"], "needs_person", "{health}");
+    assert!(
+        health["line"].as_str().unwrap().contains("quarantined"),
+        "{health}"
+    );
+    assert_eq!(
+        health["command"].as_str(),
+        Some(format!("loopx goal-focus recover-quarantine --dir {}", f.d()).as_str())
+    );
+}
+
+#[test]
+fn staging_and_finalization_work_the_same_on_postgresql() {
+    let Some(url) = pg_server::database() else {
+        return;
+    };
+    let f = Fixture::new();
+    let store = ["--store", url.as_str()];
+    f.loopx()
+        .args(store)
+        .args(f.init_words())
+        .args(["--goal-focus-mode", "enforce"])
+        .assert()
+        .success();
+    std::fs::create_dir_all(f.dir.join("notes")).unwrap();
+    std::fs::write(f.dir.join("notes/b.md"), "lemma B holds for n <= 4\n").unwrap();
+    let run = |args: &[&str]| -> Value {
+        let (ok, json, stderr) = f.run_in_dir_with(&store, args);
+        assert!(ok, "{args:?}: {stderr}");
+        assert!(!json.to_string().contains(pg_server::PASSWORD), "{json}");
+        json
+    };
+    let fingerprint = f.stage_with(&store, &["c1=notes/b.md"], &[]);
+    let file = f.review_file("review.json", &review_of(&fingerprint, "codex", "pass"));
+    let args = Fixture::review_args(&fingerprint, &file);
+    let banked = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(banked["bank_status"], "accepted");
+    assert_eq!(run(&["status"])["iterations"], 1);
+    assert_eq!(run(&["goal-focus", "status"])["candidate"]["archived"], 1);
+    assert_eq!(run(&["validate"])["status"], "ok");
+}
