@@ -282,6 +282,28 @@ test('the health line follows the driver, and budgets, chart and timeline match 
   });
 });
 
+test('a staged candidate and then its quarantine put a person on the health line, with the command for each', async () => {
+  const root = mkdtempSync(join(tmpdir(), 'loopx-e2e-'));
+  const dir = join(root, 'loop');
+  loopx(dir, ['init', '--goal', 'Prove lemma B', '--success-criteria', 'a reviewed proof', '--max-iterations', '10', '--goal-focus-mode', 'enforce']);
+  mkdirSync(join(dir, 'notes'));
+  writeFileSync(join(dir, 'notes', 'b.md'), 'lemma B holds for n <= 4\n');
+  const staged = JSON.parse(loopx(dir, ['append-iteration', '--mode', 'bounded-research', '--objective', 'Check lemma B', '--decision', 'continue', '--executor-provider', 'claude', '--claim-id', 'c1', '--claim-evidence', 'c1=notes/b.md']));
+  const fingerprint = staged.candidate_fingerprint;
+  assert.match(fingerprint, /^sha256:[0-9a-f]{64}$/);
+  await withServer({ root, dir }, async (page) => {
+    await health(page, 'needs_person');
+    assert.match(await page.getByTestId('health').innerText(), /awaits its result review/);
+    assert.equal(await page.getByTestId('health-command').innerText(), `loopx goal-focus review --dir ${dir} --candidate-fingerprint ${fingerprint} --file REVIEW.json`);
+    loopx(dir, ['goal-focus', 'quarantine', '--candidate-fingerprint', fingerprint, '--reason', 'reviewer timed out']);
+    // The live refresh picks the quarantine up without a reload.
+    await page.getByTestId('health').filter({ hasText: 'is quarantined' }).waitFor({ timeout: 15000 });
+    assert.equal(await page.getByTestId('health').getAttribute('data-state'), 'needs_person');
+    assert.equal(await page.getByTestId('health-command').innerText(), `loopx goal-focus recover-quarantine --dir ${dir}`);
+    await page.screenshot({ path: join(SHOTS, 'quarantined-desktop.png'), fullPage: true });
+  });
+});
+
 test('leases show their expiry as relative time and digests are shortened', async () => {
   const loop = newLoop({ withOutcome: true });
   loopx(loop.dir, ['todo', 'claim', 't1', '--ttl', '7200'], { LOOPX_AGENT_ID: 'agent-b' });
