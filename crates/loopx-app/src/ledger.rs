@@ -96,22 +96,6 @@ pub fn init(
     .with_warnings(warnings))
 }
 
-/// Bank one iteration (refused in enforce mode, which stages instead:
-/// see [`append_or_stage`]).
-pub fn append_iteration(
-    root: &Path,
-    operation_id: Option<&str>,
-    report: IterationReport,
-) -> Result<ReceiptView<Appended>, AppError> {
-    let operation_id = given_or_generated(operation_id)?;
-    let dir = LoopDir::open(root, Access::ReadWrite)?;
-    let request = LedgerRequest::AppendIteration(report);
-    let (receipt, warnings) = commit(&dir, &operation_id, &request, clock::now())?;
-    Ok(ReceiptView::new("append-iteration", receipt, appended)
-        .in_dir(dir.display())
-        .with_warnings(warnings))
-}
-
 /// What `append-iteration` did with a report: banked it, or (enforce
 /// mode) staged it as a candidate for result review.
 #[derive(Debug, Clone, Serialize)]

@@ -275,6 +275,54 @@ async fn every_tool_acts_on_the_bound_loop_as_the_bound_agent() {
 }
 
 #[tokio::test]
+async fn in_enforce_mode_append_iteration_stages_a_candidate_instead_of_banking() {
+    let f = Fixture::new();
+    f.init(5, &["--goal-focus-mode", "enforce"]);
+    std::fs::create_dir_all(f.dir.join("notes")).unwrap();
+    std::fs::write(f.dir.join("notes/b.md"), "lemma B holds for n <= 4\n").unwrap();
+    let mut command = tokio::process::Command::new(common::loopx_path());
+    command
+        .arg("mcp")
+        .env("LOOPX_REGISTRY_DIR", &f.registry)
+        .env("LOOPX_DIR", &f.dir)
+        .env("LOOPX_AGENT_ID", "a")
+        .env("LOOPX_DISPATCH_ID", "")
+        .env("AAS_AUTOLOOP_PRIMARY_PROVIDER", "claude");
+    let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
+    let iteration = |evidence: &str| {
+        json!({
+            "mode": "bounded-research", "objective": "Check lemma B",
+            "decision": "continue", "claim_ids": ["c1"],
+            "claim_evidence": [format!("c1={evidence}")], "operation_id": "iter-1"
+        })
+    };
+
+    // Evidence outside the loop directory is refused, and nothing is written.
+    let before = f.fingerprint();
+    failed(
+        &client,
+        "append_iteration",
+        iteration("../outside.md"),
+        "refused",
+    )
+    .await;
+    assert_eq!(f.fingerprint(), before, "a refused staging wrote");
+
+    let staged = ok(&client, "append_iteration", iteration("notes/b.md")).await;
+    assert_eq!(staged["state"], "pending_review", "{staged}");
+    let fingerprint = staged["candidate_fingerprint"].as_str().unwrap();
+    assert!(fingerprint.starts_with("sha256:"), "{staged}");
+    let status = f.cli(None, &["goal-focus", "status"]);
+    assert_eq!(
+        status["candidate"]["pending"]["fingerprint"], fingerprint,
+        "{status}"
+    );
+    assert_eq!(f.cli(None, &["status"])["iterations"], 0, "nothing banked");
+    f.assert_valid();
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
 async fn a_repeated_call_replays_and_a_changed_one_conflicts() {
     let f = setup();
     let client = f.mcp("a").await;

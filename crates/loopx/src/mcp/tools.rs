@@ -177,6 +177,11 @@ pub struct IterationInput {
     /// Claims this iteration checked.
     #[serde(default)]
     pub claim_ids: Vec<String>,
+    /// Enforce mode: each claim's evidence file, `CLAIM_ID=PATH` (a regular
+    /// file below the loop directory); the report is then staged for
+    /// result review instead of banked.
+    #[serde(default)]
+    pub claim_evidence: Vec<String>,
     /// Sources this iteration consulted.
     #[serde(default)]
     pub source_ids: Vec<String>,
@@ -458,7 +463,7 @@ impl Tools {
     }
 
     #[tool(
-        description = "Call once at the end of an iteration: record what it did, what it cost, and the decision (continue/stop/...)."
+        description = "Call once at the end of an iteration: record what it did, what it cost, and the decision (continue/stop/...). In Goal Focus enforce mode the report is staged for result review (state pending_review) instead of banked; pair each claim with its evidence file in claim_evidence."
     )]
     fn append_iteration(&self, Parameters(input): Parameters<IterationInput>) -> ToolResult {
         tool_result((|| {
@@ -492,10 +497,11 @@ impl Tools {
                 dispatch_id: self.binding.dispatch_id.clone(),
                 direction: Box::default(),
             };
-            Ok(ledger::append_iteration(
+            Ok(ledger::append_or_stage(
                 &self.binding.dir,
                 Some(&input.operation_id),
                 report,
+                &input.claim_evidence,
             )?)
         })())
     }
