@@ -179,9 +179,8 @@ pub fn set_waiting(
 /// capped at ten, with jitter so that drivers on many hosts do not all
 /// reconnect in the same instant when the server comes back.
 pub fn outage_backoff(attempt: u32) -> Duration {
-    let base = Duration::from_millis(500)
-        .saturating_mul(1 << attempt.min(5))
-        .min(Duration::from_secs(10));
+    let base =
+        loopx_core::backoff::doubling(Duration::from_millis(500), attempt, Duration::from_secs(10));
     // 75..=100% of the step: spread, never much shorter.
     let jitter = platform::random_u64() % 26;
     base.mul_f64((75 + jitter) as f64 / 100.0)

@@ -7,6 +7,7 @@
 //! crate is what the CLI, the driver, MCP and HTTP all share; it is not a
 //! place for storage, processes or rendering to a terminal.
 
+pub mod backoff;
 pub mod cost;
 pub mod digest;
 pub mod driver;

@@ -35,9 +35,7 @@ impl Backoff {
 
     /// The longest pause after `losses` lost races.
     fn window(losses: u32) -> Duration {
-        Self::FIRST
-            .saturating_mul(1 << losses.min(16))
-            .min(Self::CAP)
+        loopx_core::backoff::doubling(Self::FIRST, losses, Self::CAP)
     }
 
     /// Record a lost race and say how long to wait: a uniformly random

@@ -192,9 +192,7 @@ fn run_command_once(argv: &[String], body: &str, timeout: Duration) -> Result<()
 }
 
 fn backoff(attempt: u32) -> Duration {
-    FIRST_BACKOFF
-        .saturating_mul(1 << attempt.saturating_sub(1).min(8))
-        .min(MAX_BACKOFF)
+    loopx_core::backoff::doubling(FIRST_BACKOFF, attempt.saturating_sub(1), MAX_BACKOFF)
 }
 
 /// The request a webhook receives: content type and body.

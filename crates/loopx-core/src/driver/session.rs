@@ -10,6 +10,7 @@
 use super::classify::{FailureClass, Reading};
 use jiff::Timestamp;
 use serde::Serialize;
+use std::time::Duration;
 
 /// `drive`'s exit codes, as the runtime spec numbers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -266,15 +267,14 @@ impl Session {
                         reason: format!("waiting for quota reset until {until}"),
                     };
                 }
-                let doublings = (self.quota_waits - 1).min(16);
-                let seconds = self
-                    .limits
-                    .quota_backoff_seconds
-                    .saturating_mul(1 << doublings)
-                    .clamp(
-                        1,
-                        MAX_BACKOFF_SECONDS.max(self.limits.quota_backoff_seconds),
-                    );
+                let first = self.limits.quota_backoff_seconds;
+                let seconds = crate::backoff::doubling(
+                    Duration::from_secs(first),
+                    self.quota_waits - 1,
+                    Duration::from_secs(MAX_BACKOFF_SECONDS.max(first)),
+                )
+                .as_secs()
+                .max(1);
                 Next::Wait {
                     seconds,
                     until: None,
