@@ -18,6 +18,7 @@ pub mod ident;
 pub mod ledger;
 pub mod notify;
 pub mod operation;
+pub mod panel;
 pub mod path;
 pub mod redact;
 pub mod text;

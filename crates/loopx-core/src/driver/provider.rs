@@ -269,9 +269,70 @@ impl Launcher {
     }
 }
 
+/// Turn flags a reviewer never gets: every permission skip (a reviewer
+/// reads what it is given; it never acts on the machine) and the
+/// structured-output switches (its answer is read as plain text).
+const TURN_ONLY: &[&str] = &[
+    "--dangerously-skip-permissions",
+    "--full-auto",
+    "--allow-all-tools",
+    "--yolo",
+    "--auto",
+    "--json",
+    "--verbose",
+];
+
+/// Turn flags a reviewer never gets, with the value that follows them.
+const TURN_ONLY_WITH_VALUE: &[&str] = &["--output-format"];
+
+impl Launcher {
+    /// argv (without the binary) for one panel review with `prompt`: the
+    /// turn's argv, endpoint pins kept, minus [`TURN_ONLY`] flags, so the
+    /// CLI runs with its own permission prompts (which a headless run
+    /// cannot answer: every tool that needs one is denied).
+    pub fn review_argv(&self, prompt: &str, root: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut words = self.argv(prompt, root).into_iter();
+        while let Some(word) = words.next() {
+            if TURN_ONLY_WITH_VALUE.contains(&word.as_str()) {
+                words.next();
+            } else if word == prompt || !TURN_ONLY.contains(&word.as_str()) {
+                out.push(word);
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reviewer_gets_no_autonomy_flag_and_keeps_its_endpoint_pins() {
+        for provider in PROVIDERS {
+            for launcher in provider.launchers {
+                let argv = launcher.review_argv("PROMPT", "/r");
+                assert!(argv.contains(&"PROMPT".to_owned()), "{argv:?}");
+                for flag in TURN_ONLY.iter().chain(TURN_ONLY_WITH_VALUE) {
+                    assert!(!argv.iter().any(|a| a == flag), "{flag} in {argv:?}");
+                }
+            }
+        }
+        let claude = find("claude").unwrap().launchers[0].review_argv("P", "/r");
+        assert_eq!(claude, ["-p", "P"]);
+        let codex = find("codex").unwrap().launchers[0].review_argv("P", "/r");
+        assert_eq!(
+            codex,
+            [
+                "exec",
+                "--ignore-user-config",
+                "-c",
+                "model_provider=\"openai\"",
+                "P"
+            ]
+        );
+    }
 
     #[test]
     fn the_prompt_follows_print_flags_directly() {

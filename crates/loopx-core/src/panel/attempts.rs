@@ -1,0 +1,338 @@
+//! The panel's attempt ledger: how many reviewer launches each phase has
+//! spent on its current subject (a pending candidate's fingerprint), kept
+//! as a stream so the cap survives restarts.
+//!
+//! Owns the cap: an attempt is started (and counted) before its reviewer
+//! is launched, so a host killed mid-review has still spent it; once
+//! `max_attempts` are started for a subject no further one starts, however
+//! many processes ask. A start for another subject begins a fresh tally
+//! for that phase (one candidate is pending at a time, so only the latest
+//! subject matters and the stream stays small). Does not own what an
+//! attempt's outcome means (the application records it for people) or
+//! the cap's value (panel.json's, passed with each start).
+
+use super::{PanelProblem, Phase};
+use crate::digest::Digest;
+use crate::operation::{Clock, Decided, Owner};
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+pub const ATTEMPTS_STREAM: &str = "panel:attempts";
+
+/// How one attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptOutcome {
+    /// The review decided the candidate: banked accepted.
+    BankedAccepted,
+    /// The review decided the candidate: banked rejected.
+    BankedRejected,
+    /// A well-formed review the judge refused (wrong fingerprint, split
+    /// coverage, same family, ...).
+    Refused,
+    /// No usable review document in the output.
+    Malformed,
+    /// Killed at its timeout.
+    TimedOut,
+    /// Exited non-zero, or could not be started.
+    Failed,
+}
+
+impl AttemptOutcome {
+    pub fn decided(self) -> bool {
+        matches!(
+            self,
+            AttemptOutcome::BankedAccepted | AttemptOutcome::BankedRejected
+        )
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attempt {
+    pub attempt: u32,
+    pub provider: String,
+    pub started_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<AttemptOutcome>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+/// One phase's attempts on its current subject.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tally {
+    pub subject: Digest,
+    pub attempts: Vec<Attempt>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Attempts {
+    pub phases: BTreeMap<Phase, Tally>,
+}
+
+impl Attempts {
+    /// The attempts `phase` has started on `subject`.
+    pub fn used(&self, phase: Phase, subject: &Digest) -> u32 {
+        self.tally(phase, subject)
+            .map_or(0, |t| t.attempts.len() as u32)
+    }
+
+    pub fn tally(&self, phase: Phase, subject: &Digest) -> Option<&Tally> {
+        self.phases.get(&phase).filter(|t| &t.subject == subject)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AttemptRequest {
+    /// Start attempt number `attempt` (the next one) on `subject`, unless
+    /// `max_attempts` are already started.
+    Start {
+        phase: Phase,
+        subject: Digest,
+        attempt: u32,
+        provider: String,
+        max_attempts: u32,
+    },
+    /// Record how a started attempt ended.
+    Finish {
+        phase: Phase,
+        subject: Digest,
+        attempt: u32,
+        outcome: AttemptOutcome,
+        detail: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AttemptEvent {
+    Started {
+        phase: Phase,
+        subject: Digest,
+        attempt: u32,
+        provider: String,
+        at: Timestamp,
+    },
+    Finished {
+        phase: Phase,
+        attempt: u32,
+        outcome: AttemptOutcome,
+        detail: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptReceipt {
+    pub phase: Phase,
+    pub attempt: u32,
+    /// Attempts started on the subject, this one included.
+    pub used: u32,
+}
+
+pub struct AttemptOwner;
+
+impl Owner for AttemptOwner {
+    type State = Attempts;
+    type Request = AttemptRequest;
+    type Event = AttemptEvent;
+    type Receipt = AttemptReceipt;
+    type Error = PanelProblem;
+    type Context<'a> = Clock;
+
+    fn decide(
+        state: Option<&Attempts>,
+        request: &AttemptRequest,
+        clock: &Clock,
+    ) -> Result<Decided<AttemptEvent, AttemptReceipt>, PanelProblem> {
+        let empty = Attempts::default();
+        let state = state.unwrap_or(&empty);
+        match request {
+            AttemptRequest::Start {
+                phase,
+                subject,
+                attempt,
+                provider,
+                max_attempts,
+            } => {
+                let used = state.used(*phase, subject);
+                if used >= *max_attempts {
+                    return Err(PanelProblem::Exhausted {
+                        phase: phase.name(),
+                        subject: subject.to_string(),
+                        max: *max_attempts,
+                    });
+                }
+                if *attempt != used + 1 {
+                    return Err(PanelProblem::OutOfTurn {
+                        phase: phase.name(),
+                        given: *attempt,
+                        next: used + 1,
+                    });
+                }
+                Ok(Decided::write(
+                    AttemptEvent::Started {
+                        phase: *phase,
+                        subject: subject.clone(),
+                        attempt: *attempt,
+                        provider: provider.clone(),
+                        at: clock.now,
+                    },
+                    AttemptReceipt {
+                        phase: *phase,
+                        attempt: *attempt,
+                        used: *attempt,
+                    },
+                ))
+            }
+            AttemptRequest::Finish {
+                phase,
+                subject,
+                attempt,
+                outcome,
+                detail,
+            } => {
+                let open = state
+                    .tally(*phase, subject)
+                    .and_then(|t| t.attempts.iter().find(|a| a.attempt == *attempt))
+                    .is_some_and(|a| a.outcome.is_none());
+                if !open {
+                    return Err(PanelProblem::NotStarted {
+                        phase: phase.name(),
+                        attempt: *attempt,
+                    });
+                }
+                Ok(Decided::write(
+                    AttemptEvent::Finished {
+                        phase: *phase,
+                        attempt: *attempt,
+                        outcome: *outcome,
+                        detail: crate::redact::redact_owned(detail),
+                    },
+                    AttemptReceipt {
+                        phase: *phase,
+                        attempt: *attempt,
+                        used: state.used(*phase, subject),
+                    },
+                ))
+            }
+        }
+    }
+
+    fn evolve(state: Option<Attempts>, event: &AttemptEvent) -> Attempts {
+        let mut state = state.unwrap_or_default();
+        match event {
+            AttemptEvent::Started {
+                phase,
+                subject,
+                attempt,
+                provider,
+                at,
+            } => {
+                let tally = state.phases.entry(*phase).or_insert_with(|| Tally {
+                    subject: subject.clone(),
+                    attempts: Vec::new(),
+                });
+                if &tally.subject != subject {
+                    *tally = Tally {
+                        subject: subject.clone(),
+                        attempts: Vec::new(),
+                    };
+                }
+                tally.attempts.push(Attempt {
+                    attempt: *attempt,
+                    provider: provider.clone(),
+                    started_at: *at,
+                    outcome: None,
+                    detail: String::new(),
+                });
+            }
+            AttemptEvent::Finished {
+                phase,
+                attempt,
+                outcome,
+                detail,
+            } => {
+                let found = state
+                    .phases
+                    .get_mut(phase)
+                    .and_then(|t| t.attempts.iter_mut().find(|a| a.attempt == *attempt));
+                if let Some(a) = found {
+                    a.outcome = Some(*outcome);
+                    a.detail = detail.clone();
+                }
+            }
+        }
+        state
+    }
+
+    fn event_kind(event: &AttemptEvent) -> &'static str {
+        match event {
+            AttemptEvent::Started { .. } => "panel.attempt_started",
+            AttemptEvent::Finished { .. } => "panel.attempt_finished",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn apply(state: Attempts, request: AttemptRequest) -> Result<Attempts, PanelProblem> {
+        let clock = Clock {
+            now: Timestamp::UNIX_EPOCH,
+        };
+        let decided = AttemptOwner::decide(Some(&state), &request, &clock)?;
+        Ok(AttemptOwner::evolve(Some(state), &decided.event.unwrap()))
+    }
+
+    fn start(subject: &Digest, attempt: u32) -> AttemptRequest {
+        AttemptRequest::Start {
+            phase: Phase::ResultReview,
+            subject: subject.clone(),
+            attempt,
+            provider: "codex".into(),
+            max_attempts: 2,
+        }
+    }
+
+    #[test]
+    fn no_attempt_starts_past_the_cap_and_a_new_subject_starts_afresh() {
+        let a = Digest::of_bytes(b"a");
+        let b = Digest::of_bytes(b"b");
+        let state = apply(Attempts::default(), start(&a, 1)).unwrap();
+        assert!(matches!(
+            apply(state.clone(), start(&a, 1)),
+            Err(PanelProblem::OutOfTurn { next: 2, .. })
+        ));
+        let state = apply(state, start(&a, 2)).unwrap();
+        assert!(matches!(
+            apply(state.clone(), start(&a, 3)),
+            Err(PanelProblem::Exhausted { max: 2, .. })
+        ));
+        assert_eq!(state.used(Phase::ResultReview, &a), 2);
+        assert_eq!(state.used(Phase::StrategyReview, &a), 0);
+        let state = apply(state, start(&b, 1)).unwrap();
+        assert_eq!(state.used(Phase::ResultReview, &b), 1);
+        assert_eq!(state.used(Phase::ResultReview, &a), 0);
+    }
+
+    #[test]
+    fn an_attempt_finishes_once() {
+        let a = Digest::of_bytes(b"a");
+        let finish = AttemptRequest::Finish {
+            phase: Phase::ResultReview,
+            subject: a.clone(),
+            attempt: 1,
+            outcome: AttemptOutcome::Malformed,
+            detail: "no JSON".into(),
+        };
+        assert!(apply(Attempts::default(), finish.clone()).is_err());
+        let state = apply(Attempts::default(), start(&a, 1)).unwrap();
+        let state = apply(state, finish.clone()).unwrap();
+        let tally = state.tally(Phase::ResultReview, &a).unwrap();
+        assert_eq!(tally.attempts[0].outcome, Some(AttemptOutcome::Malformed));
+        assert!(apply(state, finish).is_err());
+    }
+}
