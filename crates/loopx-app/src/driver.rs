@@ -26,6 +26,7 @@ use loopx_core::driver::{
     self, DriverOwner, DriverRequest, DriverState, DriverSummary, Intent, Liveness, Observed,
     RecoveryPlan, Registration, Settlement, TurnOutcome, Waiting, Workspace,
 };
+use loopx_core::focus::candidate::Hold;
 use loopx_core::goal::continuation::should_run;
 use loopx_core::goal::Actor;
 use loopx_core::ledger::arbiter::arbitrate;
@@ -56,7 +57,9 @@ pub fn summary(dir: &LoopDir) -> Result<DriverSummary> {
 }
 
 /// The step the driver takes next, from one read of the ledger, the goal
-/// and the sentinels, with the reading it was decided on.
+/// and the sentinels, with the reading it was decided on. `panel`: this
+/// run runs the review panel on a pending candidate.
+#[allow(clippy::too_many_arguments)]
 pub fn next_step(
     dir: &LoopDir,
     goal_id: &str,
@@ -65,6 +68,7 @@ pub fn next_step(
     turns: u64,
     max_turns: Option<u64>,
     pause_poll: Duration,
+    panel: bool,
 ) -> Result<(Reading, Step)> {
     let reading = dir.read()?;
     let goal = dir.goal(goal_id)?;
@@ -85,6 +89,10 @@ pub fn next_step(
         GoalFocusMode::Enforce => crate::focus::candidate::slot(dir)?.and_then(|s| s.hold()),
         _ => None,
     };
+    let panel = match &candidate {
+        Some(Hold::Pending(fingerprint)) if panel => Some(crate::panel::budget(dir, fingerprint)?),
+        _ => None,
+    };
     let step = step::next(&Situation {
         ledger: &reading.ledger,
         verdict: &verdict,
@@ -97,6 +105,7 @@ pub fn next_step(
         pause_poll: jiff::SignedDuration::try_from(pause_poll)?,
         now,
         candidate: candidate.as_ref(),
+        panel,
     });
     Ok((reading, step))
 }

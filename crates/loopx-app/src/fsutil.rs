@@ -14,13 +14,20 @@ use std::path::Path;
 /// Replace `path` with `bytes` so that readers see the old or the new file,
 /// never a torn one, and the new one survives a power cut.
 pub fn write_durable(path: &Path, bytes: &[u8]) -> Result<()> {
-    replace(path, bytes, true)
+    replace(path, bytes, true, false)
+}
+
+/// As [`write_durable`], readable by the owner only (mode 0600 from its
+/// creation on, never widened in between): for files that hold what an
+/// agent or a reviewer saw or said.
+pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    replace(path, bytes, true, true)
 }
 
 /// As [`write_durable`] without the fsync: for derived views, which the
 /// next write regenerates anyway.
 pub fn write_view(path: &Path, bytes: &[u8]) -> Result<()> {
-    replace(path, bytes, false)
+    replace(path, bytes, false, false)
 }
 
 /// [`write_view`] for several views in the directory `dir` at once, each
@@ -69,7 +76,7 @@ fn temporary_prefix(name: &str) -> String {
     format!(".{name}.tmp-")
 }
 
-fn replace(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
+fn replace(path: &Path, bytes: &[u8], sync: bool, private: bool) -> Result<()> {
     let parent = path
         .parent()
         .context("a file to write has a parent directory")?;
@@ -78,7 +85,7 @@ fn replace(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
         .context("a file to write has a name")?
         .to_string_lossy();
     remove_stale_temporaries(parent, &[temporary_prefix(&name)]);
-    replace_in(parent, &name, bytes, sync)
+    replace_with(parent, &name, bytes, sync, private)
 }
 
 /// Replace `dir/name` through a temporary `.<name>.tmp-<pid>` and a
@@ -86,13 +93,24 @@ fn replace(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
 /// symlink at its name is never written through; one left by an earlier
 /// process of the same pid is removed and the creation tried once more.
 fn replace_in(dir: &Path, name: &str, bytes: &[u8], sync: bool) -> Result<()> {
+    replace_with(dir, name, bytes, sync, false)
+}
+
+/// [`replace_in`], created with mode 0600 when `private`.
+fn replace_with(dir: &Path, name: &str, bytes: &[u8], sync: bool, private: bool) -> Result<()> {
     let path = dir.join(name);
     let temporary = dir.join(format!("{}{}", temporary_prefix(name), std::process::id()));
     let create = || {
-        OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temporary)
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        if private {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        #[cfg(not(unix))]
+        let _ = private;
+        options.open(&temporary)
     };
     let mut file = match create() {
         Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {

@@ -33,6 +33,7 @@ pub mod loop_dir;
 pub mod migrate;
 pub mod notify;
 pub mod operation;
+pub mod panel;
 pub mod platform;
 pub mod receipt;
 pub mod registry;

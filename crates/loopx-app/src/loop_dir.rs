@@ -432,6 +432,12 @@ fn audit_stream_by_name(
                 "staged candidates",
             )?
             .parts(),
+            loopx_core::panel::attempts::ATTEMPTS_STREAM => audit_stream::<
+                loopx_core::panel::attempts::AttemptOwner,
+            >(
+                store, stream, "panel attempts"
+            )?
+            .parts(),
             _ => (
                 vec![
                     "no loopx owner writes a stream of this name: it was not written by loopx"

@@ -7,9 +7,13 @@
 //! the answer. It does not own the answers themselves: the arbiter
 //! ([`crate::ledger::arbiter`]), should-run ([`crate::goal::continuation`])
 //! and the run's failure and failover state ([`super::session`]) do. What
-//! happens after a turn is [`super::session::Session::after`]'s.
+//! happens after a turn is [`super::session::Session::after`]'s. Whether
+//! the review panel runs on a pending candidate is decided here too: the
+//! panel's attempt cap is [`crate::panel::attempts`]'s, and the step only
+//! reads what is left of it.
 
 use super::session::{Exit, Session};
+use crate::digest::Digest;
 use crate::focus::candidate::Hold;
 use crate::goal::continuation::{Action, ShouldRun};
 use crate::goal::Goal;
@@ -35,6 +39,16 @@ pub struct Situation<'a> {
     pub now: Timestamp,
     /// What the candidate stream holds back (enforce mode only).
     pub candidate: Option<&'a Hold>,
+    /// The review panel, when this run runs it (`drive --panel`): the
+    /// attempts it has left on the pending candidate.
+    pub panel: Option<PanelBudget>,
+}
+
+/// The panel's attempts on the pending candidate: `used` of `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PanelBudget {
+    pub used: u32,
+    pub max: u32,
 }
 
 /// What the driver does next.
@@ -51,6 +65,9 @@ pub enum Step {
     /// deferred, ...): start no turn; look again when the state changes,
     /// at `until` at the latest.
     Wait { until: Timestamp, reason: String },
+    /// Run the review panel's result review on the pending candidate
+    /// before any new work.
+    Review { fingerprint: Digest },
     /// Start a turn with this provider.
     Run { provider: String },
 }
@@ -69,6 +86,7 @@ pub fn next(situation: &Situation<'_>) -> Step {
         pause_poll,
         now,
         candidate,
+        panel,
     } = situation;
     if let Some(iteration) = ledger.pending_claim {
         return Step::VerifyClaim { iteration };
@@ -84,9 +102,18 @@ pub fn next(situation: &Situation<'_>) -> Step {
             }
         }
         Some(Hold::Pending(fingerprint)) => {
-            return Step::Stop {
-                exit: Exit::RuntimeError,
-                reason: format!("candidate {fingerprint} awaits its result review: no new work is launched until `loopx goal-focus review` decides it"),
+            return match panel {
+                Some(budget) if budget.used < budget.max => Step::Review {
+                    fingerprint: fingerprint.clone(),
+                },
+                Some(budget) => Step::Stop {
+                    exit: Exit::RuntimeError,
+                    reason: format!("candidate {fingerprint} has no usable review after the panel's {} attempts: no new work is launched until a person decides it (`loopx goal-focus review --file REVIEW.json`, or `loopx goal-focus quarantine`)", budget.max),
+                },
+                None => Step::Stop {
+                    exit: Exit::RuntimeError,
+                    reason: format!("candidate {fingerprint} awaits its result review: no new work is launched until a review decides it (`loopx panel --phase result_review`, `drive --panel on`, or a person's `loopx goal-focus review`)"),
+                },
             }
         }
         None => {}
@@ -230,6 +257,7 @@ mod tests {
         turns: u64,
         max_turns: Option<u64>,
         candidate: Option<Hold>,
+        panel: Option<PanelBudget>,
     }
 
     impl Case {
@@ -242,6 +270,7 @@ mod tests {
                 turns: 0,
                 max_turns: None,
                 candidate: None,
+                panel: None,
             }
         }
 
@@ -269,6 +298,7 @@ mod tests {
                 pause_poll: SignedDuration::from_secs(5),
                 now,
                 candidate: self.candidate.as_ref(),
+                panel: self.panel,
             })
         }
     }
@@ -425,5 +455,34 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn with_the_panel_on_a_pending_candidate_is_reviewed_until_its_attempts_run_out() {
+        let digest = crate::digest::Digest::of_bytes(b"candidate");
+        let mut case = Case::new();
+        case.candidate = Some(Hold::Pending(digest.clone()));
+        case.panel = Some(PanelBudget { used: 2, max: 3 });
+        assert_eq!(
+            case.step(),
+            Step::Review {
+                fingerprint: digest.clone()
+            }
+        );
+        case.panel = Some(PanelBudget { used: 3, max: 3 });
+        match case.step() {
+            Step::Stop { exit, reason } => {
+                assert_eq!(exit, Exit::RuntimeError);
+                assert!(
+                    reason.contains("no usable review after the panel's 3 attempts"),
+                    "{reason}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // A quarantine is never reviewed, panel or not.
+        case.candidate = Some(Hold::Quarantined(digest));
+        case.panel = Some(PanelBudget { used: 0, max: 3 });
+        assert!(matches!(case.step(), Step::Stop { .. }));
     }
 }

@@ -11,6 +11,7 @@ use loopx_core::driver::provider;
 use loopx_core::driver::session::{Exit, Limits};
 use loopx_core::driver::RecoveryPlan;
 use loopx_core::goal::{self, Actor};
+use loopx_core::panel::Switch;
 use loopx_store::sqlite::Access;
 use serde_json::json;
 use std::path::PathBuf;
@@ -69,6 +70,30 @@ pub struct DriveArgs {
     /// The goal whose frontier the turns' prompt is built from.
     #[arg(long, default_value = goal::DEFAULT_GOAL_ID)]
     pub goal_id: String,
+    /// Review a staged candidate (enforce mode) by the review panel before
+    /// the next dispatch: on, off, or auto (on when <dir>/panel.json says
+    /// "enabled": true, or AAS_AUTOLOOP_PANEL=on). Reviewers are started
+    /// only with AAS_AUTOLOOP_EXTERNAL_PANEL_EGRESS=allow; see `loopx panel --help`.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub panel: PanelSwitch,
+}
+
+/// `--panel`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum PanelSwitch {
+    On,
+    Auto,
+    Off,
+}
+
+impl From<PanelSwitch> for Switch {
+    fn from(switch: PanelSwitch) -> Switch {
+        match switch {
+            PanelSwitch::On => Switch::On,
+            PanelSwitch::Auto => Switch::Auto,
+            PanelSwitch::Off => Switch::Off,
+        }
+    }
 }
 
 /// Print the command `drive --provider P` would run for one turn, after an
@@ -169,6 +194,7 @@ pub fn drive(args: &DriveArgs) -> Result<Reply> {
         iteration_timeout: Duration::from_secs(args.iteration_timeout),
         max_iterations: args.max_iterations,
         pause_poll: Duration::from_secs(5),
+        panel: args.panel.into(),
     };
     let ended = match drive::drive(&options) {
         Ok(ended) => ended,

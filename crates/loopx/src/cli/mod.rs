@@ -12,6 +12,7 @@ mod ledger;
 mod mcp;
 mod migrate;
 mod notify;
+mod panel;
 mod selftest;
 mod serve;
 
@@ -103,6 +104,7 @@ enum Command {
     Mcp(mcp::McpArgs),
     Migrate(migrate::MigrateArgs),
     Import(import::ImportArgs),
+    Panel(panel::PanelArgs),
 }
 
 /// What a command produced: the JSON object, the text for people, and
@@ -277,6 +279,7 @@ fn dispatch(command: Command, json: bool) -> Result<Reply> {
         Command::Mcp(args) => mcp::mcp(&args),
         Command::Migrate(args) => migrate::migrate(&args),
         Command::Import(args) => import::import(&args),
+        Command::Panel(args) => panel::panel(&args),
     }
 }
 

@@ -15,6 +15,7 @@
 
 mod agent;
 mod outage;
+pub mod reviewer;
 mod ticker;
 mod turn;
 
@@ -28,6 +29,7 @@ use loopx_core::driver::provider;
 use loopx_core::driver::session::{Exit, Limits, Next, Session, TurnResult};
 use loopx_core::driver::step::Step;
 use loopx_core::driver::{DriverError, RecoveryPlan, Registration, Waiting};
+use loopx_core::panel::{Phase, Switch};
 use loopx_store::sqlite::Access;
 use loopx_store::AuthorityError;
 use std::path::{Path, PathBuf};
@@ -56,6 +58,9 @@ pub struct Options {
     pub max_iterations: Option<u64>,
     /// How often a paused loop is looked at again.
     pub pause_poll: Duration,
+    /// `--panel`: whether a staged candidate is reviewed by the panel
+    /// before the next dispatch.
+    pub panel: Switch,
 }
 
 /// How a drive run ended.
@@ -91,6 +96,7 @@ pub fn drive(options: &Options) -> Result<Ended> {
         .context(Usage("wrong --root"))?;
     let _lock = driver::take_lock(&dir)?;
     let logs = driver::log_dir(&dir)?;
+    let panel = loopx_app::panel::enabled(&dir, options.panel)?;
     let pid = std::process::id();
     let (providers, command) = match &options.target {
         Target::Providers(names) => (names.clone(), None),
@@ -127,6 +133,7 @@ pub fn drive(options: &Options) -> Result<Ended> {
         &root,
         &logs,
         Session::new(providers, options.limits),
+        panel,
     );
     let _ = driver::unregister(&dir, pid);
     ended
@@ -143,6 +150,7 @@ fn run(
     root: &Path,
     logs: &Path,
     mut session: Session,
+    panel: bool,
 ) -> Result<Ended> {
     let pid = std::process::id();
     let mut turns = 0u64;
@@ -187,6 +195,7 @@ fn run(
                     turns,
                     options.max_iterations,
                     options.pause_poll,
+                    panel,
                 )
             })?;
         let provider_name = match step {
@@ -201,6 +210,41 @@ fn run(
                 continue;
             }
             Step::Stop { exit, reason } => return ended(exit, reason, turns),
+            Step::Review { fingerprint } => {
+                progress(&format!(
+                    "candidate {fingerprint} staged: the panel reviews it before the next dispatch"
+                ));
+                match loopx_app::panel::prepare(dir.root(), Phase::ResultReview)
+                    .and_then(|prepared| reviewer::review(prepared, None))
+                {
+                    Ok(view) => {
+                        let text = view.text();
+                        for line in text.lines() {
+                            progress(&format!("panel: {line}"));
+                        }
+                        // Nobody could be launched: the next look would
+                        // find the same, so stop here rather than spin.
+                        if view.attempts.is_empty() {
+                            return ended(
+                                Exit::RuntimeError,
+                                format!("the panel could not launch a reviewer for candidate {fingerprint}: {text}"),
+                                turns,
+                            );
+                        }
+                    }
+                    Err(error) => {
+                        return ended(
+                            Exit::RuntimeError,
+                            format!(
+                                "the panel cannot review candidate {fingerprint}: {}",
+                                error.message
+                            ),
+                            turns,
+                        )
+                    }
+                }
+                continue;
+            }
             Step::Pause { until, reason } => {
                 // Re-announced on every look: its `until` is the next look.
                 let waiting = Waiting { until, reason };

@@ -63,6 +63,13 @@ pub fn verify_claim(dir: &LoopDir, root: &Path, timeout: Duration) -> Result<Opt
     )?))
 }
 
+/// The fingerprint of the candidate pending review, if any.
+fn staged(dir: &LoopDir) -> Result<Option<Digest>> {
+    Ok(loopx_app::focus::candidate::slot(dir)?
+        .and_then(|slot| slot.pending)
+        .map(|held| held.fingerprint))
+}
+
 /// Run one turn end to end: intent, agent, reading, charge, settlement.
 pub fn turn(
     dir: &LoopDir,
@@ -76,6 +83,9 @@ pub fn turn(
     let iteration = before.ledger.spent.iterations + 1;
     let prompt = through_outages(dir, Some(provider_name), "writing the prompt", || {
         dir.task_body(&options.goal_id, &Actor::Agent(options.agent_id.clone()))
+    })?;
+    let staged_before = through_outages(dir, Some(provider_name), "reading the candidate", || {
+        staged(dir)
     })?;
     let dispatch_id = driver::fresh_name(&format!("d{iteration}"));
     let log_name = format!("{DRIVER_LOGS}/{dispatch_id}.log");
@@ -166,7 +176,13 @@ pub fn turn(
         "reading the turn's result",
         || dir.read(),
     )?;
-    let advanced = after.ledger.spent.iterations > before.ledger.spent.iterations;
+    let staged_after = through_outages(dir, Some(provider_name), "reading the candidate", || {
+        staged(dir)
+    })?;
+    // In enforce mode an agent's report is staged, not banked: a turn that
+    // staged a new candidate did its part (the review decides the rest).
+    let advanced = after.ledger.spent.iterations > before.ledger.spent.iterations
+        || (staged_after.is_some() && staged_after != staged_before);
     let result = TurnResult::of(turn.timed_out, turn.exit_status, advanced, &read);
     let settlement = Settlement {
         dispatch_id: dispatch_id.clone(),

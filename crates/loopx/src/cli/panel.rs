@@ -1,0 +1,67 @@
+//! `loopx panel`: one panel phase on a loop, now, without a driver.
+
+use super::Reply;
+use crate::drive::reviewer;
+use anyhow::Result;
+use clap::Args;
+use loopx_app::driver;
+use loopx_core::panel::Phase;
+
+/// Run the review panel once: for the candidate pending review, invite
+/// reviewers of another model family as real child processes (each in its
+/// own process group, killed at its timeout, stdout captured up to 1 MiB)
+/// until one's result_review.v1 decides it, every one was tried, or the
+/// attempts run out. A deciding review banks the candidate (accepted or
+/// rejected) exactly as `loopx goal-focus review` does.
+///
+/// Configuration: <dir>/panel.json (providers, exclude_until_credit,
+/// timeout_mode, timeouts, timeouts_by_provider, timeout_calc,
+/// require_different_family, max_attempts; unknown keys are refused).
+/// AAS_AUTOLOOP_PANEL_PROVIDERS=codex,claude overrides the invite list.
+///
+/// Consent: the brief holds the candidate and its evidence, so in enforce
+/// mode nothing is started unless AAS_AUTOLOOP_EXTERNAL_PANEL_EGRESS=allow.
+///
+/// Artifacts: <dir>/panel/<candidate>/<phase>/<attempt>-<provider>.prompt,
+/// .out (redacted) and .json, private to you. Exit 0 when a review
+/// decided the candidate; 1 when it stays pending (every reviewer failed,
+/// timed out, answered malformed or was refused) or the run was refused.
+#[derive(Debug, Args)]
+pub struct PanelArgs {
+    #[command(flatten)]
+    pub dir: super::ledger::DirArgs,
+    /// The review to run.
+    #[arg(long, value_enum)]
+    pub phase: PhaseArg,
+    /// Seconds per reviewer: in adaptive mode a floor for the phase's base
+    /// (scaled and clamped as panel.json says); in fixed mode the cap.
+    #[arg(long)]
+    pub timeout: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub enum PhaseArg {
+    StrategyReview,
+    ResultReview,
+}
+
+pub fn panel(args: &PanelArgs) -> Result<Reply> {
+    let phase = match args.phase {
+        PhaseArg::StrategyReview => Phase::StrategyReview,
+        PhaseArg::ResultReview => Phase::ResultReview,
+    };
+    if args.timeout == Some(0) {
+        return Err(loopx_app::AppError::refused("--timeout must be at least 1 second").into());
+    }
+    let prepared = loopx_app::panel::prepare(&args.dir.dir, phase)?;
+    // One process works a loop at a time: a driver running this loop runs
+    // its own panel.
+    let _lock = driver::take_lock(prepared.dir())?;
+    let view = reviewer::review(prepared, args.timeout)?;
+    let mut reply = Reply::view(&view, view.text())?;
+    if !view.decided() {
+        reply.code = 1;
+    }
+    Ok(reply)
+}

@@ -1,0 +1,561 @@
+//! The review panel through the real binary, with fake reviewers: shell
+//! scripts named like providers (`codex` of the openai family, `codewhale`
+//! of deepseek, `claude` of anthropic) on a test PATH. The executor of
+//! every staged candidate is claude, so claude never reviews.
+
+mod common;
+
+use common::{journal_events, Fixture};
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const CONSENT: &str = "AAS_AUTOLOOP_EXTERNAL_PANEL_EGRESS";
+
+/// A review answering with `verdict` for the fingerprint the brief leads
+/// with, as `provider`.
+fn answer(provider: &str, verdict: &str) -> String {
+    let (claim, obligation) = match verdict {
+        "pass" => ("supported", "met"),
+        _ => ("unsupported", "unmet"),
+    };
+    format!(
+        r#"fp=$(printf '%s' "$*" | grep -o 'sha256:[0-9a-f]\{{64\}}' | head -n1)
+echo "Reviewed. My answer:"
+echo '```json'
+echo "{{\"schema\":\"result_review.v1\",\"candidate_fingerprint\":\"$fp\",\"reviewer\":{{\"provider\":\"{provider}\"}},\"verdict\":\"{verdict}\",\"claims\":[{{\"claim_id\":\"c1\",\"status\":\"{claim}\",\"evidence_paths\":[\"notes/b.md\"]}}],\"obligations\":[{{\"obligation_id\":\"o1\",\"status\":\"{obligation}\",\"evidence_paths\":[\"notes/b.md\"]}}],\"inspected_paths\":[\"notes/b.md\"],\"summary\":\"checked\"}}"
+echo '```'"#
+    )
+}
+
+struct Panel {
+    f: Fixture,
+    bin: PathBuf,
+    project: PathBuf,
+}
+
+impl Panel {
+    /// An enforce-mode loop with one evidence file and an empty test PATH.
+    fn new() -> Panel {
+        let f = Fixture::new();
+        f.init(5, &["--goal-focus-mode", "enforce"]);
+        std::fs::create_dir_all(f.dir.join("notes")).unwrap();
+        std::fs::write(f.dir.join("notes/b.md"), "lemma B holds for n <= 4\n").unwrap();
+        let bin = f.temp.path().join("bin");
+        let project = f.temp.path().join("project");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(&project).unwrap();
+        Panel { f, bin, project }
+    }
+
+    /// A fake reviewer `name` that notes each launch in `<name>.launched`,
+    /// then runs `body`.
+    fn reviewer(&self, name: &str, body: &str) {
+        let marker = self.marker(name);
+        self.script(
+            name,
+            &format!("echo launched >> '{}'\n{body}", marker.display()),
+        );
+    }
+
+    fn script(&self, name: &str, body: &str) {
+        let path = self.bin.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    fn marker(&self, name: &str) -> PathBuf {
+        self.f.temp.path().join(format!("{name}.launched"))
+    }
+
+    /// How many times reviewer `name` was launched.
+    fn launches(&self, name: &str) -> usize {
+        std::fs::read_to_string(self.marker(name))
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    }
+
+    fn panel_json(&self, json: &str) {
+        std::fs::write(self.f.dir.join("panel.json"), json).unwrap();
+    }
+
+    /// Stage claude's iteration claiming c1 on notes/b.md, moving o1.
+    fn stage(&self) -> String {
+        let staged = self.f.json(&[
+            "append-iteration",
+            "--dir",
+            self.f.d(),
+            "--mode",
+            "bounded-research",
+            "--objective",
+            "Check lemma B",
+            "--decision",
+            "continue",
+            "--executor-provider",
+            "claude",
+            "--obligation-id",
+            "o1",
+            "--claim-id",
+            "c1",
+            "--claim-evidence",
+            "c1=notes/b.md",
+        ]);
+        assert_eq!(staged["state"], "pending_review", "{staged}");
+        staged["candidate_fingerprint"].as_str().unwrap().to_owned()
+    }
+
+    /// `loopx` with only the fake reviewers and the system on PATH, and
+    /// consent given.
+    fn loopx(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(common::loopx_path());
+        command
+            .args(args)
+            .env("PATH", format!("{}:/usr/bin:/bin", self.bin.display()))
+            .env("LOOPX_REGISTRY_DIR", &self.f.registry)
+            .env(CONSENT, "allow")
+            .env_remove("LOOPX_DIR")
+            .env_remove("AUTOLOOP_DRIVER")
+            .env_remove("AAS_AUTOLOOP_PANEL")
+            .env_remove("AAS_AUTOLOOP_PANEL_PROVIDERS");
+        command
+    }
+
+    /// `loopx panel --phase result_review --json` with `extra` flags:
+    /// (exit code, JSON, stderr).
+    fn panel(&self, extra: &[&str], env: &[(&str, Option<&str>)]) -> (i32, Value, String) {
+        let mut command = self.loopx(&[
+            "panel",
+            "--dir",
+            self.f.d(),
+            "--phase",
+            "result_review",
+            "--json",
+        ]);
+        command.args(extra);
+        for (name, value) in env {
+            match value {
+                Some(value) => command.env(name, value),
+                None => command.env_remove(name),
+            };
+        }
+        let output = command.output().unwrap();
+        (
+            output.status.code().unwrap_or(-1),
+            serde_json::from_slice(&output.stdout).unwrap_or(Value::Null),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+
+    /// The panel run must be refused and leave the loop directory
+    /// byte-for-byte unchanged; its error.
+    fn refused(&self, env: &[(&str, Option<&str>)]) -> String {
+        let before = self.f.fingerprint();
+        let (code, json, stderr) = self.panel(&[], env);
+        assert_eq!(code, 1, "{json} {stderr}");
+        assert_eq!(json["status"], "failed", "{json}");
+        assert_eq!(
+            self.f.fingerprint(),
+            before,
+            "a refusal changed the loop ({stderr})"
+        );
+        stderr
+    }
+
+    fn status(&self) -> Value {
+        self.f.json(&["status", "--dir", self.f.d()])
+    }
+
+    fn pending(&self) -> Value {
+        self.f.json(&["goal-focus", "status", "--dir", self.f.d()])["candidate"]["pending"].clone()
+    }
+}
+
+fn mode(path: &std::path::Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn a_passing_review_banks_the_candidate_and_keeps_private_artifacts() {
+    let p = Panel::new();
+    p.reviewer("codex", &answer("codex", "pass"));
+    p.reviewer("claude", &answer("claude", "pass"));
+    let fingerprint = p.stage();
+    let (code, view, stderr) = p.panel(&[], &[]);
+    assert_eq!(code, 0, "{view} {stderr}");
+    assert_eq!(view["state"], "banked_accepted", "{view}");
+    assert_eq!(view["finalized"]["reviewer_provider"], "codex");
+    assert_eq!(view["finalized"]["reviewer_family"], "openai");
+    // Claude ran the iteration: it is never invited to review it.
+    assert_eq!(p.launches("claude"), 0);
+    let skipped = view["skipped"].to_string();
+    assert!(skipped.contains("the executor's own family"), "{skipped}");
+    let row = &p.status()["last_iteration"];
+    assert_eq!(row["bank"]["status"], "accepted", "{row}");
+    assert_eq!(row["bank"]["candidate_fingerprint"], fingerprint.as_str());
+    let folder =
+        p.f.dir
+            .join("panel")
+            .join(&fingerprint[7..19])
+            .join("result_review");
+    assert_eq!(mode(&p.f.dir.join("panel")), 0o700);
+    for ext in ["prompt", "out", "json"] {
+        let file = folder.join(format!("1-codex.{ext}"));
+        assert_eq!(mode(&file), 0o600, "{}", file.display());
+    }
+    let prompt = std::fs::read_to_string(folder.join("1-codex.prompt")).unwrap();
+    assert!(prompt.starts_with(&format!("Candidate fingerprint: {fingerprint}")));
+    assert!(
+        prompt.contains("lemma B holds for n <= 4"),
+        "evidence embedded"
+    );
+    assert_eq!(p.pending(), Value::Null);
+    p.f.assert_valid();
+}
+
+#[test]
+fn a_failing_review_banks_the_candidate_as_rejected() {
+    let p = Panel::new();
+    p.reviewer("codex", &answer("codex", "fail"));
+    p.stage();
+    let (code, view, stderr) = p.panel(&[], &[]);
+    assert_eq!(code, 0, "{view} {stderr}");
+    assert_eq!(view["state"], "banked_rejected", "{view}");
+    assert_eq!(p.status()["last_iteration"]["bank"]["status"], "rejected");
+    p.f.assert_valid();
+}
+
+#[test]
+fn a_wrong_fingerprint_is_refused_by_the_judge_and_the_candidate_stays_pending() {
+    let p = Panel::new();
+    let wrong =
+        answer("codex", "pass").replace("fp=$(", &format!("fp=sha256:{}; true $(", "0".repeat(64)));
+    p.reviewer("codex", &wrong);
+    let fingerprint = p.stage();
+    let (code, view, _) = p.panel(&[], &[]);
+    assert_eq!(code, 1, "{view}");
+    assert_eq!(view["state"], "pending");
+    assert_eq!(view["attempts"][0]["outcome"], "refused");
+    let detail = view["attempts"][0]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("a review decides only the exact candidate"),
+        "{detail}"
+    );
+    assert_eq!(p.status()["iterations"], 0);
+    assert_eq!(p.status()["spent"]["iterations"], 0);
+    assert_eq!(p.pending()["fingerprint"], fingerprint.as_str());
+    p.f.assert_valid();
+}
+
+#[test]
+fn malformed_output_is_refused_and_the_next_reviewer_is_tried() {
+    let p = Panel::new();
+    p.panel_json(r#"{"providers": ["codewhale", "codex"]}"#);
+    p.reviewer("codewhale", "echo 'I think it is fine {verdict: pass}'");
+    p.reviewer("codex", &answer("codex", "pass"));
+    p.stage();
+    let (code, view, stderr) = p.panel(&[], &[]);
+    assert_eq!(code, 0, "{view} {stderr}");
+    assert_eq!(view["attempts"][0]["provider"], "codewhale");
+    assert_eq!(view["attempts"][0]["outcome"], "malformed");
+    assert_eq!(view["attempts"][1]["provider"], "codex");
+    assert_eq!(view["attempts"][1]["outcome"], "banked_accepted");
+    assert_eq!(view["attempts_used"], 2);
+    assert_eq!(p.launches("codewhale"), 1);
+    p.f.assert_valid();
+}
+
+#[test]
+fn a_reviewer_claiming_another_name_is_refused() {
+    let p = Panel::new();
+    // codex answers as if it were codewhale.
+    p.reviewer("codex", &answer("codewhale", "pass"));
+    p.stage();
+    let (code, view, _) = p.panel(&[], &[]);
+    assert_eq!(code, 1, "{view}");
+    assert_eq!(view["attempts"][0]["outcome"], "refused");
+    assert_eq!(p.status()["iterations"], 0);
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie is dead for our purpose: it runs nothing.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.split(") ").nth(1).unwrap_or("").starts_with('Z'))
+        .unwrap_or(false)
+}
+
+#[test]
+fn a_reviewer_past_its_timeout_is_killed_with_its_children() {
+    let p = Panel::new();
+    p.panel_json(r#"{"timeout_mode": "fixed"}"#);
+    let pids = p.f.temp.path().join("pids");
+    p.reviewer(
+        "codex",
+        &format!(
+            "sleep 300 &\necho $! >> '{0}'\necho $$ >> '{0}'\nsleep 300",
+            pids.display()
+        ),
+    );
+    p.stage();
+    let started = Instant::now();
+    let (code, view, stderr) = p.panel(&["--timeout", "2"], &[]);
+    assert!(started.elapsed() < Duration::from_secs(60), "{stderr}");
+    assert_eq!(code, 1, "{view}");
+    assert_eq!(view["attempts"][0]["outcome"], "timed_out", "{view}");
+    assert_eq!(view["attempts"][0]["timeout_s"], 2);
+    let pids: Vec<u32> = std::fs::read_to_string(&pids)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 2);
+    for pid in pids {
+        assert!(!alive(pid), "process {pid} outlived its reviewer's timeout");
+    }
+    assert_eq!(p.status()["iterations"], 0);
+    assert!(p.pending().is_object(), "the candidate stays pending");
+}
+
+#[test]
+fn without_consent_nothing_is_spawned_and_nothing_changes() {
+    let p = Panel::new();
+    p.reviewer("codex", &answer("codex", "pass"));
+    p.stage();
+    let error = p.refused(&[(CONSENT, None)]);
+    assert!(
+        error.contains("AAS_AUTOLOOP_EXTERNAL_PANEL_EGRESS=allow"),
+        "{error}"
+    );
+    let error = p.refused(&[(CONSENT, Some("yes"))]);
+    assert!(error.contains("consent"), "{error}");
+    assert_eq!(p.launches("codex"), 0);
+    assert!(!p.f.dir.join("panel").exists());
+}
+
+#[test]
+fn only_the_executors_family_on_the_list_invites_nobody() {
+    let p = Panel::new();
+    p.reviewer("claude", &answer("claude", "pass"));
+    p.stage();
+    let error = p.refused(&[("AAS_AUTOLOOP_PANEL_PROVIDERS", Some("claude"))]);
+    assert!(error.contains("no reviewer can be invited"), "{error}");
+    assert!(
+        error.contains("the executor's own family (anthropic)"),
+        "{error}"
+    );
+    assert_eq!(p.launches("claude"), 0);
+    // An endpoint override makes every family unverified: fail closed.
+    p.reviewer("codex", &answer("codex", "pass"));
+    let error = p.refused(&[("OPENAI_BASE_URL", Some("https://proxy.example"))]);
+    assert!(error.contains("no verified family"), "{error}");
+    assert_eq!(p.launches("codex"), 0);
+    // A typo in panel.json is refused, not defaulted.
+    p.panel_json(r#"{"max_atempts": 1}"#);
+    let error = p.refused(&[]);
+    assert!(error.contains("max_atempts"), "{error}");
+}
+
+#[test]
+fn the_attempt_cap_holds_across_runs() {
+    let p = Panel::new();
+    p.panel_json(r#"{"max_attempts": 2}"#);
+    p.reviewer("codex", "echo 'no review today'");
+    p.stage();
+    for run in 1..=2 {
+        let (code, view, _) = p.panel(&[], &[]);
+        assert_eq!(code, 1, "{view}");
+        assert_eq!(view["attempts"][0]["attempt"], run);
+        assert_eq!(view["attempts_used"], run);
+    }
+    let error = p.refused(&[]);
+    assert!(error.contains("already used its 2 attempts"), "{error}");
+    assert_eq!(p.launches("codex"), 2);
+    assert_eq!(journal_events(&p.f.dir, "panel.attempt_started").len(), 2);
+    assert!(p.pending().is_object());
+    p.f.assert_valid();
+}
+
+impl Panel {
+    /// A fake `claude` agent that writes its evidence and stages its
+    /// iteration, as a real agent would through the CLI.
+    fn staging_agent(&self) {
+        let marker = self.marker("agent");
+        self.script(
+            "claude",
+            &format!(
+                r#"echo turn >> '{}'
+mkdir -p "$LOOPX_DIR/notes"
+echo 'lemma B holds for n <= 4' > "$LOOPX_DIR/notes/b.md"
+loopx append-iteration --mode bounded-research --objective "check lemma B" --decision continue --executor-provider claude --obligation-id o1 --claim-id c1 --claim-evidence c1=notes/b.md >/dev/null"#,
+                marker.display()
+            ),
+        );
+    }
+
+    fn drive(&self, extra: &[&str]) -> (i32, String) {
+        let output = self
+            .loopx(&[
+                "drive",
+                "--dir",
+                self.f.d(),
+                "--root",
+                self.project.to_str().unwrap(),
+                "--provider",
+                "claude",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+}
+
+#[test]
+fn drive_with_the_panel_on_reviews_each_staged_candidate_before_the_next_turn() {
+    let p = Panel::new();
+    p.staging_agent();
+    p.reviewer("codex", &answer("codex", "pass"));
+    let (code, stderr) = p.drive(&["--panel", "on", "--max-iterations", "2"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(p.launches("agent"), 2, "{stderr}");
+    assert_eq!(p.launches("codex"), 2, "{stderr}");
+    let status = p.status();
+    assert_eq!(status["iterations"], 2, "{status}");
+    assert_eq!(status["last_iteration"]["bank"]["status"], "accepted");
+    // The reviewer of each banked iteration is on record.
+    let finished = journal_events(&p.f.dir, "panel.attempt_finished");
+    assert_eq!(finished.len(), 2);
+    assert!(finished.iter().all(|e| e["outcome"] == "banked_accepted"));
+    let started = journal_events(&p.f.dir, "panel.attempt_started");
+    assert!(
+        started.iter().all(|e| e["provider"] == "codex"),
+        "{started:?}"
+    );
+    p.f.assert_valid();
+}
+
+#[test]
+fn drive_stops_with_exit_4_when_the_panel_finds_no_usable_review() {
+    let p = Panel::new();
+    p.panel_json(r#"{"enabled": true, "max_attempts": 1}"#);
+    p.staging_agent();
+    p.reviewer("codex", "echo 'cannot decide'");
+    // `auto` follows panel.json's "enabled".
+    let (code, stderr) = p.drive(&["--max-iterations", "3"]);
+    assert_eq!(code, 4, "{stderr}");
+    assert!(
+        stderr.contains("no usable review after the panel's 1 attempts"),
+        "{stderr}"
+    );
+    assert_eq!(
+        p.launches("agent"),
+        1,
+        "no new work after the panel gave up"
+    );
+    assert_eq!(p.launches("codex"), 1);
+    assert_eq!(p.status()["iterations"], 0);
+    assert!(p.pending().is_object());
+    // Without consent the driver starts no reviewer and says why.
+    let p = Panel::new();
+    p.staging_agent();
+    p.reviewer("codex", &answer("codex", "pass"));
+    let output = p
+        .loopx(&[
+            "drive",
+            "--dir",
+            p.f.d(),
+            "--root",
+            p.project.to_str().unwrap(),
+            "--provider",
+            "claude",
+            "--panel",
+            "on",
+        ])
+        .env_remove(CONSENT)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains(CONSENT), "{stderr}");
+    assert_eq!(p.launches("codex"), 0);
+}
+
+#[test]
+fn a_panel_killed_while_its_reviewer_runs_has_spent_that_attempt() {
+    let p = Panel::new();
+    let pid_file = p.f.temp.path().join("reviewer.pid");
+    p.reviewer(
+        "codex",
+        &format!(
+            "echo $$ > '{}.tmp'\nmv '{0}.tmp' '{0}'\nsleep 300",
+            pid_file.display()
+        ),
+    );
+    p.stage();
+    let mut panel = p
+        .loopx(&["panel", "--dir", p.f.d(), "--phase", "result_review"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !pid_file.exists() {
+        assert!(Instant::now() < deadline, "the reviewer never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panel.kill().unwrap();
+    panel.wait().unwrap();
+    let orphan: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    kill_left_behind(orphan);
+    // The killed run's attempt counts; the next run starts attempt 2.
+    p.reviewer("codex", &answer("codex", "pass"));
+    let (code, view, stderr) = p.panel(&[], &[]);
+    assert_eq!(code, 0, "{view} {stderr}");
+    assert_eq!(view["attempts"][0]["attempt"], 2);
+    assert_eq!(journal_events(&p.f.dir, "panel.attempt_started").len(), 2);
+    assert_eq!(journal_events(&p.f.dir, "panel.attempt_finished").len(), 1);
+    assert_eq!(p.status()["iterations"], 1);
+    p.f.assert_valid();
+}
+
+/// SIGKILL a process the test left behind.
+fn kill_left_behind(pid: i32) {
+    let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+}
+
+#[test]
+fn a_flooding_reviewer_is_captured_up_to_one_mebibyte() {
+    let p = Panel::new();
+    p.reviewer(
+        "codex",
+        &format!(
+            "head -c 3145728 /dev/zero | tr '\\0' x\n{}",
+            answer("codex", "pass")
+        ),
+    );
+    let fingerprint = p.stage();
+    let (code, view, stderr) = p.panel(&[], &[]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(view["attempts"][0]["outcome"], "malformed", "{view}");
+    let out =
+        p.f.dir
+            .join("panel")
+            .join(&fingerprint[7..19])
+            .join("result_review/1-codex.out");
+    let stored = std::fs::read_to_string(out).unwrap();
+    assert!(
+        stored.len() < (1 << 20) + 200,
+        "{} bytes stored",
+        stored.len()
+    );
+    assert!(stored.contains("output cut at 1048576 bytes"));
+    assert_eq!(p.status()["iterations"], 0);
+}
