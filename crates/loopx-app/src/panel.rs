@@ -366,6 +366,15 @@ impl Prepared {
                 });
                 continue;
             };
+            let prompt = brief::result_review(&held.candidate, &held.fingerprint, reviewer);
+            if let Err(problem) = brief::fits_argv(&prompt) {
+                // It could not be launched: not an attempt either.
+                view.skipped.push(Skipped {
+                    provider: reviewer.clone(),
+                    reason: problem.to_string(),
+                });
+                continue;
+            }
             let attempt = view.attempts_used + 1;
             let reviewed = review_once(
                 &dir,
@@ -375,6 +384,7 @@ impl Prepared {
                 reviewer,
                 launcher,
                 attempt,
+                &prompt,
                 cli_timeout,
                 runner,
             )?;
@@ -415,11 +425,11 @@ fn review_once(
     reviewer: &str,
     launcher: &provider::Launcher,
     attempt: u32,
+    prompt: &str,
     cli_timeout: Option<u64>,
     runner: &mut dyn FnMut(&Launch) -> anyhow::Result<Ran>,
 ) -> Result<Reviewed, AppError> {
     let fingerprint = &held.fingerprint;
-    let prompt = brief::result_review(&held.candidate, fingerprint, reviewer);
     let timeout_s = config::timeout_s(config, phase, reviewer, cli_timeout, prompt.len());
     // The whole fingerprint: an id names one attempt on one candidate.
     let base = format!("panel.{}.{}.{attempt}", phase.name(), hex(fingerprint));
@@ -453,7 +463,7 @@ fn review_once(
         reviewer,
         launcher,
         attempt,
-        &prompt,
+        prompt,
         timeout_s,
         runner,
         &mut artifacts,

@@ -559,3 +559,18 @@ fn a_flooding_reviewer_is_captured_up_to_one_mebibyte() {
     assert!(stored.contains("output cut at 1048576 bytes"));
     assert_eq!(p.status()["iterations"], 0);
 }
+
+#[test]
+fn a_brief_too_long_for_argv_launches_nobody_and_spends_no_attempt() {
+    let p = Panel::new();
+    p.reviewer("codex", &answer("codex", "pass"));
+    let big = "lemma B holds for n <= 4\n".repeat(200 * 1024 / 25);
+    std::fs::write(p.f.dir.join("notes/b.md"), big).unwrap();
+    p.stage();
+    let (code, view, _) = p.panel(&[], &[]);
+    assert_eq!(code, 1, "{view}");
+    assert_eq!(view["attempts_used"], 0);
+    assert!(view["skipped"].to_string().contains("argv word"), "{view}");
+    assert_eq!(p.launches("codex"), 0);
+    assert!(journal_events(&p.f.dir, "panel.attempt_started").is_empty());
+}

@@ -100,6 +100,24 @@ pub fn result_review(candidate: &Candidate, fingerprint: &Digest, reviewer: &str
     )
 }
 
+/// The longest single argv word Linux passes to a program
+/// (`MAX_ARG_STRLEN`, 32 pages of 4 KiB). Every provider in the table
+/// takes its prompt as one argv word, so a longer brief cannot be sent.
+pub const ARGV_WORD_BYTES: usize = 32 * 4096;
+
+/// Refused when `brief` is too long to reach a reviewer as one argv word:
+/// launching it would fail without a review and spend an attempt.
+pub fn fits_argv(brief: &str) -> Result<(), PanelProblem> {
+    if brief.len() < ARGV_WORD_BYTES {
+        Ok(())
+    } else {
+        Err(PanelProblem::BriefTooLarge {
+            bytes: brief.len(),
+            limit: ARGV_WORD_BYTES,
+        })
+    }
+}
+
 /// The last JSON object in `output` whose `schema` is `schema`, as a `T`.
 /// Reviewers wrap their answer in prose or code fences; the last object
 /// wins, because an echoed brief comes before the answer.
@@ -213,6 +231,16 @@ mod tests {
         assert!(matches!(
             extract::<ResultReview>(&extra, SCHEMA),
             Err(PanelProblem::Malformed { .. })
+        ));
+    }
+
+    #[test]
+    fn a_brief_longer_than_one_argv_word_is_refused_before_any_launch() {
+        assert_eq!(fits_argv("short"), Ok(()));
+        let long = "x".repeat(ARGV_WORD_BYTES);
+        assert!(matches!(
+            fits_argv(&long),
+            Err(PanelProblem::BriefTooLarge { .. })
         ));
     }
 

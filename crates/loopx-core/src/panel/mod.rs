@@ -133,6 +133,8 @@ pub enum PanelProblem {
         schema: &'static str,
         problem: String,
     },
+    #[error("the reviewer's brief is {bytes} bytes, more than the {limit} one argv word may hold: stage less evidence (or smaller files) for the panel to review it, or have a person review it (`loopx goal-focus review --file REVIEW.json`)")]
+    BriefTooLarge { bytes: usize, limit: usize },
     #[error("the review says it was written by {claimed:?}, but the host ran {ran:?}: a reviewer is attributed by what the host launched, never by what it says")]
     Misattributed { claimed: String, ran: String },
 }
