@@ -225,6 +225,7 @@ fn ledger() -> Ledger {
         recent: vec![],
         pending_claim: None,
         imported: 0,
+        unbanked_charges: Vec::new(),
     }
 }
 
