@@ -11,39 +11,14 @@ use common::Fixture;
 use serde_json::{json, Value};
 
 impl Fixture {
-    fn focus_doc(&self, name: &str, value: &Value) -> String {
-        let path = self.temp.path().join(name);
-        std::fs::write(&path, value.to_string()).unwrap();
-        path.display().to_string()
-    }
-
-    /// `loopx goal-focus <args> --dir D --json`: success, body, stderr.
-    fn focus(&self, args: &[&str]) -> (bool, Value, String) {
-        self.run_in_dir(&[&["goal-focus"], args].concat())
-    }
-
-    fn focus_ok(&self, args: &[&str]) -> Value {
-        let (ok, json, stderr) = self.focus(args);
-        assert!(ok, "goal-focus {args:?} failed: {stderr}");
-        json
-    }
-
-    /// Run a goal-focus command that must be refused, and prove it changed
-    /// nothing in the loop directory. Returns the error body.
+    /// A goal-focus command that must be refused without changing the
+    /// loop directory; the error body.
     fn focus_refused(&self, args: &[&str]) -> Value {
-        let before = self.fingerprint();
-        let (ok, json, stderr) = self.focus(args);
-        assert!(!ok, "goal-focus {args:?} was accepted: {json}");
-        assert_eq!(
-            self.fingerprint(),
-            before,
-            "refused goal-focus {args:?} changed the loop directory ({stderr})"
-        );
-        json
+        self.refused_in_dir(&[&["goal-focus"], args].concat()).0
     }
 
     fn registry(&self, value: Value) -> String {
-        self.focus_doc("registry.json", &value)
+        self.json_file("registry.json", &value)
     }
 }
 
@@ -262,7 +237,7 @@ fn every_refusal_leaves_the_loop_directory_byte_for_byte_unchanged() {
     ]);
     assert_eq!(conflict["class"], "conflict");
     // A contract whose obligations depend on each other in a cycle.
-    let cyclic = f.focus_doc(
+    let cyclic = f.json_file(
         "cyclic.json",
         &json!({"goal": "prove B", "obligations": [
             {"obligation_id": "o1", "description": "a", "depends_on": ["o2"]},

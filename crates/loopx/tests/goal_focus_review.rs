@@ -48,15 +48,7 @@ impl Fixture {
     /// `args` must be refused and leave the loop directory unchanged; the
     /// error text.
     fn refused(&self, args: &[&str]) -> String {
-        let before = self.fingerprint();
-        let (ok, json, stderr) = self.run(args);
-        assert!(!ok, "{args:?} was accepted: {json}");
-        assert_eq!(
-            self.fingerprint(),
-            before,
-            "refused {args:?} changed the loop directory ({stderr})"
-        );
-        stderr
+        self.refused_in_dir(args).1
     }
 
     /// Stage an iteration claiming `claims` (each `ID=PATH`), run by

@@ -1,7 +1,8 @@
 //! Goal Focus v2 as the application reaches it: the mode a new loop gets,
 //! reading the four Goal Focus streams together, and the use cases
 //! `goal-focus status`, `validate`, `replan`, `reconcile` and `revise`,
-//! each returning a typed view.
+//! each returning a typed view (staging and result review in
+//! [`candidate`], strategy review in [`strategy`]).
 //!
 //! Owns: gathering what the owners decide on (one consistent read of the
 //! ledger, contract, registry, plan and decision log), committing a replan
@@ -11,6 +12,7 @@
 //! may be are `loopx_core::focus`'s.
 
 pub mod candidate;
+pub mod strategy;
 
 use crate::loop_dir::{LoopDir, Reading};
 use crate::operation::given_or_generated;
@@ -19,6 +21,7 @@ use crate::{clock, AppError};
 use anyhow::Result;
 use jiff::Timestamp;
 use loopx_core::digest::Digest;
+use loopx_core::focus::decisions::DecisionRecorded;
 use loopx_core::focus::decisions::{DecisionContext, DecisionLog, DecisionOwner, Record};
 use loopx_core::focus::mode::{self, Gate, ModeSource};
 use loopx_core::focus::plan::{self, CurrentPlan, PlanContext, PlanOwner, Replan, Trigger};
@@ -31,9 +34,9 @@ use loopx_core::focus::{
 };
 use loopx_core::ledger::vocabulary::GoalFocusMode;
 use loopx_core::ledger::Ledger;
-use loopx_core::operation::Clock;
+use loopx_core::operation::{Clock, OperationId, Owner};
 use loopx_store::sqlite::Access;
-use loopx_store::{Loaded, Step};
+use loopx_store::{Loaded, Receipt, Step};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -504,7 +507,7 @@ impl ReplanView {
             (None, Some(proposed)) => {
                 let _ = write!(
                     text,
-                    "\n  proposed   {} (not selected: enforce mode needs a different-family strategy review, which this loopx cannot run yet)",
+                    "\n  proposed   {} (not selected: enforce mode needs a different-family strategy review; `loopx goal-focus strategy-brief` shows what to review, `loopx goal-focus strategy-review --file ADVICE.json` applies it)",
                     proposed.approach_ids.join(", ")
                 );
             }
@@ -565,32 +568,19 @@ pub fn replan(
         decision_id: operation_id.to_string(),
         trigger,
     };
-    let (plan, decision) = dir
-        .authority()
-        .execute_pair::<PlanOwner, DecisionOwner>(
-            &Step {
-                stream: focus::PLAN_STREAM,
-                operation_id: &operation_id,
-                request: &request,
-                context: &context,
+    let (plan, decision, warnings) = commit_plan::<PlanOwner, DecisionOwner>(
+        &dir,
+        &operation_id,
+        (&request, &context),
+        (
+            &record,
+            &DecisionContext {
+                plan: &context,
+                replaced: reading.plan.state.as_ref(),
             },
-            &Step {
-                stream: focus::DECISIONS_STREAM,
-                operation_id: &operation_id,
-                request: &record,
-                context: &DecisionContext {
-                    plan: &context,
-                    replaced: reading.plan.state.as_ref(),
-                },
-            },
-            now,
-        )
-        .map_err(anyhow::Error::new)?;
-    let warnings = if plan.replayed {
-        Vec::new()
-    } else {
-        dir.refresh_views()
-    };
+        ),
+        now,
+    )?;
     Ok(ReplanView {
         status: "ok",
         action: "goal-focus replan",
@@ -602,6 +592,49 @@ pub fn replan(
         decision: Some(decision.body),
         warnings,
     })
+}
+
+/// A committed plan, its decision, and the warnings of the views refresh.
+type PlanCommitted = (Receipt<CurrentPlan>, Receipt<DecisionRecorded>, Vec<String>);
+
+/// Commit a plan and the decision that records it as one pair under
+/// `operation_id` (both or neither), then refresh the views unless it was
+/// a replay: the one way every direction commit (replan, strategy review)
+/// is written.
+fn commit_plan<P, D>(
+    dir: &LoopDir,
+    operation_id: &OperationId,
+    plan: (&P::Request, &P::Context<'_>),
+    decision: (&D::Request, &D::Context<'_>),
+    now: Timestamp,
+) -> Result<PlanCommitted, AppError>
+where
+    P: Owner<State = CurrentPlan, Receipt = CurrentPlan, Error = FocusError>,
+    D: Owner<State = DecisionLog, Receipt = DecisionRecorded, Error = FocusError>,
+{
+    let (plan, decision) = dir
+        .authority()
+        .execute_pair::<P, D>(
+            &Step {
+                stream: focus::PLAN_STREAM,
+                operation_id,
+                request: plan.0,
+                context: plan.1,
+            },
+            &Step {
+                stream: focus::DECISIONS_STREAM,
+                operation_id,
+                request: decision.0,
+                context: decision.1,
+            },
+            now,
+        )
+        .map_err(anyhow::Error::new)?;
+    let warnings = match plan.replayed {
+        true => Vec::new(),
+        false => dir.refresh_views(),
+    };
+    Ok((plan, decision, warnings))
 }
 
 /// Which Goal Focus document `revise` replaces.

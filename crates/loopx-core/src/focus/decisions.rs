@@ -28,6 +28,9 @@ pub enum DecisionOutcome {
     /// `loopx import`: the imported loop's direction signals named no
     /// single direction, and none was chosen for it.
     ImportedWithoutSelection,
+    /// Enforce mode: the strategy reviewer objected to the proposal; no
+    /// direction is selected and reviewer dissent fires.
+    StrategyObjected,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,6 +43,9 @@ pub struct DirectionDecision {
     pub goal_pin: Pin,
     pub registry_pin: Pin,
     pub proposal: Proposal,
+    /// The strategy review that decided this plan, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy_review: Option<super::strategy::StrategyReview>,
 }
 
 impl DirectionDecision {
@@ -50,7 +56,14 @@ impl DirectionDecision {
             (PlanState::NeedsReplan, PlanReview::StrategyReviewRequired) => {
                 DecisionOutcome::StrategyReviewRequired
             }
-            (PlanState::NeedsReplan, PlanReview::Unreviewed) => DecisionOutcome::NoEligibleApproach,
+            (PlanState::NeedsReplan, PlanReview::StrategyObjected) => {
+                DecisionOutcome::StrategyObjected
+            }
+            // A reviewed plan is active; `needs_replan` without a review
+            // pending is the rule finding nothing eligible.
+            (PlanState::NeedsReplan, PlanReview::Unreviewed | PlanReview::Reviewed) => {
+                DecisionOutcome::NoEligibleApproach
+            }
         };
         DirectionDecision {
             decision_id: decision_id.to_owned(),
@@ -61,6 +74,7 @@ impl DirectionDecision {
             goal_pin: plan.goal_pin.clone(),
             registry_pin: plan.registry_pin.clone(),
             proposal: plan.proposal.clone(),
+            strategy_review: plan.strategy_review.clone(),
         }
     }
 }

@@ -154,3 +154,101 @@ fn experiment(eligible: &[Candidate<'_>], leader: Candidate<'_>) -> Selection {
         campaign_ids,
     }
 }
+
+/// Why a selection someone else named (a strategy reviewer's) may not be
+/// taken under this rule.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NotSelectable {
+    #[error("a selection names 1 to {MAX_EXPERIMENT_APPROACHES} approaches, not {count}")]
+    Count { count: usize },
+    #[error("the selection names approach {0:?} twice")]
+    Twice(String),
+    #[error("approach {0:?} is not in the approach registry")]
+    Unknown(String),
+    #[error("approach {approach:?} is not eligible: {reason}")]
+    Ineligible { approach: String, reason: String },
+    #[error("approach {approach:?} cannot be best (its upper bound {high} is below the lower bound {leader_low} of {leader:?}): only approaches that could still be best share an experiment")]
+    Dominated {
+        approach: String,
+        high: f64,
+        leader: String,
+        leader_low: f64,
+    },
+}
+
+/// The selection of exactly `approach_ids` under this rule, or why it is
+/// not one: every approach eligible now, at most
+/// [`MAX_EXPERIMENT_APPROACHES`], each one that could still be best (its
+/// upper bound reaches the leader's lower bound). One robustly dominant
+/// approach is exploited; anything else is a bounded experiment of one
+/// iteration per approach. `rationale` says who chose it and why.
+pub fn select(
+    registry: &ApproachRegistry,
+    approach_ids: &[String],
+    now: Timestamp,
+    rationale: String,
+) -> Result<Selection, NotSelectable> {
+    if approach_ids.is_empty() || approach_ids.len() > MAX_EXPERIMENT_APPROACHES {
+        return Err(NotSelectable::Count {
+            count: approach_ids.len(),
+        });
+    }
+    let mut chosen: Vec<Candidate<'_>> = Vec::new();
+    for id in approach_ids {
+        if chosen.iter().any(|c| &c.approach.approach_id == id) {
+            return Err(NotSelectable::Twice(id.clone()));
+        }
+        let candidate = registry
+            .approach(id)
+            .ok_or_else(|| NotSelectable::Unknown(id.clone()))?;
+        if let Some(reason) = ApproachRegistry::ineligibility(&candidate, now) {
+            return Err(NotSelectable::Ineligible {
+                approach: id.clone(),
+                reason,
+            });
+        }
+        chosen.push(candidate);
+    }
+    let (eligible, _) = registry.eligible(now);
+    let leader = eligible
+        .iter()
+        .copied()
+        .max_by(|a, b| {
+            by_f64(a.approach.estimate.low, b.approach.estimate.low)
+                .then_with(|| b.approach.approach_id.cmp(&a.approach.approach_id))
+        })
+        .expect("a chosen approach is eligible");
+    if let Some(dominated) = chosen
+        .iter()
+        .find(|c| c.approach.estimate.high < leader.approach.estimate.low)
+    {
+        return Err(NotSelectable::Dominated {
+            approach: dominated.approach.approach_id.clone(),
+            high: dominated.approach.estimate.high,
+            leader: leader.approach.approach_id.clone(),
+            leader_low: leader.approach.estimate.low,
+        });
+    }
+    let dominant = chosen.len() == 1
+        && eligible.iter().all(|other| {
+            other.approach.approach_id == chosen[0].approach.approach_id
+                || chosen[0].approach.estimate.low > other.approach.estimate.high
+        });
+    let mut campaign_ids: Vec<String> = Vec::new();
+    for c in &chosen {
+        if !campaign_ids.iter().any(|id| id == c.campaign_id) {
+            campaign_ids.push(c.campaign_id.to_owned());
+        }
+    }
+    let (kind, horizon_iterations) = match dominant {
+        true => (SelectionKind::Exploit, EXPLOIT_ITERATIONS),
+        false => (SelectionKind::Experiment, chosen.len() as u64),
+    };
+    Ok(Selection {
+        kind,
+        approach_ids: approach_ids.to_vec(),
+        campaign_ids,
+        horizon_iterations,
+        rationale,
+    })
+}

@@ -17,10 +17,13 @@
 //! ([`candidate::CANDIDATE_STREAM`]: one pending candidate, its
 //! quarantine), [`review`] what a `result_review.v1` must say to bank it.
 //!
+//! Direction review: in enforce mode a replan only proposes (the plan
+//! waits `needs_replan`, `strategy_review_required`); [`strategy`] owns
+//! the `strategy_advice.v1` a different-family reviewer answers with and
+//! the plan an endorsement, a counter-proposal or an objection commits.
+//!
 //! Not here: the enforcement mode itself (the ledger's `goal_focus_mode`,
-//! set once at `init`) and the review panel. A direction commit in enforce mode needs a different-family
-//! strategy review that no code in loopx performs yet, so the plan owner
-//! records such a replan as `needs_replan` instead of selecting.
+//! set once at `init`) and the review panel that runs reviewers.
 
 pub mod candidate;
 pub mod contract;
@@ -32,6 +35,7 @@ pub mod plan;
 pub mod registry;
 pub mod review;
 pub mod signals;
+pub mod strategy;
 #[cfg(test)]
 mod tests;
 
@@ -108,6 +112,8 @@ pub enum FocusError {
     PlanMoved { read: u64, now: u64 },
     #[error("nothing calls for a replan: no replan trigger fires (`loopx goal-focus status` lists them); pass --trigger manual, or another trigger, to replan anyway")]
     NothingToReplan,
+    #[error("{0}")]
+    Advice(#[from] strategy::AdviceProblem),
     #[error(
         "the imported plan selects approach {approach:?}, which cannot be selected here: {reason}"
     )]

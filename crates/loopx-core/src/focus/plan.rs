@@ -55,10 +55,14 @@ crate::ledger::vocabulary::vocabulary! {
 crate::ledger::vocabulary::vocabulary! {
     /// Whether anyone other than the host looked at the direction:
     /// `unreviewed` in monitor mode (reported only), or waiting for a
-    /// different-family strategy review in enforce mode.
+    /// different-family strategy review in enforce mode, then `reviewed`
+    /// (endorsed or another selection proposed) or `strategy_objected`
+    /// (the reviewer objected: no direction, reviewer dissent fires).
     PlanReview {
         Unreviewed => "unreviewed",
         StrategyReviewRequired => "strategy_review_required",
+        Reviewed => "reviewed",
+        StrategyObjected => "strategy_objected",
     }
 }
 
@@ -80,6 +84,11 @@ pub struct CurrentPlan {
     pub valid_through_iteration: Option<u64>,
     /// What the direction rule said, including what it left out and why.
     pub proposal: Proposal,
+    /// The strategy review this plan was committed on (enforce mode).
+    /// Absent from plans no reviewer decided, so their fingerprints are
+    /// what they always were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy_review: Option<super::strategy::StrategyReview>,
 }
 
 /// A document a plan is pinned to that has moved since the plan was made.
@@ -220,6 +229,7 @@ fn settle(
         committed_at_iteration,
         valid_through_iteration,
         proposal,
+        strategy_review: None,
     }
 }
 

@@ -8,13 +8,14 @@
 //! iterations in a row without global obligation reduction, and three
 //! scope-only iterations in a row, and reviewer dissent: a result review
 //! rejected the latest iteration since the plan (so the next plan is
-//! `needs_replan`). Trip wires and unreviewed counterevidence have no
+//! `needs_replan`), or a strategy reviewer objected to the plan's
+//! proposed direction. Trip wires and unreviewed counterevidence have no
 //! recorded source yet; an operator states them with `replan --trigger`. Does not own what a mode does with
 //! a signal ([`super::mode`]).
 
 use super::contract::GoalContract;
 use super::document::Revised;
-use super::plan::{CurrentPlan, PlanState, Trigger};
+use super::plan::{CurrentPlan, PlanReview, PlanState, Trigger};
 use super::registry::ApproachRegistry;
 use crate::ledger::{BankStatus, IterationRecord, Ledger};
 use jiff::Timestamp;
@@ -126,6 +127,20 @@ pub fn signals(inputs: &Inputs<'_>) -> Vec<Signal> {
     }
     streaks(inputs.ledger.recent.iter(), &mut fire);
     dissent(inputs.ledger, plan.committed_at_iteration, &mut fire);
+    if let Some(review) =
+        (plan.strategy_review.as_ref()).filter(|_| plan.review == PlanReview::StrategyObjected)
+    {
+        fire(
+            Trigger::ReviewerDissent,
+            format!(
+                "strategy reviewer {} ({}) objected to plan {}: {}",
+                review.reviewer.provider,
+                review.reviewer.family.name(),
+                review.reviewed_plan_revision,
+                review.reasons.join("; ")
+            ),
+        );
+    }
     out
 }
 

@@ -225,6 +225,7 @@ fn ledger() -> Ledger {
         recent: vec![],
         pending_claim: None,
         imported: 0,
+        unbanked_charges: Vec::new(),
     }
 }
 
@@ -489,5 +490,299 @@ mod direction_properties {
             reversed.campaigns.reverse();
             prop_assert_eq!(propose(&reversed, now()).selection, proposal.selection);
         }
+    }
+}
+
+mod strategy_review {
+    use super::*;
+    use crate::driver::provider::Family;
+    use crate::focus::direction::NotSelectable;
+    use crate::focus::strategy::{
+        executor, judge, settle, AdviceContext, AdviceProblem, ApplyAdvice, Parties, Party, Ruling,
+        StrategyAdvice,
+    };
+
+    struct World {
+        contract: Revised<GoalContract>,
+        registry: Revised<ApproachRegistry>,
+        ledger: Ledger,
+        plan: plan::CurrentPlan,
+    }
+
+    /// An enforce loop whose replan proposed an experiment of a and b
+    /// (overlapping), with c dominated and d parked.
+    fn world() -> World {
+        let contract = revised(contract(vec![]));
+        let mut parked = approach("d", 0.0, 1.0);
+        parked.eligibility = Eligibility {
+            status: EligibilityStatus::Parked,
+            reason: "waiting".into(),
+        };
+        let registry = revised(registry(&[
+            ("c1", vec![approach("a", 0.5, 0.9), approach("c", 0.1, 0.2)]),
+            ("c2", vec![approach("b", 0.4, 0.8), parked]),
+        ]));
+        let ledger = ledger();
+        let plan = draft(
+            None,
+            &Replan { trigger: None },
+            &PlanContext {
+                now: now(),
+                mode: GoalFocusMode::Enforce,
+                ledger: &ledger,
+                contract: &contract,
+                registry: &registry,
+                read_plan_revision: 0,
+            },
+        )
+        .unwrap();
+        World {
+            contract,
+            registry,
+            ledger,
+            plan,
+        }
+    }
+
+    impl World {
+        fn context(&self) -> PlanContext<'_> {
+            PlanContext {
+                now: now(),
+                mode: GoalFocusMode::Enforce,
+                ledger: &self.ledger,
+                contract: &self.contract,
+                registry: &self.registry,
+                read_plan_revision: self.plan.plan_revision,
+            }
+        }
+
+        fn advice(&self, verdict: &str, extra: serde_json::Value) -> StrategyAdvice {
+            let mut value = serde_json::json!({
+                "schema": "strategy_advice.v1",
+                "reviewer": {"provider": "codex"},
+                "reviewed": {
+                    "goal_contract": self.contract.pin(),
+                    "approach_registry": self.registry.pin(),
+                    "current_plan": self.plan.pin(),
+                },
+                "verdict": verdict,
+                "rationale": "the experiment separates the two leaders",
+            });
+            for (k, v) in extra.as_object().unwrap() {
+                value[k] = v.clone();
+            }
+            serde_json::from_value(value).unwrap()
+        }
+
+        fn judge(
+            &self,
+            advice: &StrategyAdvice,
+            reviewer: Family,
+        ) -> Result<Ruling, AdviceProblem> {
+            judge(
+                advice,
+                &self.context(),
+                Some(&self.plan),
+                &parties(reviewer),
+            )
+        }
+    }
+
+    fn parties(reviewer_family: Family) -> Parties {
+        Parties {
+            executor: Party {
+                provider: "claude".into(),
+                family: Family::Anthropic,
+            },
+            reviewer_family,
+        }
+    }
+
+    #[test]
+    fn an_endorsement_selects_the_proposal_and_commits_a_reviewed_active_plan() {
+        let w = world();
+        let advice = w.advice("endorse", serde_json::json!({}));
+        let Ok(Ruling::Select(selection)) = w.judge(&advice, Family::Openai) else {
+            panic!("endorsement refused");
+        };
+        assert_eq!(selection.approach_ids, ["a", "b"]);
+        let context = w.context();
+        let parties = parties(Family::Openai);
+        let next = settle(
+            Some(&w.plan),
+            &ApplyAdvice {
+                advice,
+                executor: None,
+            },
+            &AdviceContext {
+                plan: &context,
+                parties: &parties,
+            },
+        )
+        .unwrap();
+        assert_eq!(next.plan_revision, 2);
+        assert_eq!(next.state, PlanState::Active);
+        assert_eq!(next.review, PlanReview::Reviewed);
+        assert_eq!(next.valid_through_iteration, Some(2));
+        let review = next.strategy_review.as_ref().unwrap();
+        assert_eq!(review.reviewer.family, Family::Openai);
+        assert_eq!(review.reviewed_plan_revision, 1);
+        let decision = DirectionDecision::of_plan("op", GoalFocusMode::Enforce, &next);
+        assert_eq!(decision.outcome, DecisionOutcome::Selected);
+        assert!(decision.strategy_review.is_some());
+    }
+
+    #[test]
+    fn the_reviewer_must_be_of_a_known_family_other_than_the_executors() {
+        let w = world();
+        let advice = w.advice("endorse", serde_json::json!({}));
+        assert!(matches!(
+            w.judge(&advice, Family::Anthropic),
+            Err(AdviceProblem::SameFamily { .. })
+        ));
+        assert!(matches!(
+            w.judge(&advice, Family::Unverified),
+            Err(AdviceProblem::ReviewerUnverified { .. })
+        ));
+        let mut unknown_executor = parties(Family::Openai);
+        unknown_executor.executor.family = Family::Unverified;
+        assert!(matches!(
+            judge(&advice, &w.context(), Some(&w.plan), &unknown_executor),
+            Err(AdviceProblem::ExecutorUnverified { .. })
+        ));
+        assert_eq!(executor(Some("claude"), None).unwrap(), "claude");
+        assert_eq!(executor(None, Some(" codex ")).unwrap(), "codex");
+        assert_eq!(executor(Some("claude"), Some("claude")).unwrap(), "claude");
+        assert!(matches!(
+            executor(Some("claude"), Some("codex")),
+            Err(AdviceProblem::ExecutorMismatch { .. })
+        ));
+        assert_eq!(
+            executor(None, Some("  ")),
+            Err(AdviceProblem::ExecutorUnknown)
+        );
+    }
+
+    #[test]
+    fn a_same_revision_rewrite_of_any_reviewed_document_voids_the_advice() {
+        let w = world();
+        let advice = w.advice("endorse", serde_json::json!({}));
+        let mut contract = w.contract.clone();
+        contract.document.goal = "prove lemma C".into();
+        let mut plan = w.plan.clone();
+        plan.committed_at = "2026-12-03T12:00:01Z".parse().unwrap();
+        let stale_contract = World {
+            contract,
+            ..world()
+        };
+        assert!(matches!(
+            stale_contract.judge(&advice, Family::Openai),
+            Err(AdviceProblem::Stale {
+                what: "goal contract",
+                ..
+            })
+        ));
+        let stale_plan = World { plan, ..world() };
+        assert!(matches!(
+            stale_plan.judge(&advice, Family::Openai),
+            Err(AdviceProblem::Stale {
+                what: "current plan",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_proposal_must_be_selectable_under_the_direction_rule() {
+        let w = world();
+        let propose = |ids: serde_json::Value| {
+            w.judge(
+                &w.advice("propose", serde_json::json!({ "selection": ids })),
+                Family::Openai,
+            )
+        };
+        let Ok(Ruling::Select(one)) = propose(serde_json::json!(["b"])) else {
+            panic!("a contender alone is an experiment");
+        };
+        assert_eq!(one.kind, SelectionKind::Experiment);
+        assert_eq!(one.horizon_iterations, 1);
+        assert!(matches!(
+            propose(serde_json::json!(["d"])),
+            Err(AdviceProblem::NotSelectable(
+                NotSelectable::Ineligible { .. }
+            ))
+        ));
+        assert!(matches!(
+            propose(serde_json::json!(["c"])),
+            Err(AdviceProblem::NotSelectable(
+                NotSelectable::Dominated { .. }
+            ))
+        ));
+        assert!(matches!(
+            propose(serde_json::json!(["a", "b", "a"])),
+            Err(AdviceProblem::NotSelectable(NotSelectable::Twice(_)))
+        ));
+        assert!(matches!(
+            propose(serde_json::json!(["zz"])),
+            Err(AdviceProblem::NotSelectable(NotSelectable::Unknown(_)))
+        ));
+        assert!(matches!(
+            propose(serde_json::json!([])),
+            Err(AdviceProblem::NotSelectable(NotSelectable::Count {
+                count: 0
+            }))
+        ));
+        // An objection needs a reason and leaves the plan without a direction.
+        let bare = w.advice("object", serde_json::json!({}));
+        assert!(matches!(
+            w.judge(&bare, Family::Openai),
+            Err(AdviceProblem::Shape { .. })
+        ));
+        let objection = w.advice("object", serde_json::json!({"reasons": ["b is untested"]}));
+        assert_eq!(w.judge(&objection, Family::Openai), Ok(Ruling::Object));
+        // Unknown fields are refused, not ignored.
+        let mut typo = serde_json::to_value(w.advice("endorse", serde_json::json!({}))).unwrap();
+        typo["verdict_reason"] = serde_json::json!("fine");
+        assert!(serde_json::from_value::<StrategyAdvice>(typo).is_err());
+    }
+
+    #[test]
+    fn an_objection_keeps_needs_replan_and_fires_reviewer_dissent() {
+        let w = world();
+        let context = w.context();
+        let parties = parties(Family::Openai);
+        let next = settle(
+            Some(&w.plan),
+            &ApplyAdvice {
+                advice: w.advice("object", serde_json::json!({"reasons": ["b is untested"]})),
+                executor: None,
+            },
+            &AdviceContext {
+                plan: &context,
+                parties: &parties,
+            },
+        )
+        .unwrap();
+        assert_eq!(next.state, PlanState::NeedsReplan);
+        assert_eq!(next.review, PlanReview::StrategyObjected);
+        assert!(next.selection.is_none());
+        let fired = signals(&Inputs {
+            now: now(),
+            ledger: &w.ledger,
+            contract: &w.contract,
+            registry: &w.registry,
+            plan: Some(&next),
+        });
+        assert!(fired.iter().any(|s| s.trigger == Trigger::ReviewerDissent));
+        let decision = DirectionDecision::of_plan("op", GoalFocusMode::Enforce, &next);
+        assert_eq!(decision.outcome, DecisionOutcome::StrategyObjected);
+        // The objected plan awaits no review: a second advice is refused.
+        let again = judge(
+            &w.advice("endorse", serde_json::json!({})),
+            &context,
+            Some(&next),
+            &parties,
+        );
+        assert!(matches!(again, Err(AdviceProblem::NotAwaiting { .. })));
     }
 }

@@ -59,6 +59,22 @@ pub struct Ledger {
     /// when zero, so snapshots of loops that never imported are unchanged.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub imported: u64,
+    /// Enforce mode: what the driver charged for dispatches whose staged
+    /// candidate is not banked yet. The driver charges a turn's measured
+    /// cost when the turn ends, before the review banks the candidate;
+    /// banking counts only what the candidate reports beyond that charge,
+    /// so a turn's cost is never counted twice. Absent when empty, so
+    /// snapshots of loops not in enforce mode are unchanged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unbanked_charges: Vec<DispatchCharge>,
+}
+
+/// The driver's charge for one dispatch, held until its candidate banks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DispatchCharge {
+    pub dispatch_id: String,
+    pub tokens: u64,
+    pub usd: f64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -837,9 +853,10 @@ impl Owner for LedgerOwner {
                 if mode != GoalFocusMode::Enforce {
                     return Err(LedgerError::NotEnforced { mode });
                 }
+                let report = beyond_charged(ledger, report);
                 let report = match bank.status {
-                    BankStatus::Accepted => report.clone(),
-                    BankStatus::Rejected => rejected(ledger, report, context),
+                    BankStatus::Accepted => ended_by_budget(ledger, report, context),
+                    BankStatus::Rejected => rejected(ledger, &report, context),
                 };
                 append(ledger, &report, context, Some(bank.clone()))
             }
@@ -925,6 +942,7 @@ impl Owner for LedgerOwner {
                 recent: Vec::new(),
                 pending_claim: None,
                 imported: 0,
+                unbanked_charges: Vec::new(),
             },
             (Some(ledger), LedgerEvent::IterationAppended { record }) => {
                 append_record(ledger, record.as_ref().clone())
@@ -935,12 +953,24 @@ impl Owner for LedgerOwner {
             (
                 Some(mut ledger),
                 LedgerEvent::Charged {
-                    tokens, usd, at, ..
+                    dispatch_id,
+                    tokens,
+                    usd,
+                    at,
                 },
             ) => {
                 // As for records: `decide` keeps charges within range.
                 if let Ok(spent) = ledger.spent.charged(*tokens, *usd) {
                     ledger.spent = spent;
+                }
+                // A charge that comes after its candidate banked was already
+                // reduced by what the record reported; nothing is held.
+                let banked = ledger
+                    .recent
+                    .iter()
+                    .any(|r| r.bank.is_some() && &r.dispatch_id == dispatch_id);
+                if ledger.config.goal_focus_mode == GoalFocusMode::Enforce && !banked {
+                    hold_charge(&mut ledger.unbanked_charges, dispatch_id, *tokens, *usd);
                 }
                 ledger.updated_at = *at;
                 ledger
@@ -1039,6 +1069,82 @@ fn append(
     ))
 }
 
+/// The candidate's reported cost beyond what the driver already charged
+/// for its dispatch: banking adds only that, so the turn is counted once.
+fn beyond_charged(ledger: &Ledger, report: &IterationReport) -> IterationReport {
+    let mut report = report.clone();
+    let dispatch_id = report.dispatch_id.trim();
+    if let Some(charged) = ledger
+        .unbanked_charges
+        .iter()
+        .find(|charge| !dispatch_id.is_empty() && charge.dispatch_id == dispatch_id)
+    {
+        report.tokens = report.tokens.saturating_sub(charged.tokens);
+        report.usd = (report.usd - charged.usd).max(0.0);
+    }
+    report
+}
+
+/// Add a charge to the dispatch's held total; the oldest dispatch is
+/// forgotten past [`RECENT_RECORDS`] (a dispatch that never banks).
+fn hold_charge(held: &mut Vec<DispatchCharge>, dispatch_id: &str, tokens: u64, usd: f64) {
+    if dispatch_id.is_empty() {
+        return;
+    }
+    match held
+        .iter_mut()
+        .find(|charge| charge.dispatch_id == dispatch_id)
+    {
+        Some(charge) => {
+            charge.tokens = charge.tokens.saturating_add(tokens);
+            charge.usd += usd;
+        }
+        None => {
+            if held.len() == RECENT_RECORDS {
+                held.remove(0);
+            }
+            held.push(DispatchCharge {
+                dispatch_id: dispatch_id.to_owned(),
+                tokens,
+                usd,
+            });
+        }
+    }
+}
+
+/// An accepted candidate whose `continue` the budget can no longer honour
+/// (wall time ran out while it awaited review) is banked as the `stop` the
+/// budget forces, with the budget's reason code. Without this the accepted
+/// result could never bank and the loop would wait on it forever.
+fn ended_by_budget(
+    ledger: &Ledger,
+    report: IterationReport,
+    context: &LedgerContext<'_>,
+) -> IterationReport {
+    let Some(decision) = report.decision.filter(|d| d.is_continuing()) else {
+        return report;
+    };
+    let Ok(after) = ledger.spent.plus(report.tokens, report.usd) else {
+        return report;
+    };
+    let exhausted = ledger
+        .config
+        .budget
+        .exhausted(&after, ledger.elapsed_seconds(context.now));
+    match exhausted.first() {
+        Some(budget)
+            if append_guard(ledger, &report, decision, context.now, context.files, true)
+                .is_err() =>
+        {
+            let mut report = report;
+            report.decision = Some(Decision::Stop);
+            report.stop_reason = budget.reason_code().to_owned();
+            report
+        }
+        _ => report,
+    }
+}
+
 /// What a rejected candidate is banked as: its real cost and provenance,
 /// with its claims, obligation transitions and deltas cleared, so a
 /// rejected result can never count as progress. The decision is `revise`,
@@ -1098,6 +1204,11 @@ fn append_record(mut ledger: Ledger, record: IterationRecord) -> Ledger {
     };
     ledger.pending_claim = record.claim.map(|_| record.iteration);
     ledger.updated_at = record.timestamp;
+    if record.bank.is_some() {
+        ledger
+            .unbanked_charges
+            .retain(|charge| charge.dispatch_id != record.dispatch_id);
+    }
     if ledger.recent.len() == RECENT_RECORDS {
         ledger.recent.remove(0);
     }

@@ -594,3 +594,101 @@ fn the_audit_refuses_an_import_written_after_an_appended_record() {
         "{audit:?}"
     );
 }
+
+fn enforce_harness(budget: Budget) -> Harness {
+    let mut init = InitLoop::new("Prove lemma B", "checked proof", budget);
+    init.goal_focus_mode = GoalFocusMode::Enforce;
+    Harness::new(init)
+}
+
+fn bank(report: IterationReport, status: BankStatus) -> LedgerRequest {
+    LedgerRequest::BankCandidate {
+        report,
+        bank: Bank {
+            status,
+            candidate_fingerprint: crate::digest::Digest::of_bytes(b"candidate"),
+        },
+    }
+}
+
+#[test]
+fn a_banked_candidate_counts_only_its_cost_beyond_the_turns_charge() {
+    let mut h = enforce_harness(Budget::iterations_only(5));
+    // The driver charges the turn when it ends; the review banks later.
+    h.apply(LedgerRequest::Charge {
+        dispatch_id: "d-1".into(),
+        tokens: 1_000,
+        usd: 0.5,
+    })
+    .unwrap();
+    assert_eq!(h.ledger().unbanked_charges.len(), 1);
+    let mut staged = report(Decision::Continue);
+    staged.dispatch_id = "d-1".into();
+    staged.tokens = 1_200;
+    staged.usd = 0.5;
+    h.apply(bank(staged.clone(), BankStatus::Accepted)).unwrap();
+    assert_eq!(h.ledger().spent.tokens, 1_200, "the turn is counted once");
+    assert_eq!(h.ledger().spent.usd, 0.5);
+    assert!(h.ledger().unbanked_charges.is_empty());
+    // A rejected candidate of another dispatch: its real cost, once.
+    h.apply(LedgerRequest::Charge {
+        dispatch_id: "d-2".into(),
+        tokens: 300,
+        usd: 0.0,
+    })
+    .unwrap();
+    staged.dispatch_id = "d-2".into();
+    staged.tokens = 300;
+    staged.usd = 0.0;
+    h.apply(bank(staged.clone(), BankStatus::Rejected)).unwrap();
+    assert_eq!(h.ledger().spent.tokens, 1_500);
+    // Banked before the driver charged (reviewed while the turn ran): the
+    // charge is reduced by the record, and nothing is held.
+    staged.dispatch_id = "d-3".into();
+    h.apply(bank(staged, BankStatus::Accepted)).unwrap();
+    assert_eq!(h.ledger().spent.tokens, 1_800);
+    h.apply(LedgerRequest::Charge {
+        dispatch_id: "d-3".into(),
+        tokens: 400,
+        usd: 0.0,
+    })
+    .unwrap();
+    assert_eq!(h.ledger().spent.tokens, 1_900);
+    assert!(h.ledger().unbanked_charges.is_empty());
+    assert!(h.audit().is_valid(), "{:?}", h.audit());
+}
+
+#[test]
+fn charges_are_not_held_outside_enforce_mode() {
+    let mut h = Harness::new(init_request(5));
+    h.apply(LedgerRequest::Charge {
+        dispatch_id: "d-1".into(),
+        tokens: 10,
+        usd: 0.0,
+    })
+    .unwrap();
+    assert!(h.ledger().unbanked_charges.is_empty());
+    assert!(!canonical_json(h.ledger()).contains("unbanked_charges"));
+}
+
+#[test]
+fn an_accepted_continue_banks_as_the_budgets_stop_when_time_ran_out_during_review() {
+    let mut budget = Budget::iterations_only(5);
+    budget.max_wall_time_seconds = 100;
+    let mut h = enforce_harness(budget);
+    h.clock = 500; // the review came after the wall-time budget ended
+    let receipt = h
+        .apply(bank(report(Decision::Continue), BankStatus::Accepted))
+        .expect("an accepted result is banked, not left pending forever");
+    let record = h.ledger().last_record().unwrap();
+    assert_eq!(record.decision, Decision::Stop);
+    assert_eq!(record.stop_reason, "credit_exhausted:wall_time");
+    assert!(matches!(
+        receipt,
+        LedgerReceipt::AppendIteration {
+            state_status: LoopStatus::Stopped,
+            ..
+        }
+    ));
+    assert!(h.audit().is_valid(), "{:?}", h.audit());
+}

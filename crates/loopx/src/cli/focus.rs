@@ -7,7 +7,7 @@ use super::Reply;
 use anyhow::Result;
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Subcommand};
-use loopx_app::focus::{self, candidate, Which};
+use loopx_app::focus::{self, candidate, strategy, Which};
 use loopx_app::loop_dir::LoopDir;
 use loopx_core::focus::plan::Trigger;
 use loopx_store::sqlite::Access;
@@ -29,6 +29,52 @@ pub enum GoalFocusCommand {
     Review(ReviewArgs),
     Quarantine(QuarantineArgs),
     RecoverQuarantine(RecoverQuarantineArgs),
+    StrategyBrief(StrategyBriefArgs),
+    StrategyReview(StrategyReviewArgs),
+}
+
+/// What a strategy reviewer must see: the goal contract, approach registry
+/// and the plan awaiting review (enforce mode), complete, with the exact
+/// fingerprints an advice binds (`bind`) and the executor whose family the
+/// reviewer must not share. --json gives the brief to send.
+#[derive(Debug, Args)]
+pub struct StrategyBriefArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// The executor's provider, when no driver has named one (must agree
+    /// with the driver's when one has).
+    #[arg(long)]
+    executor: Option<String>,
+}
+
+/// Apply a strategy_advice.v1 document to the plan awaiting review.
+///
+/// The document: {"schema": "strategy_advice.v1", "reviewer": {"provider":
+/// "codex"}, "reviewed": {"goal_contract", "approach_registry",
+/// "current_plan"} (each {"revision", "fingerprint"}: copy `bind` from
+/// `strategy-brief --json`), "verdict": endorse|object|propose,
+/// "selection": [approach ids] (propose only, 1 to 3), "reasons": [...]
+/// (object), "rationale"}. The reviewer's family must be known and differ
+/// from the executor's (the driver's provider, else --executor; unknown
+/// fails closed); the bound versions must be exactly the current ones.
+/// Endorse or propose commits the reviewed plan (active, `reviewed`) and
+/// its decision in one transaction; object commits a `needs_replan` plan
+/// (`strategy_objected`) and reviewer dissent fires. A refused advice
+/// writes nothing.
+#[derive(Debug, Args)]
+pub struct StrategyReviewArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// The strategy_advice.v1 JSON document.
+    #[arg(long)]
+    file: PathBuf,
+    /// The executor's provider, when no driver has named one (must agree
+    /// with the driver's when one has).
+    #[arg(long)]
+    executor: Option<String>,
+    /// Stable id for this operation; repeating it replays the receipt.
+    #[arg(long)]
+    operation_id: Option<String>,
 }
 
 /// Decide the candidate awaiting review with a result_review.v1 document.
@@ -101,8 +147,9 @@ pub struct RecoverQuarantineArgs {
 /// Eligible approaches only; a robustly dominant lower bound exploits,
 /// overlapping intervals run a bounded experiment among at most three
 /// diverse approaches. Monitor mode commits the direction unreviewed;
-/// enforce mode records `needs_replan` (a direction needs a
-/// different-family strategy review, which this loopx cannot run yet).
+/// enforce mode records `needs_replan` with the direction only proposed:
+/// it is selected by a different-family strategy review
+/// (`strategy-brief`, then `strategy-review`).
 #[derive(Debug, Args)]
 pub struct ReplanArgs {
     #[command(flatten)]
@@ -237,6 +284,23 @@ pub fn goal_focus(command: &GoalFocusCommand) -> Result<Reply> {
                 view.note()
             );
             Reply::view(&view, text)
+        }
+        GoalFocusCommand::StrategyBrief(args) => {
+            let view = strategy::brief(&args.dir.dir, args.executor.as_deref())?;
+            Reply::view(&view, view.text())
+        }
+        GoalFocusCommand::StrategyReview(args) => {
+            let bytes = loopx_app::fsutil::read_bounded(
+                &args.file,
+                loopx_core::text::limits::DOCUMENT_BYTES,
+            )?;
+            let view = strategy::review(
+                &args.dir.dir,
+                &bytes,
+                args.executor.as_deref(),
+                args.operation_id.as_deref(),
+            )?;
+            Reply::view(&view, view.text())
         }
         GoalFocusCommand::RecoverQuarantine(args) => match &args.candidate_fingerprint {
             Some(fingerprint) if args.release => {

@@ -145,6 +145,39 @@ impl Fixture {
         fingerprint(&self.dir)
     }
 
+    /// Run `args` (as [`Self::run_in_dir`]), which must be refused and
+    /// leave the loop directory byte-for-byte unchanged: the JSON printed
+    /// and stderr.
+    pub fn refused_in_dir(&self, args: &[&str]) -> (serde_json::Value, String) {
+        let before = self.fingerprint();
+        let (ok, json, stderr) = self.run_in_dir(args);
+        assert!(!ok, "{args:?} was accepted: {json}");
+        assert_eq!(
+            self.fingerprint(),
+            before,
+            "refused {args:?} changed the loop directory ({stderr})"
+        );
+        (json, stderr)
+    }
+
+    /// `loopx goal-focus <args> --dir D --json`: success, body, stderr.
+    pub fn focus(&self, args: &[&str]) -> (bool, serde_json::Value, String) {
+        self.run_in_dir(&[&["goal-focus"], args].concat())
+    }
+
+    pub fn focus_ok(&self, args: &[&str]) -> serde_json::Value {
+        let (ok, json, stderr) = self.focus(args);
+        assert!(ok, "goal-focus {args:?} failed: {stderr}");
+        json
+    }
+
+    /// Write `value` as a JSON file outside the loop directory; its path.
+    pub fn json_file(&self, name: &str, value: &serde_json::Value) -> String {
+        let path = self.temp.path().join(name);
+        std::fs::write(&path, value.to_string()).unwrap();
+        path.display().to_string()
+    }
+
     /// Write a valid proof artifact `id` (and its proof file).
     pub fn write_proof(&self, id: &str) {
         std::fs::create_dir_all(self.dir.join("proofs")).unwrap();
