@@ -27,12 +27,15 @@ use loopx_core::driver::{
     RecoveryPlan, Registration, Settlement, TurnOutcome, Waiting, Workspace,
 };
 use loopx_core::focus::candidate::Hold;
+use loopx_core::focus::plan::PlanOwner;
+use loopx_core::focus::PLAN_STREAM;
 use loopx_core::goal::continuation::should_run;
 use loopx_core::goal::Actor;
 use loopx_core::ledger::arbiter::arbitrate;
 use loopx_core::ledger::vocabulary::GoalFocusMode;
 use loopx_core::ledger::{CheckRun, LedgerContext, LedgerOwner, LedgerRequest, STREAM};
 use loopx_core::operation::OperationId;
+use loopx_core::panel::Phase;
 use loopx_core::path::LoopPath;
 use loopx_store::{Loaded, Step as PairStep};
 use serde::Serialize;
@@ -89,9 +92,26 @@ pub fn next_step(
         GoalFocusMode::Enforce => crate::focus::candidate::slot(dir)?.and_then(|s| s.hold()),
         _ => None,
     };
-    let panel = match &candidate {
-        Some(Hold::Pending(fingerprint)) if panel => Some(crate::panel::budget(dir, fingerprint)?),
-        _ => None,
+    let enforce = reading.ledger.config.goal_focus_mode == GoalFocusMode::Enforce;
+    let (panel, strategy) = match &candidate {
+        _ if !panel || !enforce => (None, None),
+        Some(Hold::Pending(fingerprint)) => {
+            let budget = crate::panel::budget(dir, Phase::ResultReview, fingerprint)?;
+            (Some(budget), None)
+        }
+        _ => {
+            let plan = dir.authority().load::<PlanOwner>(PLAN_STREAM)?.state;
+            let awaiting = plan.filter(|p| p.awaits_strategy_review());
+            let strategy = match awaiting {
+                Some(plan) => Some(crate::panel::budget(
+                    dir,
+                    Phase::StrategyReview,
+                    &plan.pin().fingerprint,
+                )?),
+                None => None,
+            };
+            (None, strategy)
+        }
     };
     let step = step::next(&Situation {
         ledger: &reading.ledger,
@@ -106,6 +126,7 @@ pub fn next_step(
         now,
         candidate: candidate.as_ref(),
         panel,
+        strategy,
     });
     Ok((reading, step))
 }

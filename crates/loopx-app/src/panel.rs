@@ -9,12 +9,14 @@
 //! (atomic, mode 0600, output redacted), committing each attempt's start
 //! before its launch and its outcome after, and handing a well-formed
 //! review to `focus::candidate::review`, the one use case that banks a
-//! candidate. Does not own any rule (`loopx_core::panel` and
+//! candidate, or a strategy advice to `focus::strategy::review`, the one
+//! that commits a reviewed direction. Does not own any rule (`loopx_core::panel` and
 //! `loopx_core::focus::review` do) or the process itself: the caller
 //! passes a runner (the binary's, which gives it its own process group, a
 //! timeout and a bounded capture).
 
 use crate::focus::candidate::{self, family_of, Finalized};
+use crate::focus::strategy::{self, StrategyReviewView};
 use crate::loop_dir::LoopDir;
 use crate::{clock, fsutil, platform, AppError};
 use loopx_core::digest::Digest;
@@ -22,7 +24,9 @@ use loopx_core::driver::provider::{self, Family};
 use loopx_core::driver::step::PanelBudget;
 use loopx_core::focus::candidate::Held;
 use loopx_core::focus::review::{ResultReview, SCHEMA};
+use loopx_core::focus::strategy::{StrategyAdvice, StrategyBrief, SCHEMA as ADVICE_SCHEMA};
 use loopx_core::ledger::vocabulary::GoalFocusMode;
+use loopx_core::ledger::BankStatus;
 use loopx_core::operation::{Clock, OperationId};
 use loopx_core::panel::attempts::{
     AttemptOutcome, AttemptOwner, AttemptRequest, Attempts, ATTEMPTS_STREAM,
@@ -110,11 +114,12 @@ fn attempts(dir: &LoopDir) -> anyhow::Result<Attempts> {
         .unwrap_or_default())
 }
 
-/// The panel's attempts on the pending candidate `fingerprint`, for the
-/// driver's step.
-pub fn budget(dir: &LoopDir, fingerprint: &Digest) -> Result<PanelBudget, AppError> {
+/// The panel's attempts in `phase` on `subject` (the pending candidate's
+/// fingerprint, or the fingerprint of the plan awaiting strategy review),
+/// for the driver's step.
+pub fn budget(dir: &LoopDir, phase: Phase, subject: &Digest) -> Result<PanelBudget, AppError> {
     let max = load_config(dir)?.unwrap_or_default().max_attempts;
-    let used = attempts(dir)?.used(Phase::ResultReview, fingerprint);
+    let used = attempts(dir)?.used(phase, subject);
     Ok(PanelBudget { used, max })
 }
 
@@ -136,20 +141,27 @@ pub struct AttemptView {
 /// What `loopx panel` did.
 #[derive(Debug, Clone, Serialize)]
 pub struct PanelView {
-    /// `ok` when a review decided the candidate, else `failed`.
+    /// `ok` when an answer decided the subject, else `failed`.
     pub status: &'static str,
     pub action: &'static str,
     pub dir: String,
     pub phase: Phase,
-    pub candidate_fingerprint: Digest,
-    /// `banked_accepted`, `banked_rejected`, or `pending` (no usable review).
+    /// What was reviewed: the pending candidate's fingerprint
+    /// (result_review), or the fingerprint of the plan awaiting review
+    /// (strategy_review).
+    pub subject: Digest,
+    /// `banked_accepted`, `banked_rejected`, `committed` (a strategy
+    /// advice was applied), or `pending` (no usable answer).
     pub state: &'static str,
     pub invited: Vec<String>,
     pub skipped: Vec<Skipped>,
     pub attempts: Vec<AttemptView>,
     pub attempts_used: u32,
     pub max_attempts: u32,
+    /// What a deciding result review banked.
     pub finalized: Option<Finalized>,
+    /// What a deciding strategy advice committed.
+    pub committed: Option<StrategyReviewView>,
     /// What went wrong after a commit (an outcome that could not be
     /// recorded): what happened happened regardless.
     pub warnings: Vec<String>,
@@ -157,7 +169,7 @@ pub struct PanelView {
 
 impl PanelView {
     pub fn decided(&self) -> bool {
-        self.finalized.is_some()
+        self.finalized.is_some() || self.committed.is_some()
     }
 
     pub fn text(&self) -> String {
@@ -180,18 +192,24 @@ impl PanelView {
         for s in &self.skipped {
             text.push_str(&format!("skipped {}: {}\n", s.provider, s.reason));
         }
-        match &self.finalized {
-            Some(f) => text.push_str(&format!(
+        let what = match self.phase {
+            Phase::ResultReview => "candidate",
+            Phase::StrategyReview => "plan",
+        };
+        match (&self.finalized, &self.committed) {
+            (Some(f), _) => text.push_str(&format!(
                 "candidate {} banked {:?} as iteration {} on {}'s review",
-                self.candidate_fingerprint, f.bank_status, f.iteration, f.reviewer_provider
+                self.subject, f.bank_status, f.iteration, f.reviewer_provider
             )),
-            None => text.push_str(&format!(
-                "candidate {} stays pending: no usable review ({} of {} attempts used; nothing banked, nothing charged); artifacts under {}/{}",
-                self.candidate_fingerprint,
+            (None, Some(c)) => text.push_str(&c.text()),
+            (None, None) => text.push_str(&format!(
+                "{what} {} stays pending: no usable answer ({} of {} attempts used; nothing committed, nothing charged); artifacts under {}/{}/{}",
+                self.subject,
                 self.attempts_used,
                 self.max_attempts,
                 ARTIFACTS,
-                short(&self.candidate_fingerprint)
+                short(&self.subject),
+                self.phase.name()
             )),
         }
         text
@@ -202,7 +220,7 @@ fn hex(digest: &Digest) -> &str {
     digest.as_str().trim_start_matches("sha256:")
 }
 
-/// The first 12 hex digits of a digest: the candidate's artifact folder.
+/// The first 12 hex digits of a digest: the subject's artifact folder.
 fn short(digest: &Digest) -> String {
     let hex = hex(digest);
     hex[..hex.len().min(12)].to_owned()
@@ -242,11 +260,49 @@ fn private_dir(dir: &LoopDir, parts: &[&str]) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
+/// What a phase reviews.
+enum Subject {
+    /// The pending candidate.
+    Candidate(Box<Held>),
+    /// The plan awaiting a strategy review, as its brief shows it, and the
+    /// executor named on the command line (if any).
+    Direction {
+        brief: Box<StrategyBrief>,
+        executor: Option<String>,
+    },
+}
+
+impl Subject {
+    fn fingerprint(&self) -> Digest {
+        match self {
+            Subject::Candidate(held) => held.fingerprint.clone(),
+            Subject::Direction { brief, .. } => brief.bind.current_plan.fingerprint.clone(),
+        }
+    }
+
+    fn executor_family(&self) -> Family {
+        match self {
+            Subject::Candidate(held) => held.candidate.executor_family,
+            Subject::Direction { brief, .. } => brief.executor.family,
+        }
+    }
+
+    /// What `reviewer` is sent.
+    fn brief(&self, reviewer: &str) -> String {
+        match self {
+            Subject::Candidate(held) => {
+                brief::result_review(&held.candidate, &held.fingerprint, reviewer)
+            }
+            Subject::Direction { brief, .. } => brief::strategy_review(brief, reviewer),
+        }
+    }
+}
+
 /// A panel run that passed every check and has written nothing yet.
 pub struct Prepared {
     dir: LoopDir,
     phase: Phase,
-    held: Held,
+    subject: Subject,
     config: PanelConfig,
     invitation: config::Invitation,
     used: u32,
@@ -259,41 +315,49 @@ impl Prepared {
     }
 }
 
-/// Check that `phase` can run on the loop at `root`, writing nothing and
-/// spawning nothing: refused when no candidate is pending, panel.json is
-/// invalid, enforce mode lacks the egress consent, nobody can be invited,
-/// or no attempt is left.
-pub fn prepare(root: &Path, phase: Phase) -> Result<Prepared, AppError> {
-    if phase == Phase::StrategyReview {
-        return Err(AppError::refused(
-            "--phase strategy_review is not available in this loopx yet: only result_review runs on the panel",
-        ));
-    }
-    let dir = LoopDir::open(root, Access::ReadWrite)?;
-    let mode = dir.read()?.ledger.config.goal_focus_mode;
-    let slot = candidate::slot(&dir)?.unwrap_or_default();
+/// The pending candidate, or why no result review can run.
+fn pending_candidate(dir: &LoopDir, mode: GoalFocusMode) -> Result<Held, AppError> {
+    let slot = candidate::slot(dir)?.unwrap_or_default();
     if let Some(q) = &slot.quarantine {
         return Err(AppError::refused(format!(
             "candidate {} is quarantined: no reviewer runs on it until a person releases it (`loopx goal-focus recover-quarantine`)",
             q.fingerprint
         )));
     }
-    let Some(held) = slot.pending else {
+    slot.pending.ok_or_else(|| {
         let why = match mode {
             GoalFocusMode::Enforce => "nothing is pending",
             _ => "only an enforce-mode loop stages candidates",
         };
-        return Err(AppError::refused(format!(
+        AppError::refused(format!(
             "no candidate awaits a result review in {} ({why}): `loopx goal-focus status` shows the candidate stream",
             dir.display()
-        )));
+        ))
+    })
+}
+
+/// Check that `phase` can run on the loop at `root`, writing nothing and
+/// spawning nothing: refused when nothing awaits that review (no pending
+/// candidate; no plan awaiting a strategy review, or an unknown executor),
+/// panel.json is invalid, enforce mode lacks the egress consent, nobody
+/// can be invited, or no attempt is left. `executor` names the executor's
+/// provider for a strategy review when no driver has.
+pub fn prepare(root: &Path, phase: Phase, executor: Option<&str>) -> Result<Prepared, AppError> {
+    let dir = LoopDir::open(root, Access::ReadWrite)?;
+    let mode = dir.read()?.ledger.config.goal_focus_mode;
+    let subject = match phase {
+        Phase::ResultReview => Subject::Candidate(Box::new(pending_candidate(&dir, mode)?)),
+        Phase::StrategyReview => Subject::Direction {
+            brief: Box::new(strategy::brief(root, executor)?.brief),
+            executor: executor.map(str::to_owned),
+        },
     };
     let config = load_config(&dir)?.unwrap_or_default();
     consent(mode, std::env::var(EGRESS_ENV).ok().as_deref()).map_err(refused)?;
     let invitation = config::invite(
         &config,
         std::env::var(PROVIDERS_ENV).ok().as_deref(),
-        held.candidate.executor_family,
+        subject.executor_family(),
         family_of,
         mode == GoalFocusMode::Enforce,
     )
@@ -303,18 +367,19 @@ pub fn prepare(root: &Path, phase: Phase) -> Result<Prepared, AppError> {
             invitation.why_nobody(),
         )));
     }
-    let used = attempts(&dir)?.used(phase, &held.fingerprint);
+    let fingerprint = subject.fingerprint();
+    let used = attempts(&dir)?.used(phase, &fingerprint);
     if used >= config.max_attempts {
         return Err(refused(PanelProblem::Exhausted {
             phase: phase.name(),
-            subject: held.fingerprint.to_string(),
+            subject: fingerprint.to_string(),
             max: config.max_attempts,
         }));
     }
     Ok(Prepared {
         dir,
         phase,
-        held,
+        subject,
         config,
         invitation,
         used,
@@ -322,38 +387,31 @@ pub fn prepare(root: &Path, phase: Phase) -> Result<Prepared, AppError> {
 }
 
 impl Prepared {
-    /// Each invited reviewer in turn, through `runner`, until one's review
-    /// decides the candidate, every one was tried, or the attempts run out.
+    /// Each invited reviewer in turn, through `runner`, until one's answer
+    /// decides the subject, every one was tried, or the attempts run out.
     pub fn run(
         self,
         cli_timeout: Option<u64>,
         runner: &mut dyn FnMut(&Launch) -> anyhow::Result<Ran>,
     ) -> Result<PanelView, AppError> {
-        let Prepared {
-            dir,
-            phase,
-            held,
-            config,
-            invitation,
-            used,
-        } = self;
         let mut view = PanelView {
             status: "failed",
             action: "panel",
-            dir: dir.display(),
-            phase,
-            candidate_fingerprint: held.fingerprint.clone(),
+            dir: self.dir.display(),
+            phase: self.phase,
+            subject: self.subject.fingerprint(),
             state: "pending",
-            invited: invitation.invited.clone(),
-            skipped: invitation.skipped,
+            invited: self.invitation.invited.clone(),
+            skipped: self.invitation.skipped.clone(),
             attempts: Vec::new(),
-            attempts_used: used,
-            max_attempts: config.max_attempts,
+            attempts_used: self.used,
+            max_attempts: self.config.max_attempts,
             finalized: None,
+            committed: None,
             warnings: Vec::new(),
         };
-        for reviewer in &invitation.invited {
-            if view.attempts_used >= config.max_attempts {
+        for reviewer in &self.invitation.invited {
+            if view.attempts_used >= self.config.max_attempts {
                 break;
             }
             let launcher = provider::find(reviewer)
@@ -366,7 +424,7 @@ impl Prepared {
                 });
                 continue;
             };
-            let prompt = brief::result_review(&held.candidate, &held.fingerprint, reviewer);
+            let prompt = self.subject.brief(reviewer);
             if let Err(problem) = brief::fits_argv(&prompt) {
                 // It could not be launched: not an attempt either.
                 view.skipped.push(Skipped {
@@ -376,261 +434,295 @@ impl Prepared {
                 continue;
             }
             let attempt = view.attempts_used + 1;
-            let reviewed = review_once(
-                &dir,
-                &config,
-                phase,
-                &held,
-                reviewer,
-                launcher,
-                attempt,
-                &prompt,
+            let reviewed = self.review_once(
+                Reviewer {
+                    name: reviewer,
+                    launcher,
+                    attempt,
+                    prompt: &prompt,
+                },
                 cli_timeout,
                 runner,
             )?;
             view.attempts_used = attempt;
             view.warnings.extend(reviewed.warning);
-            let decided = reviewed.outcome.decided();
+            let outcome = reviewed.view.outcome;
             view.attempts.push(reviewed.view);
-            if decided {
-                view.state = match reviewed.outcome {
+            if outcome.decided() {
+                view.state = match outcome {
                     AttemptOutcome::BankedAccepted => "banked_accepted",
-                    _ => "banked_rejected",
+                    AttemptOutcome::BankedRejected => "banked_rejected",
+                    _ => "committed",
                 };
                 view.status = "ok";
-                view.finalized = reviewed.finalized;
+                match reviewed.decided {
+                    Some(Decided::Banked(f)) => view.finalized = Some(f),
+                    Some(Decided::Committed(c)) => view.committed = Some(*c),
+                    None => {}
+                }
                 break;
             }
         }
         Ok(view)
     }
+
+    /// One reviewer, start to finish: the attempt committed, the brief
+    /// written, the process run, its output stored and read, the answer
+    /// judged (and committed, if it decides), the outcome committed.
+    fn review_once(
+        &self,
+        reviewer: Reviewer<'_>,
+        cli_timeout: Option<u64>,
+        runner: &mut dyn FnMut(&Launch) -> anyhow::Result<Ran>,
+    ) -> Result<Reviewed, AppError> {
+        let Reviewer { name, attempt, .. } = reviewer;
+        let (dir, phase, config) = (&self.dir, self.phase, &self.config);
+        let subject = self.subject.fingerprint();
+        let timeout_s = config::timeout_s(config, phase, name, cli_timeout, reviewer.prompt.len());
+        // The whole fingerprint: an id names one attempt on one subject.
+        let base = format!("panel.{}.{}.{attempt}", phase.name(), hex(&subject));
+        let op = |suffix: &str| {
+            OperationId::parse(&format!("{base}{suffix}")).map_err(anyhow::Error::new)
+        };
+        let now = clock::now();
+        // Counted before the launch: a host killed while the reviewer runs
+        // has still spent the attempt.
+        dir.authority()
+            .execute::<AttemptOwner>(
+                ATTEMPTS_STREAM,
+                &op("")?,
+                &AttemptRequest::Start {
+                    phase,
+                    subject: subject.clone(),
+                    attempt,
+                    provider: name.to_owned(),
+                    max_attempts: config.max_attempts,
+                },
+                &Clock { now },
+                now,
+            )
+            .map_err(of_authority)?;
+        let mut artifacts = Vec::new();
+        // From here on the attempt is counted: whatever fails is its
+        // outcome, recorded, never an error that hides the count.
+        let found = self
+            .launch_and_read(&reviewer, timeout_s, runner, &mut artifacts)
+            .unwrap_or_else(|error| Found {
+                outcome: AttemptOutcome::Failed,
+                detail: format!("{error:#}"),
+                decided: None,
+                elapsed_ms: 0,
+                exit_status: None,
+            });
+        let now = clock::now();
+        let finish = AttemptRequest::Finish {
+            phase,
+            subject,
+            attempt,
+            outcome: found.outcome,
+            detail: found.detail.clone(),
+        };
+        let finished = op(".end").and_then(|id| {
+            dir.authority()
+                .execute::<AttemptOwner>(ATTEMPTS_STREAM, &id, &finish, &Clock { now }, now)
+                .map_err(anyhow::Error::new)
+        });
+        let warning = finished.err().map(|error| {
+            format!(
+                "attempt {attempt} ({name}) ended {:?}, but that could not be recorded ({error:#}); the attempt still counts",
+                found.outcome
+            )
+        });
+        Ok(Reviewed {
+            decided: found.decided,
+            warning,
+            view: AttemptView {
+                attempt,
+                provider: name.to_owned(),
+                family: family_of(name),
+                timeout_s,
+                elapsed_ms: found.elapsed_ms,
+                exit_status: found.exit_status,
+                outcome: found.outcome,
+                detail: found.detail,
+                artifacts,
+            },
+        })
+    }
+
+    /// Write the brief, run the reviewer, store its (redacted) output and
+    /// judge what it said. Each artifact written is added to `artifacts`.
+    fn launch_and_read(
+        &self,
+        reviewer: &Reviewer<'_>,
+        timeout_s: u64,
+        runner: &mut dyn FnMut(&Launch) -> anyhow::Result<Ran>,
+        artifacts: &mut Vec<String>,
+    ) -> anyhow::Result<Found> {
+        let subject = self.subject.fingerprint();
+        let folder = [ARTIFACTS, &short(&subject), self.phase.name()];
+        let cwd = private_dir(&self.dir, &folder)?;
+        let stem = format!("{}-{}", reviewer.attempt, reviewer.name);
+        let relative = |ext: &str| format!("{}/{stem}.{ext}", folder.join("/"));
+        fsutil::write_private(
+            &cwd.join(format!("{stem}.prompt")),
+            reviewer.prompt.as_bytes(),
+        )?;
+        artifacts.push(relative("prompt"));
+        let launch = Launch {
+            provider: reviewer.name.to_owned(),
+            binary: reviewer.launcher.binary.to_owned(),
+            args: reviewer
+                .launcher
+                .review_argv(reviewer.prompt, &cwd.display().to_string()),
+            cwd: cwd.clone(),
+            timeout: Duration::from_secs(timeout_s),
+            name: crate::driver::fresh_name(&format!("panel-{}", reviewer.attempt)),
+        };
+        let ran =
+            runner(&launch).map_err(|error| error.context("the reviewer could not be started"))?;
+        let output = loopx_core::redact::redact_owned(&String::from_utf8_lossy(&ran.stdout));
+        let mut stored = output.clone();
+        if ran.truncated {
+            stored.push_str(&format!(
+                "\n[loopx: output cut at {OUTPUT_BYTES} bytes; the rest was dropped]\n"
+            ));
+        }
+        fsutil::write_private(&cwd.join(format!("{stem}.out")), stored.as_bytes())?;
+        artifacts.push(relative("out"));
+        let (outcome, detail, decided) = if ran.timed_out {
+            (
+                AttemptOutcome::TimedOut,
+                format!("killed (with everything it started) at its {timeout_s}s timeout"),
+                None,
+            )
+        } else if ran.exit_status != Some(0) {
+            let code = ran
+                .exit_status
+                .map_or("a signal".to_owned(), |c| format!("code {c}"));
+            (AttemptOutcome::Failed, format!("exited with {code}"), None)
+        } else {
+            let file = cwd.join(format!("{stem}.json"));
+            let judged = self.judge(reviewer.name, &output, &file)?;
+            if file.exists() {
+                artifacts.push(relative("json"));
+            }
+            judged
+        };
+        Ok(Found {
+            outcome,
+            detail,
+            decided,
+            elapsed_ms: ran.elapsed.as_millis() as u64,
+            exit_status: ran.exit_status,
+        })
+    }
+
+    /// Read the answer out of `output`, store it at `file`, and hand it to
+    /// the use case that decides with it: the outcome and, if it decided,
+    /// what was committed.
+    fn judge(&self, reviewer: &str, output: &str, file: &Path) -> anyhow::Result<Judged> {
+        let stem = file.file_stem().unwrap_or_default().to_string_lossy();
+        let operation = format!(
+            "panel.{}.{}.{stem}",
+            self.phase.name(),
+            hex(&self.subject.fingerprint())
+        );
+        let root = self.dir.root();
+        let decided = match &self.subject {
+            Subject::Candidate(held) => {
+                let review: ResultReview = match brief::extract(output, SCHEMA) {
+                    Ok(review) => review,
+                    Err(problem) => return Ok(malformed(problem)),
+                };
+                if let Err(problem) = brief::attributed(&review.reviewer.provider, reviewer) {
+                    return Ok((AttemptOutcome::Refused, problem.to_string(), None));
+                }
+                fsutil::write_private(file, serde_json::to_string_pretty(&review)?.as_bytes())?;
+                candidate::review(root, held.fingerprint.as_str(), file, Some(&operation)).map(
+                    |banked| {
+                        let body = banked.body;
+                        let outcome = match body.bank_status {
+                            BankStatus::Accepted => AttemptOutcome::BankedAccepted,
+                            BankStatus::Rejected => AttemptOutcome::BankedRejected,
+                        };
+                        let detail = format!("banked as iteration {}", body.iteration);
+                        (outcome, detail, Some(Decided::Banked(body)))
+                    },
+                )
+            }
+            Subject::Direction { executor, .. } => {
+                let advice: StrategyAdvice = match brief::extract(output, ADVICE_SCHEMA) {
+                    Ok(advice) => advice,
+                    Err(problem) => return Ok(malformed(problem)),
+                };
+                if let Err(problem) = brief::attributed(&advice.reviewer.provider, reviewer) {
+                    return Ok((AttemptOutcome::Refused, problem.to_string(), None));
+                }
+                let bytes = serde_json::to_string_pretty(&advice)?;
+                fsutil::write_private(file, bytes.as_bytes())?;
+                strategy::review(
+                    root,
+                    bytes.as_bytes(),
+                    executor.as_deref(),
+                    Some(&operation),
+                )
+                .map(|committed| {
+                    let detail = format!(
+                        "{} by {reviewer}: plan {} is {}",
+                        advice.verdict, committed.plan.plan_revision, committed.plan.state
+                    );
+                    let decided = Decided::Committed(Box::new(committed));
+                    (AttemptOutcome::Committed, detail, Some(decided))
+                })
+            }
+        };
+        match decided {
+            Ok(judged) => Ok(judged),
+            // The judge's refusal: this answer cannot decide; the next
+            // reviewer's may.
+            Err(error) if error.class == crate::ErrorClass::Refused => {
+                Ok((AttemptOutcome::Refused, error.message, None))
+            }
+            Err(error) => Err(anyhow::anyhow!(
+                "the answer could not be committed: {}",
+                error.message
+            )),
+        }
+    }
 }
+
+fn malformed(problem: PanelProblem) -> Judged {
+    (AttemptOutcome::Malformed, problem.to_string(), None)
+}
+
+/// One reviewer to launch for one attempt.
+struct Reviewer<'a> {
+    name: &'a str,
+    launcher: &'a provider::Launcher,
+    attempt: u32,
+    prompt: &'a str,
+}
+
+/// What a deciding answer committed.
+enum Decided {
+    Banked(Finalized),
+    Committed(Box<StrategyReviewView>),
+}
+
+type Judged = (AttemptOutcome, String, Option<Decided>);
 
 struct Reviewed {
-    outcome: AttemptOutcome,
     view: AttemptView,
-    finalized: Option<Finalized>,
+    decided: Option<Decided>,
     warning: Option<String>,
-}
-
-/// One reviewer, start to finish: the attempt committed, the brief
-/// written, the process run, its output stored and read, the review
-/// judged (and banked, if it decides), the outcome committed.
-#[allow(clippy::too_many_arguments)]
-fn review_once(
-    dir: &LoopDir,
-    config: &PanelConfig,
-    phase: Phase,
-    held: &Held,
-    reviewer: &str,
-    launcher: &provider::Launcher,
-    attempt: u32,
-    prompt: &str,
-    cli_timeout: Option<u64>,
-    runner: &mut dyn FnMut(&Launch) -> anyhow::Result<Ran>,
-) -> Result<Reviewed, AppError> {
-    let fingerprint = &held.fingerprint;
-    let timeout_s = config::timeout_s(config, phase, reviewer, cli_timeout, prompt.len());
-    // The whole fingerprint: an id names one attempt on one candidate.
-    let base = format!("panel.{}.{}.{attempt}", phase.name(), hex(fingerprint));
-    let op =
-        |suffix: &str| OperationId::parse(&format!("{base}{suffix}")).map_err(anyhow::Error::new);
-    let now = clock::now();
-    // Counted before the launch: a host killed while the reviewer runs
-    // has still spent the attempt.
-    dir.authority()
-        .execute::<AttemptOwner>(
-            ATTEMPTS_STREAM,
-            &op("")?,
-            &AttemptRequest::Start {
-                phase,
-                subject: fingerprint.clone(),
-                attempt,
-                provider: reviewer.to_owned(),
-                max_attempts: config.max_attempts,
-            },
-            &Clock { now },
-            now,
-        )
-        .map_err(of_authority)?;
-    let mut artifacts = Vec::new();
-    // From here on the attempt is counted: whatever fails is its outcome,
-    // recorded, never an error that hides the count.
-    let found = launch_and_read(
-        dir,
-        phase,
-        held,
-        reviewer,
-        launcher,
-        attempt,
-        prompt,
-        timeout_s,
-        runner,
-        &mut artifacts,
-    )
-    .unwrap_or_else(|error| Found {
-        outcome: AttemptOutcome::Failed,
-        detail: format!("{error:#}"),
-        finalized: None,
-        elapsed_ms: 0,
-        exit_status: None,
-    });
-    let now = clock::now();
-    let finish = AttemptRequest::Finish {
-        phase,
-        subject: fingerprint.clone(),
-        attempt,
-        outcome: found.outcome,
-        detail: found.detail.clone(),
-    };
-    let finished = op(".end").and_then(|id| {
-        dir.authority()
-            .execute::<AttemptOwner>(ATTEMPTS_STREAM, &id, &finish, &Clock { now }, now)
-            .map_err(anyhow::Error::new)
-    });
-    let warning = finished.err().map(|error| {
-        format!(
-            "attempt {attempt} ({reviewer}) ended {:?}, but that could not be recorded ({error:#}); the attempt still counts",
-            found.outcome
-        )
-    });
-    Ok(Reviewed {
-        outcome: found.outcome,
-        finalized: found.finalized,
-        warning,
-        view: AttemptView {
-            attempt,
-            provider: reviewer.to_owned(),
-            family: family_of(reviewer),
-            timeout_s,
-            elapsed_ms: found.elapsed_ms,
-            exit_status: found.exit_status,
-            outcome: found.outcome,
-            detail: found.detail,
-            artifacts,
-        },
-    })
 }
 
 /// What one launched attempt came to.
 struct Found {
     outcome: AttemptOutcome,
     detail: String,
-    finalized: Option<Finalized>,
+    decided: Option<Decided>,
     elapsed_ms: u64,
     exit_status: Option<i32>,
-}
-
-/// Write the brief, run the reviewer, store its (redacted) output and
-/// judge what it said. Each artifact written is added to `artifacts`.
-#[allow(clippy::too_many_arguments)]
-fn launch_and_read(
-    dir: &LoopDir,
-    phase: Phase,
-    held: &Held,
-    reviewer: &str,
-    launcher: &provider::Launcher,
-    attempt: u32,
-    prompt: &str,
-    timeout_s: u64,
-    runner: &mut dyn FnMut(&Launch) -> anyhow::Result<Ran>,
-    artifacts: &mut Vec<String>,
-) -> anyhow::Result<Found> {
-    let folder = [ARTIFACTS, &short(&held.fingerprint), phase.name()];
-    let cwd = private_dir(dir, &folder)?;
-    let stem = format!("{attempt}-{reviewer}");
-    let relative = |ext: &str| format!("{}/{stem}.{ext}", folder.join("/"));
-    fsutil::write_private(&cwd.join(format!("{stem}.prompt")), prompt.as_bytes())?;
-    artifacts.push(relative("prompt"));
-    let launch = Launch {
-        provider: reviewer.to_owned(),
-        binary: launcher.binary.to_owned(),
-        args: launcher.review_argv(prompt, &cwd.display().to_string()),
-        cwd: cwd.clone(),
-        timeout: Duration::from_secs(timeout_s),
-        name: crate::driver::fresh_name(&format!("panel-{attempt}")),
-    };
-    let ran =
-        runner(&launch).map_err(|error| error.context("the reviewer could not be started"))?;
-    let output = loopx_core::redact::redact_owned(&String::from_utf8_lossy(&ran.stdout));
-    let mut stored = output.clone();
-    if ran.truncated {
-        stored.push_str(&format!(
-            "\n[loopx: output cut at {OUTPUT_BYTES} bytes; the rest was dropped]\n"
-        ));
-    }
-    fsutil::write_private(&cwd.join(format!("{stem}.out")), stored.as_bytes())?;
-    artifacts.push(relative("out"));
-    let (outcome, detail, finalized) = if ran.timed_out {
-        (
-            AttemptOutcome::TimedOut,
-            format!("killed (with everything it started) at its {timeout_s}s timeout"),
-            None,
-        )
-    } else if ran.exit_status != Some(0) {
-        let code = ran
-            .exit_status
-            .map_or("a signal".to_owned(), |c| format!("code {c}"));
-        (AttemptOutcome::Failed, format!("exited with {code}"), None)
-    } else {
-        let file = cwd.join(format!("{stem}.json"));
-        let judged = judge(dir, held, reviewer, &output, &file)?;
-        if file.exists() {
-            artifacts.push(relative("json"));
-        }
-        judged
-    };
-    Ok(Found {
-        outcome,
-        detail,
-        finalized,
-        elapsed_ms: ran.elapsed.as_millis() as u64,
-        exit_status: ran.exit_status,
-    })
-}
-
-/// Read the review out of `output`, store it at `file`, and hand it to
-/// the review use case: the outcome and, if it decided the candidate, what
-/// was banked.
-fn judge(
-    dir: &LoopDir,
-    held: &Held,
-    reviewer: &str,
-    output: &str,
-    file: &Path,
-) -> anyhow::Result<(AttemptOutcome, String, Option<Finalized>)> {
-    let review: ResultReview = match brief::extract(output, SCHEMA) {
-        Ok(review) => review,
-        Err(problem) => return Ok((AttemptOutcome::Malformed, problem.to_string(), None)),
-    };
-    if let Err(problem) = brief::attributed(&review, reviewer) {
-        return Ok((AttemptOutcome::Refused, problem.to_string(), None));
-    }
-    fsutil::write_private(file, serde_json::to_string_pretty(&review)?.as_bytes())?;
-    let stem = file.file_stem().unwrap_or_default().to_string_lossy();
-    let operation = format!("panel.bank.{}.{stem}", hex(&held.fingerprint));
-    match candidate::review(
-        dir.root(),
-        held.fingerprint.as_str(),
-        file,
-        Some(&operation),
-    ) {
-        Ok(banked) => {
-            let outcome = match banked.body.bank_status {
-                loopx_core::ledger::BankStatus::Accepted => AttemptOutcome::BankedAccepted,
-                loopx_core::ledger::BankStatus::Rejected => AttemptOutcome::BankedRejected,
-            };
-            let detail = format!("banked as iteration {}", banked.body.iteration);
-            Ok((outcome, detail, Some(banked.body)))
-        }
-        // The judge's refusal: this review cannot decide; the next
-        // reviewer may.
-        Err(error) if error.class == crate::ErrorClass::Refused => {
-            Ok((AttemptOutcome::Refused, error.message, None))
-        }
-        Err(error) => Err(anyhow::anyhow!(
-            "the review could not be committed: {}",
-            error.message
-        )),
-    }
 }

@@ -574,3 +574,97 @@ fn a_brief_too_long_for_argv_launches_nobody_and_spends_no_attempt() {
     assert_eq!(p.launches("codex"), 0);
     assert!(journal_events(&p.f.dir, "panel.attempt_started").is_empty());
 }
+
+impl Panel {
+    /// A replan proposed a direction that awaits a strategy review (an
+    /// experiment between two overlapping approaches).
+    fn proposed(&self) {
+        let approach = |id: &str, low: f64, high: f64| serde_json::json!({"approach_id": id, "estimate": {"low": low, "high": high}});
+        let registry = serde_json::json!({"campaigns": [
+            {"campaign_id": "direct", "approaches": [approach("induction", 0.4, 0.9)]},
+            {"campaign_id": "search", "approaches": [approach("counterexample", 0.3, 0.6)]}
+        ]});
+        let file = self.f.json_file("registry.json", &registry);
+        self.f.focus_ok(&["revise", "--registry", &file]);
+        let plan = self.f.focus_ok(&["replan"]);
+        assert_eq!(plan["plan"]["review"], "strategy_review_required");
+    }
+
+    /// A fake reviewer `name` whose answer is an advice with `verdict`
+    /// (bound to the plan awaiting review, as `strategy-brief` shows it),
+    /// followed by `more`.
+    fn strategy_reviewer(&self, name: &str, verdict: &str, more: &str) {
+        let brief = self.f.focus_ok(&["strategy-brief", "--executor", "claude"]);
+        let advice = serde_json::json!({
+            "schema": "strategy_advice.v1",
+            "reviewer": {"provider": name},
+            "reviewed": brief["brief"]["bind"],
+            "verdict": verdict,
+            "rationale": "two overlapping leaders: one iteration each tells them apart"
+        });
+        let file = self.f.json_file(&format!("{name}-advice.json"), &advice);
+        self.reviewer(name, &format!("echo 'My advice:'\ncat '{file}'\n{more}"));
+    }
+}
+
+#[test]
+fn a_strategy_review_by_the_panel_commits_the_reviewed_direction() {
+    let p = Panel::new();
+    p.proposed();
+    p.strategy_reviewer("codex", "endorse", "");
+    // Without a driver, the executor must be named: fail closed.
+    let before = p.f.fingerprint();
+    let output = p
+        .loopx(&["panel", "--dir", p.f.d(), "--phase", "strategy_review"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--executor"));
+    assert_eq!(p.f.fingerprint(), before);
+    assert_eq!(p.launches("codex"), 0);
+    let output = p
+        .loopx(&[
+            "panel",
+            "--dir",
+            p.f.d(),
+            "--phase",
+            "strategy_review",
+            "--executor",
+            "claude",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let view: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(output.status.code(), Some(0), "{view}");
+    assert_eq!(view["state"], "committed", "{view}");
+    assert_eq!(view["attempts"][0]["outcome"], "committed");
+    let plan = &view["committed"]["plan"];
+    assert_eq!(plan["state"], "active");
+    assert_eq!(plan["review"], "reviewed");
+    assert_eq!(plan["strategy_review"]["reviewer"]["provider"], "codex");
+    assert_eq!(plan["strategy_review"]["executor"]["family"], "anthropic");
+    assert_eq!(p.f.focus_ok(&["validate"])["status"], "ok");
+    p.f.assert_valid();
+}
+
+#[test]
+fn drive_with_the_panel_on_reviews_the_direction_before_the_first_turn() {
+    let p = Panel::new();
+    p.proposed();
+    // One script answers both reviews: each phase reads its own schema.
+    p.strategy_reviewer("codex", "endorse", &answer("codex", "pass"));
+    p.staging_agent();
+    let (code, stderr) = p.drive(&["--panel", "on", "--max-iterations", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    let strategy = stderr.find("strategy review").unwrap_or(usize::MAX);
+    let turn = stderr.find("iteration 1 [claude] started").unwrap();
+    assert!(strategy < turn, "the turn ran before the review: {stderr}");
+    let status = p.f.focus_ok(&["status"]);
+    assert_eq!(status["current_plan"]["state"], "active", "{status}");
+    assert_eq!(status["current_plan"]["review"], "reviewed");
+    assert_eq!(p.launches("agent"), 1);
+    assert_eq!(p.launches("codex"), 2, "one strategy and one result review");
+    assert_eq!(p.status()["last_iteration"]["bank"]["status"], "accepted");
+    p.f.assert_valid();
+}

@@ -42,6 +42,9 @@ pub struct Situation<'a> {
     /// The review panel, when this run runs it (`drive --panel`): the
     /// attempts it has left on the pending candidate.
     pub panel: Option<PanelBudget>,
+    /// The review panel's attempts on the plan awaiting a strategy review,
+    /// when this run runs the panel and a plan awaits one (enforce mode).
+    pub strategy: Option<PanelBudget>,
 }
 
 /// The panel's attempts on the pending candidate: `used` of `max`.
@@ -68,6 +71,9 @@ pub enum Step {
     /// Run the review panel's result review on the pending candidate
     /// before any new work.
     Review { fingerprint: Digest },
+    /// Run the review panel's strategy review on the plan awaiting one
+    /// before the next dispatch.
+    ReviewStrategy,
     /// Start a turn with this provider.
     Run { provider: String },
 }
@@ -87,6 +93,7 @@ pub fn next(situation: &Situation<'_>) -> Step {
         now,
         candidate,
         panel,
+        strategy,
     } = situation;
     if let Some(iteration) = ledger.pending_claim {
         return Step::VerifyClaim { iteration };
@@ -138,6 +145,18 @@ pub fn next(situation: &Situation<'_>) -> Step {
                 crate::words::count(*turns, "turn")
             ),
         };
+    }
+    // A direction awaiting its review is reviewed before the turn that
+    // would execute it.
+    match strategy {
+        Some(budget) if budget.used < budget.max => return Step::ReviewStrategy,
+        Some(budget) => {
+            return Step::Stop {
+                exit: Exit::RuntimeError,
+                reason: format!("the plan awaiting a strategy review has no usable advice after the panel's {} attempts: no new work is launched until a person decides it (`loopx goal-focus strategy-review --file ADVICE.json`, or `loopx goal-focus replan`)", budget.max),
+            }
+        }
+        None => {}
     }
     let hint = &should_run.scheduler_hint;
     // A lease the driving agent holds is its own unfinished work, which
@@ -258,6 +277,7 @@ mod tests {
         max_turns: Option<u64>,
         candidate: Option<Hold>,
         panel: Option<PanelBudget>,
+        strategy: Option<PanelBudget>,
     }
 
     impl Case {
@@ -271,6 +291,7 @@ mod tests {
                 max_turns: None,
                 candidate: None,
                 panel: None,
+                strategy: None,
             }
         }
 
@@ -299,6 +320,7 @@ mod tests {
                 now,
                 candidate: self.candidate.as_ref(),
                 panel: self.panel,
+                strategy: self.strategy,
             })
         }
     }
@@ -484,5 +506,33 @@ mod tests {
         case.candidate = Some(Hold::Quarantined(digest));
         case.panel = Some(PanelBudget { used: 0, max: 3 });
         assert!(matches!(case.step(), Step::Stop { .. }));
+    }
+
+    #[test]
+    fn with_the_panel_on_a_plan_awaiting_review_is_reviewed_before_the_next_turn() {
+        let mut case = Case::new();
+        case.strategy = Some(PanelBudget { used: 0, max: 2 });
+        assert_eq!(case.step(), Step::ReviewStrategy);
+        // The stop arbiter still comes first.
+        case.sentinels.stop_requested = true;
+        assert!(matches!(
+            case.step(),
+            Step::Stop {
+                exit: Exit::Done,
+                ..
+            }
+        ));
+        case.sentinels.stop_requested = false;
+        case.strategy = Some(PanelBudget { used: 2, max: 2 });
+        match case.step() {
+            Step::Stop { exit, reason } => {
+                assert_eq!(exit, Exit::RuntimeError);
+                assert!(
+                    reason.contains("no usable advice after the panel's 2 attempts"),
+                    "{reason}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! The panel's attempt ledger: how many reviewer launches each phase has
-//! spent on its current subject (a pending candidate's fingerprint), kept
+//! spent on its current subject (a pending candidate's fingerprint, or the
+//! fingerprint of the plan awaiting a strategy review), kept
 //! as a stream so the cap survives restarts.
 //!
 //! Owns the cap: an attempt is started (and counted) before its reviewer
@@ -28,6 +29,9 @@ pub enum AttemptOutcome {
     BankedAccepted,
     /// The review decided the candidate: banked rejected.
     BankedRejected,
+    /// The strategy advice was applied: the next plan is committed
+    /// (a direction when endorsed or proposed; `needs_replan` when objected).
+    Committed,
     /// A well-formed review the judge refused (wrong fingerprint, split
     /// coverage, same family, ...).
     Refused,
@@ -43,7 +47,9 @@ impl AttemptOutcome {
     pub fn decided(self) -> bool {
         matches!(
             self,
-            AttemptOutcome::BankedAccepted | AttemptOutcome::BankedRejected
+            AttemptOutcome::BankedAccepted
+                | AttemptOutcome::BankedRejected
+                | AttemptOutcome::Committed
         )
     }
 }

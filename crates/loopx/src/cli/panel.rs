@@ -7,12 +7,16 @@ use clap::Args;
 use loopx_app::driver;
 use loopx_core::panel::Phase;
 
-/// Run the review panel once: for the candidate pending review, invite
-/// reviewers of another model family as real child processes (each in its
-/// own process group, killed at its timeout, stdout captured up to 1 MiB)
-/// until one's result_review.v1 decides it, every one was tried, or the
-/// attempts run out. A deciding review banks the candidate (accepted or
-/// rejected) exactly as `loopx goal-focus review` does.
+/// Run the review panel once: invite reviewers of another model family
+/// than the executor as real child processes (each in its own process
+/// group, killed at its timeout, stdout captured up to 1 MiB) until one's
+/// answer decides, every one was tried, or the attempts run out.
+///
+/// result_review: on the candidate pending review; a deciding
+/// result_review.v1 banks it (accepted or rejected) exactly as `loopx
+/// goal-focus review` does. strategy_review: on the plan a replan left
+/// awaiting review; a deciding strategy_advice.v1 commits the next plan
+/// exactly as `loopx goal-focus strategy-review` does.
 ///
 /// Configuration: <dir>/panel.json (providers, exclude_until_credit,
 /// timeout_mode, timeouts, timeouts_by_provider, timeout_calc,
@@ -23,8 +27,8 @@ use loopx_core::panel::Phase;
 /// mode nothing is started unless AAS_AUTOLOOP_EXTERNAL_PANEL_EGRESS=allow.
 ///
 /// Artifacts: <dir>/panel/<candidate>/<phase>/<attempt>-<provider>.prompt,
-/// .out (redacted) and .json, private to you. Exit 0 when a review
-/// decided the candidate; 1 when it stays pending (every reviewer failed,
+/// .out (redacted) and .json, private to you. Exit 0 when an answer
+/// decided; 1 when the subject stays pending (every reviewer failed,
 /// timed out, answered malformed or was refused) or the run was refused.
 #[derive(Debug, Args)]
 pub struct PanelArgs {
@@ -37,6 +41,10 @@ pub struct PanelArgs {
     /// (scaled and clamped as panel.json says); in fixed mode the cap.
     #[arg(long)]
     pub timeout: Option<u64>,
+    /// strategy_review: the executor's provider, when no driver has named
+    /// one (must agree with the driver's when one has).
+    #[arg(long)]
+    pub executor: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -54,7 +62,7 @@ pub fn panel(args: &PanelArgs) -> Result<Reply> {
     if args.timeout == Some(0) {
         return Err(loopx_app::AppError::refused("--timeout must be at least 1 second").into());
     }
-    let prepared = loopx_app::panel::prepare(&args.dir.dir, phase)?;
+    let prepared = loopx_app::panel::prepare(&args.dir.dir, phase, args.executor.as_deref())?;
     // One process works a loop at a time: a driver running this loop runs
     // its own panel.
     let _lock = driver::take_lock(prepared.dir())?;

@@ -214,36 +214,24 @@ fn run(
                 progress(&format!(
                     "candidate {fingerprint} staged: the panel reviews it before the next dispatch"
                 ));
-                match loopx_app::panel::prepare(dir.root(), Phase::ResultReview)
-                    .and_then(|prepared| reviewer::review(prepared, None))
-                {
-                    Ok(view) => {
-                        let text = view.text();
-                        for line in text.lines() {
-                            progress(&format!("panel: {line}"));
-                        }
-                        // Nobody could be launched: the next look would
-                        // find the same, so stop here rather than spin.
-                        if view.attempts.is_empty() {
-                            return ended(
-                                Exit::RuntimeError,
-                                format!("the panel could not launch a reviewer for candidate {fingerprint}: {text}"),
-                                turns,
-                            );
-                        }
-                    }
-                    Err(error) => {
-                        return ended(
-                            Exit::RuntimeError,
-                            format!(
-                                "the panel cannot review candidate {fingerprint}: {}",
-                                error.message
-                            ),
-                            turns,
-                        )
+                match panel_phase(dir, Phase::ResultReview) {
+                    Ok(()) => continue,
+                    Err(why) => {
+                        let reason =
+                            format!("the panel cannot review candidate {fingerprint}: {why}");
+                        return ended(Exit::RuntimeError, reason, turns);
                     }
                 }
-                continue;
+            }
+            Step::ReviewStrategy => {
+                progress("the plan awaits a strategy review: the panel reviews it before the next dispatch");
+                match panel_phase(dir, Phase::StrategyReview) {
+                    Ok(()) => continue,
+                    Err(why) => {
+                        let reason = format!("the panel cannot review the plan: {why}");
+                        return ended(Exit::RuntimeError, reason, turns);
+                    }
+                }
             }
             Step::Pause { until, reason } => {
                 // Re-announced on every look: its `until` is the next look.
@@ -334,6 +322,23 @@ fn run(
             }
         }
     }
+}
+
+/// Run one panel phase with real reviewers and say how it went. `Err`:
+/// why the driver must stop (the panel was refused, or could launch
+/// nobody, which the next look would find again).
+fn panel_phase(dir: &LoopDir, phase: Phase) -> std::result::Result<(), String> {
+    let view = loopx_app::panel::prepare(dir.root(), phase, None)
+        .and_then(|prepared| reviewer::review(prepared, None))
+        .map_err(|error| error.message)?;
+    let text = view.text();
+    for line in text.lines() {
+        progress(&format!("panel: {line}"));
+    }
+    if view.attempts.is_empty() {
+        return Err(format!("no reviewer could be launched: {text}"));
+    }
+    Ok(())
 }
 
 /// Sleep up to `seconds`, waking early when the loop must stop.
