@@ -2,15 +2,16 @@
 //! this run has gone, the one thing `loopx drive` does next.
 //!
 //! It owns the order of the questions (a pending success claim first, then
-//! the stop arbiter, the operator's pause, this run's turn cap, should-run's
-//! admission, and last the provider), so the driver's loop only executes
-//! the answer. It does not own the answers themselves: the arbiter
-//! ([`crate::ledger::arbiter`]), should-run ([`crate::goal::continuation`])
-//! and the run's failure and failover state ([`super::session`]) do. What
-//! happens after a turn is [`super::session::Session::after`]'s. Whether
-//! the review panel runs on a pending candidate is decided here too: the
-//! panel's attempt cap is [`crate::panel::attempts`]'s, and the step only
-//! reads what is left of it.
+//! an undecided candidate (reviewed by the panel, or a stop), the stop
+//! arbiter, the operator's pause, this run's turn cap, a plan awaiting its
+//! strategy review (reviewed by the panel), should-run's admission, and
+//! last the provider), so the driver's loop only executes the answer. It
+//! does not own the answers themselves: the arbiter
+//! ([`crate::ledger::arbiter`]), should-run ([`crate::goal::continuation`]),
+//! the run's failure and failover state ([`super::session`]) and the
+//! panel's attempt cap ([`crate::panel::attempts`]; the step only reads
+//! what is left of it) do. What happens after a turn is
+//! [`super::session::Session::after`]'s.
 
 use super::session::{Exit, Session};
 use crate::digest::Digest;

@@ -7,8 +7,8 @@
 //! This module is the loop: it asks the core's step
 //! (`loopx_core::driver::step`, through `loopx_app::driver::next_step`)
 //! what to do next and does it, with the clocks and sleeps that takes. One
-//! turn is [`turn`]; one bounded process is [`agent`]; the spinner is
-//! [`ticker`]. Every commit is a `loopx_app::driver` use case, and every
+//! turn is [`turn`]; one bounded process is [`agent`]; one panel reviewer
+//! is [`reviewer`] (shared with `loopx panel`); the spinner is [`ticker`]. Every commit is a `loopx_app::driver` use case, and every
 //! store call once the run has started goes through
 //! [`outage::through_outages`], so a store that becomes unreachable (a
 //! PostgreSQL restart) is waited out, not a reason to stop.
