@@ -4,6 +4,8 @@
 //! every staged candidate is claude, so claude never reviews.
 
 mod common;
+#[path = "../../loopx-store/tests/support/pg_server.rs"]
+mod pg_server;
 
 use common::{journal_events, Fixture};
 use serde_json::Value;
@@ -41,6 +43,11 @@ impl Panel {
     fn new() -> Panel {
         let f = Fixture::new();
         f.init(5, &["--goal-focus-mode", "enforce"]);
+        Panel::around(f)
+    }
+
+    /// [`Panel::new`] around a fixture whose loop is initialized.
+    fn around(f: Fixture) -> Panel {
         std::fs::create_dir_all(f.dir.join("notes")).unwrap();
         std::fs::write(f.dir.join("notes/b.md"), "lemma B holds for n <= 4\n").unwrap();
         let bin = f.temp.path().join("bin");
@@ -667,4 +674,70 @@ fn drive_with_the_panel_on_reviews_the_direction_before_the_first_turn() {
     assert_eq!(p.launches("codex"), 2, "one strategy and one result review");
     assert_eq!(p.status()["last_iteration"]["bank"]["status"], "accepted");
     p.f.assert_valid();
+}
+
+#[test]
+fn the_panel_works_the_same_on_postgresql_and_never_hands_a_reviewer_the_store() {
+    let Some(url) = pg_server::database() else {
+        return;
+    };
+    let f = Fixture::new();
+    f.loopx()
+        .args(["--store", url.as_str()])
+        .args(f.init_words())
+        .args(["--max-iterations", "5", "--goal-focus-mode", "enforce"])
+        .assert()
+        .success();
+    let p = Panel::around(f);
+    let seen = p.f.temp.path().join("reviewer.env");
+    p.reviewer(
+        "codex",
+        &format!("env > '{}'\n{}", seen.display(), answer("codex", "pass")),
+    );
+    let run = |args: &[&str]| {
+        let output = p
+            .loopx(
+                &[
+                    &["--store", url.as_str()],
+                    args,
+                    &["--dir", p.f.d(), "--json"],
+                ]
+                .concat(),
+            )
+            .env("LOOPX_DIR", p.f.d())
+            .output()
+            .unwrap();
+        let json: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+        assert!(
+            output.status.success(),
+            "{args:?}: {json} {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        json
+    };
+    run(&[
+        "append-iteration",
+        "--mode",
+        "bounded-research",
+        "--objective",
+        "Check lemma B",
+        "--decision",
+        "continue",
+        "--executor-provider",
+        "claude",
+        "--obligation-id",
+        "o1",
+        "--claim-id",
+        "c1",
+        "--claim-evidence",
+        "c1=notes/b.md",
+    ]);
+    let view = run(&["panel", "--phase", "result_review"]);
+    assert_eq!(view["state"], "banked_accepted", "{view}");
+    assert_eq!(run(&["status"])["iterations"], 1);
+    assert_eq!(run(&["validate"])["status"], "ok");
+    let env = std::fs::read_to_string(&seen).unwrap();
+    for withheld in ["LOOPX_STORE", "LOOPX_DIR", CONSENT, pg_server::PASSWORD] {
+        assert!(!env.contains(withheld), "the reviewer saw {withheld}");
+    }
 }
