@@ -16,6 +16,26 @@ use std::time::{Duration, Instant};
 
 const CONSENT: &str = "AAS_AUTOLOOP_EXTERNAL_PANEL_EGRESS";
 
+/// `append-iteration` staging claude's iteration that claims c1 on
+/// notes/b.md and moves o1.
+const STAGE: [&str; 15] = [
+    "append-iteration",
+    "--mode",
+    "bounded-research",
+    "--objective",
+    "Check lemma B",
+    "--decision",
+    "continue",
+    "--executor-provider",
+    "claude",
+    "--obligation-id",
+    "o1",
+    "--claim-id",
+    "c1",
+    "--claim-evidence",
+    "c1=notes/b.md",
+];
+
 /// A review answering with `verdict` for the fingerprint the brief leads
 /// with, as `provider`.
 fn answer(provider: &str, verdict: &str) -> String {
@@ -90,25 +110,7 @@ impl Panel {
 
     /// Stage claude's iteration claiming c1 on notes/b.md, moving o1.
     fn stage(&self) -> String {
-        let staged = self.f.json(&[
-            "append-iteration",
-            "--dir",
-            self.f.d(),
-            "--mode",
-            "bounded-research",
-            "--objective",
-            "Check lemma B",
-            "--decision",
-            "continue",
-            "--executor-provider",
-            "claude",
-            "--obligation-id",
-            "o1",
-            "--claim-id",
-            "c1",
-            "--claim-evidence",
-            "c1=notes/b.md",
-        ]);
+        let staged = self.f.json(&[&STAGE[..], &["--dir", self.f.d()]].concat());
         assert_eq!(staged["state"], "pending_review", "{staged}");
         staged["candidate_fingerprint"].as_str().unwrap().to_owned()
     }
@@ -715,23 +717,7 @@ fn the_panel_works_the_same_on_postgresql_and_never_hands_a_reviewer_the_store()
         );
         json
     };
-    run(&[
-        "append-iteration",
-        "--mode",
-        "bounded-research",
-        "--objective",
-        "Check lemma B",
-        "--decision",
-        "continue",
-        "--executor-provider",
-        "claude",
-        "--obligation-id",
-        "o1",
-        "--claim-id",
-        "c1",
-        "--claim-evidence",
-        "c1=notes/b.md",
-    ]);
+    run(&STAGE);
     let view = run(&["panel", "--phase", "result_review"]);
     assert_eq!(view["state"], "banked_accepted", "{view}");
     assert_eq!(run(&["status"])["iterations"], 1);
