@@ -97,24 +97,10 @@ pub fn run(loopx: &Path, turns: usize, work: &Path) -> Result<String> {
         })
         .collect();
     let (gap, agent, shell) = (Summary::of(&gaps), Summary::of(&agent), Summary::of(&shell));
-    let row = |name: &str, s: &Summary| {
-        format!(
-            "| {name} | {:.2} | {:.2} | {:.2} | {} |\n",
-            s.median_ms, s.p95_ms, s.min_ms, s.runs
-        )
-    };
-    let mut out = String::from(
-        "| per turn | median ms | p95 ms | min ms | samples |\n|---|---:|---:|---:|---:|\n",
-    );
-    out += &row(
-        "driver gap between turns (agent end to next agent start)",
-        &gap,
-    );
-    out += &row(
-        "the no-op agent itself (one `loopx append-iteration`)",
-        &agent,
-    );
-    out += &row("`sh -c 'date'` start-up, inside the gap", &shell);
+    let mut out = Summary::table_header("per turn", "samples");
+    out += &gap.table_row("driver gap between turns (agent end to next agent start)");
+    out += &agent.table_row("the no-op agent itself (one `loopx append-iteration`)");
+    out += &shell.table_row("`sh -c 'date'` start-up, inside the gap");
     out += &format!(
         "\nDriver overhead per turn, gap minus the shell's start-up: **{:.2} ms** median (target under 20 ms). Whole run: {turns} turns in {:.2} s.\n",
         gap.median_ms - shell.median_ms,

@@ -26,6 +26,8 @@
 //!   [`goal_cli`]).
 //! - `goal`: `goal-owner` then `goal-cli`.
 //! - `drive`: the driver's own overhead per turn with a no-op agent.
+//! - `panel`: `loopx panel --phase result_review` with an instant fake
+//!   reviewer, against `goal-focus review --file` alone (see [`panel`]).
 //!
 //! What it is not: a statistically rigorous harness (no outlier rejection,
 //! no confidence intervals, no CPU pinning), a load or concurrency test (one
@@ -42,6 +44,7 @@ mod goal_cli;
 mod goal_owner;
 mod measure;
 mod moving;
+mod panel;
 mod seed;
 
 use measure::{json_of, time_once, time_runs, Summary};
@@ -71,6 +74,8 @@ suites:
                         task-body and goal-acceptance inspect --json
   goal                  goal-owner, then goal-cli
   drive                 the driver's own overhead per turn (--runs turns of a no-op agent)
+  panel                 loopx panel's overhead per result review (--runs reviews by an
+                        instant fake reviewer, against goal-focus review --file)
   claims                todo claims/s and p50/p99 on one goal, N workers in
                         process and as processes (--runs claims per worker);
                         SQLite, or --store postgres://USER@HOST:PORT/DB (a
@@ -110,6 +115,7 @@ enum Suite {
     Drive,
     Claims,
     Move,
+    Panel,
 }
 
 struct Options {
@@ -136,6 +142,7 @@ fn parse_options() -> Result<Option<Options>> {
         Some("drive") => Some(Suite::Drive),
         Some("claims") => Some(Suite::Claims),
         Some("move") => Some(Suite::Move),
+        Some("panel") => Some(Suite::Panel),
         _ => None,
     };
     if suite.is_some() {
@@ -280,6 +287,13 @@ fn run() -> Result<()> {
             let work =
                 std::env::temp_dir().join(format!("loopx-bench-drive-{}", std::process::id()));
             let result = drive_overhead::run(&options.loopx.canonicalize()?, options.runs, &work);
+            let _ = std::fs::remove_dir_all(&work);
+            result?
+        }
+        Suite::Panel => {
+            let work =
+                std::env::temp_dir().join(format!("loopx-bench-panel-{}", std::process::id()));
+            let result = panel::run(&options.loopx.canonicalize()?, options.runs, &work);
             let _ = std::fs::remove_dir_all(&work);
             result?
         }

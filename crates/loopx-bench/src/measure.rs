@@ -84,6 +84,19 @@ impl Summary {
             runs: n,
         }
     }
+
+    /// The header of a table of summaries, with `what` in the first column.
+    pub fn table_header(what: &str, count: &str) -> String {
+        format!("| {what} | median ms | p95 ms | min ms | {count} |\n|---|---:|---:|---:|---:|\n")
+    }
+
+    /// This summary as a row of that table.
+    pub fn table_row(&self, name: &str) -> String {
+        format!(
+            "| {name} | {:.2} | {:.2} | {:.2} | {} |\n",
+            self.median_ms, self.p95_ms, self.min_ms, self.runs
+        )
+    }
 }
 
 #[cfg(test)]
