@@ -176,11 +176,11 @@ impl PanelView {
         let mut text = String::new();
         for a in &self.attempts {
             text.push_str(&format!(
-                "attempt {} [{} / {}] {:?} in {:.1}s{}\n",
+                "attempt {} [{} / {}] {} in {:.1}s{}\n",
                 a.attempt,
                 a.provider,
                 a.family.name(),
-                a.outcome,
+                a.outcome.label(),
                 a.elapsed_ms as f64 / 1000.0,
                 if a.detail.is_empty() {
                     String::new()
@@ -198,8 +198,8 @@ impl PanelView {
         };
         match (&self.finalized, &self.committed) {
             (Some(f), _) => text.push_str(&format!(
-                "candidate {} banked {:?} as iteration {} on {}'s review",
-                self.subject, f.bank_status, f.iteration, f.reviewer_provider
+                "candidate {} {} as iteration {} on {}'s review",
+                self.subject, self.state, f.iteration, f.reviewer_provider
             )),
             (None, Some(c)) => text.push_str(&c.text()),
             (None, None) => text.push_str(&format!(
@@ -529,8 +529,8 @@ impl Prepared {
         });
         let warning = finished.err().map(|error| {
             format!(
-                "attempt {attempt} ({name}) ended {:?}, but that could not be recorded ({error:#}); the attempt still counts",
-                found.outcome
+                "attempt {attempt} ({name}) ended {}, but that could not be recorded ({error:#}); the attempt still counts",
+                found.outcome.label()
             )
         });
         Ok(Reviewed {

@@ -44,6 +44,19 @@ pub enum AttemptOutcome {
 }
 
 impl AttemptOutcome {
+    /// Its name, as the JSON says it.
+    pub fn label(self) -> &'static str {
+        match self {
+            AttemptOutcome::BankedAccepted => "banked_accepted",
+            AttemptOutcome::BankedRejected => "banked_rejected",
+            AttemptOutcome::Committed => "committed",
+            AttemptOutcome::Refused => "refused",
+            AttemptOutcome::Malformed => "malformed",
+            AttemptOutcome::TimedOut => "timed_out",
+            AttemptOutcome::Failed => "failed",
+        }
+    }
+
     pub fn decided(self) -> bool {
         matches!(
             self,
@@ -339,6 +352,8 @@ mod tests {
         let state = apply(state, finish.clone()).unwrap();
         let tally = state.tally(Phase::ResultReview, &a).unwrap();
         assert_eq!(tally.attempts[0].outcome, Some(AttemptOutcome::Malformed));
+        let json = serde_json::to_value(AttemptOutcome::TimedOut).unwrap();
+        assert_eq!(json, AttemptOutcome::TimedOut.label());
         assert!(apply(state, finish).is_err());
     }
 }
