@@ -727,3 +727,27 @@ fn the_panel_works_the_same_on_postgresql_and_never_hands_a_reviewer_the_store()
         assert!(!env.contains(withheld), "the reviewer saw {withheld}");
     }
 }
+
+#[test]
+fn panel_and_drive_explain_the_panel_in_their_help() {
+    let p = Panel::new();
+    let help = |args: &[&str]| {
+        let output = p.loopx(args).output().unwrap();
+        assert!(output.status.success(), "{args:?}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let panel = help(&["panel", "--help"]);
+    for needle in [
+        "--phase",
+        "--timeout",
+        "--executor",
+        "panel.json",
+        CONSENT,
+        "AAS_AUTOLOOP_PANEL_PROVIDERS",
+    ] {
+        assert!(panel.contains(needle), "{needle} missing: {panel}");
+    }
+    let drive = help(&["drive", "--help"]);
+    assert!(drive.contains("--panel"), "{drive}");
+    assert!(drive.contains("AAS_AUTOLOOP_PANEL=on"), "{drive}");
+}
