@@ -70,6 +70,10 @@ impl Fixture {
             "continue",
             "--executor-provider",
             "claude",
+            // Staged by hand (no driver dispatch is open): the operator
+            // states the executor.
+            "--executor",
+            "claude",
             "--obligation-id",
             "o1",
             "--global-delta",
@@ -136,6 +140,8 @@ impl Fixture {
             "--decision",
             "continue",
             "--executor-provider",
+            "claude",
+            "--executor",
             "claude",
         ])
     }
@@ -233,7 +239,7 @@ fn staging_refuses_unbacked_claims_links_escapes_and_unknown_executors() {
         let args: Vec<&str> = base.iter().chain(extra).copied().collect();
         f.refused(&args)
     };
-    let claude = ["--executor-provider", "claude"];
+    let claude = ["--executor-provider", "claude", "--executor", "claude"];
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["--claim-id", "c1"], "has no evidence path"),
         (
@@ -262,15 +268,21 @@ fn staging_refuses_unbacked_claims_links_escapes_and_unknown_executors() {
         let error = with(&args);
         assert!(error.contains(expected), "{extra:?}: {error}");
     }
-    // No executor, or one no family can be attributed to: fail closed.
+    // No executor stated (no dispatch is open to name one), or one no
+    // family can be attributed to: fail closed.
     let error = with(&[]);
+    assert!(error.contains("--executor PROVIDER"), "{error}");
+    let error = with(&["--executor-provider", "claude"]);
+    assert!(error.contains("--executor PROVIDER"), "{error}");
+    let error = with(&["--executor", "my-gateway"]);
     assert!(error.contains("no verified family"), "{error}");
-    let error = with(&["--executor-provider", "my-gateway"]);
-    assert!(error.contains("no verified family"), "{error}");
+    // The report's own claim never overrides the stated executor.
+    let error = with(&["--executor-provider", "codex", "--executor", "claude"]);
+    assert!(error.contains("never from the report"), "{error}");
     let mut overridden = f.loopx();
     overridden
         .args(base)
-        .args(["--executor-provider", "claude", "--dir", f.d()])
+        .args(["--executor", "claude", "--dir", f.d()])
         .env("ANTHROPIC_BASE_URL", "https://proxy.example");
     let before = f.fingerprint();
     let output = overridden.output().unwrap();
@@ -727,4 +739,80 @@ fn staging_and_finalization_work_the_same_on_postgresql() {
     assert_eq!(run(&["status"])["iterations"], 1);
     assert_eq!(run(&["goal-focus", "status"])["candidate"]["archived"], 1);
     assert_eq!(run(&["validate"])["status"], "ok");
+}
+
+/// `append-iteration` of claim c1 on notes/b.md as an agent of `dispatch`
+/// runs it (`LOOPX_DISPATCH_ID`; `None`: by hand), with `extra` flags.
+fn append_under(f: &Fixture, dispatch: Option<&str>, extra: &[&str]) -> (bool, Value, String) {
+    let mut command = f.loopx();
+    command
+        .args(["append-iteration", "--mode", "bounded-research"])
+        .args(["--objective", "Check lemma B", "--decision", "continue"])
+        .args(["--claim-id", "c1", "--claim-evidence", "c1=notes/b.md"])
+        .args(["--obligation-id", "o1", "--global-delta", "reduced"])
+        .args(extra)
+        .args(["--dir", f.d(), "--json"])
+        .env_remove("AAS_AUTOLOOP_PRIMARY_PROVIDER")
+        .env("LOOPX_DISPATCH_ID", dispatch.unwrap_or(""));
+    let output = command.output().unwrap();
+    (
+        output.status.success(),
+        serde_json::from_slice(&output.stdout).unwrap_or(Value::Null),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn append_under_refused(f: &Fixture, dispatch: Option<&str>, extra: &[&str]) -> String {
+    let before = f.fingerprint();
+    let (ok, json, stderr) = append_under(f, dispatch, extra);
+    assert!(!ok, "{dispatch:?} {extra:?} was staged: {json}");
+    assert_eq!(
+        f.fingerprint(),
+        before,
+        "a refused staging wrote ({stderr})"
+    );
+    stderr
+}
+
+#[test]
+fn staging_binds_to_the_open_dispatch_and_takes_its_executor_never_the_reports() {
+    let f = Fixture::enforce(5);
+    let dispatch = f.open_dispatch("claude");
+    let id = Some(dispatch.as_str());
+    // By hand while a turn's dispatch is open: it belongs to that turn.
+    let error = append_under_refused(&f, None, &["--executor", "claude"]);
+    assert!(error.contains("is open"), "{error}");
+    let error = append_under_refused(&f, Some("d9-forged"), &[]);
+    assert!(error.contains("the open dispatch is"), "{error}");
+    // A hostile agent claiming another family to pick its own reviewer.
+    let error = append_under_refused(&f, id, &["--executor-provider", "codex"]);
+    assert!(error.contains("never from the report"), "{error}");
+    let mut lying = f.loopx();
+    lying
+        .args(["append-iteration", "--mode", "bounded-research"])
+        .args(["--objective", "o", "--decision", "continue"])
+        .args(["--dir", f.d()])
+        .env("LOOPX_DISPATCH_ID", &dispatch)
+        .env("AAS_AUTOLOOP_PRIMARY_PROVIDER", "deepseek");
+    let before = f.fingerprint();
+    assert!(!lying.output().unwrap().status.success());
+    assert_eq!(f.fingerprint(), before);
+
+    let (ok, staged, stderr) = append_under(&f, id, &[]);
+    assert!(ok, "{stderr}");
+    let fingerprint = staged["candidate_fingerprint"].as_str().unwrap().to_owned();
+    let pending = &f.focus_status()["candidate"]["pending"];
+    assert_eq!(pending["dispatch_id"], dispatch.as_str());
+    assert_eq!(pending["executor_provider"], "claude");
+    assert_eq!(pending["executor_family"], "anthropic");
+    // A claude reviewer is the executor's family: refused.
+    let same = f.review_refused(&fingerprint, &review_of(&fingerprint, "claude", "pass"));
+    assert!(same.contains("different family"), "{same}");
+    let (ok, _, stderr) = f.review(&fingerprint, &review_of(&fingerprint, "codex", "pass"));
+    assert!(ok, "{stderr}");
+    let row = &f.status()["last_iteration"];
+    assert_eq!(row["executor_provider"], "claude", "{row}");
+    // One candidate per dispatch: the same turn cannot stage a second.
+    let error = append_under_refused(&f, id, &[]);
+    assert!(error.contains("already staged a candidate"), "{error}");
 }

@@ -75,20 +75,36 @@ pub struct Staged {
     pub evidence_files: usize,
 }
 
-/// Stage `report` as the loop's pending candidate: admitted by the ledger
-/// as it would be banked, every claim paired with its evidence, each
-/// evidence file read (confined, no link followed, bounded) and embedded.
+/// Stage `report` as the loop's pending candidate: bound to the driver's
+/// open dispatch intent, whose provider is the executor (with none open,
+/// `stated_executor`, the operator's `--executor`, names it; see
+/// [`candidate::executor`]); admitted by the ledger as it would be banked;
+/// every claim paired with its evidence, each evidence file read
+/// (confined, no link followed, bounded) and embedded.
 pub fn stage(
     dir: &LoopDir,
     operation_id: &OperationId,
-    report: IterationReport,
+    mut report: IterationReport,
     claim_evidence: &[String],
+    stated_executor: Option<&str>,
 ) -> Result<ReceiptView<Staged>, AppError> {
     let pairs = claim_paths(claim_evidence)?;
     let Reading { ledger, .. } = dir.read()?;
+    let (_, driver) = dir.driver()?;
+    let candidate::Executor {
+        dispatch_id,
+        provider: executor,
+    } = candidate::executor(
+        driver.open.as_ref(),
+        &report.dispatch_id,
+        &report.executor_provider,
+        stated_executor,
+    )
+    .map_err(anyhow::Error::new)?;
+    // The row banked from it records the executor the dispatch names.
+    report.executor_provider = executor.clone();
     let now = clock::now();
     admit(&ledger, &report, now, dir, true).map_err(anyhow::Error::new)?;
-    let executor = report.executor_provider.trim().to_owned();
     let executor_family =
         candidate::known_executor(&executor, family_of(&executor)).map_err(anyhow::Error::new)?;
     let claims = candidate::claims(&report, &pairs).map_err(anyhow::Error::new)?;
@@ -110,6 +126,7 @@ pub fn stage(
     let candidate = Candidate {
         schema: candidate::SCHEMA.to_owned(),
         candidate_id: operation_id.to_string(),
+        dispatch_id,
         executor_provider: executor,
         executor_family,
         claims,
@@ -332,6 +349,8 @@ fn pending<'s>(slot: &'s Slot, given: &Digest) -> Result<&'s candidate::Held, Ap
 pub struct CandidateSummary {
     pub fingerprint: Digest,
     pub candidate_id: String,
+    /// The driver dispatch it was staged under (`None`: by hand).
+    pub dispatch_id: Option<String>,
     pub executor_provider: String,
     pub executor_family: Family,
     pub claims: Vec<candidate::Claim>,
@@ -351,6 +370,7 @@ impl CandidateSummary {
         CandidateSummary {
             fingerprint: fingerprint.clone(),
             candidate_id: candidate.candidate_id.clone(),
+            dispatch_id: candidate.dispatch_id.clone(),
             executor_provider: candidate.executor_provider.clone(),
             executor_family: candidate.executor_family,
             claims: candidate.claims.clone(),

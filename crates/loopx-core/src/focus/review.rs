@@ -224,6 +224,7 @@ mod tests {
         Candidate {
             schema: CANDIDATE.into(),
             candidate_id: "op1".into(),
+            dispatch_id: None,
             executor_provider: "claude".into(),
             executor_family: Family::Anthropic,
             claims: vec![

@@ -128,6 +128,13 @@ pub struct AppendArgs {
     /// staged candidate.
     #[arg(long = "claim-evidence", value_name = "CLAIM_ID=PATH")]
     pub claim_evidence: Vec<String>,
+    /// Enforce mode, appending by hand: the provider that ran this
+    /// iteration, stated by you. The candidate's executor (whose family
+    /// its reviewer must not share) is taken from the driver's open
+    /// dispatch, never from the report; with no dispatch open, this flag is
+    /// required, and a driver dispatch that is open must agree with it.
+    #[arg(long, value_name = "PROVIDER")]
+    pub executor: Option<String>,
     /// A source this iteration consulted (repeatable).
     #[arg(long = "source-id")]
     pub source_ids: Vec<String>,
@@ -391,6 +398,7 @@ pub fn append_iteration(args: &AppendArgs) -> Result<Reply> {
         args.operation_id.as_deref(),
         report,
         &args.claim_evidence,
+        args.executor.as_deref(),
     )? {
         ledger::Recorded::Banked(view) => view,
         ledger::Recorded::Staged(view) => {

@@ -502,6 +502,8 @@ impl Tools {
                 Some(&input.operation_id),
                 report,
                 &input.claim_evidence,
+                // An agent states no executor: its dispatch names it.
+                None,
             )?)
         })())
     }
