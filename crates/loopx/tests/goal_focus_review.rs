@@ -816,3 +816,97 @@ fn staging_binds_to_the_open_dispatch_and_takes_its_executor_never_the_reports()
     let error = append_under_refused(&f, id, &[]);
     assert!(error.contains("already staged a candidate"), "{error}");
 }
+
+#[test]
+fn recover_dispatch_shows_the_open_dispatch_and_cancels_only_its_exact_id() {
+    let f = Fixture::enforce(5);
+    let nothing = f.ok(&["goal-focus", "recover-dispatch"]);
+    assert_eq!(nothing["open"], Value::Null);
+    let refused = f.refused(&[
+        "goal-focus",
+        "recover-dispatch",
+        "--cancel",
+        "--dispatch-id",
+        "d1-x",
+    ]);
+    assert!(refused.contains("no dispatch is open"), "{refused}");
+
+    let dispatch = f.open_dispatch("claude");
+    let shown = f.ok(&["goal-focus", "recover-dispatch"]);
+    let open = &shown["open"];
+    assert_eq!(open["dispatch_id"], dispatch.as_str(), "{shown}");
+    assert_eq!(open["provider"], "claude");
+    assert_eq!(open["agent"], "not_started");
+    assert_eq!(open["running_driver"], Value::Null);
+    assert_eq!(open["recovery"]["action"], "cancel_unstarted");
+    assert!(open["since"].as_str().is_some());
+    // The enforce gate is closed on it, and the health line names the command.
+    let focus = f.focus_status();
+    assert_eq!(focus["gate"], "blocked", "{focus}");
+    assert_eq!(
+        focus["unresolved_dispatch"]["command"],
+        format!("loopx goal-focus recover-dispatch --dir {}", f.d())
+    );
+    let health = api_get(&f, "/api/health");
+    assert_eq!(health["state"], "needs_person", "{health}");
+    assert_eq!(
+        health["command"].as_str(),
+        Some(format!("loopx goal-focus recover-dispatch --dir {}", f.d()).as_str())
+    );
+
+    let wrong = f.refused(&[
+        "goal-focus",
+        "recover-dispatch",
+        "--cancel",
+        "--dispatch-id",
+        "d9-other",
+    ]);
+    assert!(wrong.contains("not the open dispatch"), "{wrong}");
+    let cancelled = f.ok(&[
+        "goal-focus",
+        "recover-dispatch",
+        "--cancel",
+        "--dispatch-id",
+        &dispatch,
+    ]);
+    assert_eq!(cancelled["cancelled"], dispatch.as_str());
+    assert_eq!(
+        f.ok(&["goal-focus", "recover-dispatch"])["open"],
+        Value::Null
+    );
+    assert_eq!(f.focus_status()["unresolved_dispatch"], Value::Null);
+    let recent = &f.status()["driver"]["last"];
+    assert_eq!(recent["outcome"], "cancelled", "{recent}");
+    // The cancelled dispatch can no longer stage anything.
+    let error = append_under_refused(&f, Some(&dispatch), &[]);
+    assert!(error.contains("is not open"), "{error}");
+    f.assert_valid();
+}
+
+#[test]
+fn recover_dispatch_never_cancels_a_dispatch_a_live_driver_holds() {
+    let f = Fixture::enforce(5);
+    let dispatch = f.open_dispatch("claude");
+    // A driver that holds the loop's lock (as a running one does).
+    let lock = std::fs::OpenOptions::new()
+        .write(true)
+        .open(f.dir.join("driver.lock"))
+        .unwrap();
+    lock.try_lock().unwrap();
+    let held = f.refused(&[
+        "goal-focus",
+        "recover-dispatch",
+        "--cancel",
+        "--dispatch-id",
+        &dispatch,
+    ]);
+    assert!(held.contains("another driver"), "{held}");
+    drop(lock);
+    f.ok(&[
+        "goal-focus",
+        "recover-dispatch",
+        "--cancel",
+        "--dispatch-id",
+        &dispatch,
+    ]);
+}
