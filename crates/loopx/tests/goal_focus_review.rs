@@ -910,3 +910,62 @@ fn recover_dispatch_never_cancels_a_dispatch_a_live_driver_holds() {
         &dispatch,
     ]);
 }
+
+#[test]
+fn an_accepting_review_must_state_exactly_the_requested_obligation_target_status() {
+    let f = Fixture::enforce(5);
+    let targeting = |target: &str| {
+        f.refused(&[
+            "append-iteration",
+            "--mode",
+            "bounded-research",
+            "--objective",
+            "o",
+            "--decision",
+            "continue",
+            "--executor",
+            "claude",
+            "--obligation-id",
+            "o1",
+            "--obligation-target",
+            target,
+        ])
+    };
+    let malformed = targeting("o1=done");
+    assert!(malformed.contains("OBLIGATION_ID=STATUS"), "{malformed}");
+    let unmoved = targeting("o2=satisfied");
+    assert!(unmoved.contains("does not move"), "{unmoved}");
+
+    let fingerprint = f.stage_with(
+        &[],
+        &["c1=notes/b.md"],
+        &["--obligation-target", "o1=satisfied"],
+    );
+    let pending = &f.focus_status()["candidate"]["pending"];
+    assert_eq!(
+        pending["obligation_targets"],
+        json!([{"obligation_id": "o1", "target_status": "satisfied"}])
+    );
+    let mut review = review_of(&fingerprint, "codex", "pass");
+    for wrong in [Value::Null, json!("partial"), json!("closed")] {
+        review["obligations"][0]["target_status"] = wrong.clone();
+        let refused = f.review_refused(&fingerprint, &review);
+        assert!(
+            refused.contains("exactly the requested target status"),
+            "{wrong}: {refused}"
+        );
+    }
+    let before = f.fingerprint();
+    review["obligations"][0]["target_status"] = json!("satisfied");
+    let (ok, banked, stderr) = f.review(&fingerprint, &review);
+    assert!(ok, "{stderr}");
+    assert_eq!(banked["bank_status"], "accepted");
+    assert_ne!(f.fingerprint(), before);
+    // Without a requested target, an accepting review states none.
+    let f = Fixture::enforce(5);
+    let fingerprint = f.stage(&["c1=notes/b.md"]);
+    let mut stated = review_of(&fingerprint, "codex", "pass");
+    stated["obligations"][0]["target_status"] = json!("satisfied");
+    let refused = f.review_refused(&fingerprint, &stated);
+    assert!(refused.contains("requests none"), "{refused}");
+}

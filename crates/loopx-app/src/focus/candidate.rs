@@ -24,6 +24,7 @@ use loopx_core::focus::candidate::{
     self, Candidate, CandidateError, CandidateOwner, CandidateReceipt, CandidateRequest, Evidence,
     Slot, CANDIDATE_STREAM, EVIDENCE_BYTES,
 };
+use loopx_core::focus::contract::ObligationStatus;
 use loopx_core::focus::review::{self, ResultReview};
 use loopx_core::ledger::{
     admit, nonblank, redacted, Bank, BankStatus, IterationReport, LedgerContext, LedgerOwner,
@@ -66,6 +67,37 @@ fn claim_paths(pairs: &[String]) -> Result<Vec<(String, LoopPath)>, AppError> {
         .collect()
 }
 
+/// What `append-iteration` says beyond the report, used only when the
+/// report is staged (enforce mode).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Staging<'a> {
+    /// `CLAIM_ID=PATH`: each claim's evidence file.
+    pub claim_evidence: &'a [String],
+    /// `OBLIGATION_ID=STATUS`: the status the iteration asks an obligation
+    /// it moves to reach.
+    pub obligation_targets: &'a [String],
+    /// The executor, stated by a person staging by hand (no dispatch open).
+    pub executor: Option<&'a str>,
+}
+
+/// `OBLIGATION_ID=STATUS` pairs, as `--obligation-target` gives them.
+fn target_pairs(pairs: &[String]) -> Result<Vec<(String, ObligationStatus)>, AppError> {
+    pairs
+        .iter()
+        .map(|pair| {
+            let parsed = pair.split_once('=').and_then(|(id, status)| {
+                Some((id.trim().to_owned(), ObligationStatus::parse(status.trim())?))
+            });
+            parsed.ok_or_else(|| {
+                AppError::refused(format!(
+                    "--obligation-target {pair:?} is not OBLIGATION_ID=STATUS with STATUS one of {}",
+                    ObligationStatus::names().join(", ")
+                ))
+            })
+        })
+        .collect()
+}
+
 /// What `append-iteration` staged in enforce mode.
 #[derive(Debug, Clone, Serialize)]
 pub struct Staged {
@@ -85,10 +117,11 @@ pub fn stage(
     dir: &LoopDir,
     operation_id: &OperationId,
     mut report: IterationReport,
-    claim_evidence: &[String],
-    stated_executor: Option<&str>,
+    staging: Staging<'_>,
 ) -> Result<ReceiptView<Staged>, AppError> {
-    let pairs = claim_paths(claim_evidence)?;
+    let pairs = claim_paths(staging.claim_evidence)?;
+    let targets = target_pairs(staging.obligation_targets)?;
+    let stated_executor = staging.executor;
     let Reading { ledger, .. } = dir.read()?;
     let (_, driver) = dir.driver()?;
     let candidate::Executor {
@@ -108,6 +141,9 @@ pub fn stage(
     let executor_family =
         candidate::known_executor(&executor, family_of(&executor)).map_err(anyhow::Error::new)?;
     let claims = candidate::claims(&report, &pairs).map_err(anyhow::Error::new)?;
+    let obligation_ids = nonblank(&report.direction.obligation_ids);
+    let obligation_targets =
+        candidate::obligation_targets(&obligation_ids, &targets).map_err(anyhow::Error::new)?;
     let mut evidence: Vec<Evidence> = Vec::new();
     for claim in &claims {
         let path = &claim.evidence_path;
@@ -130,7 +166,8 @@ pub fn stage(
         executor_provider: executor,
         executor_family,
         claims,
-        obligation_ids: nonblank(&report.direction.obligation_ids),
+        obligation_ids,
+        obligation_targets,
         evidence,
         report: redacted(&report),
     };
@@ -355,6 +392,8 @@ pub struct CandidateSummary {
     pub executor_family: Family,
     pub claims: Vec<candidate::Claim>,
     pub obligation_ids: Vec<String>,
+    /// The target statuses it requests (a review must state each exactly).
+    pub obligation_targets: Vec<candidate::ObligationTarget>,
     pub evidence: Vec<EvidenceSummary>,
 }
 
@@ -375,6 +414,7 @@ impl CandidateSummary {
             executor_family: candidate.executor_family,
             claims: candidate.claims.clone(),
             obligation_ids: candidate.obligation_ids.clone(),
+            obligation_targets: candidate.obligation_targets.clone(),
             evidence: candidate
                 .evidence
                 .iter()

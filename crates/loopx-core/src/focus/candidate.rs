@@ -19,6 +19,7 @@
 use crate::digest::Digest;
 use crate::driver::provider::Family;
 use crate::driver::Intent;
+use crate::focus::contract::ObligationStatus;
 use crate::ledger::{BankStatus, IterationReport};
 use crate::operation::{Clock, Decided, Owner};
 use crate::path::LoopPath;
@@ -37,6 +38,39 @@ pub const EVIDENCE_BYTES: u64 = 256 * 1024;
 
 /// The most evidence files one candidate embeds.
 pub const MAX_EVIDENCE_FILES: usize = 16;
+
+/// An obligation the iteration asks to move to `target_status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObligationTarget {
+    pub obligation_id: String,
+    pub target_status: ObligationStatus,
+}
+
+/// The requested target statuses (`OBLIGATION_ID=STATUS` pairs, parsed):
+/// each for an obligation the report moves, at most one per obligation.
+pub fn obligation_targets(
+    obligation_ids: &[String],
+    pairs: &[(String, ObligationStatus)],
+) -> Result<Vec<ObligationTarget>, CandidateError> {
+    let mut out: Vec<ObligationTarget> = Vec::new();
+    for (obligation_id, target_status) in pairs {
+        if !obligation_ids.contains(obligation_id) {
+            return Err(CandidateError::TargetWithoutObligation {
+                obligation_id: obligation_id.clone(),
+            });
+        }
+        if out.iter().any(|t| &t.obligation_id == obligation_id) {
+            return Err(CandidateError::TargetTwice {
+                obligation_id: obligation_id.clone(),
+            });
+        }
+        out.push(ObligationTarget {
+            obligation_id: obligation_id.clone(),
+            target_status: *target_status,
+        });
+    }
+    Ok(out)
+}
 
 /// One material claim and the file that is its evidence.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,6 +132,10 @@ pub struct Candidate {
     pub claims: Vec<Claim>,
     /// The obligations the report says this iteration moved.
     pub obligation_ids: Vec<String>,
+    /// The status the iteration asks some of them to reach; an accepting
+    /// review must state exactly this status for each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub obligation_targets: Vec<ObligationTarget>,
     pub evidence: Vec<Evidence>,
     pub report: IterationReport,
 }
@@ -111,6 +149,13 @@ impl Candidate {
     /// The claim ids, each once.
     pub fn claim_ids(&self) -> BTreeSet<&str> {
         self.claims.iter().map(|c| c.claim_id.as_str()).collect()
+    }
+
+    /// The target status the candidate requests for `obligation_id`.
+    pub fn target_of(&self, obligation_id: &str) -> Option<ObligationStatus> {
+        (self.obligation_targets.iter())
+            .find(|t| t.obligation_id == obligation_id)
+            .map(|t| t.target_status)
     }
 
     pub fn evidence_at(&self, path: &str) -> Option<&Evidence> {
@@ -418,6 +463,10 @@ pub enum CandidateError {
         provider: String,
         by: String,
     },
+    #[error("--obligation-target names obligation {obligation_id:?}, which the report does not move: add --obligation-id {obligation_id}")]
+    TargetWithoutObligation { obligation_id: String },
+    #[error("obligation {obligation_id:?} has two target statuses: give one --obligation-target per obligation")]
+    TargetTwice { obligation_id: String },
     #[error("dispatch {dispatch_id} already staged a candidate: one candidate per dispatch")]
     DispatchUsed { dispatch_id: String },
 }
@@ -640,6 +689,7 @@ mod tests {
                 evidence_path: path.clone(),
             }],
             obligation_ids: vec![],
+            obligation_targets: vec![],
             evidence: vec![Evidence::of(path, b"text".to_vec()).unwrap()],
             report: IterationReport::default(),
         }

@@ -103,7 +103,9 @@ pub struct StrategyReviewArgs {
 /// "sha256:…", "reviewer": {"provider": "codex"}, "verdict": pass|fail,
 /// "claims": [{"claim_id", "status": supported|unsupported,
 /// "evidence_paths"}], "obligations": [{"obligation_id", "status":
-/// met|unmet, "evidence_paths"}], "inspected_paths": [...], "summary"}.
+/// met|unmet, "target_status", "evidence_paths"}], "inspected_paths":
+/// [...], "summary"}. A met obligation states exactly the target status
+/// the candidate requests for it (`--obligation-target`), or none.
 /// The reviewer's family must differ from the executor's; one review
 /// covers every claim and obligation; each supported claim and met
 /// obligation cites staged evidence listed in inspected_paths. Pass banks
