@@ -312,21 +312,6 @@ fn a_strategy_review_killed_inside_its_commit_leaves_plan_and_decision_both_or_n
 }
 
 #[test]
-fn strategy_commands_have_help() {
-    let f = Fixture::new();
-    for command in ["strategy-brief", "strategy-review"] {
-        let output = f
-            .loopx()
-            .args(["goal-focus", command, "--help"])
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "{command}");
-        let text = String::from_utf8_lossy(&output.stdout);
-        assert!(text.contains("--executor"), "{command}: {text}");
-    }
-}
-
-#[test]
 fn the_executor_is_the_drivers_provider_and_a_contrary_flag_is_refused() {
     let f = Fixture::proposed();
     f.open_dispatch("claude");
