@@ -107,8 +107,9 @@ pub enum Command {
 }
 
 /// The ledger's commands, which an agent runs on every turn: parsed by a
-/// tree that holds only these (see [`parse`]), since building every other
-/// subcommand's arguments and help is most of a short command's start-up.
+/// tree that holds only these (see [`parse`]), since building and dropping
+/// every other subcommand's arguments and help was about a quarter of
+/// `status`'s CPU (BENCHMARKS.md, issue 10 start-up).
 #[derive(Debug, Subcommand)]
 // One value per process, parsed once: its size costs nothing.
 #[allow(clippy::large_enum_variant)]
@@ -183,6 +184,8 @@ fn parse() -> Cli {
     Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
 }
 
+/// `args` parsed by the ledger's group alone, when its first word after
+/// any `--json` names a ledger command and that tree accepts it whole.
 fn parse_ledger_alone(args: &[std::ffi::OsString]) -> Option<Cli> {
     let name = args.iter().skip(1).find(|arg| *arg != "--json")?.to_str()?;
     if !LedgerCommand::has_subcommand(name) {
