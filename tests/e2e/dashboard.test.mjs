@@ -288,7 +288,7 @@ test('a staged candidate and then its quarantine put a person on the health line
   loopx(dir, ['init', '--goal', 'Prove lemma B', '--success-criteria', 'a reviewed proof', '--max-iterations', '10', '--goal-focus-mode', 'enforce']);
   mkdirSync(join(dir, 'notes'));
   writeFileSync(join(dir, 'notes', 'b.md'), 'lemma B holds for n <= 4\n');
-  const staged = JSON.parse(loopx(dir, ['append-iteration', '--mode', 'bounded-research', '--objective', 'Check lemma B', '--decision', 'continue', '--executor-provider', 'claude', '--claim-id', 'c1', '--claim-evidence', 'c1=notes/b.md']));
+  const staged = JSON.parse(loopx(dir, ['append-iteration', '--mode', 'bounded-research', '--objective', 'Check lemma B', '--decision', 'continue', '--executor-provider', 'claude', '--executor', 'claude', '--claim-id', 'c1', '--claim-evidence', 'c1=notes/b.md']));
   const fingerprint = staged.candidate_fingerprint;
   assert.match(fingerprint, /^sha256:[0-9a-f]{64}$/);
   await withServer({ root, dir }, async (page) => {

@@ -466,7 +466,7 @@ pub fn agent_identity(pgid: u32) -> String {
 }
 
 /// What the record of `dispatch_id` says about its agent now.
-fn agent_liveness(dir: &LoopDir, dispatch_id: &str) -> Liveness {
+pub fn agent_liveness(dir: &LoopDir, dispatch_id: &str) -> Liveness {
     let record = format!("{DRIVER_LOGS}/{dispatch_id}.pid");
     let unknown = || Liveness::Unknown {
         record: record.clone(),
@@ -662,10 +662,15 @@ pub fn run_recovery(dir: &LoopDir) -> Result<Recovery> {
 /// Cancel the open dispatch `dispatch_id` for an operator who has looked,
 /// whatever the plan says, holding the driver lock.
 pub fn cancel_dispatch(dir: &LoopDir, dispatch_id: &str) -> Result<()> {
+    cancel_dispatch_by(dir, dispatch_id, "loopx recover --cancel")
+}
+
+/// [`cancel_dispatch`], recording `command` as the operator's means.
+pub fn cancel_dispatch_by(dir: &LoopDir, dispatch_id: &str, command: &str) -> Result<()> {
     let _lock = take_lock(dir)?;
     cancel(
         dir,
         dispatch_id,
-        "cancelled by the operator (loopx recover --cancel)".into(),
+        format!("cancelled by the operator ({command})"),
     )
 }

@@ -25,7 +25,9 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// As [`write_durable`] without the fsync: for derived views, which the
-/// next write regenerates anyway.
+/// next write regenerates anyway. Readers still see the old or the new
+/// file, never a torn one; after a power cut the view may be the old one,
+/// or empty (see [`replace_in`]), until the next write.
 pub fn write_view(path: &Path, bytes: &[u8]) -> Result<()> {
     replace(path, bytes, false, false)
 }
@@ -88,10 +90,21 @@ fn replace(path: &Path, bytes: &[u8], sync: bool, private: bool) -> Result<()> {
     replace_with(parent, &name, bytes, sync, private)
 }
 
-/// Replace `dir/name` through a temporary `.<name>.tmp-<pid>` and a
-/// rename. The temporary file is created exclusively, so a pre-planted
-/// symlink at its name is never written through; one left by an earlier
-/// process of the same pid is removed and the creation tried once more.
+/// Replace `dir/name` through a temporary `.<name>.tmp-<pid>`. The
+/// temporary file is created exclusively, so a pre-planted symlink at its
+/// name is never written through; one left by an earlier process of the
+/// same pid is removed and the creation tried once more.
+///
+/// A durable write (`sync`) is synced, then renamed over the old file. A
+/// view is swapped with the old file in one step where the platform can
+/// ([`crate::platform::exchange`]), then the old file (now the temporary)
+/// is removed: a rename over an existing file makes ext4 allocate and
+/// start writing the new file's blocks at once (`auto_da_alloc`, 0.1 ms
+/// on a quiet disk, milliseconds behind other writers), which a swap does
+/// not. The price: until the kernel writes the view back (seconds), a
+/// power cut may leave it empty, where a rename would leave the old or
+/// the new text. A view is derived and the next write regenerates it; the
+/// store is never written this way.
 fn replace_in(dir: &Path, name: &str, bytes: &[u8], sync: bool) -> Result<()> {
     replace_with(dir, name, bytes, sync, false)
 }
@@ -126,7 +139,11 @@ fn replace_with(dir: &Path, name: &str, bytes: &[u8], sync: bool, private: bool)
         .with_context(|| format!("cannot write {}", temporary.display()));
     drop(file);
     let replaced = written.and_then(|()| {
-        fs::rename(&temporary, &path).with_context(|| format!("cannot replace {}", path.display()))
+        if sync {
+            rename(&temporary, &path)
+        } else {
+            swap_in(&temporary, &path)
+        }
     });
     if replaced.is_err() {
         // A full disk or a directory in the way: leave no half-written
@@ -134,6 +151,38 @@ fn replace_with(dir: &Path, name: &str, bytes: &[u8], sync: bool, private: bool)
         let _ = fs::remove_file(&temporary);
     }
     replaced
+}
+
+fn rename(temporary: &Path, path: &Path) -> Result<()> {
+    fs::rename(temporary, path).with_context(|| format!("cannot replace {}", path.display()))
+}
+
+/// Swap the written `temporary` with the file at `path` and remove what
+/// it then names (the old file); a plain rename where there is no old
+/// file or the platform cannot swap.
+fn swap_in(temporary: &Path, path: &Path) -> Result<()> {
+    use std::io::ErrorKind::{InvalidInput, NotFound, Unsupported};
+    match crate::platform::exchange(temporary, path) {
+        Ok(()) => {}
+        Err(error) if matches!(error.kind(), NotFound | Unsupported | InvalidInput) => {
+            return rename(temporary, path);
+        }
+        Err(error) => {
+            return Err(error).with_context(|| format!("cannot replace {}", path.display()))
+        }
+    }
+    if let Err(error) = fs::remove_file(temporary) {
+        // What was swapped out is no file (a directory in the view's
+        // place): swap it back and refuse, as a rename would have.
+        let _ = crate::platform::exchange(temporary, path);
+        return Err(error).with_context(|| {
+            format!(
+                "cannot replace {}: it is not a regular file",
+                path.display()
+            )
+        });
+    }
+    Ok(())
 }
 
 /// Remove the temporary files `<prefix><pid>` that a writer killed between

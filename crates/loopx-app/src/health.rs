@@ -17,8 +17,10 @@ use crate::platform;
 use jiff::Timestamp;
 use loopx_core::driver::{self, classify::FailureClass, DriverSummary, TurnOutcome};
 use loopx_core::focus::candidate::Hold;
+use loopx_core::focus::mode::dispatch_unresolved;
 use loopx_core::goal::{self, Actor};
 use loopx_core::ledger::arbiter::Verdict;
+use loopx_core::ledger::vocabulary::GoalFocusMode;
 use loopx_core::words;
 use serde::Serialize;
 
@@ -69,6 +71,9 @@ pub struct Inputs<'a> {
     pub now: Timestamp,
     /// What the candidate stream holds back (enforce mode).
     pub candidate: Option<&'a Hold>,
+    /// Goal Focus enforce mode: an unresolved dispatch closes its
+    /// pre-dispatch gate, and `goal-focus recover-dispatch` settles it.
+    pub enforce: bool,
 }
 
 /// The health of the loop in `dir`, from one status read.
@@ -89,6 +94,7 @@ pub fn of_turn(dir: &str, turn: &NextTurn, driver: &DriverSummary, now: Timestam
         backoff_reason: &turn.should_run.scheduler_hint.reason,
         now,
         candidate: turn.candidate.as_ref(),
+        enforce: turn.reading.ledger.config.goal_focus_mode == GoalFocusMode::Enforce,
     })
 }
 
@@ -121,11 +127,18 @@ pub fn decide(i: &Inputs<'_>) -> Health {
         }
         None => {}
     }
-    if let (false, Some(iteration)) = (i.driver.running, i.driver.iteration) {
+    if let Some(iteration) = i.driver.iteration.filter(|_| dispatch_unresolved(i.driver)) {
+        let (gate, command) = match i.enforce {
+            true => (
+                "; the enforce-mode pre-dispatch gate is closed until it is recovered",
+                format!("loopx goal-focus recover-dispatch --dir {dir}"),
+            ),
+            false => ("", format!("loopx recover --dir {dir}")),
+        };
         return health(
             State::NeedsPerson,
-            format!("needs a person: the dispatch for iteration {iteration} is open and no driver runs, so whether it took effect is unknown"),
-            Some(format!("loopx recover --dir {dir}")),
+            format!("needs a person: the dispatch for iteration {iteration} is open and no driver runs, so whether it took effect is unknown{gate}"),
+            Some(command),
         );
     }
     if let Some(last) =
@@ -253,6 +266,7 @@ mod tests {
             backoff_reason: "no open todo",
             now: now(),
             candidate: None,
+            enforce: false,
         })
     }
 
@@ -291,6 +305,7 @@ mod tests {
                 backoff_reason: "",
                 now: now(),
                 candidate: Some(&hold),
+                enforce: true,
             });
             assert_eq!(h.state, State::NeedsPerson);
             assert!(h.line.contains(fingerprint.as_str()), "{}", h.line);
@@ -367,6 +382,24 @@ mod tests {
         );
         assert_eq!(h.state, State::NeedsPerson);
         assert_eq!(h.command.as_deref(), Some("loopx recover --dir /l"));
+        // Enforce mode: its gate is closed, and the Goal Focus command
+        // shows the dispatch and cancels it by its exact id.
+        let enforce = decide(&Inputs {
+            dir: "/l",
+            verdict: &verdict(false, false, None),
+            driver: &driver,
+            should_run: true,
+            backoff_reason: "",
+            now: now(),
+            candidate: None,
+            enforce: true,
+        });
+        assert_eq!(enforce.state, State::NeedsPerson);
+        assert!(enforce.line.contains("gate is closed"), "{}", enforce.line);
+        assert_eq!(
+            enforce.command.as_deref(),
+            Some("loopx goal-focus recover-dispatch --dir /l")
+        );
     }
 
     #[test]

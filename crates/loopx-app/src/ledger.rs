@@ -107,14 +107,15 @@ pub enum Recorded {
 
 /// Record one iteration: banked directly, except in enforce mode, where
 /// the ledger refuses a direct append and the report is staged instead,
-/// with `claim_evidence` (`CLAIM_ID=PATH`) pairing each claim with its
-/// evidence file. The mode is not read up front: a monitor or off loop
+/// with what `staging` adds (each claim's evidence file, requested
+/// obligation target statuses), bound to the driver's open dispatch (or,
+/// with none open, to the executor `staging` states). The mode is not read up front: a monitor or off loop
 /// pays nothing for the diversion.
 pub fn append_or_stage(
     root: &Path,
     operation_id: Option<&str>,
     report: IterationReport,
-    claim_evidence: &[String],
+    staging: crate::focus::candidate::Staging<'_>,
 ) -> Result<Recorded, AppError> {
     let operation_id = given_or_generated(operation_id)?;
     let dir = LoopDir::open(root, Access::ReadWrite)?;
@@ -129,7 +130,7 @@ pub fn append_or_stage(
             let LedgerRequest::AppendIteration(report) = request else {
                 unreachable!("the request is an append")
             };
-            crate::focus::candidate::stage(&dir, &operation_id, report, claim_evidence)
+            crate::focus::candidate::stage(&dir, &operation_id, report, staging)
                 .map(Recorded::Staged)
         }
         Err(refused) => Err(anyhow::Error::new(refused).into()),

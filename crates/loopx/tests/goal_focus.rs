@@ -302,7 +302,19 @@ fn reconcile_rewrites_the_projection_from_the_store() {
 #[test]
 fn every_goal_focus_command_has_help() {
     let f = Fixture::new();
-    for command in ["status", "validate", "replan", "reconcile", "revise"] {
+    for command in [
+        "status",
+        "validate",
+        "replan",
+        "reconcile",
+        "revise",
+        "review",
+        "quarantine",
+        "recover-quarantine",
+        "recover-dispatch",
+        "strategy-brief",
+        "strategy-review",
+    ] {
         let output = f
             .loopx()
             .args(["goal-focus", command, "--help"])

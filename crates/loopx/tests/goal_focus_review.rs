@@ -70,6 +70,10 @@ impl Fixture {
             "continue",
             "--executor-provider",
             "claude",
+            // Staged by hand (no driver dispatch is open): the operator
+            // states the executor.
+            "--executor",
+            "claude",
             "--obligation-id",
             "o1",
             "--global-delta",
@@ -136,6 +140,8 @@ impl Fixture {
             "--decision",
             "continue",
             "--executor-provider",
+            "claude",
+            "--executor",
             "claude",
         ])
     }
@@ -233,7 +239,7 @@ fn staging_refuses_unbacked_claims_links_escapes_and_unknown_executors() {
         let args: Vec<&str> = base.iter().chain(extra).copied().collect();
         f.refused(&args)
     };
-    let claude = ["--executor-provider", "claude"];
+    let claude = ["--executor-provider", "claude", "--executor", "claude"];
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["--claim-id", "c1"], "has no evidence path"),
         (
@@ -262,15 +268,21 @@ fn staging_refuses_unbacked_claims_links_escapes_and_unknown_executors() {
         let error = with(&args);
         assert!(error.contains(expected), "{extra:?}: {error}");
     }
-    // No executor, or one no family can be attributed to: fail closed.
+    // No executor stated (no dispatch is open to name one), or one no
+    // family can be attributed to: fail closed.
     let error = with(&[]);
+    assert!(error.contains("--executor PROVIDER"), "{error}");
+    let error = with(&["--executor-provider", "claude"]);
+    assert!(error.contains("--executor PROVIDER"), "{error}");
+    let error = with(&["--executor", "my-gateway"]);
     assert!(error.contains("no verified family"), "{error}");
-    let error = with(&["--executor-provider", "my-gateway"]);
-    assert!(error.contains("no verified family"), "{error}");
+    // The report's own claim never overrides the stated executor.
+    let error = with(&["--executor-provider", "codex", "--executor", "claude"]);
+    assert!(error.contains("never from the report"), "{error}");
     let mut overridden = f.loopx();
     overridden
         .args(base)
-        .args(["--executor-provider", "claude", "--dir", f.d()])
+        .args(["--executor", "claude", "--dir", f.d()])
         .env("ANTHROPIC_BASE_URL", "https://proxy.example");
     let before = f.fingerprint();
     let output = overridden.output().unwrap();
@@ -727,4 +739,233 @@ fn staging_and_finalization_work_the_same_on_postgresql() {
     assert_eq!(run(&["status"])["iterations"], 1);
     assert_eq!(run(&["goal-focus", "status"])["candidate"]["archived"], 1);
     assert_eq!(run(&["validate"])["status"], "ok");
+}
+
+/// `append-iteration` of claim c1 on notes/b.md as an agent of `dispatch`
+/// runs it (`LOOPX_DISPATCH_ID`; `None`: by hand), with `extra` flags.
+fn append_under(f: &Fixture, dispatch: Option<&str>, extra: &[&str]) -> (bool, Value, String) {
+    let mut command = f.loopx();
+    command
+        .args(["append-iteration", "--mode", "bounded-research"])
+        .args(["--objective", "Check lemma B", "--decision", "continue"])
+        .args(["--claim-id", "c1", "--claim-evidence", "c1=notes/b.md"])
+        .args(["--obligation-id", "o1", "--global-delta", "reduced"])
+        .args(extra)
+        .args(["--dir", f.d(), "--json"])
+        .env_remove("AAS_AUTOLOOP_PRIMARY_PROVIDER")
+        .env("LOOPX_DISPATCH_ID", dispatch.unwrap_or(""));
+    let output = command.output().unwrap();
+    (
+        output.status.success(),
+        serde_json::from_slice(&output.stdout).unwrap_or(Value::Null),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn append_under_refused(f: &Fixture, dispatch: Option<&str>, extra: &[&str]) -> String {
+    let before = f.fingerprint();
+    let (ok, json, stderr) = append_under(f, dispatch, extra);
+    assert!(!ok, "{dispatch:?} {extra:?} was staged: {json}");
+    assert_eq!(
+        f.fingerprint(),
+        before,
+        "a refused staging wrote ({stderr})"
+    );
+    stderr
+}
+
+#[test]
+fn staging_binds_to_the_open_dispatch_and_takes_its_executor_never_the_reports() {
+    let f = Fixture::enforce(5);
+    let dispatch = f.open_dispatch("claude");
+    let id = Some(dispatch.as_str());
+    // By hand while a turn's dispatch is open: it belongs to that turn.
+    let error = append_under_refused(&f, None, &["--executor", "claude"]);
+    assert!(error.contains("is open"), "{error}");
+    let error = append_under_refused(&f, Some("d9-forged"), &[]);
+    assert!(error.contains("the open dispatch is"), "{error}");
+    // A hostile agent claiming another family to pick its own reviewer.
+    let error = append_under_refused(&f, id, &["--executor-provider", "codex"]);
+    assert!(error.contains("never from the report"), "{error}");
+    let mut lying = f.loopx();
+    lying
+        .args(["append-iteration", "--mode", "bounded-research"])
+        .args(["--objective", "o", "--decision", "continue"])
+        .args(["--dir", f.d()])
+        .env("LOOPX_DISPATCH_ID", &dispatch)
+        .env("AAS_AUTOLOOP_PRIMARY_PROVIDER", "deepseek");
+    let before = f.fingerprint();
+    assert!(!lying.output().unwrap().status.success());
+    assert_eq!(f.fingerprint(), before);
+
+    let (ok, staged, stderr) = append_under(&f, id, &[]);
+    assert!(ok, "{stderr}");
+    let fingerprint = staged["candidate_fingerprint"].as_str().unwrap().to_owned();
+    let pending = &f.focus_status()["candidate"]["pending"];
+    assert_eq!(pending["dispatch_id"], dispatch.as_str());
+    assert_eq!(pending["executor_provider"], "claude");
+    assert_eq!(pending["executor_family"], "anthropic");
+    // A claude reviewer is the executor's family: refused.
+    let same = f.review_refused(&fingerprint, &review_of(&fingerprint, "claude", "pass"));
+    assert!(same.contains("different family"), "{same}");
+    let (ok, _, stderr) = f.review(&fingerprint, &review_of(&fingerprint, "codex", "pass"));
+    assert!(ok, "{stderr}");
+    let row = &f.status()["last_iteration"];
+    assert_eq!(row["executor_provider"], "claude", "{row}");
+    // One candidate per dispatch: the same turn cannot stage a second.
+    let error = append_under_refused(&f, id, &[]);
+    assert!(error.contains("already staged a candidate"), "{error}");
+}
+
+#[test]
+fn recover_dispatch_shows_the_open_dispatch_and_cancels_only_its_exact_id() {
+    let f = Fixture::enforce(5);
+    let nothing = f.ok(&["goal-focus", "recover-dispatch"]);
+    assert_eq!(nothing["open"], Value::Null);
+    let refused = f.refused(&[
+        "goal-focus",
+        "recover-dispatch",
+        "--cancel",
+        "--dispatch-id",
+        "d1-x",
+    ]);
+    assert!(refused.contains("no dispatch is open"), "{refused}");
+
+    let dispatch = f.open_dispatch("claude");
+    let shown = f.ok(&["goal-focus", "recover-dispatch"]);
+    let open = &shown["open"];
+    assert_eq!(open["dispatch_id"], dispatch.as_str(), "{shown}");
+    assert_eq!(open["provider"], "claude");
+    assert_eq!(open["agent"], "not_started");
+    assert_eq!(open["running_driver"], Value::Null);
+    assert_eq!(open["recovery"]["action"], "cancel_unstarted");
+    assert!(open["since"].as_str().is_some());
+    // The enforce gate is closed on it, and the health line names the command.
+    let focus = f.focus_status();
+    assert_eq!(focus["gate"], "blocked", "{focus}");
+    assert_eq!(
+        focus["unresolved_dispatch"]["command"],
+        format!("loopx goal-focus recover-dispatch --dir {}", f.d())
+    );
+    let health = api_get(&f, "/api/health");
+    assert_eq!(health["state"], "needs_person", "{health}");
+    assert_eq!(
+        health["command"].as_str(),
+        Some(format!("loopx goal-focus recover-dispatch --dir {}", f.d()).as_str())
+    );
+
+    let wrong = f.refused(&[
+        "goal-focus",
+        "recover-dispatch",
+        "--cancel",
+        "--dispatch-id",
+        "d9-other",
+    ]);
+    assert!(wrong.contains("not the open dispatch"), "{wrong}");
+    let cancelled = f.ok(&[
+        "goal-focus",
+        "recover-dispatch",
+        "--cancel",
+        "--dispatch-id",
+        &dispatch,
+    ]);
+    assert_eq!(cancelled["cancelled"], dispatch.as_str());
+    assert_eq!(
+        f.ok(&["goal-focus", "recover-dispatch"])["open"],
+        Value::Null
+    );
+    assert_eq!(f.focus_status()["unresolved_dispatch"], Value::Null);
+    let recent = &f.status()["driver"]["last"];
+    assert_eq!(recent["outcome"], "cancelled", "{recent}");
+    // The cancelled dispatch can no longer stage anything.
+    let error = append_under_refused(&f, Some(&dispatch), &[]);
+    assert!(error.contains("is not open"), "{error}");
+    f.assert_valid();
+}
+
+#[test]
+fn recover_dispatch_never_cancels_a_dispatch_a_live_driver_holds() {
+    let f = Fixture::enforce(5);
+    let dispatch = f.open_dispatch("claude");
+    // A driver that holds the loop's lock (as a running one does).
+    let lock = std::fs::OpenOptions::new()
+        .write(true)
+        .open(f.dir.join("driver.lock"))
+        .unwrap();
+    lock.try_lock().unwrap();
+    let held = f.refused(&[
+        "goal-focus",
+        "recover-dispatch",
+        "--cancel",
+        "--dispatch-id",
+        &dispatch,
+    ]);
+    assert!(held.contains("another driver"), "{held}");
+    drop(lock);
+    f.ok(&[
+        "goal-focus",
+        "recover-dispatch",
+        "--cancel",
+        "--dispatch-id",
+        &dispatch,
+    ]);
+}
+
+#[test]
+fn an_accepting_review_must_state_exactly_the_requested_obligation_target_status() {
+    let f = Fixture::enforce(5);
+    let targeting = |target: &str| {
+        f.refused(&[
+            "append-iteration",
+            "--mode",
+            "bounded-research",
+            "--objective",
+            "o",
+            "--decision",
+            "continue",
+            "--executor",
+            "claude",
+            "--obligation-id",
+            "o1",
+            "--obligation-target",
+            target,
+        ])
+    };
+    let malformed = targeting("o1=done");
+    assert!(malformed.contains("OBLIGATION_ID=STATUS"), "{malformed}");
+    let unmoved = targeting("o2=satisfied");
+    assert!(unmoved.contains("does not move"), "{unmoved}");
+
+    let fingerprint = f.stage_with(
+        &[],
+        &["c1=notes/b.md"],
+        &["--obligation-target", "o1=satisfied"],
+    );
+    let pending = &f.focus_status()["candidate"]["pending"];
+    assert_eq!(
+        pending["obligation_targets"],
+        json!([{"obligation_id": "o1", "target_status": "satisfied"}])
+    );
+    let mut review = review_of(&fingerprint, "codex", "pass");
+    for wrong in [Value::Null, json!("partial"), json!("closed")] {
+        review["obligations"][0]["target_status"] = wrong.clone();
+        let refused = f.review_refused(&fingerprint, &review);
+        assert!(
+            refused.contains("exactly the requested target status"),
+            "{wrong}: {refused}"
+        );
+    }
+    let before = f.fingerprint();
+    review["obligations"][0]["target_status"] = json!("satisfied");
+    let (ok, banked, stderr) = f.review(&fingerprint, &review);
+    assert!(ok, "{stderr}");
+    assert_eq!(banked["bank_status"], "accepted");
+    assert_ne!(f.fingerprint(), before);
+    // Without a requested target, an accepting review states none.
+    let f = Fixture::enforce(5);
+    let fingerprint = f.stage(&["c1=notes/b.md"]);
+    let mut stated = review_of(&fingerprint, "codex", "pass");
+    stated["obligations"][0]["target_status"] = json!("satisfied");
+    let refused = f.review_refused(&fingerprint, &stated);
+    assert!(refused.contains("requests none"), "{refused}");
 }

@@ -312,16 +312,39 @@ fn a_strategy_review_killed_inside_its_commit_leaves_plan_and_decision_both_or_n
 }
 
 #[test]
-fn strategy_commands_have_help() {
-    let f = Fixture::new();
-    for command in ["strategy-brief", "strategy-review"] {
-        let output = f
-            .loopx()
-            .args(["goal-focus", command, "--help"])
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "{command}");
-        let text = String::from_utf8_lossy(&output.stdout);
-        assert!(text.contains("--executor"), "{command}: {text}");
+fn the_executor_is_the_drivers_provider_and_a_contrary_flag_is_refused() {
+    let f = Fixture::proposed();
+    f.open_dispatch("claude");
+    let brief = f.focus_ok(&["strategy-brief"])["brief"].clone();
+    assert_eq!(brief["executor"]["provider"], "claude");
+    let endorse = advice(&brief["bind"], "codex", "endorse");
+    let contrary = f.strategy_refused(&endorse, &["--executor", "codex"]);
+    assert!(contrary.contains("not the driver's provider"), "{contrary}");
+    let same = f.strategy_refused(&advice(&brief["bind"], "claude", "endorse"), &[]);
+    assert!(same.contains("the executor's own"), "{same}");
+    let committed = f.strategy_review(&endorse, &[]);
+    assert_eq!(
+        committed["plan"]["strategy_review"]["executor"]["family"],
+        "anthropic"
+    );
+}
+
+#[test]
+fn a_secret_in_the_reviewers_words_never_reaches_the_store() {
+    let f = Fixture::proposed();
+    let secret = "sk-ant-api03-PLANTEDaaaaaaaaaaaaaaaaaaaaaaaaaa0123456789";
+    let mut object = advice(&f.bind(), "codex", "object");
+    object["rationale"] = json!(format!("the key {secret} leaked into the plan"));
+    object["reasons"] = json!([format!("uses {secret}")]);
+    f.strategy_review(&object, &CLAUDE);
+    for (name, bytes) in f.fingerprint() {
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains(secret), "{name} holds the secret");
     }
+    // Control characters are refused, not stored.
+    f.focus_ok(&["replan", "--trigger", "manual"]);
+    let mut escape = advice(&f.bind(), "codex", "object");
+    escape["reasons"] = json!(["\u{1b}[2Jcleared"]);
+    let refused = f.strategy_refused(&escape, &CLAUDE);
+    assert!(refused.contains("control character"), "{refused}");
 }

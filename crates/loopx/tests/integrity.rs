@@ -195,6 +195,17 @@ fn an_unwritable_view_is_a_warning_and_the_commit_stands() {
         recovery.contains("- Last completed iteration: 1"),
         "{recovery}"
     );
+    // The directory in the view's place is left where it was (a view is
+    // swapped in, and the swap undone when what it took out is no file),
+    // and no temporary is left behind.
+    assert!(f.dir.join("status.json").is_dir());
+    let temporaries: Vec<_> = std::fs::read_dir(&f.dir)
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains(".tmp-"))
+        .collect();
+    assert!(temporaries.is_empty(), "{temporaries:?}");
 
     // --json carries the warning; a retry with the named operation replays.
     let replay = f.json(&[

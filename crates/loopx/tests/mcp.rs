@@ -280,13 +280,16 @@ async fn in_enforce_mode_append_iteration_stages_a_candidate_instead_of_banking(
     f.init(5, &["--goal-focus-mode", "enforce"]);
     std::fs::create_dir_all(f.dir.join("notes")).unwrap();
     std::fs::write(f.dir.join("notes/b.md"), "lemma B holds for n <= 4\n").unwrap();
+    // Staging binds to the driver's open dispatch: the server runs as the
+    // agent of that turn would.
+    let dispatch = f.open_dispatch("claude");
     let mut command = tokio::process::Command::new(common::loopx_path());
     command
         .arg("mcp")
         .env("LOOPX_REGISTRY_DIR", &f.registry)
         .env("LOOPX_DIR", &f.dir)
         .env("LOOPX_AGENT_ID", "a")
-        .env("LOOPX_DISPATCH_ID", "")
+        .env("LOOPX_DISPATCH_ID", &dispatch)
         .env("AAS_AUTOLOOP_PRIMARY_PROVIDER", "claude");
     let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
     let iteration = |evidence: &str| {
@@ -316,6 +319,10 @@ async fn in_enforce_mode_append_iteration_stages_a_candidate_instead_of_banking(
     assert_eq!(
         status["candidate"]["pending"]["fingerprint"], fingerprint,
         "{status}"
+    );
+    assert_eq!(
+        status["candidate"]["pending"]["dispatch_id"],
+        dispatch.as_str()
     );
     assert_eq!(f.cli(None, &["status"])["iterations"], 0, "nothing banked");
     f.assert_valid();

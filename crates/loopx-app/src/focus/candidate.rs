@@ -24,6 +24,7 @@ use loopx_core::focus::candidate::{
     self, Candidate, CandidateError, CandidateOwner, CandidateReceipt, CandidateRequest, Evidence,
     Slot, CANDIDATE_STREAM, EVIDENCE_BYTES,
 };
+use loopx_core::focus::contract::ObligationStatus;
 use loopx_core::focus::review::{self, ResultReview};
 use loopx_core::ledger::{
     admit, nonblank, redacted, Bank, BankStatus, IterationReport, LedgerContext, LedgerOwner,
@@ -66,6 +67,37 @@ fn claim_paths(pairs: &[String]) -> Result<Vec<(String, LoopPath)>, AppError> {
         .collect()
 }
 
+/// What `append-iteration` says beyond the report, used only when the
+/// report is staged (enforce mode).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Staging<'a> {
+    /// `CLAIM_ID=PATH`: each claim's evidence file.
+    pub claim_evidence: &'a [String],
+    /// `OBLIGATION_ID=STATUS`: the status the iteration asks an obligation
+    /// it moves to reach.
+    pub obligation_targets: &'a [String],
+    /// The executor, stated by a person staging by hand (no dispatch open).
+    pub executor: Option<&'a str>,
+}
+
+/// `OBLIGATION_ID=STATUS` pairs, as `--obligation-target` gives them.
+fn target_pairs(pairs: &[String]) -> Result<Vec<(String, ObligationStatus)>, AppError> {
+    pairs
+        .iter()
+        .map(|pair| {
+            let parsed = pair.split_once('=').and_then(|(id, status)| {
+                Some((id.trim().to_owned(), ObligationStatus::parse(status.trim())?))
+            });
+            parsed.ok_or_else(|| {
+                AppError::refused(format!(
+                    "--obligation-target {pair:?} is not OBLIGATION_ID=STATUS with STATUS one of {}",
+                    ObligationStatus::names().join(", ")
+                ))
+            })
+        })
+        .collect()
+}
+
 /// What `append-iteration` staged in enforce mode.
 #[derive(Debug, Clone, Serialize)]
 pub struct Staged {
@@ -75,23 +107,43 @@ pub struct Staged {
     pub evidence_files: usize,
 }
 
-/// Stage `report` as the loop's pending candidate: admitted by the ledger
-/// as it would be banked, every claim paired with its evidence, each
-/// evidence file read (confined, no link followed, bounded) and embedded.
+/// Stage `report` as the loop's pending candidate: bound to the driver's
+/// open dispatch intent, whose provider is the executor (with none open,
+/// `stated_executor`, the operator's `--executor`, names it; see
+/// [`candidate::executor`]); admitted by the ledger as it would be banked;
+/// every claim paired with its evidence, each evidence file read
+/// (confined, no link followed, bounded) and embedded.
 pub fn stage(
     dir: &LoopDir,
     operation_id: &OperationId,
-    report: IterationReport,
-    claim_evidence: &[String],
+    mut report: IterationReport,
+    staging: Staging<'_>,
 ) -> Result<ReceiptView<Staged>, AppError> {
-    let pairs = claim_paths(claim_evidence)?;
+    let pairs = claim_paths(staging.claim_evidence)?;
+    let targets = target_pairs(staging.obligation_targets)?;
+    let stated_executor = staging.executor;
     let Reading { ledger, .. } = dir.read()?;
+    let (_, driver) = dir.driver()?;
+    let candidate::Executor {
+        dispatch_id,
+        provider: executor,
+    } = candidate::executor(
+        driver.open.as_ref(),
+        &report.dispatch_id,
+        &report.executor_provider,
+        stated_executor,
+    )
+    .map_err(anyhow::Error::new)?;
+    // The row banked from it records the executor the dispatch names.
+    report.executor_provider = executor.clone();
     let now = clock::now();
     admit(&ledger, &report, now, dir, true).map_err(anyhow::Error::new)?;
-    let executor = report.executor_provider.trim().to_owned();
     let executor_family =
         candidate::known_executor(&executor, family_of(&executor)).map_err(anyhow::Error::new)?;
     let claims = candidate::claims(&report, &pairs).map_err(anyhow::Error::new)?;
+    let obligation_ids = nonblank(&report.direction.obligation_ids);
+    let obligation_targets =
+        candidate::obligation_targets(&obligation_ids, &targets).map_err(anyhow::Error::new)?;
     let mut evidence: Vec<Evidence> = Vec::new();
     for claim in &claims {
         let path = &claim.evidence_path;
@@ -110,10 +162,12 @@ pub fn stage(
     let candidate = Candidate {
         schema: candidate::SCHEMA.to_owned(),
         candidate_id: operation_id.to_string(),
+        dispatch_id,
         executor_provider: executor,
         executor_family,
         claims,
-        obligation_ids: nonblank(&report.direction.obligation_ids),
+        obligation_ids,
+        obligation_targets,
         evidence,
         report: redacted(&report),
     };
@@ -332,10 +386,14 @@ fn pending<'s>(slot: &'s Slot, given: &Digest) -> Result<&'s candidate::Held, Ap
 pub struct CandidateSummary {
     pub fingerprint: Digest,
     pub candidate_id: String,
+    /// The driver dispatch it was staged under (`None`: by hand).
+    pub dispatch_id: Option<String>,
     pub executor_provider: String,
     pub executor_family: Family,
     pub claims: Vec<candidate::Claim>,
     pub obligation_ids: Vec<String>,
+    /// The target statuses it requests (a review must state each exactly).
+    pub obligation_targets: Vec<candidate::ObligationTarget>,
     pub evidence: Vec<EvidenceSummary>,
 }
 
@@ -351,10 +409,12 @@ impl CandidateSummary {
         CandidateSummary {
             fingerprint: fingerprint.clone(),
             candidate_id: candidate.candidate_id.clone(),
+            dispatch_id: candidate.dispatch_id.clone(),
             executor_provider: candidate.executor_provider.clone(),
             executor_family: candidate.executor_family,
             claims: candidate.claims.clone(),
             obligation_ids: candidate.obligation_ids.clone(),
+            obligation_targets: candidate.obligation_targets.clone(),
             evidence: candidate
                 .evidence
                 .iter()

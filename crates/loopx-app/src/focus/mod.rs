@@ -12,6 +12,7 @@
 //! may be are `loopx_core::focus`'s.
 
 pub mod candidate;
+pub mod dispatch;
 pub mod strategy;
 
 use crate::loop_dir::{LoopDir, Reading};
@@ -21,9 +22,10 @@ use crate::{clock, AppError};
 use anyhow::Result;
 use jiff::Timestamp;
 use loopx_core::digest::Digest;
+use loopx_core::driver::DriverSummary;
 use loopx_core::focus::decisions::DecisionRecorded;
 use loopx_core::focus::decisions::{DecisionContext, DecisionLog, DecisionOwner, Record};
-use loopx_core::focus::mode::{self, Gate, ModeSource};
+use loopx_core::focus::mode::{self, Gate, Holds, ModeSource};
 use loopx_core::focus::plan::{self, CurrentPlan, PlanContext, PlanOwner, Replan, Trigger};
 use loopx_core::focus::registry::EligibilityStatus;
 use loopx_core::focus::signals::{signals, Inputs, Signal};
@@ -66,6 +68,8 @@ pub struct FocusReading {
     pub decisions: Loaded<DecisionLog>,
     /// The candidate stream (empty when nothing was ever staged).
     pub candidate: loopx_core::focus::candidate::Slot,
+    /// The driver, its registered pid checked against the live processes.
+    pub driver: DriverSummary,
 }
 
 impl FocusReading {
@@ -132,6 +136,7 @@ fn read_streams(dir: &LoopDir, ledger: Ledger) -> Result<FocusReading> {
             .authority()
             .load::<DecisionOwner>(focus::DECISIONS_STREAM)?,
         candidate: candidate::slot(dir)?.unwrap_or_default(),
+        driver: loopx_core::driver::summary(&dir.driver()?.1, crate::platform::alive),
         ledger,
     })
 }
@@ -172,6 +177,13 @@ fn summary<D: Serialize>(doc: &Revised<D>, counts: serde_json::Value) -> Documen
     }
 }
 
+/// An open dispatch no live driver holds, and the command that shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct UnresolvedDispatch {
+    pub iteration: u64,
+    pub command: String,
+}
+
 /// `goal-focus status`: the mode in force and why, what the gate makes of
 /// the signals, and where contract, registry, plan and decisions stand.
 #[derive(Debug, Clone, Serialize)]
@@ -184,6 +196,9 @@ pub struct FocusStatus {
     pub mode_source: Option<ModeSource>,
     pub mode_reason: String,
     pub gate: Gate,
+    /// A driver dispatch open with no live driver to settle it: in enforce
+    /// mode it closes the gate until recovered.
+    pub unresolved_dispatch: Option<UnresolvedDispatch>,
     pub signals: Vec<Signal>,
     pub goal_contract: DocumentSummary,
     pub approach_registry: DocumentSummary,
@@ -201,6 +216,12 @@ impl FocusStatus {
         let contract = &reading.contract.document;
         let registry = &reading.registry.document;
         let (eligible, _) = registry.eligible(now);
+        let unresolved = (reading.driver.iteration)
+            .filter(|_| mode::dispatch_unresolved(&reading.driver))
+            .map(|iteration| UnresolvedDispatch {
+                iteration,
+                command: format!("loopx goal-focus recover-dispatch --dir {}", dir.display()),
+            });
         FocusStatus {
             status: "ok",
             action: "goal-focus status",
@@ -208,11 +229,15 @@ impl FocusStatus {
             enforcement_mode: mode,
             mode_source: source,
             mode_reason: mode::reason(mode, source),
-            gate: mode::gate_with_candidate(
+            gate: mode::gate_with_holds(
                 mode,
                 &signals,
-                reading.candidate.pending.is_some() || reading.candidate.quarantine.is_some(),
+                Holds {
+                    candidate: reading.candidate.hold().is_some(),
+                    dispatch: unresolved.is_some(),
+                },
             ),
+            unresolved_dispatch: unresolved,
             signals,
             goal_contract: summary(
                 &reading.contract,
@@ -244,10 +269,17 @@ impl FocusStatus {
             Gate::Clear => "clear: no replan trigger fires",
             Gate::Reported => "reported: triggers fire; monitor mode does not block",
             Gate::Blocked => {
-                "blocked: a trigger fires or a candidate is undecided; enforce launches no new work until a reviewed replan or the candidate's review or release"
+                "blocked: a trigger fires, a candidate is undecided or a dispatch unresolved; enforce launches no new work until a reviewed replan, the candidate's review or release, or the dispatch's recovery"
             }
         };
         let _ = writeln!(out, "  gate      {gate}");
+        if let Some(open) = &self.unresolved_dispatch {
+            let _ = writeln!(
+                out,
+                "  dispatch  for iteration {} is open and no driver runs it: `{}`",
+                open.iteration, open.command
+            );
+        }
         out.push_str(&self.candidate.text());
         for signal in &self.signals {
             let _ = writeln!(out, "  trigger   {}: {}", signal.trigger, signal.detail);

@@ -1,6 +1,6 @@
 //! What only Linux offers the driver: the child-subreaper role, and the
 //! `/proc` walk that finds a process's start time and this process's
-//! children. Reached only through [`super`]; `fallback.rs` is the same API
+//! children; and the views: swapping two files in one step. Reached only through [`super`]; `fallback.rs` is the same API
 //! for the other Unixes.
 
 /// When process `pid` started (clock ticks since boot): with the pid it
@@ -41,4 +41,30 @@ fn stat_fields(pid: u32) -> Option<Vec<String>> {
 
 fn parent_of(pid: u32) -> Option<u32> {
     stat_fields(pid)?.get(1)?.parse().ok()
+}
+
+/// Swap two existing files in one step (`renameat2(RENAME_EXCHANGE)`).
+pub fn exchange(a: &std::path::Path, b: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let path = |p: &std::path::Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
+    };
+    let (a, b) = (path(a)?, path(b)?);
+    // SAFETY: two NUL-terminated paths resolved against the working
+    // directory; the call changes nothing but the two names.
+    let swapped = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if swapped == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }

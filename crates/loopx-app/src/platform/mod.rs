@@ -33,6 +33,14 @@ pub fn start_time(pid: u32) -> Option<u64> {
     os::start_time(pid)
 }
 
+/// Swap the two existing files `a` and `b` in one step, where the platform
+/// can (Linux: `renameat2(RENAME_EXCHANGE)`); an error of kind
+/// `Unsupported` or `InvalidInput` where it cannot, `NotFound` when either
+/// is missing.
+pub fn exchange(a: &std::path::Path, b: &std::path::Path) -> std::io::Result<()> {
+    os::exchange(a, b)
+}
+
 /// Become the reaper of every orphaned descendant, so that a process a
 /// turn detaches (`setsid`, a double fork) is re-parented to this process
 /// instead of init and [`kill_adopted`] can find it. Returns whether the

@@ -2,7 +2,9 @@
 //! agent reports it; it is staged as an immutable candidate that a
 //! different-family result review must decide.
 //!
-//! Owns: what a candidate is (the report, the executor's family, every
+//! Owns: who the executor is ([`executor`]: the live dispatch intent's
+//! provider, never the report's own claim; one candidate per dispatch),
+//! what a candidate is (the report, the executor's family, every
 //! material claim with its loop-relative evidence path, and the evidence
 //! itself embedded with its size and digest), its canonical fingerprint,
 //! and the candidate stream's rules: one pending candidate at a time; a
@@ -16,6 +18,8 @@
 
 use crate::digest::Digest;
 use crate::driver::provider::Family;
+use crate::driver::Intent;
+use crate::focus::contract::ObligationStatus;
 use crate::ledger::{BankStatus, IterationReport};
 use crate::operation::{Clock, Decided, Owner};
 use crate::path::LoopPath;
@@ -34,6 +38,39 @@ pub const EVIDENCE_BYTES: u64 = 256 * 1024;
 
 /// The most evidence files one candidate embeds.
 pub const MAX_EVIDENCE_FILES: usize = 16;
+
+/// An obligation the iteration asks to move to `target_status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObligationTarget {
+    pub obligation_id: String,
+    pub target_status: ObligationStatus,
+}
+
+/// The requested target statuses (`OBLIGATION_ID=STATUS` pairs, parsed):
+/// each for an obligation the report moves, at most one per obligation.
+pub fn obligation_targets(
+    obligation_ids: &[String],
+    pairs: &[(String, ObligationStatus)],
+) -> Result<Vec<ObligationTarget>, CandidateError> {
+    let mut out: Vec<ObligationTarget> = Vec::new();
+    for (obligation_id, target_status) in pairs {
+        if !obligation_ids.contains(obligation_id) {
+            return Err(CandidateError::TargetWithoutObligation {
+                obligation_id: obligation_id.clone(),
+            });
+        }
+        if out.iter().any(|t| &t.obligation_id == obligation_id) {
+            return Err(CandidateError::TargetTwice {
+                obligation_id: obligation_id.clone(),
+            });
+        }
+        out.push(ObligationTarget {
+            obligation_id: obligation_id.clone(),
+            target_status: *target_status,
+        });
+    }
+    Ok(out)
+}
 
 /// One material claim and the file that is its evidence.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,11 +122,20 @@ pub struct Candidate {
     /// of the same staging must be the same request; the journal keeps
     /// when it was committed.)
     pub candidate_id: String,
+    /// The driver dispatch whose turn produced it (`None`: staged by hand
+    /// with the executor stated by the operator). Absent when `None`, so
+    /// fingerprints of candidates staged before it existed stay the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_id: Option<String>,
     pub executor_provider: String,
     pub executor_family: Family,
     pub claims: Vec<Claim>,
     /// The obligations the report says this iteration moved.
     pub obligation_ids: Vec<String>,
+    /// The status the iteration asks some of them to reach; an accepting
+    /// review must state exactly this status for each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub obligation_targets: Vec<ObligationTarget>,
     pub evidence: Vec<Evidence>,
     pub report: IterationReport,
 }
@@ -103,6 +149,13 @@ impl Candidate {
     /// The claim ids, each once.
     pub fn claim_ids(&self) -> BTreeSet<&str> {
         self.claims.iter().map(|c| c.claim_id.as_str()).collect()
+    }
+
+    /// The target status the candidate requests for `obligation_id`.
+    pub fn target_of(&self, obligation_id: &str) -> Option<ObligationStatus> {
+        (self.obligation_targets.iter())
+            .find(|t| t.obligation_id == obligation_id)
+            .map(|t| t.target_status)
     }
 
     pub fn evidence_at(&self, path: &str) -> Option<&Evidence> {
@@ -156,6 +209,74 @@ pub fn claims(
         return Err(CandidateError::TooMuchEvidence { count: files.len() });
     }
     Ok(out)
+}
+
+/// Who ran the iteration being staged, and under which dispatch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Executor {
+    pub dispatch_id: Option<String>,
+    pub provider: String,
+}
+
+/// The executor of a staged iteration: the driver's open dispatch intent
+/// names it, never the agent's own report (a hostile agent could claim
+/// another family to pick its own reviewer). The report must run under
+/// that exact dispatch, and any provider the report or the operator names
+/// must be the intent's. With no dispatch open (a person appending by
+/// hand), the operator states the executor explicitly (`--executor`); a
+/// report claiming a dispatch that is not open is refused.
+pub fn executor(
+    open: Option<&Intent>,
+    reported_dispatch: &str,
+    reported_executor: &str,
+    stated: Option<&str>,
+) -> Result<Executor, CandidateError> {
+    let named = |p: &str| Some(p.trim()).filter(|p| !p.is_empty()).map(str::to_owned);
+    let reported_dispatch = reported_dispatch.trim();
+    let (dispatch_id, provider, by) = match open {
+        Some(intent) => {
+            if reported_dispatch != intent.dispatch_id {
+                return Err(CandidateError::NotTheOpenDispatch {
+                    given: reported_dispatch.to_owned(),
+                    open: Some(intent.dispatch_id.clone()),
+                });
+            }
+            let by = format!("dispatch {}", intent.dispatch_id);
+            (
+                Some(intent.dispatch_id.clone()),
+                intent.provider.clone(),
+                by,
+            )
+        }
+        None if !reported_dispatch.is_empty() => {
+            return Err(CandidateError::NotTheOpenDispatch {
+                given: reported_dispatch.to_owned(),
+                open: None,
+            })
+        }
+        None => {
+            let stated = stated
+                .and_then(named)
+                .ok_or(CandidateError::NoOpenDispatch)?;
+            (None, stated, "--executor".to_owned())
+        }
+    };
+    for claimed in [named(reported_executor), stated.and_then(named)]
+        .into_iter()
+        .flatten()
+    {
+        if claimed != provider {
+            return Err(CandidateError::ExecutorDiffers {
+                claimed,
+                provider,
+                by,
+            });
+        }
+    }
+    Ok(Executor {
+        dispatch_id,
+        provider,
+    })
 }
 
 /// The executor's family, which must be known: a review is independent
@@ -223,6 +344,11 @@ pub struct Slot {
     /// of that review (a lost reply) is answered with its receipt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_decided: Option<Held>,
+    /// The dispatch of the last candidate staged under one: a dispatch
+    /// stages one candidate at most. (Dispatches are sequential and only
+    /// the open one can stage, so the last is the only one to remember.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_dispatch_id: Option<String>,
 }
 
 /// What the candidate stream holds back: no new turn is dispatched while
@@ -323,6 +449,26 @@ pub enum CandidateError {
     TooMuchEvidence { count: usize },
     #[error("the quarantine reason must not be empty")]
     EmptyReason,
+    #[error("no driver dispatch is open, so no dispatch names the executor: an iteration staged by hand in enforce mode names it with --executor PROVIDER (`loopx goal-focus recover-dispatch` shows the driver's dispatch)")]
+    NoOpenDispatch,
+    #[error("{}", match open {
+        Some(open) if given.is_empty() => format!("driver dispatch {open} is open: an iteration staged now belongs to its turn and must run under it (LOOPX_DISPATCH_ID={open}); if that turn is over, `loopx goal-focus recover-dispatch` settles it"),
+        Some(open) => format!("this report runs under dispatch {given:?}, but the open dispatch is {open}: a candidate binds to the live dispatch only"),
+        None => format!("this report runs under dispatch {given:?}, which is not open (settled or cancelled): a candidate binds to the live dispatch only"),
+    })]
+    NotTheOpenDispatch { given: String, open: Option<String> },
+    #[error("executor {claimed:?} is named, but {by} ran {provider:?}: the executor comes from {by}, never from the report")]
+    ExecutorDiffers {
+        claimed: String,
+        provider: String,
+        by: String,
+    },
+    #[error("--obligation-target names obligation {obligation_id:?}, which the report does not move: add --obligation-id {obligation_id}")]
+    TargetWithoutObligation { obligation_id: String },
+    #[error("obligation {obligation_id:?} has two target statuses: give one --obligation-target per obligation")]
+    TargetTwice { obligation_id: String },
+    #[error("dispatch {dispatch_id} already staged a candidate: one candidate per dispatch")]
+    DispatchUsed { dispatch_id: String },
 }
 
 pub struct CandidateOwner;
@@ -381,6 +527,13 @@ impl Owner for CandidateOwner {
                 if let Some(held) = &state.pending {
                     return Err(CandidateError::AlreadyPending {
                         fingerprint: held.fingerprint.clone(),
+                    });
+                }
+                if let Some(id) = (candidate.dispatch_id.as_ref())
+                    .filter(|id| state.last_dispatch_id.as_ref() == Some(*id))
+                {
+                    return Err(CandidateError::DispatchUsed {
+                        dispatch_id: id.clone(),
                     });
                 }
                 if candidate.evidence.len() > MAX_EVIDENCE_FILES {
@@ -477,6 +630,9 @@ impl Owner for CandidateOwner {
                 fingerprint,
                 candidate,
             } => {
+                if candidate.dispatch_id.is_some() {
+                    slot.last_dispatch_id = candidate.dispatch_id.clone();
+                }
                 slot.pending = Some(Held {
                     fingerprint: fingerprint.clone(),
                     candidate: (**candidate).clone(),
@@ -525,6 +681,7 @@ mod tests {
         Candidate {
             schema: SCHEMA.into(),
             candidate_id: "op1".into(),
+            dispatch_id: None,
             executor_provider: "claude".into(),
             executor_family: Family::Anthropic,
             claims: vec![Claim {
@@ -532,6 +689,7 @@ mod tests {
                 evidence_path: path.clone(),
             }],
             obligation_ids: vec![],
+            obligation_targets: vec![],
             evidence: vec![Evidence::of(path, b"text".to_vec()).unwrap()],
             report: IterationReport::default(),
         }
@@ -658,5 +816,103 @@ mod tests {
             known_executor("gateway", Family::Unverified),
             Err(CandidateError::ExecutorUnverified { .. })
         ));
+    }
+
+    fn intent(dispatch_id: &str, provider: &str) -> Intent {
+        Intent {
+            dispatch_id: dispatch_id.into(),
+            iteration: 1,
+            provider: provider.into(),
+            prompt_digest: String::new(),
+            ledger_revision: 1,
+            iterations_before: 0,
+            workspace: crate::driver::Workspace {
+                root: "/p".into(),
+                head: None,
+                changes: None,
+            },
+            log: String::new(),
+            started_at: Timestamp::UNIX_EPOCH,
+        }
+    }
+
+    #[test]
+    fn the_executor_is_the_open_dispatchs_never_the_reports() {
+        let open = intent("d1", "claude");
+        let bound = executor(Some(&open), "d1", "", None).unwrap();
+        assert_eq!(bound.dispatch_id.as_deref(), Some("d1"));
+        assert_eq!(bound.provider, "claude");
+        assert!(executor(Some(&open), "d1", "claude", Some("claude")).is_ok());
+        assert!(matches!(
+            executor(Some(&open), "d1", "codex", None),
+            Err(CandidateError::ExecutorDiffers { .. })
+        ));
+        assert!(matches!(
+            executor(Some(&open), "d1", "", Some("codex")),
+            Err(CandidateError::ExecutorDiffers { .. })
+        ));
+        for given in ["", "d2"] {
+            assert!(matches!(
+                executor(Some(&open), given, "", Some("claude")),
+                Err(CandidateError::NotTheOpenDispatch { .. })
+            ));
+        }
+        // No dispatch open: only the operator's explicit statement names it.
+        assert_eq!(
+            executor(None, "", "codex", None),
+            Err(CandidateError::NoOpenDispatch)
+        );
+        assert!(matches!(
+            executor(None, "", "codex", Some("claude")),
+            Err(CandidateError::ExecutorDiffers { .. })
+        ));
+        assert!(matches!(
+            executor(None, "d1", "", Some("claude")),
+            Err(CandidateError::NotTheOpenDispatch { open: None, .. })
+        ));
+        let by_hand = executor(None, "", "", Some(" claude ")).unwrap();
+        assert_eq!(
+            (by_hand.dispatch_id, by_hand.provider.as_str()),
+            (None, "claude")
+        );
+    }
+
+    #[test]
+    fn a_dispatch_stages_one_candidate_at_most() {
+        let mut c = candidate("c1");
+        c.dispatch_id = Some("d1".into());
+        let fingerprint = c.fingerprint();
+        let slot = apply(
+            None,
+            CandidateRequest::Stage {
+                candidate: Box::new(c.clone()),
+            },
+        )
+        .unwrap();
+        let archived = apply(
+            Some(slot),
+            CandidateRequest::Archive {
+                base_revision: 1,
+                fingerprint,
+                outcome: BankStatus::Accepted,
+            },
+        )
+        .unwrap();
+        c.claims[0].claim_id = "c2".into();
+        let again = apply(
+            Some(archived.clone()),
+            CandidateRequest::Stage {
+                candidate: Box::new(c.clone()),
+            },
+        );
+        assert!(matches!(again, Err(CandidateError::DispatchUsed { .. })));
+        c.dispatch_id = Some("d2".into());
+        assert!(apply(
+            Some(archived),
+            CandidateRequest::Stage {
+                candidate: Box::new(c)
+            }
+        )
+        .is_ok());
     }
 }

@@ -9,6 +9,7 @@
 //! ledger's `goal_focus_mode`, fixed at `init`.
 
 use super::signals::Signal;
+use crate::driver::DriverSummary;
 use crate::ledger::vocabulary::GoalFocusMode;
 use serde::{Deserialize, Serialize};
 
@@ -60,7 +61,7 @@ pub fn reason(mode: GoalFocusMode, source: Option<ModeSource>) -> String {
             "replan signals are reported and never block an append or a turn; monitor is not an acceptance guarantee"
         }
         GoalFocusMode::Enforce => {
-            "an append is staged as a candidate and banked only after a different-family result review, a direction needs a different-family strategy review, and a firing replan signal, a candidate awaiting review or a quarantined one closes the pre-dispatch gate"
+            "an append is staged as a candidate and banked only after a different-family result review, a direction needs a different-family strategy review, and a firing replan signal, a candidate awaiting review or quarantined, or a dispatch no live driver settles closes the pre-dispatch gate"
         }
     };
     format!("{mode}: {why}; {effect}")
@@ -76,18 +77,36 @@ pub enum Gate {
     Clear,
     /// Monitor: signals fire and are only reported.
     Reported,
-    /// Enforce: signals fire; no turn may be dispatched until a reviewed
-    /// replan clears them. (The driver does not consult this gate yet:
+    /// Enforce: signals fire (or a candidate or a dispatch is undecided);
+    /// no turn may be dispatched until a reviewed replan clears them. (The driver does not consult this gate yet:
     /// staging and review come first, and until then an enforce loop
     /// banks nothing by hand either.)
     Blocked,
 }
 
-/// [`gate`], with the candidate stream read too: in enforce mode a
-/// candidate awaiting review, or quarantined, closes the gate as well —
-/// no new work is launched while a result is undecided.
-pub fn gate_with_candidate(mode: GoalFocusMode, signals: &[Signal], candidate_held: bool) -> Gate {
-    match (mode, candidate_held) {
+/// What besides the signals holds new work back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Holds {
+    /// A candidate awaits review, or is quarantined.
+    pub candidate: bool,
+    /// A dispatch is open with no live driver to settle it
+    /// ([`dispatch_unresolved`]).
+    pub dispatch: bool,
+}
+
+/// A driver dispatch is open and no live driver holds it: whether its turn
+/// took effect is unknown until a restarting driver or a person settles it
+/// (`loopx goal-focus recover-dispatch`).
+pub fn dispatch_unresolved(driver: &DriverSummary) -> bool {
+    !driver.running && driver.iteration.is_some()
+}
+
+/// [`gate`], with the candidate stream and the driver read too: in enforce
+/// mode a candidate awaiting review or quarantined, or an unresolved
+/// dispatch, closes the gate as well — no new work is launched while a
+/// result is undecided.
+pub fn gate_with_holds(mode: GoalFocusMode, signals: &[Signal], holds: Holds) -> Gate {
+    match (mode, holds.candidate || holds.dispatch) {
         (GoalFocusMode::Enforce, true) => Gate::Blocked,
         _ => gate(mode, signals),
     }

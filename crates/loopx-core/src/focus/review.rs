@@ -7,13 +7,16 @@
 //! fingerprint; it covers the candidate's complete claim and obligation
 //! sets by itself (split coverage across reviewers is not unanimity); every
 //! supported claim and met obligation cites staged evidence the reviewer
-//! lists as inspected; and a `pass` verdict agrees with its entries. Does
+//! lists as inspected; a met obligation states exactly the target status
+//! the candidate requests for it; and a `pass` verdict agrees with its
+//! entries. Does
 //! not own where the family comes from (the provider table and the
 //! environment, read by the application) or the banking.
 
 use super::candidate::Candidate;
 use crate::digest::Digest;
 use crate::driver::provider::Family;
+use crate::focus::contract::ObligationStatus as TargetStatus;
 use crate::ledger::BankStatus;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -76,6 +79,10 @@ pub struct ClaimReview {
 pub struct ObligationReview {
     pub obligation_id: String,
     pub status: ObligationStatus,
+    /// The status the reviewer finds the obligation reaches: with `met`,
+    /// exactly the one the candidate requests (none when it requests none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_status: Option<TargetStatus>,
     #[serde(default)]
     pub evidence_paths: Vec<String>,
 }
@@ -108,6 +115,12 @@ pub enum ReviewProblem {
     },
     #[error("the review lists {path:?} as inspected, but the candidate staged no such evidence")]
     NotStaged { path: String },
+    #[error("the review finds obligation {id:?} met with target status {}, but the candidate requests {}: an accepted obligation review states exactly the requested target status", word(*stated), word(*requested))]
+    TargetStatus {
+        id: String,
+        requested: Option<TargetStatus>,
+        stated: Option<TargetStatus>,
+    },
     #[error("the review's verdict is pass, but it finds {kind} {id:?} not supported: a pass needs every claim supported and every obligation met")]
     PassDisagrees { kind: &'static str, id: String },
 }
@@ -168,10 +181,25 @@ pub fn judge(
         (o.obligation_id.as_str(), met, cites(&o.evidence_paths))
     });
     coverage("obligation", &obligations, reviewed, review.verdict, "met")?;
+    if let Some(mismatch) = (review.obligations.iter())
+        .filter(|o| o.status == ObligationStatus::Met)
+        .find(|o| o.target_status != candidate.target_of(&o.obligation_id))
+    {
+        return Err(ReviewProblem::TargetStatus {
+            id: mismatch.obligation_id.clone(),
+            requested: candidate.target_of(&mismatch.obligation_id),
+            stated: mismatch.target_status,
+        });
+    }
     Ok(match review.verdict {
         Verdict::Pass => BankStatus::Accepted,
         Verdict::Fail => BankStatus::Rejected,
     })
+}
+
+/// A target status as messages name it.
+fn word(status: Option<TargetStatus>) -> String {
+    status.map_or("none".to_owned(), |s| s.to_string())
 }
 
 /// Every id of `expected` judged exactly once, nothing else judged, each
@@ -224,6 +252,7 @@ mod tests {
         Candidate {
             schema: CANDIDATE.into(),
             candidate_id: "op1".into(),
+            dispatch_id: None,
             executor_provider: "claude".into(),
             executor_family: Family::Anthropic,
             claims: vec![
@@ -237,6 +266,7 @@ mod tests {
                 },
             ],
             obligation_ids: vec!["o1".into()],
+            obligation_targets: vec![],
             evidence: vec![
                 Evidence::of(path("a.md"), b"a".to_vec()).unwrap(),
                 Evidence::of(path("b.md"), b"b".to_vec()).unwrap(),
@@ -298,5 +328,59 @@ mod tests {
         let mut unknown = serde_json::to_value(review(&c, "pass")).unwrap();
         unknown["verdict_reason"] = serde_json::json!("looks fine");
         assert!(serde_json::from_value::<ResultReview>(unknown).is_err());
+    }
+
+    #[test]
+    fn an_accepted_obligation_states_exactly_the_requested_target_status() {
+        let mut c = candidate();
+        c.obligation_targets = vec![crate::focus::candidate::ObligationTarget {
+            obligation_id: "o1".into(),
+            target_status: TargetStatus::Satisfied,
+        }];
+        let f = c.fingerprint();
+        let stating = |target: Option<TargetStatus>, status: ObligationStatus| {
+            let mut r = review(
+                &c,
+                if status == ObligationStatus::Met {
+                    "pass"
+                } else {
+                    "fail"
+                },
+            );
+            r.obligations[0].status = status;
+            r.obligations[0].target_status = target;
+            if status == ObligationStatus::Unmet {
+                r.claims[0].status = ClaimStatus::Unsupported;
+            }
+            judge(&r, &c, &f, Family::Openai)
+        };
+        assert_eq!(
+            stating(Some(TargetStatus::Satisfied), ObligationStatus::Met),
+            Ok(BankStatus::Accepted)
+        );
+        for wrong in [
+            None,
+            Some(TargetStatus::Partial),
+            Some(TargetStatus::Closed),
+        ] {
+            assert!(matches!(
+                stating(wrong, ObligationStatus::Met),
+                Err(ReviewProblem::TargetStatus { .. })
+            ));
+        }
+        // Rejecting needs no target status.
+        assert_eq!(
+            stating(None, ObligationStatus::Unmet),
+            Ok(BankStatus::Rejected)
+        );
+        // No target requested: a met review states none.
+        let plain = candidate();
+        let pf = plain.fingerprint();
+        let mut r = review(&plain, "pass");
+        r.obligations[0].target_status = Some(TargetStatus::Satisfied);
+        assert!(matches!(
+            judge(&r, &plain, &pf, Family::Openai),
+            Err(ReviewProblem::TargetStatus { .. })
+        ));
     }
 }

@@ -7,7 +7,7 @@ use super::Reply;
 use anyhow::Result;
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Subcommand};
-use loopx_app::focus::{self, candidate, strategy, Which};
+use loopx_app::focus::{self, candidate, dispatch, strategy, Which};
 use loopx_app::loop_dir::LoopDir;
 use loopx_core::focus::plan::Trigger;
 use loopx_store::sqlite::Access;
@@ -31,6 +31,26 @@ pub enum GoalFocusCommand {
     RecoverQuarantine(RecoverQuarantineArgs),
     StrategyBrief(StrategyBriefArgs),
     StrategyReview(StrategyReviewArgs),
+    RecoverDispatch(RecoverDispatchArgs),
+}
+
+/// Show the driver's open dispatch (id, provider, since, whether its agent
+/// is alive, what a restarting driver would do); with --cancel and its
+/// exact id, settle it as cancelled. In enforce mode an open dispatch no
+/// live driver holds closes the pre-dispatch gate until it is recovered.
+/// A cancel is refused while a driver runs the loop, while the agent is
+/// alive, or for any other id; a refusal writes nothing.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("cancelling").args(["cancel"]).requires("dispatch_id")))]
+pub struct RecoverDispatchArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// Cancel the open dispatch (needs --dispatch-id).
+    #[arg(long)]
+    cancel: bool,
+    /// The exact id of the open dispatch (from this command without --cancel).
+    #[arg(long, requires = "cancel")]
+    dispatch_id: Option<String>,
 }
 
 /// What a strategy reviewer must see: the goal contract, approach registry
@@ -83,7 +103,9 @@ pub struct StrategyReviewArgs {
 /// "sha256:…", "reviewer": {"provider": "codex"}, "verdict": pass|fail,
 /// "claims": [{"claim_id", "status": supported|unsupported,
 /// "evidence_paths"}], "obligations": [{"obligation_id", "status":
-/// met|unmet, "evidence_paths"}], "inspected_paths": [...], "summary"}.
+/// met|unmet, "target_status", "evidence_paths"}], "inspected_paths":
+/// [...], "summary"}. A met obligation states exactly the target status
+/// the candidate requests for it (`--obligation-target`), or none.
 /// The reviewer's family must differ from the executor's; one review
 /// covers every claim and obligation; each supported claim and met
 /// obligation cites staged evidence listed in inspected_paths. Pass banks
@@ -284,6 +306,13 @@ pub fn goal_focus(command: &GoalFocusCommand) -> Result<Reply> {
                 view.note()
             );
             Reply::view(&view, text)
+        }
+        GoalFocusCommand::RecoverDispatch(args) => {
+            let view = match (&args.dispatch_id, args.cancel) {
+                (Some(id), true) => dispatch::cancel(&args.dir.dir, id)?,
+                _ => dispatch::show(&LoopDir::open(&args.dir.dir, Access::ReadOnly)?)?,
+            };
+            Reply::view(&view, view.text())
         }
         GoalFocusCommand::StrategyBrief(args) => {
             let view = strategy::brief(&args.dir.dir, args.executor.as_deref())?;

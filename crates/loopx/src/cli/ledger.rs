@@ -128,6 +128,19 @@ pub struct AppendArgs {
     /// staged candidate.
     #[arg(long = "claim-evidence", value_name = "CLAIM_ID=PATH")]
     pub claim_evidence: Vec<String>,
+    /// Enforce mode, appending by hand: the provider that ran this
+    /// iteration, stated by you. The candidate's executor (whose family
+    /// its reviewer must not share) is taken from the driver's open
+    /// dispatch, never from the report; with no dispatch open, this flag is
+    /// required, and a driver dispatch that is open must agree with it.
+    #[arg(long, value_name = "PROVIDER")]
+    pub executor: Option<String>,
+    /// Enforce mode: the status this iteration asks an obligation it moves
+    /// (--obligation-id) to reach, OBLIGATION_ID=STATUS with STATUS one of
+    /// open, partial, satisfied, blocked, closed (repeatable). An accepting
+    /// result review must state exactly this target status.
+    #[arg(long = "obligation-target", value_name = "OBLIGATION_ID=STATUS")]
+    pub obligation_targets: Vec<String>,
     /// A source this iteration consulted (repeatable).
     #[arg(long = "source-id")]
     pub source_ids: Vec<String>,
@@ -390,7 +403,11 @@ pub fn append_iteration(args: &AppendArgs) -> Result<Reply> {
         &args.dir.dir,
         args.operation_id.as_deref(),
         report,
-        &args.claim_evidence,
+        loopx_app::focus::candidate::Staging {
+            claim_evidence: &args.claim_evidence,
+            obligation_targets: &args.obligation_targets,
+            executor: args.executor.as_deref(),
+        },
     )? {
         ledger::Recorded::Banked(view) => view,
         ledger::Recorded::Staged(view) => {

@@ -17,7 +17,7 @@ mod selftest;
 mod serve;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::{FromArgMatches as _, Parser, Subcommand};
 pub use loopx_app::error::describe;
 use loopx_app::{AppError, ErrorClass};
 use loopx_core::operation::OperationId;
@@ -43,7 +43,10 @@ use std::process::ExitCode;
     infer_long_args = true,
     args_override_self = true
 )]
-pub struct Cli {
+// Generic over its subcommands so that one definition of the top level
+// serves both the whole tree (`Cli`) and the ledger's group alone (see
+// `parse`).
+pub struct CliOf<C: Subcommand> {
     /// Print one JSON object on stdout instead of text.
     #[arg(long, global = true)]
     json: bool,
@@ -53,19 +56,17 @@ pub struct Cli {
     #[arg(long, global = true, env = loopx_app::loop_dir::STORE_ENV)]
     store: Option<String>,
     #[command(subcommand)]
-    command: Command,
+    command: C,
 }
 
+/// The command line with every subcommand.
+pub type Cli = CliOf<Command>;
+
 #[derive(Debug, Subcommand)]
-enum Command {
-    Init(ledger::InitArgs),
-    AppendIteration(Box<ledger::AppendArgs>),
-    /// Rebuild the ledger from its journal and re-check every record; exit 1 lists every violation.
-    Validate(ledger::DirArgs),
-    /// The loop at a glance: budgets, the stop verdict, the last iteration, the driver.
-    Status(ledger::DirArgs),
-    /// The read-only stop arbiter: which stop condition holds (exit 0 either way; see `done`).
-    Done(ledger::DirArgs),
+pub enum Command {
+    // First, so that `--help` lists the subcommands in the same order.
+    #[command(flatten)]
+    Ledger(LedgerCommand),
     Arm(hook::ArmArgs),
     Disarm(hook::DisarmArgs),
     /// The armed loops and whether each is finished.
@@ -107,6 +108,24 @@ enum Command {
     Panel(panel::PanelArgs),
 }
 
+/// The ledger's commands, which an agent runs on every turn: parsed by a
+/// tree that holds only these (see [`parse`]), since building and dropping
+/// every other subcommand's arguments and help was about a quarter of
+/// `status`'s CPU (BENCHMARKS.md, issue 10 start-up).
+#[derive(Debug, Subcommand)]
+// One value per process, parsed once: its size costs nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum LedgerCommand {
+    Init(ledger::InitArgs),
+    AppendIteration(Box<ledger::AppendArgs>),
+    /// Rebuild the ledger from its journal and re-check every record; exit 1 lists every violation.
+    Validate(ledger::DirArgs),
+    /// The loop at a glance: budgets, the stop verdict, the last iteration, the driver.
+    Status(ledger::DirArgs),
+    /// The read-only stop arbiter: which stop condition holds (exit 0 either way; see `done`).
+    Done(ledger::DirArgs),
+}
+
 /// What a command produced: the JSON object, the text for people, and
 /// the exit code. Warnings travel in the JSON's `warnings` array (strings);
 /// the text rendering says each on stderr, so that a command that succeeded
@@ -132,11 +151,12 @@ impl Reply {
     }
 }
 
-/// The parser users run: `Cli`, where a value that looks like a negative
-/// number (`--usd -0`) is a value, never a flag, as in the reference.
-/// (Other leading hyphens still name flags, so a missing value is still
-/// caught.) Clap sets this per argument, so it is applied to every one.
-fn command() -> clap::Command {
+/// The parser users run: `CliOf<C>`, where a value that looks like a
+/// negative number (`--usd -0`) is a value, never a flag, as in the
+/// reference. (Other leading hyphens still name flags, so a missing value
+/// is still caught.) Clap sets this per argument, so it is applied to every
+/// one.
+fn command<C: Subcommand>() -> clap::Command {
     fn negative_numbers(command: clap::Command) -> clap::Command {
         command
             .mut_args(|arg| {
@@ -148,12 +168,46 @@ fn command() -> clap::Command {
             })
             .mut_subcommands(negative_numbers)
     }
-    negative_numbers(<Cli as clap::CommandFactory>::command())
+    negative_numbers(<CliOf<C> as clap::CommandFactory>::command())
+}
+
+/// Parse the command line. A ledger command (`loopx [--json] status ...`)
+/// is tried first against the top level with the ledger's group alone:
+/// the same definitions, so whatever that tree accepts the whole tree
+/// accepts alike. Anything it does not accept (help, `--version`, a
+/// mistake) is parsed again by the whole tree, so every help text and
+/// error message is the whole tree's, as before.
+fn parse() -> Cli {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(cli) = parse_ledger_alone(&args) {
+        return cli;
+    }
+    let matches = command::<Command>().get_matches_from(args);
+    Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
+}
+
+/// `args` parsed by the ledger's group alone, when its first word after
+/// any `--json` names a ledger command and that tree accepts it whole.
+fn parse_ledger_alone(args: &[std::ffi::OsString]) -> Option<Cli> {
+    let name = args.iter().skip(1).find(|arg| *arg != "--json")?.to_str()?;
+    if !LedgerCommand::has_subcommand(name) {
+        return None;
+    }
+    let matches = command::<LedgerCommand>().try_get_matches_from(args).ok()?;
+    let CliOf {
+        json,
+        store,
+        command,
+    } = CliOf::<LedgerCommand>::from_arg_matches(&matches).ok()?;
+    Some(CliOf {
+        json,
+        store,
+        command: Command::Ledger(command),
+    })
 }
 
 pub fn main() -> ExitCode {
-    let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&command().get_matches())
-        .unwrap_or_else(|error| error.exit());
+    let cli = parse();
     let json = cli.json;
     if let Some(store) = &cli.store {
         // One place every use case reads it from, inherited by agents.
@@ -244,11 +298,11 @@ fn hint(error: &AppError) -> Option<String> {
 /// Run one parsed command (everything but the Stop hook).
 fn dispatch(command: Command, json: bool) -> Result<Reply> {
     match command {
-        Command::Init(args) => ledger::init(&args),
-        Command::AppendIteration(args) => ledger::append_iteration(&args),
-        Command::Validate(args) => ledger::validate(&args),
-        Command::Status(args) => ledger::status(&args),
-        Command::Done(args) => ledger::done(&args),
+        Command::Ledger(LedgerCommand::Init(args)) => ledger::init(&args),
+        Command::Ledger(LedgerCommand::AppendIteration(args)) => ledger::append_iteration(&args),
+        Command::Ledger(LedgerCommand::Validate(args)) => ledger::validate(&args),
+        Command::Ledger(LedgerCommand::Status(args)) => ledger::status(&args),
+        Command::Ledger(LedgerCommand::Done(args)) => ledger::done(&args),
         Command::Arm(args) => hook::arm(&args),
         Command::Disarm(args) => hook::disarm(&args),
         Command::Active(args) => hook::active(&args),
@@ -324,4 +378,86 @@ fn merge(into: &mut Value, extra: Value) {
 /// The operation id given, or a fresh one (see `loopx_app::operation`).
 pub fn operation_id(given: Option<&str>) -> Result<OperationId> {
     Ok(loopx_app::operation::given_or_generated(given)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(words: &[&str]) -> Vec<std::ffi::OsString> {
+        std::iter::once("loopx")
+            .chain(words.iter().copied())
+            .map(Into::into)
+            .collect()
+    }
+
+    /// The ledger's group alone is the whole tree's definitions: each of
+    /// its subcommands renders the same help in both trees, so it accepts
+    /// and reads the same arguments.
+    #[test]
+    fn the_ledger_group_alone_is_built_as_in_the_whole_tree() {
+        let mut alone = command::<LedgerCommand>();
+        let mut whole = command::<Command>();
+        alone.build();
+        whole.build();
+        let names: Vec<String> = alone
+            .get_subcommands()
+            .map(|sub| sub.get_name().to_owned())
+            .filter(|name| name != "help")
+            .collect();
+        assert_eq!(names.len(), 5, "{names:?}");
+        for name in names {
+            let alone = alone.find_subcommand_mut(&name).unwrap();
+            let whole = whole.find_subcommand_mut(&name).unwrap();
+            assert_eq!(
+                alone.render_long_help().to_string(),
+                whole.render_long_help().to_string(),
+                "{name}"
+            );
+        }
+    }
+
+    /// A ledger command parses to the same value either way; help, the
+    /// version and mistakes are left to the whole tree.
+    #[test]
+    fn a_ledger_command_parses_alike_and_anything_else_goes_to_the_whole_tree() {
+        for words in [
+            &["status", "--dir", "d"][..],
+            &["--json", "done", "--di", "d", "--json"],
+            &[
+                "validate", "--dir", "a", "--dir", "b", "--store", "sqlite:x",
+            ],
+            &[
+                "append-iteration",
+                "--dir",
+                "d",
+                "--mode",
+                "monitor",
+                "--obj",
+                "o",
+                "--decision",
+                "continue",
+                "--usd",
+                "-0",
+            ],
+            &["init", "--goal", "g", "--success-criteria", "s"],
+        ] {
+            let alone = parse_ledger_alone(&argv(words)).expect("parsed alone");
+            let matches = command::<Command>().try_get_matches_from(argv(words));
+            let whole = Cli::from_arg_matches(&matches.unwrap()).unwrap();
+            assert_eq!(format!("{alone:?}"), format!("{whole:?}"), "{words:?}");
+        }
+        for words in [
+            &["status", "--help"][..],
+            &["--version"],
+            &["status", "-V"],
+            &["statu"],
+            &["append-iteration", "--dir", "d"],
+            &["--store", "x", "status"],
+            &["todo", "list"],
+            &[],
+        ] {
+            assert!(parse_ledger_alone(&argv(words)).is_none(), "{words:?}");
+        }
+    }
 }

@@ -501,7 +501,13 @@ impl Tools {
                 &self.binding.dir,
                 Some(&input.operation_id),
                 report,
-                &input.claim_evidence,
+                // An agent states no executor: its dispatch names it.
+                loopx_app::focus::candidate::Staging {
+                    claim_evidence: &input.claim_evidence,
+                    // The tool reports no obligation moves, so no targets.
+                    obligation_targets: &[],
+                    executor: None,
+                },
             )?)
         })())
     }

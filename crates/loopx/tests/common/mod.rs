@@ -171,6 +171,46 @@ impl Fixture {
         json
     }
 
+    /// Leave a driver dispatch of `provider` open, as a driver killed
+    /// right after committing its intent does (its agent never started):
+    /// a fake `provider` on PATH, `loopx drive` SIGKILLed at
+    /// `drive.after_intent`. The open dispatch's id.
+    pub fn open_dispatch(&self, provider: &str) -> String {
+        use std::io::{BufRead, BufReader};
+        use std::os::unix::fs::PermissionsExt;
+        let bin = self.temp.path().join("bin");
+        let root = self.temp.path().join("project");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(&root).unwrap();
+        let agent = bin.join(provider);
+        std::fs::write(&agent, "#!/bin/sh\ntrue\n").unwrap();
+        std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+        let mut child = std::process::Command::new(loopx_path())
+            .args(["drive", "--dir", self.d(), "--root", root.to_str().unwrap()])
+            .args(["--provider", provider])
+            .env("PATH", path)
+            .env("LOOPX_REGISTRY_DIR", &self.registry)
+            .env("LOOPX_FAILPOINTS", "drive.after_intent")
+            .env_remove("LOOPX_DIR")
+            .env_remove("AUTOLOOP_DRIVER")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let reached = BufReader::new(child.stderr.take().unwrap())
+            .lines()
+            .any(|line| line.unwrap().contains("failpoint: drive.after_intent"));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        assert!(reached, "the driver never committed its intent");
+        let recover = self.json(&["recover", "--dir", self.d()]);
+        recover["open"]["dispatch_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no open dispatch: {recover}"))
+            .to_owned()
+    }
+
     /// Write `value` as a JSON file outside the loop directory; its path.
     pub fn json_file(&self, name: &str, value: &serde_json::Value) -> String {
         let path = self.temp.path().join(name);
