@@ -96,6 +96,8 @@ pub fn run(loopx: &Path, runs: usize, work: &Path) -> Result<String> {
             "continue",
             "--executor-provider",
             "claude",
+            "--executor",
+            "claude",
             "--claim-id",
             "c1",
             "--claim-evidence",

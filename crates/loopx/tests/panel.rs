@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 const CONSENT: &str = "AAS_AUTOLOOP_EXTERNAL_PANEL_EGRESS";
 
 /// `append-iteration` staging claude's iteration that claims c1 on
-/// notes/b.md and moves o1.
-const STAGE: [&str; 15] = [
+/// notes/b.md and moves o1, by hand (no driver dispatch is open, so the
+/// operator names the executor).
+const STAGE: [&str; 17] = [
     "append-iteration",
     "--mode",
     "bounded-research",
@@ -27,6 +28,8 @@ const STAGE: [&str; 15] = [
     "--decision",
     "continue",
     "--executor-provider",
+    "claude",
+    "--executor",
     "claude",
     "--obligation-id",
     "o1",
@@ -750,4 +753,39 @@ fn panel_and_drive_explain_the_panel_in_their_help() {
     let drive = help(&["drive", "--help"]);
     assert!(drive.contains("--panel"), "{drive}");
     assert!(drive.contains("AAS_AUTOLOOP_PANEL=on"), "{drive}");
+}
+
+#[test]
+fn a_requested_obligation_target_is_in_the_brief_and_a_review_stating_it_banks() {
+    let p = Panel::new();
+    let met = r#"\"status\":\"met\""#;
+    let stated = answer("codex", "pass")
+        .replace(met, r#"\"status\":\"met\",\"target_status\":\"satisfied\""#);
+    assert_ne!(stated, answer("codex", "pass"));
+    p.reviewer("codex", &stated);
+    let staged = p.f.json(
+        &[
+            &STAGE[..],
+            &["--obligation-target", "o1=satisfied", "--dir", p.f.d()],
+        ]
+        .concat(),
+    );
+    let fingerprint = staged["candidate_fingerprint"].as_str().unwrap().to_owned();
+    let (code, view, stderr) = p.panel(&[], &[]);
+    assert_eq!(code, 0, "{view} {stderr}");
+    assert_eq!(view["state"], "banked_accepted");
+    let prompt =
+        p.f.dir
+            .join("panel")
+            .join(&fingerprint[7..19])
+            .join("result_review/1-codex.prompt");
+    let prompt = std::fs::read_to_string(prompt).unwrap();
+    assert!(
+        prompt.contains("o1 (requested target status: satisfied"),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains(r#""target_status": "satisfied""#),
+        "{prompt}"
+    );
 }

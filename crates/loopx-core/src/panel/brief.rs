@@ -33,10 +33,23 @@ pub fn result_review(candidate: &Candidate, fingerprint: &Digest, reviewer: &str
                    "evidence_paths": [c.evidence_path.as_str()]})
         })
         .collect();
+    let target = |id: &str| {
+        candidate
+            .obligation_targets
+            .iter()
+            .find(|t| t.obligation_id == id)
+            .map(|t| t.target_status)
+    };
     let obligations: Vec<Value> = candidate
         .obligation_ids
         .iter()
-        .map(|o| json!({"obligation_id": o, "status": "<met|unmet>", "evidence_paths": ["<staged path>"]}))
+        .map(|o| {
+            let mut entry = json!({"obligation_id": o, "status": "<met|unmet>", "evidence_paths": ["<staged path>"]});
+            if let Some(status) = target(o) {
+                entry["target_status"] = json!(status);
+            }
+            entry
+        })
         .collect();
     let inspected: Vec<&str> = candidate.evidence.iter().map(|e| e.path.as_str()).collect();
     let template = json!({
@@ -60,7 +73,19 @@ pub fn result_review(candidate: &Candidate, fingerprint: &Digest, reviewer: &str
             .map(|c| format!("{} (evidence: {})", c.claim_id, c.evidence_path.as_str()))
             .collect(),
     );
-    let obligation_lines = list(candidate.obligation_ids.clone());
+    let obligation_lines = list(
+        candidate
+            .obligation_ids
+            .iter()
+            .map(|o| match target(o) {
+                Some(status) => format!(
+                    "{o} (requested target status: {}; with met, target_status must be exactly that)",
+                    json!(status).as_str().unwrap_or_default()
+                ),
+                None => o.clone(),
+            })
+            .collect(),
+    );
     let evidence_lines = list(
         candidate
             .evidence
@@ -242,6 +267,7 @@ mod tests {
         Candidate {
             schema: CANDIDATE.into(),
             candidate_id: "op1".into(),
+            dispatch_id: None,
             executor_provider: "claude".into(),
             executor_family: Family::Anthropic,
             claims: vec![Claim {
@@ -249,6 +275,7 @@ mod tests {
                 evidence_path: path.clone(),
             }],
             obligation_ids: vec!["o1".into()],
+            obligation_targets: vec![],
             evidence: vec![Evidence::of(path, b"lemma B holds".to_vec()).unwrap()],
             report: IterationReport::default(),
         }
