@@ -231,7 +231,8 @@ fn a_failing_review_banks_the_candidate_as_rejected() {
     let p = Panel::new();
     p.reviewer("codex", &answer("codex", "fail"));
     p.stage();
-    let (code, view, stderr) = p.panel(&[], &[]);
+    // The reference's command line (with --root) works as it is.
+    let (code, view, stderr) = p.panel(&["--root", p.project.to_str().unwrap()], &[]);
     assert_eq!(code, 0, "{view} {stderr}");
     assert_eq!(view["state"], "banked_rejected", "{view}");
     assert_eq!(p.status()["last_iteration"]["bank"]["status"], "rejected");

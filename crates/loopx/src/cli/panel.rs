@@ -45,6 +45,11 @@ pub struct PanelArgs {
     /// one (must agree with the driver's when one has).
     #[arg(long)]
     pub executor: Option<String>,
+    /// Accepted so the reference runtime's command line works; unused:
+    /// reviewers never work in the project (each runs in its own artifact
+    /// folder and answers from its brief).
+    #[arg(long, value_name = "PROJECT")]
+    pub root: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
