@@ -30,29 +30,38 @@ const BATCHES_IN_FLIGHT: usize = 4;
 
 /// Visit `stream`'s journal in revision order, as
 /// [`Store::journal_rows`] does, with `visit` running on another thread
-/// than the store's reads (inline on a machine with one core).
+/// than the store's reads (inline on a machine with one core, or when no
+/// thread can be started).
 pub fn scan(
     store: &(dyn Store + Send),
     stream: &str,
     visit: &mut (dyn FnMut(JournalRow<'_>) + Send),
 ) -> Result<(), StoreError> {
-    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        return store.journal_rows(stream, 0, &mut |row| {
+    let inline = |visit: &mut (dyn FnMut(JournalRow<'_>) + Send)| {
+        store.journal_rows(stream, 0, &mut |row| {
             visit(row);
             Ok(())
-        });
+        })
+    };
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return inline(visit);
     }
     let (to_visitor, full) = sync_channel::<Batch>(BATCHES_IN_FLIGHT);
     let (to_reader, emptied) = channel::<Batch>();
-    std::thread::scope(|scope| {
-        let visitor = scope.spawn(move || {
-            for mut batch in full {
-                batch.visit_all(visit);
-                if to_reader.send(batch).is_err() {
-                    return;
+    let scanned = std::thread::scope(|scope| {
+        let on_thread = &mut *visit;
+        let spawned = std::thread::Builder::new()
+            .name("journal visitor".into())
+            .spawn_scoped(scope, move || {
+                for mut batch in full {
+                    batch.visit_all(on_thread);
+                    if to_reader.send(batch).is_err() {
+                        return;
+                    }
                 }
-            }
-        });
+            });
+        // No thread to be had (a process limit): read inline below.
+        let Ok(visitor) = spawned else { return None };
         let mut filling = Batch::default();
         let mut read = store.journal_rows(stream, 0, &mut |row| {
             filling.push(row);
@@ -70,12 +79,16 @@ pub fn scan(
         // Closing the queue ends the visitor once it has visited the rest.
         drop(to_visitor);
         match visitor.join() {
-            Ok(()) => read,
+            Ok(()) => Some(read),
             // The visitor's panic is the failure to report, not the
             // closed queue it left behind.
             Err(panic) => std::panic::resume_unwind(panic),
         }
-    })
+    });
+    match scanned {
+        Some(read) => read,
+        None => inline(visit),
+    }
 }
 
 fn visitor_stopped() -> StoreError {
