@@ -506,6 +506,7 @@ pub struct LoopFiles<'a> {
 }
 
 impl LoopDir {
+    /// This loop's evidence files, readable from any thread.
     pub fn files(&self) -> LoopFiles<'_> {
         LoopFiles { root: &self.root }
     }
