@@ -117,7 +117,7 @@ impl From<anyhow::Error> for AppError {
 
 fn of_store(error: &StoreError) -> ErrorClass {
     match error {
-        StoreError::StaleRevision { .. } => ErrorClass::Stale,
+        StoreError::StaleRevision { .. } | StoreError::FenceMoved { .. } => ErrorClass::Stale,
         StoreError::DuplicateOperation { .. } => ErrorClass::Conflict,
         StoreError::Missing { .. } => ErrorClass::NotFound,
         StoreError::TooOld { .. }

@@ -28,6 +28,7 @@ pub mod health;
 pub mod import;
 pub mod install;
 pub mod iterations;
+pub mod journal_scan;
 pub mod ledger;
 pub mod loop_dir;
 pub mod migrate;

@@ -6,7 +6,7 @@
 //! operator's sentinels `STOP_REQUESTED`, `BLOCKED`, `PAUSE`.
 
 use crate::goal::GoalCache;
-use crate::{clock, fsutil};
+use crate::{clock, fsutil, journal_scan};
 use anyhow::{bail, Result};
 use jiff::Timestamp;
 use loopx_core::digest::Digest;
@@ -226,10 +226,10 @@ impl LoopDir {
         let store = &*self.store;
         let mut found = None;
         store.read_consistent(&mut || {
-            let mut auditor = Auditor::new(self, now);
-            store.journal_rows(STREAM, 0, &mut |row| {
+            let files = self.files();
+            let mut auditor = Auditor::new(&files, now);
+            journal_scan::scan(store, STREAM, &mut |row| {
                 auditor.entry(row.revision, row.operation_id, row.kind, row.event);
-                Ok(())
             })?;
             let snapshot = store.load(STREAM)?;
             let ledger = auditor.finish(snapshot.as_ref().map(|s| (s.revision, s.state.as_str())));
@@ -367,13 +367,15 @@ fn audit_stream<O: loopx_core::operation::Owner>(
     store: &(dyn Store + Send),
     stream: &str,
     what: &'static str,
-) -> Result<StreamFindings<O::State>, loopx_store::StoreError> {
+) -> Result<StreamFindings<O::State>, loopx_store::StoreError>
+where
+    O::State: Send,
+{
     let mut audit = StreamAudit::<O>::new(what);
     let mut last = 0;
-    store.journal_rows(stream, 0, &mut |row| {
+    journal_scan::scan(store, stream, &mut |row| {
         last = row.revision;
         audit.entry(row.revision, row.kind, row.event);
-        Ok(())
     })?;
     let snapshot = store.load(stream)?;
     let (problems, state) = audit.finish(snapshot.as_ref().map(|s| (s.revision, s.state.as_str())));
@@ -493,14 +495,39 @@ impl LoopDir {
 
 impl EvidenceFiles for LoopDir {
     fn proof_artifact(&self, evidence_id: &str) -> Result<Vec<u8>, FileProblem> {
+        self.files().proof_artifact(evidence_id)
+    }
+
+    fn regular_file(&self, path: &LoopPath) -> Result<(), FileProblem> {
+        self.files().regular_file(path)
+    }
+}
+
+/// The loop directory's evidence files without its store, which a thread
+/// of its own may read them through (the audit folds on one; see
+/// [`journal_scan`]). The rules are [`LoopDir`]'s, which reads through it.
+#[derive(Clone, Copy)]
+pub struct LoopFiles<'a> {
+    root: &'a Path,
+}
+
+impl LoopDir {
+    /// This loop's evidence files, readable from any thread.
+    pub fn files(&self) -> LoopFiles<'_> {
+        LoopFiles { root: &self.root }
+    }
+}
+
+impl EvidenceFiles for LoopFiles<'_> {
+    fn proof_artifact(&self, evidence_id: &str) -> Result<Vec<u8>, FileProblem> {
         // The owner checked the id's grammar, so this always parses; if it
         // did not, there is no such file to read.
         let path = LoopPath::parse(&format!("{PROOF_ARTIFACTS}/{evidence_id}.json"))
             .map_err(|_| FileProblem::Missing)?;
-        self.read_file(&path, PROOF_ARTIFACT_BYTES)
+        fsutil::read_confined(self.root, &path, PROOF_ARTIFACT_BYTES)
     }
 
     fn regular_file(&self, path: &LoopPath) -> Result<(), FileProblem> {
-        fsutil::open_confined(&self.root, path).map(drop)
+        fsutil::open_confined(self.root, path).map(drop)
     }
 }

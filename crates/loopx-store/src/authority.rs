@@ -1,6 +1,6 @@
 //! Running one operation against a store, end to end.
 
-use crate::{Commit, Store, StoreError, Stream};
+use crate::{Commit, Fence, Store, StoreError, Stream};
 use jiff::Timestamp;
 use loopx_core::digest::canonical_json;
 use loopx_core::operation::{request_digest, Decided, OperationId, Owner, Replay};
@@ -273,7 +273,21 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
         second: &Step<'_, '_, B>,
         now: Timestamp,
     ) -> PairResult<A, B> {
-        let (a, mut b) = self.execute_group(first, std::slice::from_ref(second), now)?;
+        self.execute_pair_fenced(first, second, &[], now)
+    }
+
+    /// [`execute_pair`](Self::execute_pair), landing only while every
+    /// stream in `fences` is still at the revision the caller judged
+    /// against (see [`execute_group_fenced`](Self::execute_group_fenced)).
+    pub fn execute_pair_fenced<A: Owner, B: Owner>(
+        &self,
+        first: &Step<'_, '_, A>,
+        second: &Step<'_, '_, B>,
+        fences: &[Fence<'_>],
+        now: Timestamp,
+    ) -> PairResult<A, B> {
+        let (a, mut b) =
+            self.execute_group_fenced(first, std::slice::from_ref(second), fences, now)?;
         Ok((a, b.pop().expect("one receipt per step")))
     }
 
@@ -287,6 +301,26 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
         &self,
         first: &Step<'_, '_, A>,
         rest: &[Step<'_, '_, B>],
+        now: Timestamp,
+    ) -> GroupResult<A, B> {
+        self.execute_group_fenced(first, rest, &[], now)
+    }
+
+    /// [`execute_group`](Self::execute_group) for a group whose steps were
+    /// judged against streams it does not write (their contexts carry
+    /// what the caller read): it lands only while each stream in `fences`
+    /// is still at the fence's revision, checked in the commit's own
+    /// transaction ([`Store::commit_fenced`]). A moved fence is
+    /// [`StoreError::FenceMoved`], returned at once and never retried
+    /// here: a retry would decide again with the same stale context, and
+    /// only the caller can read the moved stream and judge again. A lost
+    /// race on a written stream is retried as always, with the same
+    /// fences, so the retry is still held to what was judged.
+    pub fn execute_group_fenced<A: Owner, B: Owner>(
+        &self,
+        first: &Step<'_, '_, A>,
+        rest: &[Step<'_, '_, B>],
+        fences: &[Fence<'_>],
         now: Timestamp,
     ) -> GroupResult<A, B> {
         let streams: Vec<&Stream> = std::iter::once(first.stream)
@@ -366,10 +400,10 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
                     missing_stream: missing_stream.clone(),
                 });
             }
-            let outcome = match commits.as_slice() {
-                [] => Ok(()),
-                [one] => self.store.commit(one).map(drop),
-                many => self.store.commit_all(many).map(drop),
+            let outcome = match (commits.as_slice(), fences) {
+                ([], _) => Ok(()),
+                ([one], []) => self.store.commit(one).map(drop),
+                (many, fences) => self.store.commit_fenced(many, fences).map(drop),
             };
             match outcome {
                 Ok(()) => {

@@ -2,7 +2,8 @@
 //!
 //! [`Store`] is what a backend must provide: a versioned snapshot per stream,
 //! a compare-and-swap commit that writes the new snapshot and one journal
-//! entry in a single transaction, receipt lookup by operation id, and a
+//! entry in a single transaction (optionally fenced on the revisions of
+//! streams it read but does not write), receipt lookup by operation id, and a
 //! streaming read of the append-only journal. [`sqlite::SqliteStore`] is the
 //! embedded default; [`postgres::PostgresStore`] is the shared one, the same
 //! trait over one PostgreSQL database.
@@ -74,6 +75,48 @@ pub struct Commit<'a> {
     pub committed_at: &'a str,
 }
 
+/// A stream a grouped commit read and judged against but does not write:
+/// the commit lands only while the stream is still at `revision` (0: it
+/// did not exist). What keeps a decision from outliving its inputs: a
+/// review judged against the goal contract must not commit once the
+/// contract was rewritten, although it never writes the contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fence<'a> {
+    pub stream: &'a Stream,
+    pub revision: u64,
+}
+
+impl Fence<'_> {
+    /// Whether the fenced stream, now at `actual`, still stands where it
+    /// was read; [`StoreError::FenceMoved`] if not.
+    fn holds_at(&self, actual: u64) -> Result<(), StoreError> {
+        match actual == self.revision {
+            true => Ok(()),
+            false => Err(StoreError::FenceMoved {
+                stream: self.stream.to_owned(),
+                read: self.revision,
+                actual,
+            }),
+        }
+    }
+}
+
+/// Refuse fences that make no sense for `commits`: a fence on a stream the
+/// group writes (its commit's revision check already is its fence). Both
+/// backends call this before they open a transaction.
+fn fences_apart(commits: &[Commit<'_>], fences: &[Fence<'_>]) -> Result<(), StoreError> {
+    match fences
+        .iter()
+        .find(|fence| commits.iter().any(|c| c.stream == fence.stream))
+    {
+        Some(fence) => Err(StoreError::Backend(format!(
+            "a fenced commit both writes and fences {}: its commit's revision check is already its fence; drop the fence",
+            fence.stream
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// A receipt remembered under an operation id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredReceipt {
@@ -88,6 +131,12 @@ pub enum StoreError {
     StaleRevision {
         stream: String,
         expected: u64,
+        actual: u64,
+    },
+    #[error("{stream} moved from revision {read}, which this commit was judged against, to {actual}: nothing was written; read it again and judge again")]
+    FenceMoved {
+        stream: String,
+        read: u64,
         actual: u64,
     },
     #[error("operation id {operation_id} is already committed on {stream}")]
@@ -165,7 +214,22 @@ pub trait Store {
     /// checked and each writes its own journal entry, and either all of
     /// them land or none does. Returns the new revisions in order. Two
     /// commits to the same stream are refused (the second would be stale).
-    fn commit_all(&self, commits: &[Commit<'_>]) -> Result<Vec<u64>, StoreError>;
+    fn commit_all(&self, commits: &[Commit<'_>]) -> Result<Vec<u64>, StoreError> {
+        self.commit_fenced(commits, &[])
+    }
+
+    /// [`commit_all`](Self::commit_all), and in the same transaction every
+    /// fence's stream must still be at the fence's revision, or
+    /// [`StoreError::FenceMoved`] and nothing is written. A fence on a
+    /// stream the commits write is refused as a misuse (its commit's own
+    /// revision check is the fence). The fenced streams stay unwritable by
+    /// others until this transaction ends, so what was checked is what
+    /// the commit lands on.
+    fn commit_fenced(
+        &self,
+        commits: &[Commit<'_>],
+        fences: &[Fence<'_>],
+    ) -> Result<Vec<u64>, StoreError>;
 
     /// Fold the write-ahead log into the main database file, so that the
     /// file alone holds every commit. Writers do not do this on exit

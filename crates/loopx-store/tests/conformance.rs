@@ -26,7 +26,7 @@ use loopx_core::goal::todo::TodoStatus;
 use loopx_core::ledger::{LedgerReceipt, STREAM};
 use loopx_store::sqlite::Access;
 use loopx_store::{
-    failpoint, Authority, AuthorityError, Commit, Either, Locator, Store, StoreError,
+    failpoint, Authority, AuthorityError, Commit, Either, Fence, Locator, Store, StoreError,
 };
 
 type Boxed = Box<dyn Store + Send>;
@@ -58,6 +58,8 @@ conformance!(
     an_operation_id_commits_once,
     the_journal_keeps_revision_order,
     commit_all_is_all_or_nothing,
+    a_fenced_commit_lands_only_while_what_it_read_stands_still,
+    of_two_commits_each_fenced_on_what_the_other_writes_exactly_one_lands,
     the_journal_is_append_only_in_the_schema,
     authority_replays_and_refuses_a_conflicting_reuse,
     authority_enforces_the_budget,
@@ -218,6 +220,142 @@ fn commit_all_is_all_or_nothing(locator: &str) {
         .commit_all(&[commit("a", 1, "a4", "4"), commit("a", 1, "a5", "5")])
         .is_err());
     assert_eq!(store.revision("a").unwrap(), 1);
+}
+
+fn fence(stream: &str, revision: u64) -> Fence<'_> {
+    Fence { stream, revision }
+}
+
+fn a_fenced_commit_lands_only_while_what_it_read_stands_still(locator: &str) {
+    let store = open(locator, Access::Create);
+    store.commit(&commit("contract", 0, "c1", "1")).unwrap();
+    // Judged against contract revision 1; the contract is still there.
+    let revisions = store
+        .commit_fenced(
+            &[
+                commit("plan", 0, "p1", "1"),
+                commit("decisions", 0, "d1", "1"),
+            ],
+            &[fence("contract", 1)],
+        )
+        .unwrap();
+    assert_eq!(revisions, [1, 1]);
+    // The contract moves on; a commit judged against revision 1 is refused
+    // and writes nothing on either stream.
+    store.commit(&commit("contract", 1, "c2", "2")).unwrap();
+    let error = store
+        .commit_fenced(
+            &[
+                commit("plan", 1, "p2", "2"),
+                commit("decisions", 1, "d2", "2"),
+            ],
+            &[fence("contract", 1)],
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&error, StoreError::FenceMoved { stream, read: 1, actual: 2 } if stream == "contract"),
+        "{error}"
+    );
+    assert_eq!(
+        (
+            store.revision("plan").unwrap(),
+            store.revision("decisions").unwrap()
+        ),
+        (1, 1)
+    );
+    assert!(store.receipt("plan", "p2").unwrap().is_none());
+    assert!(store.receipt("decisions", "d2").unwrap().is_none());
+    // A stream nobody wrote is at revision 0: fenced at 0 it stands still,
+    // fenced at anything else it has moved.
+    store
+        .commit_fenced(
+            &[commit("plan", 1, "p3", "3")],
+            &[fence("registry", 0), fence("contract", 2)],
+        )
+        .unwrap();
+    let error = store
+        .commit_fenced(&[commit("plan", 2, "p4", "4")], &[fence("registry", 1)])
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            StoreError::FenceMoved {
+                read: 1,
+                actual: 0,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    // Created after it was read as absent: moved.
+    store.commit(&commit("registry", 0, "r1", "1")).unwrap();
+    let error = store
+        .commit_fenced(&[commit("plan", 2, "p5", "5")], &[fence("registry", 0)])
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            StoreError::FenceMoved {
+                read: 0,
+                actual: 1,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert_eq!(store.revision("plan").unwrap(), 2);
+    // Fencing a stream the commit writes is a misuse, refused unwritten.
+    assert!(store
+        .commit_fenced(&[commit("plan", 2, "p6", "6")], &[fence("plan", 2)])
+        .is_err());
+    assert_eq!(store.revision("plan").unwrap(), 2);
+    // The CAS still holds beside the fences.
+    let error = store
+        .commit_fenced(&[commit("plan", 1, "p7", "7")], &[fence("registry", 1)])
+        .unwrap_err();
+    assert!(matches!(error, StoreError::StaleRevision { .. }), "{error}");
+}
+
+/// Write skew, the race a fence exists for: two writers each read a stream
+/// the other writes and commit their own. Serially, the second sees the
+/// first's write and is refused; a fence that did not hold its stream
+/// until the commit would let both land. Both a stream that exists and
+/// one that does not yet (nothing to lock but its name) are raced.
+fn of_two_commits_each_fenced_on_what_the_other_writes_exactly_one_lands(locator: &str) {
+    drop(open(locator, Access::Create));
+    for round in 0..24 {
+        let (x, y) = (format!("x{round}"), format!("y{round}"));
+        // Odd rounds race on streams that exist, even ones create them.
+        let base = round % 2;
+        if base == 1 {
+            let store = open(locator, Access::ReadWrite);
+            store.commit(&commit(&x, 0, "seed", "0")).unwrap();
+            store.commit(&commit(&y, 0, "seed", "0")).unwrap();
+        }
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let racers: Vec<_> = [(x.clone(), y.clone()), (y.clone(), x.clone())]
+            .into_iter()
+            .map(|(mine, theirs)| {
+                let locator = locator.to_owned();
+                let barrier = barrier.clone();
+                std::thread::spawn(move || {
+                    let store = open(&locator, Access::ReadWrite);
+                    barrier.wait();
+                    store
+                        .commit_fenced(&[commit(&mine, base, "race", "1")], &[fence(&theirs, base)])
+                })
+            })
+            .collect();
+        let outcomes: Vec<_> = racers.into_iter().map(|r| r.join().unwrap()).collect();
+        let landed = outcomes.iter().filter(|o| o.is_ok()).count();
+        assert_eq!(landed, 1, "round {round}: {outcomes:?}");
+        for outcome in outcomes.into_iter().filter_map(Result::err) {
+            assert!(
+                matches!(outcome, StoreError::FenceMoved { .. }),
+                "{outcome}"
+            );
+        }
+    }
 }
 
 fn the_journal_is_append_only_in_the_schema(locator: &str) {

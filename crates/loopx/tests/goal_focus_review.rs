@@ -502,25 +502,11 @@ fn killing_finalization_at_any_commit_boundary_banks_once_or_not_at_all() {
 /// commit; run `between`; let it go on. Its output.
 fn interleave(f: &Fixture, fingerprint: &str, between: impl FnOnce()) -> std::process::Output {
     let file = f.review_file("held.json", &review_of(fingerprint, "codex", "pass"));
-    let mut child = f
-        .process()
+    let mut command = f.process();
+    command
         .args(Fixture::review_args(fingerprint, &file))
-        .args(["--dir", f.d(), "--json"])
-        .env("LOOPX_HOLD", "focus.review.before_finalize")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "held: focus.review.before_finalize");
-    between();
-    child.stdin.take().unwrap().write_all(b"\n").unwrap();
-    let mut output = child.wait_with_output().unwrap();
-    std::io::Read::read_to_end(&mut stderr, &mut output.stderr).unwrap();
-    output
+        .args(["--dir", f.d(), "--json"]);
+    common::held_at(command, "focus.review.before_finalize", between)
 }
 
 #[test]

@@ -4,7 +4,8 @@
 //! read, commits the reviewed plan and its decision in one transaction (or,
 //! objecting, leaves `needs_replan` with reviewer dissent). Every refusal
 //! leaves the loop directory byte-for-byte unchanged; a kill -9 inside the
-//! commit leaves plan and decision both or neither.
+//! commit leaves plan and decision both or neither; a contract or registry
+//! revised between the judgement and the commit stops the commit.
 
 mod common;
 
@@ -347,4 +348,74 @@ fn a_secret_in_the_reviewers_words_never_reaches_the_store() {
     escape["reasons"] = json!(["\u{1b}[2Jcleared"]);
     let refused = f.strategy_refused(&escape, &CLAUDE);
     assert!(refused.contains("control character"), "{refused}");
+}
+
+/// Run `goal-focus <args>` held after its judgement, before its commit
+/// (`focus.plan.before_commit`); run `between`; let it go on. Its output.
+fn held_at_commit(f: &Fixture, args: &[&str], between: impl FnOnce()) -> std::process::Output {
+    let mut command = std::process::Command::new(common::loopx_path());
+    command
+        .arg("goal-focus")
+        .args(args)
+        .args(["--dir", f.d(), "--json"])
+        .env("LOOPX_REGISTRY_DIR", &f.registry)
+        .env_remove("LOOPX_STORE");
+    common::held_at(command, "focus.plan.before_commit", between)
+}
+
+#[test]
+fn a_registry_revised_between_the_judgement_and_the_commit_stops_the_review() {
+    let f = Fixture::proposed();
+    let endorse = advice(&f.bind(), "codex", "endorse");
+    let file = f.json_file("advice.json", &endorse);
+    let mut revised = None;
+    let output = held_at_commit(
+        &f,
+        &["strategy-review", "--file", &file, "--executor", "claude"],
+        || {
+            let registry = f.json_file("registry2.json", &registry(0.45));
+            f.focus_ok(&["revise", "--registry", &registry]);
+            revised = Some(f.fingerprint());
+        },
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "the held review committed: {stderr}"
+    );
+    // Judged again against the revised registry, which the advice never read.
+    assert!(stderr.contains("approach registry revision 1"), "{stderr}");
+    assert_eq!(
+        f.fingerprint(),
+        revised.unwrap(),
+        "the refused review wrote"
+    );
+    let status = f.focus_ok(&["status"]);
+    assert_eq!(status["approach_registry"]["revision"], 2);
+    assert_eq!(status["current_plan"]["plan_revision"], 1);
+    assert_eq!(status["direction_decisions"], 1);
+    f.assert_valid();
+}
+
+#[test]
+fn a_registry_revised_between_a_replans_judgement_and_its_commit_is_chosen_from_again() {
+    let f = Fixture::proposed();
+    let output = held_at_commit(&f, &["replan"], || {
+        let registry = f.json_file("registry2.json", &registry(0.45));
+        f.focus_ok(&["revise", "--registry", &registry]);
+    });
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let plan: Value = serde_json::from_slice(&output.stdout).unwrap();
+    // Pinned to the registry that is there at the commit, not the one the
+    // first judgement read: the plan is current, not born drifted.
+    assert_eq!(plan["plan"]["registry_pin"]["revision"], 2, "{plan}");
+    let status = f.focus_ok(&["status"]);
+    assert_eq!(status["current_plan"]["plan_revision"], 2);
+    assert!(
+        !status["signals"].to_string().contains("revision_drift"),
+        "{status}"
+    );
+    assert_eq!(f.focus_ok(&["validate"])["status"], "ok");
+    f.assert_valid();
 }

@@ -502,6 +502,81 @@ fn validate_names_a_goal_stream_whose_snapshot_was_replaced() {
     );
 }
 
+/// `validate` reads a long journal on one thread and folds it on another,
+/// in batches: every row of a journal longer than many batches is still
+/// folded once and in order, and a bad row deep in it is named by its own
+/// revision.
+#[test]
+fn validate_folds_a_long_journal_in_order_and_names_a_bad_row_deep_in_it() {
+    let f = Fixture::new();
+    f.init(5000, &[]);
+    f.append("continue", &["--operation-id", "op-1"]).success();
+    // Rows 3..=2000 are copies of the real record at revision 2, each
+    // renumbered; row 1500 does not parse. Only appends are possible.
+    let conn = rusqlite::Connection::open(f.dir.join("loopx.sqlite")).unwrap();
+    let (event, receipt): (String, String) = conn
+        .query_row(
+            "SELECT event, receipt FROM journal WHERE stream = 'ledger' AND revision = 2",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap();
+    assert!(event.contains("\"iteration\":1,") && event.contains("\"op-1\""));
+    let tx = conn.unchecked_transaction().unwrap();
+    for revision in 3..=2000_i64 {
+        let iteration = revision - 1;
+        let operation_id = format!("op-{iteration}");
+        let event = if revision == 1500 {
+            "{\"type\":\"iteration_appended\",\"record\":{\"iteration\":\"not a number\"}}"
+                .to_owned()
+        } else {
+            event
+                .replace("\"iteration\":1,", &format!("\"iteration\":{iteration},"))
+                .replace("\"op-1\"", &format!("{operation_id:?}"))
+        };
+        tx.execute(
+            "INSERT INTO journal (stream, revision, operation_id, request_digest, kind, event, receipt, committed_at)
+             VALUES ('ledger', ?1, ?2, 'sha256:0', 'ledger.iteration_appended', ?3, ?4, '2026-01-01T00:00:00Z')",
+            rusqlite::params![revision, operation_id, event, receipt],
+        )
+        .unwrap();
+    }
+    tx.commit().unwrap();
+    drop(conn);
+    let report = f.json(&["validate", "--dir", f.d()]);
+    assert_eq!(report["status"], "failed");
+    assert_eq!(report["checked"]["revision"], 2000, "{report:#}");
+    let errors: Vec<String> = report["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap().to_owned())
+        .collect();
+    // The bad row is named; the rows after it follow on from the one
+    // before it, so each is one iteration ahead of the fold, and nothing
+    // else is out of order.
+    assert!(
+        errors[0].starts_with("journal revision 1500 (ledger.iteration_appended) does not parse"),
+        "{errors:#?}"
+    );
+    let ahead: Vec<&String> = errors
+        .iter()
+        .filter(|e| e.starts_with("ledger expected iteration"))
+        .collect();
+    assert_eq!(ahead.len(), 500, "{errors:#?}");
+    assert_eq!(
+        ahead[0],
+        "ledger expected iteration 1499, found iteration 1500"
+    );
+    assert!(
+        !errors
+            .iter()
+            .any(|e| e.contains("revisions must be consecutive") || e.contains("claims operation")),
+        "{errors:#?}"
+    );
+    assert_eq!(report["checked"]["iterations"], 1998, "{report:#}");
+}
+
 #[test]
 fn validate_names_a_goal_journal_entry_that_was_forged() {
     let f = Fixture::new();

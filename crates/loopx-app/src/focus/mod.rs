@@ -6,7 +6,8 @@
 //!
 //! Owns: gathering what the owners decide on (one consistent read of the
 //! ledger, contract, registry, plan and decision log), committing a replan
-//! as one atomic pair (plan and decision), the cross-stream agreement
+//! as one atomic pair (plan and decision) fenced on the contract and
+//! registry revisions it was chosen from, the cross-stream agreement
 //! `validate` checks, and the `goal_focus.json` projection. Does not own
 //! any rule: the direction rule, the triggers, the mode and what a plan
 //! may be are `loopx_core::focus`'s.
@@ -38,7 +39,7 @@ use loopx_core::ledger::vocabulary::GoalFocusMode;
 use loopx_core::ledger::Ledger;
 use loopx_core::operation::{Clock, OperationId, Owner};
 use loopx_store::sqlite::Access;
-use loopx_store::{Loaded, Receipt, Step};
+use loopx_store::{AuthorityError, Fence, Loaded, Receipt, Step, StoreError};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -70,6 +71,34 @@ pub struct FocusReading {
     pub candidate: loopx_core::focus::candidate::Slot,
     /// The driver, its registered pid checked against the live processes.
     pub driver: DriverSummary,
+    /// The store revisions the contract and registry were read at (0:
+    /// never written): what a direction commit judged on them is fenced on.
+    pub read_at: ReadAt,
+}
+
+/// The store revisions of the streams a direction commit judges against
+/// but does not write.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadAt {
+    pub contract: u64,
+    pub registry: u64,
+}
+
+impl ReadAt {
+    /// The fences of a commit judged on this reading: it lands only while
+    /// neither the contract nor the registry has moved.
+    fn fences(self) -> [Fence<'static>; 2] {
+        [
+            Fence {
+                stream: focus::CONTRACT_STREAM,
+                revision: self.contract,
+            },
+            Fence {
+                stream: focus::REGISTRY_STREAM,
+                revision: self.registry,
+            },
+        ]
+    }
 }
 
 impl FocusReading {
@@ -111,26 +140,34 @@ impl FocusReading {
     }
 }
 
+/// A document and the store revision it was read at.
 fn document<D: Document>(
     dir: &LoopDir,
     stream: &str,
     unwritten: impl FnOnce() -> D,
-) -> Result<Revised<D>> {
+) -> Result<(Revised<D>, u64)> {
     let loaded = dir.authority().load::<DocumentOwner<D>>(stream)?;
-    Ok(loaded.state.unwrap_or_else(|| Revised {
+    let document = loaded.state.unwrap_or_else(|| Revised {
         revision: 0,
         revised_at: None,
         document: unwritten(),
-    }))
+    });
+    Ok((document, loaded.revision))
 }
 
 /// The Goal Focus streams of the loop whose ledger is `ledger`.
 fn read_streams(dir: &LoopDir, ledger: Ledger) -> Result<FocusReading> {
+    let (contract, contract_at) = document(dir, focus::CONTRACT_STREAM, || {
+        GoalContract::from_init(&ledger.config)
+    })?;
+    let (registry, registry_at) = document(dir, focus::REGISTRY_STREAM, ApproachRegistry::default)?;
     Ok(FocusReading {
-        contract: document(dir, focus::CONTRACT_STREAM, || {
-            GoalContract::from_init(&ledger.config)
-        })?,
-        registry: document(dir, focus::REGISTRY_STREAM, ApproachRegistry::default)?,
+        contract,
+        registry,
+        read_at: ReadAt {
+            contract: contract_at,
+            registry: registry_at,
+        },
         plan: dir.authority().load::<PlanOwner>(focus::PLAN_STREAM)?,
         decisions: dir
             .authority()
@@ -594,25 +631,28 @@ pub fn replan(
     }
     let operation_id = given_or_generated(operation_id)?;
     let dir = LoopDir::open(root, Access::ReadWrite)?;
-    let reading = dir.focus()?;
-    let context = reading.plan_context(now);
     let record = Record {
         decision_id: operation_id.to_string(),
         trigger,
     };
-    let (plan, decision, warnings) = commit_plan::<PlanOwner, DecisionOwner>(
-        &dir,
-        &operation_id,
-        (&request, &context),
-        (
-            &record,
-            &DecisionContext {
-                plan: &context,
-                replaced: reading.plan.state.as_ref(),
-            },
-        ),
-        now,
-    )?;
+    let (plan, decision, warnings) = judged_anew(|| {
+        let reading = dir.focus()?;
+        let context = reading.plan_context(now);
+        commit_plan::<PlanOwner, DecisionOwner>(
+            &dir,
+            &operation_id,
+            (&request, &context),
+            (
+                &record,
+                &DecisionContext {
+                    plan: &context,
+                    replaced: reading.plan.state.as_ref(),
+                },
+            ),
+            reading.read_at,
+            now,
+        )
+    })?;
     Ok(ReplanView {
         status: "ok",
         action: "goal-focus replan",
@@ -629,44 +669,79 @@ pub fn replan(
 /// A committed plan, its decision, and the warnings of the views refresh.
 type PlanCommitted = (Receipt<CurrentPlan>, Receipt<DecisionRecorded>, Vec<String>);
 
+/// What one attempt at a direction commit came to: committed, or not
+/// written because a stream it judged against moved meanwhile
+/// ([`StoreError::FenceMoved`]), so it must be read and judged again.
+type Attempt = Result<PlanCommitted, StoreError>;
+
+/// How many times a direction commit is read and judged again after what
+/// it judged against moved under it, before it reports that.
+const JUDGE_ATTEMPTS: u32 = 4;
+
+/// Run `attempt` (read, judge, commit fenced on what was read) until it
+/// commits, is refused, or has found its inputs moved [`JUDGE_ATTEMPTS`]
+/// times. Each new attempt reads the moved stream and judges again: a
+/// replan chooses anew from the revised contract or registry, a strategy
+/// review finds that its advice no longer binds what is there.
+fn judged_anew(
+    mut attempt: impl FnMut() -> Result<Attempt, AppError>,
+) -> Result<PlanCommitted, AppError> {
+    let mut moved = None;
+    for _ in 0..JUDGE_ATTEMPTS {
+        match attempt()? {
+            Ok(committed) => return Ok(committed),
+            Err(fence) => moved = Some(fence),
+        }
+    }
+    Err(anyhow::Error::new(moved.expect("at least one attempt ran")).into())
+}
+
 /// Commit a plan and the decision that records it as one pair under
-/// `operation_id` (both or neither), then refresh the views unless it was
-/// a replay: the one way every direction commit (replan, strategy review)
-/// is written.
+/// `operation_id` (both or neither), fenced on the contract and registry
+/// revisions its contexts were built from (`read_at`), then refresh the
+/// views unless it was a replay: the one way every direction commit
+/// (replan, strategy review) is written.
 fn commit_plan<P, D>(
     dir: &LoopDir,
     operation_id: &OperationId,
     plan: (&P::Request, &P::Context<'_>),
     decision: (&D::Request, &D::Context<'_>),
+    read_at: ReadAt,
     now: Timestamp,
-) -> Result<PlanCommitted, AppError>
+) -> Result<Attempt, AppError>
 where
     P: Owner<State = CurrentPlan, Receipt = CurrentPlan, Error = FocusError>,
     D: Owner<State = DecisionLog, Receipt = DecisionRecorded, Error = FocusError>,
 {
-    let (plan, decision) = dir
-        .authority()
-        .execute_pair::<P, D>(
-            &Step {
-                stream: focus::PLAN_STREAM,
-                operation_id,
-                request: plan.0,
-                context: plan.1,
-            },
-            &Step {
-                stream: focus::DECISIONS_STREAM,
-                operation_id,
-                request: decision.0,
-                context: decision.1,
-            },
-            now,
-        )
-        .map_err(anyhow::Error::new)?;
+    // Between the judgement and the commit: a revision landing here must
+    // stop the commit, not show up later as drift.
+    loopx_store::failpoint::hold("focus.plan.before_commit");
+    let committed = dir.authority().execute_pair_fenced::<P, D>(
+        &Step {
+            stream: focus::PLAN_STREAM,
+            operation_id,
+            request: plan.0,
+            context: plan.1,
+        },
+        &Step {
+            stream: focus::DECISIONS_STREAM,
+            operation_id,
+            request: decision.0,
+            context: decision.1,
+        },
+        &read_at.fences(),
+        now,
+    );
+    let (plan, decision) = match committed {
+        Ok(pair) => pair,
+        Err(AuthorityError::Store(moved @ StoreError::FenceMoved { .. })) => return Ok(Err(moved)),
+        Err(other) => return Err(anyhow::Error::new(other).into()),
+    };
     let warnings = match plan.replayed {
         true => Vec::new(),
         false => dir.refresh_views(),
     };
-    Ok((plan, decision, warnings))
+    Ok(Ok((plan, decision, warnings)))
 }
 
 /// Which Goal Focus document `revise` replaces.

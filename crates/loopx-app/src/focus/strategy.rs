@@ -8,7 +8,9 @@
 //! streams and its driver's provider in one consistent read, looking the
 //! executor's and the reviewer's families up in the provider table with
 //! the real environment, parsing the advice (bounded, strict), and
-//! committing its plan and decision as ONE atomic pair. Does not own any
+//! committing its plan and decision as ONE atomic pair, fenced on the
+//! contract and registry revisions it was judged against (judged again if
+//! either moved before the commit). Does not own any
 //! rule: who the executor is, what an advice must bind and say, and the
 //! plan it commits are `loopx_core::focus::strategy`'s.
 
@@ -211,18 +213,7 @@ pub fn review(
     let advice = parse_advice(advice_bytes)?;
     let operation_id = given_or_generated(operation_id)?;
     let dir = LoopDir::open(root, Access::ReadWrite)?;
-    let (reading, driver) = read(&dir)?;
-    let executor = executor(driver.as_deref(), executor_provider)?;
-    let parties = Parties {
-        reviewer_family: family_of(&advice.reviewer.provider),
-        executor,
-    };
     let now = clock::now();
-    let plan_context = reading.plan_context(now);
-    let context = AdviceContext {
-        plan: &plan_context,
-        parties: &parties,
-    };
     let apply = ApplyAdvice {
         advice,
         executor: executor_provider.map(|p| p.trim().to_owned()),
@@ -231,19 +222,35 @@ pub fn review(
         decision_id: operation_id.to_string(),
         apply: apply.clone(),
     };
-    let (plan, decision, warnings) = super::commit_plan::<ReviewedPlanOwner, ReviewedDecisionOwner>(
-        &dir,
-        &operation_id,
-        (&apply, &context),
-        (
-            &record,
-            &AdviceDecisionContext {
-                advice: &context,
-                replaced: reading.plan.state.as_ref(),
-            },
-        ),
-        now,
-    )?;
+    // Judged against the contract and registry as read; should either move
+    // before the commit, the advice is judged again against what is there.
+    let (plan, decision, warnings) = super::judged_anew(|| {
+        let (reading, driver) = read(&dir)?;
+        let executor = executor(driver.as_deref(), executor_provider)?;
+        let parties = Parties {
+            reviewer_family: family_of(&apply.advice.reviewer.provider),
+            executor,
+        };
+        let plan_context = reading.plan_context(now);
+        let context = AdviceContext {
+            plan: &plan_context,
+            parties: &parties,
+        };
+        super::commit_plan::<ReviewedPlanOwner, ReviewedDecisionOwner>(
+            &dir,
+            &operation_id,
+            (&apply, &context),
+            (
+                &record,
+                &AdviceDecisionContext {
+                    advice: &context,
+                    replaced: reading.plan.state.as_ref(),
+                },
+            ),
+            reading.read_at,
+            now,
+        )
+    })?;
     Ok(StrategyReviewView {
         status: "ok",
         action: "goal-focus strategy-review",

@@ -38,14 +38,16 @@ impl Audit {
 }
 
 pub struct Auditor<'a> {
-    files: &'a dyn EvidenceFiles,
+    /// `Sync`, so that an auditor can fold on a thread other than the
+    /// one reading the journal.
+    files: &'a (dyn EvidenceFiles + Sync),
     now: Timestamp,
     state: Option<Ledger>,
     audit: Audit,
 }
 
 impl<'a> Auditor<'a> {
-    pub fn new(files: &'a dyn EvidenceFiles, now: Timestamp) -> Self {
+    pub fn new(files: &'a (dyn EvidenceFiles + Sync), now: Timestamp) -> Self {
         Auditor {
             files,
             now,
@@ -131,7 +133,7 @@ impl<'a> Auditor<'a> {
                 }
                 if let Err(refusal) = append_guard(
                     ledger,
-                    &record.as_report(),
+                    &record.guarded(),
                     record.decision,
                     record.timestamp,
                     self.files,

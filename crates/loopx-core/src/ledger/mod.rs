@@ -523,6 +523,44 @@ impl Ledger {
     }
 }
 
+/// What [`append_guard`] reads of a report: borrowed, so that the audit
+/// re-checks a stored record without copying it back into a report.
+#[derive(Debug, Clone, Copy)]
+pub struct Guarded<'a> {
+    pub objective: &'a str,
+    pub stop_reason: &'a str,
+    pub evidence_ids: &'a [String],
+    pub tokens: u64,
+    pub usd: f64,
+}
+
+impl IterationReport {
+    /// What [`append_guard`] reads of this report.
+    pub fn guarded(&self) -> Guarded<'_> {
+        Guarded {
+            objective: &self.objective,
+            stop_reason: &self.stop_reason,
+            evidence_ids: &self.evidence_checked.evidence_ids,
+            tokens: self.tokens,
+            usd: self.usd,
+        }
+    }
+}
+
+impl IterationRecord {
+    /// What [`append_guard`] reads of the report this record was banked
+    /// from (as [`IterationRecord::as_report`] gives it, without a copy).
+    pub fn guarded(&self) -> Guarded<'_> {
+        Guarded {
+            objective: &self.objective,
+            stop_reason: &self.stop_reason,
+            evidence_ids: &self.evidence_checked.evidence_ids,
+            tokens: self.budget_delta.tokens,
+            usd: self.budget_delta.usd,
+        }
+    }
+}
+
 /// Whether `report`, arriving at `now`, may be appended to `ledger`;
 /// `reviewed`: it comes as a candidate whose result review was decided
 /// (the only way into an enforce-mode ledger).
@@ -533,7 +571,7 @@ impl Ledger {
 /// before that is an early stop and must cite a passing proof artifact.
 pub fn append_guard(
     ledger: &Ledger,
-    report: &IterationReport,
+    report: &Guarded<'_>,
     decision: Decision,
     now: Timestamp,
     files: &dyn EvidenceFiles,
@@ -662,17 +700,14 @@ pub fn import_guard(ledger: &Ledger, record: &IterationRecord) -> Result<(), Led
     }
 }
 
-fn early_stop_guard(
-    report: &IterationReport,
-    files: &dyn EvidenceFiles,
-) -> Result<(), LedgerError> {
-    if !is_success_stop_reason(&report.stop_reason) {
+fn early_stop_guard(report: &Guarded<'_>, files: &dyn EvidenceFiles) -> Result<(), LedgerError> {
+    if !is_success_stop_reason(report.stop_reason) {
         return Err(LedgerError::EarlyStopReason {
-            got: report.stop_reason.clone(),
+            got: report.stop_reason.to_owned(),
             accepted: SUCCESS_STOP_REASONS.join(", "),
         });
     }
-    let ids = &report.evidence_checked.evidence_ids;
+    let ids = report.evidence_ids;
     if ids.is_empty() {
         return Err(LedgerError::EarlyStopWithoutEvidence);
     }
@@ -1033,7 +1068,7 @@ pub fn admit(
     check_report_text(report)?;
     let mode = required(report.mode, "mode", Mode::names())?;
     let decision = required(report.decision, "decision", Decision::names())?;
-    append_guard(ledger, report, decision, now, files, reviewed)?;
+    append_guard(ledger, &report.guarded(), decision, now, files, reviewed)?;
     Ok((mode, decision))
 }
 
@@ -1133,8 +1168,15 @@ fn ended_by_budget(
         .exhausted(&after, ledger.elapsed_seconds(context.now));
     match exhausted.first() {
         Some(budget)
-            if append_guard(ledger, &report, decision, context.now, context.files, true)
-                .is_err() =>
+            if append_guard(
+                ledger,
+                &report.guarded(),
+                decision,
+                context.now,
+                context.files,
+                true,
+            )
+            .is_err() =>
         {
             let mut report = report;
             report.decision = Some(Decision::Stop);
@@ -1164,7 +1206,7 @@ fn rejected(
     report.decision = Some(Decision::Revise);
     let revisable = append_guard(
         ledger,
-        &report,
+        &report.guarded(),
         Decision::Revise,
         context.now,
         context.files,

@@ -15,7 +15,13 @@
 //! stale. SERIALIZABLE would add serialization failures to retry and buy
 //! nothing, since the only read a commit depends on is that one row.
 //! Operation ids are refused by the UNIQUE constraint on
-//! `(stream, operation_id)`, never by a read-then-write check. Audits run in
+//! `(stream, operation_id)`, never by a read-then-write check. A fenced
+//! commit ([`Store::commit_fenced`]) also depends on rows it does not
+//! write: it locks them `FOR SHARE` (and, for a stream not yet created, a
+//! shared advisory lock on its name, which every creation takes
+//! exclusively), all in stream name order before it writes, so what it
+//! checked cannot change before it commits and two fenced commits cannot
+//! deadlock on each other. Audits run in
 //! one REPEATABLE READ READ ONLY transaction ([`Store::read_consistent`]).
 //!
 //! One connection per process and no pool: every loopx command is one short
@@ -35,7 +41,8 @@
 
 use crate::sqlite::Access;
 use crate::{
-    failpoint, Commit, JournalEntry, JournalRow, Snapshot, Store, StoreError, StoredReceipt, Stream,
+    failpoint, Commit, Fence, JournalEntry, JournalRow, Snapshot, Store, StoreError, StoredReceipt,
+    Stream,
 };
 use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::error::SqlState;
@@ -434,6 +441,72 @@ impl PostgresStore {
         Ok(statement)
     }
 
+    /// Take every lock a fenced commit needs before it writes anything,
+    /// in stream name order: two fenced commits that each fence what the
+    /// other writes then queue behind each other instead of deadlocking
+    /// (each would hold a share lock the other's write waits for).
+    fn lock_in_name_order(
+        &self,
+        tx: &mut postgres::Transaction<'_>,
+        commits: &[Commit<'_>],
+        fences: &[Fence<'_>],
+    ) -> Result<(), StoreError> {
+        let mut streams: Vec<(&Stream, Option<&Fence<'_>>)> = fences
+            .iter()
+            .map(|fence| (fence.stream, Some(fence)))
+            .chain(commits.iter().map(|commit| (commit.stream, None)))
+            .collect();
+        streams.sort_by_key(|(stream, _)| *stream);
+        for (stream, fence) in streams {
+            match fence {
+                Some(fence) => self.hold_fence(tx, fence)?,
+                // A written stream: its name (for a creation) and its row.
+                None => {
+                    for sql in [
+                        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+                        "SELECT 1 FROM snapshots WHERE stream = $1 FOR UPDATE",
+                    ] {
+                        let claim = self.prepared(tx, sql)?;
+                        tx.execute(&claim, &[&stream]).map_err(|e| self.fail(e))?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Check one fence inside an open transaction and keep it true until
+    /// the transaction ends. `FOR SHARE` locks the stream's snapshot row:
+    /// a writer that updated it and has not committed makes this wait and
+    /// then read the committed row (READ COMMITTED re-reads a locked row),
+    /// and no writer can update it after this read until we commit. A
+    /// stream with no row has nothing to lock, so the shared advisory lock
+    /// on its name stands in for the row: the write that creates a stream
+    /// takes the same lock exclusively ([`Self::write`]), and this read
+    /// runs after that lock is granted, in a statement of its own, so it
+    /// sees the created row.
+    fn hold_fence(
+        &self,
+        tx: &mut postgres::Transaction<'_>,
+        fence: &Fence<'_>,
+    ) -> Result<(), StoreError> {
+        let lock = self.prepared(
+            tx,
+            "SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))",
+        )?;
+        tx.execute(&lock, &[&fence.stream])
+            .map_err(|e| self.fail(e))?;
+        let read = self.prepared(
+            tx,
+            "SELECT revision FROM snapshots WHERE stream = $1 FOR SHARE",
+        )?;
+        let actual = tx
+            .query_opt(&read, &[&fence.stream])
+            .map_err(|e| self.fail(e))?
+            .map_or(0, |row| from_sql(row.get(0)));
+        fence.holds_at(actual)
+    }
+
     /// One commit's writes inside an open transaction: the conditional
     /// snapshot write (the CAS) and the journal row.
     fn write(
@@ -444,6 +517,12 @@ impl PostgresStore {
         let revision = commit.expected_revision + 1;
         let new = to_sql(revision);
         let swapped = if commit.expected_revision == 0 {
+            // Creating a stream: exclusive on its name, so a fenced commit
+            // that found it absent either finishes first or sees it.
+            let lock =
+                self.prepared(tx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")?;
+            tx.execute(&lock, &[&commit.stream])
+                .map_err(|e| self.fail(e))?;
             let insert = self.prepared(
                 tx,
                 "INSERT INTO snapshots (stream, revision, state, updated_at)
@@ -627,7 +706,12 @@ impl Store for PostgresStore {
             .map(|revisions| revisions[0])
     }
 
-    fn commit_all(&self, commits: &[Commit<'_>]) -> Result<Vec<u64>, StoreError> {
+    fn commit_fenced(
+        &self,
+        commits: &[Commit<'_>],
+        fences: &[Fence<'_>],
+    ) -> Result<Vec<u64>, StoreError> {
+        crate::fences_apart(commits, fences)?;
         let mut client = self.client()?;
         // READ COMMITTED (the server default, named so it never drifts): see
         // the module comment for why the conditional write is enough.
@@ -637,6 +721,9 @@ impl Store for PostgresStore {
             .isolation_level(postgres::IsolationLevel::ReadCommitted)
             .start()
             .map_err(|e| self.fail(e))?;
+        if !fences.is_empty() {
+            self.lock_in_name_order(&mut tx, commits, fences)?;
+        }
         let mut revisions = Vec::with_capacity(commits.len());
         for (index, commit) in commits.iter().enumerate() {
             if index > 0 {

@@ -24,7 +24,8 @@
 //! changing a byte of the loop directory.
 
 use crate::{
-    failpoint, Commit, JournalEntry, JournalRow, Snapshot, Store, StoreError, StoredReceipt, Stream,
+    failpoint, Commit, Fence, JournalEntry, JournalRow, Snapshot, Store, StoreError, StoredReceipt,
+    Stream,
 };
 use rusqlite::config::DbConfig;
 use rusqlite::{
@@ -407,13 +408,23 @@ impl Store for SqliteStore {
         Ok(revision)
     }
 
-    fn commit_all(&self, commits: &[Commit<'_>]) -> Result<Vec<u64>, StoreError> {
+    fn commit_fenced(
+        &self,
+        commits: &[Commit<'_>],
+        fences: &[Fence<'_>],
+    ) -> Result<Vec<u64>, StoreError> {
+        crate::fences_apart(commits, fences)?;
         let display = self.display();
         let fail = |e| classify(&display, e);
         // Dropping the transaction on any early return rolls back every
-        // write made before it: that is the all-or-nothing.
+        // write made before it: that is the all-or-nothing. IMMEDIATE holds
+        // the database's one write lock from here to the commit, so no
+        // other writer can move a fenced stream after it is checked.
         let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .map_err(fail)?;
+        for fence in fences {
+            fence.holds_at(Self::current_revision(&tx, fence.stream).map_err(fail)?)?;
+        }
         let mut revisions = Vec::with_capacity(commits.len());
         for (index, commit) in commits.iter().enumerate() {
             if index > 0 {

@@ -327,6 +327,34 @@ pub fn journal_events(dir: &Path, kind: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Start `command` held at the failpoint `hold` (`LOOPX_HOLD`), wait until
+/// it says so, run `between` (another writer acts), then let it go on: its
+/// output. To prove what becomes of a commit prepared before that act.
+pub fn held_at(
+    mut command: std::process::Command,
+    hold: &str,
+    between: impl FnOnce(),
+) -> std::process::Output {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let mut child = command
+        .env("LOOPX_HOLD", hold)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), format!("held: {hold}"));
+    between();
+    child.stdin.take().unwrap().write_all(b"\n").unwrap();
+    let mut output = child.wait_with_output().unwrap();
+    std::io::Read::read_to_end(&mut stderr, &mut output.stderr).unwrap();
+    output
+}
+
 /// Start `command` with `failpoint` armed, wait until it pauses there (it
 /// says so on stderr), then SIGKILL it: a crash at exactly that boundary.
 pub fn kill_at_failpoint(mut command: std::process::Command, failpoint: &str) {
