@@ -546,16 +546,16 @@ impl Source {
         })
     }
 
-    /// The enforcement mode of the new loop: the source plan's, else the
-    /// default of a new loop.
-    fn mode(&self) -> (GoalFocusMode, ModeSource) {
+    /// The enforcement mode of the new loop: the source plan's, else
+    /// `default`, a new loop's.
+    fn mode(&self, default: (GoalFocusMode, ModeSource)) -> (GoalFocusMode, ModeSource) {
         match self.plan.as_ref().and_then(|p| p.enforcement_mode) {
             Some(mode) => (mode, ModeSource::Imported),
-            None => crate::focus::mode_for_new_loop(None),
+            None => default,
         }
     }
 
-    fn init(&self) -> InitLoop {
+    fn init(&self, default_mode: (GoalFocusMode, ModeSource)) -> InitLoop {
         let budget = Budget {
             max_iterations: self.budget.max_iterations,
             max_wall_time_seconds: self.budget.max_wall_time_seconds,
@@ -575,7 +575,7 @@ impl Source {
                 user_overrides: stop.user_overrides.clone(),
             };
         }
-        let (mode, source) = self.mode();
+        let (mode, source) = self.mode(default_mode);
         init.goal_focus_mode = mode;
         init.goal_focus_mode_source = Some(source);
         init
@@ -882,7 +882,9 @@ const FOCUS_OPERATION: &str = "import-focus";
 /// Decide every request in memory: what apply would commit, and each
 /// refusal it would meet, named by file and line.
 fn plan(source: &Source, from: &Path, to: &Path, now: Timestamp) -> Result<Plan, AppError> {
-    let init = source.init();
+    // The reference keeps a loop's panel.json in the loop directory: a
+    // source with an enabled panel gets a new loop's default with one.
+    let init = source.init(crate::focus::mode_for_new_loop(None, from)?);
     let created_at = source.created_at(now);
     let init_id = operation(INIT_OPERATION);
     let decided = LedgerOwner::decide(

@@ -81,20 +81,26 @@ pub struct Ran {
 
 /// The loop's panel.json, if there is one (refused when it is invalid).
 pub fn load_config(dir: &LoopDir) -> Result<Option<PanelConfig>, AppError> {
+    config_in(dir.root(), &dir.display())
+}
+
+/// The panel.json in the loop directory `root` (which need not be a loop
+/// yet: `init` asks), read confined and bounded; `shown` names the
+/// directory in messages.
+fn config_in(root: &Path, shown: &str) -> Result<Option<PanelConfig>, AppError> {
     let path = LoopPath::parse(FILE).expect("panel.json is a loop path");
-    if dir.path(FILE).symlink_metadata().is_err() {
+    if root.join(FILE).symlink_metadata().is_err() {
         return Ok(None);
     }
-    let bytes = dir.read_file(&path, CONFIG_BYTES).map_err(|problem| {
+    let bytes = fsutil::read_confined(root, &path, CONFIG_BYTES).map_err(|problem| {
         AppError::refused(format!(
-            "{}: {FILE} {}; it must be a regular file of at most {CONFIG_BYTES} bytes",
-            dir.display(),
+            "{shown}: {FILE} {}; it must be a regular file of at most {CONFIG_BYTES} bytes",
             problem.describe()
         ))
     })?;
     PanelConfig::parse(&bytes)
         .map(Some)
-        .map_err(|problem| AppError::refused(format!("{}/{problem}", dir.display())))
+        .map_err(|problem| AppError::refused(format!("{shown}/{problem}")))
 }
 
 /// Whether `drive --panel <switch>` runs the panel on this loop.
@@ -104,6 +110,14 @@ pub fn enabled(dir: &LoopDir, switch: Switch) -> Result<bool, AppError> {
         _ => None,
     };
     Ok(switch.resolve(std::env::var(PANEL_ENV).ok().as_deref(), config.as_ref()))
+}
+
+/// Whether a review panel is configured for the loop directory `root`:
+/// what `drive --panel auto` would decide there ([`PANEL_ENV`], else
+/// panel.json's `enabled`). A new loop's default mode follows it.
+pub fn configured(root: &Path) -> Result<bool, AppError> {
+    let config = config_in(root, &root.display().to_string())?;
+    Ok(Switch::Auto.resolve(std::env::var(PANEL_ENV).ok().as_deref(), config.as_ref()))
 }
 
 fn attempts(dir: &LoopDir) -> anyhow::Result<Attempts> {

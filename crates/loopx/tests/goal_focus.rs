@@ -76,6 +76,63 @@ fn a_plain_init_is_monitor_by_default_status_says_why_and_appends_work_as_before
 }
 
 #[test]
+fn a_loop_created_with_a_review_panel_configured_is_enforce_by_default() {
+    // panel.json placed in the directory before init, as the reference
+    // keeps it.
+    let f = Fixture::new();
+    std::fs::create_dir_all(&f.dir).unwrap();
+    std::fs::write(f.dir.join("panel.json"), r#"{"enabled": true}"#).unwrap();
+    f.init(5, &[]);
+    let focus = f.focus_ok(&["status"]);
+    assert_eq!(focus["enforcement_mode"], "enforce");
+    assert_eq!(focus["mode_source"], "default_with_panel");
+
+    // The session switch, with no file.
+    let switched = Fixture::new();
+    switched
+        .loopx()
+        .args(switched.init_words())
+        .env("AAS_AUTOLOOP_PANEL", "on")
+        .assert()
+        .success();
+    assert_eq!(
+        switched.focus_ok(&["status"])["enforcement_mode"],
+        "enforce"
+    );
+
+    // A disabled panel, or the switch off, is no panel; an explicit mode wins.
+    let disabled = Fixture::new();
+    std::fs::create_dir_all(&disabled.dir).unwrap();
+    std::fs::write(disabled.dir.join("panel.json"), r#"{"enabled": false}"#).unwrap();
+    disabled.init(5, &[]);
+    assert_eq!(
+        disabled.focus_ok(&["status"])["enforcement_mode"],
+        "monitor"
+    );
+    let chosen = Fixture::new();
+    std::fs::create_dir_all(&chosen.dir).unwrap();
+    std::fs::write(chosen.dir.join("panel.json"), r#"{"enabled": true}"#).unwrap();
+    chosen.init(5, &["--goal-focus-mode", "monitor"]);
+    assert_eq!(chosen.focus_ok(&["status"])["enforcement_mode"], "monitor");
+
+    // An invalid panel.json is refused, not read as "no panel": nothing
+    // is created.
+    let broken = Fixture::new();
+    std::fs::create_dir_all(&broken.dir).unwrap();
+    std::fs::write(
+        broken.dir.join("panel.json"),
+        r#"{"enabled": true, "providrs": []}"#,
+    )
+    .unwrap();
+    let before = broken.fingerprint();
+    let out = broken.loopx().args(broken.init_words()).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("panel.json"), "{stderr}");
+    assert_eq!(broken.fingerprint(), before);
+}
+
+#[test]
 fn replan_commits_the_plan_and_its_decision_together_and_an_exact_replay_writes_nothing() {
     let f = Fixture::new();
     f.init(10, &[]);

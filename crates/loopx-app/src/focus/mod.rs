@@ -48,14 +48,20 @@ use std::path::Path;
 /// loop has Goal Focus state: exactly what `goal-focus status --json` says.
 pub const PROJECTION: &str = "goal_focus.json";
 
-/// Whether this loopx can run a review panel. It cannot yet: the panel is
-/// a later part of issue 12. When it can, the default mode of a new loop
-/// reads the panel configuration here, and becomes enforce with one.
-const REVIEW_PANEL_AVAILABLE: bool = false;
-
-/// The enforcement mode (and why) for a new loop, from `--goal-focus-mode`.
-pub fn mode_for_new_loop(requested: Option<GoalFocusMode>) -> (GoalFocusMode, ModeSource) {
-    mode::resolve(requested, REVIEW_PANEL_AVAILABLE)
+/// The enforcement mode (and why) for a new loop in the directory `root`,
+/// from `--goal-focus-mode`, else from whether a review panel is
+/// configured there ([`crate::panel::configured`]: `AAS_AUTOLOOP_PANEL`,
+/// else an enabled `panel.json` placed before `init`). An invalid
+/// panel.json is refused rather than read as "no panel".
+pub fn mode_for_new_loop(
+    requested: Option<GoalFocusMode>,
+    root: &Path,
+) -> Result<(GoalFocusMode, ModeSource), AppError> {
+    let panel_configured = match requested {
+        Some(_) => false,
+        None => crate::panel::configured(root)?,
+    };
+    Ok(mode::resolve(requested, panel_configured))
 }
 
 /// Everything Goal Focus decides on, read in one consistent snapshot. A

@@ -315,7 +315,8 @@ pub fn parse_duration(text: &str) -> Result<u64, String> {
 pub fn init(args: &InitArgs) -> Result<Reply> {
     let requested = (args.goal_focus_mode.as_deref())
         .map(|mode| GoalFocusMode::parse(mode).expect("clap checked the mode"));
-    let (goal_focus_mode, goal_focus_mode_source) = loopx_app::focus::mode_for_new_loop(requested);
+    let (goal_focus_mode, goal_focus_mode_source) =
+        loopx_app::focus::mode_for_new_loop(requested, &args.dir.dir)?;
     let request = InitLoop {
         goal: args.goal.trim().to_owned(),
         success_criteria: args.success_criteria.trim().to_owned(),

@@ -17,6 +17,7 @@ pub fn loopx(registry: &Path) -> Command {
     command
         .env("LOOPX_REGISTRY_DIR", registry)
         .env_remove("LOOPX_DIR")
+        .env_remove("AAS_AUTOLOOP_PANEL")
         .env_remove("AUTOLOOP_DISABLE")
         .env_remove("AUTOLOOP_DRIVER")
         .env_remove("CLAUDE_PROJECT_DIR");
