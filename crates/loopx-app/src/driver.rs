@@ -249,6 +249,19 @@ pub fn intend(dir: &LoopDir, intent: Intent) -> Result<()> {
     )
 }
 
+/// The host's completion gate after the turn of `dispatch_id`: a
+/// candidate the turn staged is quarantined if the turn timed out. Run
+/// before the settlement, so a driver that dies in between leaves the
+/// candidate held, never reviewable; retried under the same operation id.
+pub fn quarantine_after_turn(
+    dir: &LoopDir,
+    dispatch_id: &str,
+    timed_out: bool,
+) -> Result<Option<Digest>> {
+    let id = op("quarantine", dispatch_id)?;
+    crate::focus::candidate::quarantine_after_turn(dir, &id, dispatch_id, timed_out)
+}
+
 /// Close a turn: charge its measured cost to the ledger and settle its
 /// dispatch, in one atomic commit of both streams, so no crash can leave a
 /// turn charged but unsettled (or settled but uncharged). A turn that

@@ -452,6 +452,45 @@ fn drive_with_the_panel_on_reviews_each_staged_candidate_before_the_next_turn() 
 }
 
 #[test]
+fn a_turn_that_runs_out_of_time_after_staging_has_its_candidate_quarantined() {
+    let p = Panel::new();
+    // The agent stages its iteration, then hangs past the turn's time.
+    let marker = p.marker("agent");
+    p.script(
+        "claude",
+        &format!(
+            r#"echo turn >> '{}'
+mkdir -p "$LOOPX_DIR/notes"
+echo 'lemma B holds for n <= 4' > "$LOOPX_DIR/notes/b.md"
+loopx append-iteration --mode bounded-research --objective "check lemma B" --decision continue --executor-provider claude --obligation-id o1 --claim-id c1 --claim-evidence c1=notes/b.md >/dev/null
+sleep 30"#,
+            marker.display()
+        ),
+    );
+    p.reviewer("codex", &answer("codex", "pass"));
+    let (code, stderr) = p.drive(&["--panel", "on", "--iteration-timeout", "2"]);
+    assert_eq!(code, 4, "{stderr}");
+    assert!(stderr.contains("quarantined"), "{stderr}");
+    assert_eq!(p.launches("agent"), 1);
+    assert_eq!(
+        p.launches("codex"),
+        0,
+        "a quarantined candidate is never reviewed"
+    );
+    assert_eq!(p.status()["iterations"], 0, "nothing banked");
+    let held =
+        p.f.json(&["goal-focus", "recover-quarantine", "--dir", p.f.d()]);
+    let reason = held["quarantined"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("ran out of time"), "{held}");
+    // Across a restart: no review, no new turn.
+    let (code, stderr) = p.drive(&["--panel", "on", "--iteration-timeout", "2"]);
+    assert_eq!(code, 4, "{stderr}");
+    assert_eq!(p.launches("agent"), 1);
+    assert_eq!(p.launches("codex"), 0);
+    p.f.assert_valid();
+}
+
+#[test]
 fn drive_stops_with_exit_4_when_the_panel_finds_no_usable_review() {
     let p = Panel::new();
     p.panel_json(r#"{"enabled": true, "max_attempts": 1}"#);

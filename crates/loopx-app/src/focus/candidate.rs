@@ -496,6 +496,27 @@ pub fn slot(dir: &LoopDir) -> anyhow::Result<Option<Slot>> {
         .state)
 }
 
+/// The host's completion gate at the end of the turn of `dispatch_id`: a
+/// candidate that turn staged is quarantined, atomically, when the turn
+/// failed the gate ([`Slot::quarantine_after_turn`] says when). The
+/// fingerprint it quarantined, if any.
+pub fn quarantine_after_turn(
+    dir: &LoopDir,
+    operation_id: &OperationId,
+    dispatch_id: &str,
+    timed_out: bool,
+) -> anyhow::Result<Option<Digest>> {
+    let Some(request) = slot(dir)?.and_then(|s| s.quarantine_after_turn(dispatch_id, timed_out))
+    else {
+        return Ok(None);
+    };
+    execute(dir, operation_id, &request).map_err(anyhow::Error::new)?;
+    Ok(match request {
+        CandidateRequest::Quarantine { fingerprint, .. } => Some(fingerprint),
+        _ => None,
+    })
+}
+
 /// Quarantine the pending candidate `fingerprint` names, atomically: what
 /// the host does when a gate around it failed (timeout, failed cleanup,
 /// rejected output). Nothing is reviewed or banked until it is released.

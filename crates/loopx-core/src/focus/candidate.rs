@@ -362,6 +362,26 @@ pub enum Hold {
 }
 
 impl Slot {
+    /// What the host does with this slot once the turn of `dispatch_id`
+    /// is over: a candidate that turn staged is quarantined when the
+    /// turn failed the host's completion gate (it ran out of time and was
+    /// killed, so what it staged may be partial or unfinished). The
+    /// quarantine request, or `None` when nothing is to be held.
+    pub fn quarantine_after_turn(
+        &self,
+        dispatch_id: &str,
+        timed_out: bool,
+    ) -> Option<CandidateRequest> {
+        let held = self.pending.as_ref()?;
+        let staged_by_this_turn = held.candidate.dispatch_id.as_deref() == Some(dispatch_id);
+        (timed_out && staged_by_this_turn).then(|| CandidateRequest::Quarantine {
+            fingerprint: held.fingerprint.clone(),
+            reason: format!(
+                "the turn of dispatch {dispatch_id} that staged it ran out of time and was killed: what it staged may be unfinished"
+            ),
+        })
+    }
+
     pub fn hold(&self) -> Option<Hold> {
         match (&self.quarantine, &self.pending) {
             (Some(q), _) => Some(Hold::Quarantined(q.fingerprint.clone())),
@@ -701,6 +721,33 @@ mod tests {
         };
         let decided = CandidateOwner::decide(state.as_ref(), &request, &clock)?;
         Ok(CandidateOwner::evolve(state, &decided.event.unwrap()))
+    }
+
+    #[test]
+    fn only_a_candidate_staged_by_a_turn_that_timed_out_is_quarantined_after_it() {
+        let mut c = candidate("c1");
+        c.dispatch_id = Some("d1".into());
+        let fingerprint = c.fingerprint();
+        let slot = apply(
+            None,
+            CandidateRequest::Stage {
+                candidate: Box::new(c),
+            },
+        )
+        .unwrap();
+        assert_eq!(slot.quarantine_after_turn("d1", false), None);
+        assert_eq!(slot.quarantine_after_turn("d2", true), None);
+        match slot.quarantine_after_turn("d1", true) {
+            Some(CandidateRequest::Quarantine {
+                fingerprint: held,
+                reason,
+            }) => {
+                assert_eq!(held, fingerprint);
+                assert!(reason.contains("d1"), "{reason}");
+            }
+            other => panic!("expected a quarantine, got {other:?}"),
+        }
+        assert_eq!(Slot::default().quarantine_after_turn("d1", true), None);
     }
 
     #[test]

@@ -183,6 +183,20 @@ pub fn turn(
     // staged a new candidate did its part (the review decides the rest).
     let advanced = after.ledger.spent.iterations > before.ledger.spent.iterations
         || (staged_after.is_some() && staged_after != staged_before);
+    // The host's completion gate, before the settlement: a candidate this
+    // turn staged is held if the turn ran out of time.
+    let quarantined = through_outages(
+        dir,
+        Some(provider_name),
+        "checking what the turn staged",
+        || driver::quarantine_after_turn(dir, &dispatch_id, turn.timed_out),
+    )?;
+    if let Some(fingerprint) = &quarantined {
+        progress(&format!(
+            "turn {iteration} ran out of time after staging candidate {fingerprint}: quarantined; no review or new turn until a person inspects it (`loopx goal-focus recover-quarantine --dir {}`)",
+            dir.display()
+        ));
+    }
     let result = TurnResult::of(turn.timed_out, turn.exit_status, advanced, &read);
     let settlement = Settlement {
         dispatch_id: dispatch_id.clone(),
