@@ -393,6 +393,11 @@ impl Panel {
     /// A fake `claude` agent that writes its evidence and stages its
     /// iteration, as a real agent would through the CLI.
     fn staging_agent(&self) {
+        self.staging_agent_then("");
+    }
+
+    /// [`Panel::staging_agent`] that runs `after` once it has staged.
+    fn staging_agent_then(&self, after: &str) {
         let marker = self.marker("agent");
         self.script(
             "claude",
@@ -400,7 +405,8 @@ impl Panel {
                 r#"echo turn >> '{}'
 mkdir -p "$LOOPX_DIR/notes"
 echo 'lemma B holds for n <= 4' > "$LOOPX_DIR/notes/b.md"
-loopx append-iteration --mode bounded-research --objective "check lemma B" --decision continue --executor-provider claude --obligation-id o1 --claim-id c1 --claim-evidence c1=notes/b.md >/dev/null"#,
+loopx append-iteration --mode bounded-research --objective "check lemma B" --decision continue --executor-provider claude --obligation-id o1 --claim-id c1 --claim-evidence c1=notes/b.md >/dev/null
+{after}"#,
                 marker.display()
             ),
         );
@@ -455,18 +461,7 @@ fn drive_with_the_panel_on_reviews_each_staged_candidate_before_the_next_turn() 
 fn a_turn_that_runs_out_of_time_after_staging_has_its_candidate_quarantined() {
     let p = Panel::new();
     // The agent stages its iteration, then hangs past the turn's time.
-    let marker = p.marker("agent");
-    p.script(
-        "claude",
-        &format!(
-            r#"echo turn >> '{}'
-mkdir -p "$LOOPX_DIR/notes"
-echo 'lemma B holds for n <= 4' > "$LOOPX_DIR/notes/b.md"
-loopx append-iteration --mode bounded-research --objective "check lemma B" --decision continue --executor-provider claude --obligation-id o1 --claim-id c1 --claim-evidence c1=notes/b.md >/dev/null
-sleep 30"#,
-            marker.display()
-        ),
-    );
+    p.staging_agent_then("sleep 30");
     p.reviewer("codex", &answer("codex", "pass"));
     let (code, stderr) = p.drive(&["--panel", "on", "--iteration-timeout", "2"]);
     assert_eq!(code, 4, "{stderr}");
