@@ -113,6 +113,10 @@ pub fn next_step(
             (None, strategy)
         }
     };
+    let direction = match enforce {
+        true => dir.focus()?.signals(now),
+        false => Vec::new(),
+    };
     let step = step::next(&Situation {
         ledger: &reading.ledger,
         verdict: &verdict,
@@ -127,6 +131,7 @@ pub fn next_step(
         candidate: candidate.as_ref(),
         panel,
         strategy,
+        direction: &direction,
     });
     Ok((reading, step))
 }

@@ -314,8 +314,15 @@ fn a_strategy_review_killed_inside_its_commit_leaves_plan_and_decision_both_or_n
 
 #[test]
 fn the_executor_is_the_drivers_provider_and_a_contrary_flag_is_refused() {
-    let f = Fixture::proposed();
+    // A replan while a turn runs: the driver's dispatch is open (it needed
+    // a reviewed direction to start) and the new plan awaits its review.
+    let f = Fixture::new();
+    f.init(10, &["--goal-focus-mode", "enforce"]);
     f.open_dispatch("claude");
+    let revised = f.json_file("registry.json", &registry(0.4));
+    f.focus_ok(&["revise", "--registry", &revised]);
+    let plan = f.focus_ok(&["replan"]);
+    assert_eq!(plan["plan"]["review"], "strategy_review_required");
     let brief = f.focus_ok(&["strategy-brief"])["brief"].clone();
     assert_eq!(brief["executor"]["provider"], "claude");
     let endorse = advice(&brief["bind"], "codex", "endorse");

@@ -69,6 +69,14 @@ impl Panel {
         Panel::around(f)
     }
 
+    /// [`Panel::new`] with a reviewed, active direction: what the driver
+    /// needs before it dispatches a turn in enforce mode.
+    fn directed() -> Panel {
+        let p = Panel::new();
+        p.f.reviewed_direction();
+        p
+    }
+
     /// [`Panel::new`] around a fixture whose loop is initialized.
     fn around(f: Fixture) -> Panel {
         std::fs::create_dir_all(f.dir.join("notes")).unwrap();
@@ -435,7 +443,7 @@ loopx append-iteration --mode bounded-research --objective "check lemma B" --dec
 
 #[test]
 fn drive_with_the_panel_on_reviews_each_staged_candidate_before_the_next_turn() {
-    let p = Panel::new();
+    let p = Panel::directed();
     p.staging_agent();
     p.reviewer("codex", &answer("codex", "pass"));
     let (code, stderr) = p.drive(&["--panel", "on", "--max-iterations", "2"]);
@@ -459,7 +467,7 @@ fn drive_with_the_panel_on_reviews_each_staged_candidate_before_the_next_turn() 
 
 #[test]
 fn a_turn_that_runs_out_of_time_after_staging_has_its_candidate_quarantined() {
-    let p = Panel::new();
+    let p = Panel::directed();
     // The agent stages its iteration, then hangs past the turn's time.
     p.staging_agent_then("sleep 30");
     p.reviewer("codex", &answer("codex", "pass"));
@@ -486,8 +494,40 @@ fn a_turn_that_runs_out_of_time_after_staging_has_its_candidate_quarantined() {
 }
 
 #[test]
-fn drive_stops_with_exit_4_when_the_panel_finds_no_usable_review() {
+fn an_enforce_loop_dispatches_nothing_without_a_reviewed_direction() {
     let p = Panel::new();
+    p.staging_agent();
+    let (code, stderr) = p.drive(&["--panel", "off"]);
+    assert_eq!(code, 4, "{stderr}");
+    assert!(
+        stderr.contains("pre-dispatch gate is closed (missing_plan)"),
+        "{stderr}"
+    );
+    assert_eq!(p.launches("agent"), 0, "no turn without a direction");
+    // A proposal nobody reviewed keeps it closed as well.
+    let registry = p.f.json_file(
+        "proposal.json",
+        &serde_json::json!({"campaigns": [{"campaign_id": "direct", "approaches": [
+            {"approach_id": "induction", "estimate": {"low": 0.6, "high": 0.9}}
+        ]}]}),
+    );
+    p.f.focus_ok(&["revise", "--registry", &registry]);
+    p.f.focus_ok(&["replan"]);
+    let (code, stderr) = p.drive(&["--panel", "off"]);
+    assert_eq!(code, 4, "{stderr}");
+    assert!(stderr.contains("plan_not_active"), "{stderr}");
+    assert_eq!(p.launches("agent"), 0);
+    // Reviewed, it opens: one turn runs (and its candidate awaits review).
+    p.f.reviewed_direction();
+    let (code, stderr) = p.drive(&["--panel", "off"]);
+    assert_eq!(code, 4, "{stderr}");
+    assert!(stderr.contains("awaits its result review"), "{stderr}");
+    assert_eq!(p.launches("agent"), 1);
+}
+
+#[test]
+fn drive_stops_with_exit_4_when_the_panel_finds_no_usable_review() {
+    let p = Panel::directed();
     p.panel_json(r#"{"enabled": true, "max_attempts": 1}"#);
     p.staging_agent();
     p.reviewer("codex", "echo 'cannot decide'");
@@ -507,7 +547,7 @@ fn drive_stops_with_exit_4_when_the_panel_finds_no_usable_review() {
     assert_eq!(p.status()["iterations"], 0);
     assert!(p.pending().is_object());
     // Without consent the driver starts no reviewer and says why.
-    let p = Panel::new();
+    let p = Panel::directed();
     p.staging_agent();
     p.reviewer("codex", &answer("codex", "pass"));
     let output = p

@@ -4,8 +4,10 @@
 //! It owns the order of the questions (a pending success claim first, then
 //! an undecided candidate (reviewed by the panel, or a stop), the stop
 //! arbiter, the operator's pause, this run's turn cap, a plan awaiting its
-//! strategy review (reviewed by the panel), should-run's admission, and
-//! last the provider), so the driver's loop only executes the answer. It
+//! strategy review (reviewed by the panel), in enforce mode any replan
+//! signal still firing (the pre-dispatch gate: a stop), should-run's
+//! admission, and last the provider), so the driver's loop only executes
+//! the answer. It
 //! does not own the answers themselves: the arbiter
 //! ([`crate::ledger::arbiter`]), should-run ([`crate::goal::continuation`]),
 //! the run's failure and failover state ([`super::session`]) and the
@@ -16,6 +18,7 @@
 use super::session::{Exit, Session};
 use crate::digest::Digest;
 use crate::focus::candidate::Hold;
+use crate::focus::signals::Signal;
 use crate::goal::continuation::{Action, ShouldRun};
 use crate::goal::Goal;
 use crate::ledger::arbiter::Verdict;
@@ -46,6 +49,10 @@ pub struct Situation<'a> {
     /// The review panel's attempts on the plan awaiting a strategy review,
     /// when this run runs the panel and a plan awaits one (enforce mode).
     pub strategy: Option<PanelBudget>,
+    /// Enforce mode: the replan signals that fire (empty in other modes).
+    /// Any one closes the pre-dispatch gate: no turn runs without a
+    /// reviewed direction.
+    pub direction: &'a [Signal],
 }
 
 /// The panel's attempts on the pending candidate: `used` of `max`.
@@ -95,6 +102,7 @@ pub fn next(situation: &Situation<'_>) -> Step {
         candidate,
         panel,
         strategy,
+        direction,
     } = situation;
     if let Some(iteration) = ledger.pending_claim {
         return Step::VerifyClaim { iteration };
@@ -158,6 +166,13 @@ pub fn next(situation: &Situation<'_>) -> Step {
             }
         }
         None => {}
+    }
+    if !direction.is_empty() {
+        let triggers: Vec<&str> = direction.iter().map(|s| s.trigger.as_str()).collect();
+        return Step::Stop {
+            exit: Exit::RuntimeError,
+            reason: format!("enforce mode: the pre-dispatch gate is closed ({}): no turn runs without a reviewed direction (`loopx goal-focus status` says why; `loopx goal-focus replan` proposes one, and a different-family strategy review commits it: `drive --panel on`, `loopx panel --phase strategy_review` or `loopx goal-focus strategy-review`)", triggers.join(", ")),
+        };
     }
     let hint = &should_run.scheduler_hint;
     // A lease the driving agent holds is its own unfinished work, which
@@ -279,6 +294,7 @@ mod tests {
         candidate: Option<Hold>,
         panel: Option<PanelBudget>,
         strategy: Option<PanelBudget>,
+        direction: Vec<Signal>,
     }
 
     impl Case {
@@ -293,6 +309,7 @@ mod tests {
                 candidate: None,
                 panel: None,
                 strategy: None,
+                direction: Vec::new(),
             }
         }
 
@@ -322,6 +339,7 @@ mod tests {
                 candidate: self.candidate.as_ref(),
                 panel: self.panel,
                 strategy: self.strategy,
+                direction: &self.direction,
             })
         }
     }
@@ -535,5 +553,28 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_firing_replan_signal_closes_the_enforce_gate_after_the_strategy_review() {
+        let mut case = Case::new();
+        case.direction = vec![Signal {
+            trigger: crate::focus::plan::Trigger::ReviewerDissent,
+            detail: "the strategy reviewer objected".into(),
+        }];
+        match case.step() {
+            Step::Stop { exit, reason } => {
+                assert_eq!(exit, Exit::RuntimeError);
+                assert!(reason.contains("reviewer_dissent"), "{reason}");
+            }
+            other => panic!("expected the gate to stop the run, got {other:?}"),
+        }
+        // A plan awaiting its review is reviewed first: that may clear it.
+        case.strategy = Some(PanelBudget { used: 0, max: 3 });
+        assert_eq!(case.step(), Step::ReviewStrategy);
+        // No signal: the turn runs.
+        case.strategy = None;
+        case.direction.clear();
+        assert!(matches!(case.step(), Step::Run { .. }));
     }
 }

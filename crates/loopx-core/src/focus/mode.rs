@@ -78,9 +78,9 @@ pub enum Gate {
     /// Monitor: signals fire and are only reported.
     Reported,
     /// Enforce: signals fire (or a candidate or a dispatch is undecided);
-    /// no turn may be dispatched until a reviewed replan clears them. (The driver does not consult this gate yet:
-    /// staging and review come first, and until then an enforce loop
-    /// banks nothing by hand either.)
+    /// no turn may be dispatched until a reviewed replan clears them. The
+    /// driver's step (`crate::driver::step`) stops on the same holds and
+    /// signals before it dispatches.
     Blocked,
 }
 

@@ -172,12 +172,51 @@ impl Fixture {
         json
     }
 
+    /// Give an enforce-mode loop a reviewed, active direction, so that the
+    /// driver's pre-dispatch gate opens: a registry where `induction`
+    /// dominates, a replan proposing it, and codex's endorsement for
+    /// claude's turns.
+    pub fn reviewed_direction(&self) {
+        use serde_json::json;
+        let approach = |id: &str, low: f64, high: f64| json!({"approach_id": id, "estimate": {"low": low, "high": high}});
+        let registry = self.json_file(
+            "direction-registry.json",
+            &json!({"campaigns": [
+                {"campaign_id": "direct", "approaches": [approach("induction", 0.6, 0.9)]},
+                {"campaign_id": "search", "approaches": [approach("weak", 0.0, 0.1)]}
+            ]}),
+        );
+        self.focus_ok(&["revise", "--registry", &registry]);
+        self.focus_ok(&["replan"]);
+        let bind =
+            self.focus_ok(&["strategy-brief", "--executor", "claude"])["brief"]["bind"].clone();
+        let advice = self.json_file(
+            "direction-advice.json",
+            &json!({
+                "schema": "strategy_advice.v1",
+                "reviewer": {"provider": "codex"},
+                "reviewed": bind,
+                "verdict": "endorse",
+                "rationale": "induction's lower bound beats every other upper bound"
+            }),
+        );
+        let reviewed =
+            self.focus_ok(&["strategy-review", "--file", &advice, "--executor", "claude"]);
+        assert_eq!(reviewed["plan"]["state"], "active", "{reviewed}");
+    }
+
     /// Leave a driver dispatch of `provider` open, as a driver killed
     /// right after committing its intent does (its agent never started):
     /// a fake `provider` on PATH, `loopx drive` SIGKILLed at
-    /// `drive.after_intent`. The open dispatch's id.
+    /// `drive.after_intent`. The open dispatch's id. An enforce-mode loop
+    /// without an active direction gets [`Fixture::reviewed_direction`]
+    /// first: the driver dispatches nothing without one.
     pub fn open_dispatch(&self, provider: &str) -> String {
         use std::io::{BufRead, BufReader};
+        let focus = self.focus_ok(&["status"]);
+        if focus["enforcement_mode"] == "enforce" && focus["current_plan"]["state"] != "active" {
+            self.reviewed_direction();
+        }
         use std::os::unix::fs::PermissionsExt;
         let bin = self.temp.path().join("bin");
         let root = self.temp.path().join("project");
