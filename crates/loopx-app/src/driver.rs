@@ -27,7 +27,7 @@ use loopx_core::driver::{
     RecoveryPlan, Registration, Settlement, TurnOutcome, Waiting, Workspace,
 };
 use loopx_core::focus::candidate::Hold;
-use loopx_core::focus::plan::PlanOwner;
+use loopx_core::focus::plan::{PlanOwner, PlanState};
 use loopx_core::focus::PLAN_STREAM;
 use loopx_core::goal::continuation::should_run;
 use loopx_core::goal::Actor;
@@ -113,9 +113,16 @@ pub fn next_step(
             (None, strategy)
         }
     };
-    let direction = match enforce {
-        true => dir.focus()?.signals(now),
-        false => Vec::new(),
+    let (direction, reviewed_executor) = match enforce {
+        true => {
+            let focus = dir.focus()?;
+            let reviewed = (focus.plan.state.as_ref())
+                .filter(|plan| plan.state == PlanState::Active)
+                .and_then(|plan| plan.strategy_review.as_ref())
+                .map(|review| review.executor.family);
+            (focus.signals(now), reviewed)
+        }
+        false => (Vec::new(), None),
     };
     let step = step::next(&Situation {
         ledger: &reading.ledger,
@@ -132,6 +139,8 @@ pub fn next_step(
         panel,
         strategy,
         direction: &direction,
+        reviewed_executor,
+        family_of: &crate::focus::candidate::family_of,
     });
     Ok((reading, step))
 }

@@ -526,6 +526,29 @@ fn an_enforce_loop_dispatches_nothing_without_a_reviewed_direction() {
 }
 
 #[test]
+fn a_provider_of_another_family_than_the_reviewed_one_runs_no_turn() {
+    // The direction was reviewed for claude's turns; codex is a failover
+    // to another family, which needs a replan and its review.
+    let p = Panel::directed();
+    p.reviewer("codex", "echo 'a turn'");
+    let output = p
+        .loopx(&[
+            "drive",
+            "--dir",
+            p.f.d(),
+            "--root",
+            p.project.to_str().unwrap(),
+        ])
+        .args(["--provider", "codex", "--panel", "off"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("needs a replan"), "{stderr}");
+    assert_eq!(p.launches("codex"), 0, "no turn of the other family ran");
+}
+
+#[test]
 fn drive_stops_with_exit_4_when_the_panel_finds_no_usable_review() {
     let p = Panel::directed();
     p.panel_json(r#"{"enabled": true, "max_attempts": 1}"#);

@@ -17,6 +17,7 @@
 
 use super::session::{Exit, Session};
 use crate::digest::Digest;
+use crate::driver::provider::Family;
 use crate::focus::candidate::Hold;
 use crate::focus::signals::Signal;
 use crate::goal::continuation::{Action, ShouldRun};
@@ -53,6 +54,13 @@ pub struct Situation<'a> {
     /// Any one closes the pre-dispatch gate: no turn runs without a
     /// reviewed direction.
     pub direction: &'a [Signal],
+    /// Enforce mode: the executor family the active direction's strategy
+    /// review was made for. A turn of another family is a failover the
+    /// review did not cover.
+    pub reviewed_executor: Option<Family>,
+    /// The family of a provider (the provider table and the environment's
+    /// endpoint overrides, read by the application).
+    pub family_of: &'a dyn Fn(&str) -> Family,
 }
 
 /// The panel's attempts on the pending candidate: `used` of `max`.
@@ -103,6 +111,8 @@ pub fn next(situation: &Situation<'_>) -> Step {
         panel,
         strategy,
         direction,
+        reviewed_executor,
+        family_of,
     } = situation;
     if let Some(iteration) = ledger.pending_claim {
         return Step::VerifyClaim { iteration };
@@ -196,8 +206,14 @@ pub fn next(situation: &Situation<'_>) -> Step {
         };
     }
     match session.current() {
-        Some(provider) => Step::Run {
-            provider: provider.to_owned(),
+        Some(provider) => match reviewed_executor.filter(|f| family_of(provider) != *f) {
+            Some(reviewed) => Step::Stop {
+                exit: Exit::RuntimeError,
+                reason: format!("enforce mode: provider {provider} ({}) is not of the family the direction was reviewed for ({}): a failover to another family needs a replan and its strategy review (`loopx goal-focus replan --trigger manual`)", family_of(provider).name(), reviewed.name()),
+            },
+            None => Step::Run {
+                provider: provider.to_owned(),
+            },
         },
         None => Step::Stop {
             exit: Exit::ProviderUnavailable,
@@ -295,6 +311,7 @@ mod tests {
         panel: Option<PanelBudget>,
         strategy: Option<PanelBudget>,
         direction: Vec<Signal>,
+        reviewed_executor: Option<Family>,
     }
 
     impl Case {
@@ -310,6 +327,7 @@ mod tests {
                 panel: None,
                 strategy: None,
                 direction: Vec::new(),
+                reviewed_executor: None,
             }
         }
 
@@ -340,6 +358,12 @@ mod tests {
                 panel: self.panel,
                 strategy: self.strategy,
                 direction: &self.direction,
+                reviewed_executor: self.reviewed_executor,
+                family_of: &|provider: &str| match provider {
+                    "claude" => Family::Anthropic,
+                    "codex" => Family::Openai,
+                    _ => Family::Unverified,
+                },
             })
         }
     }
@@ -576,5 +600,25 @@ mod tests {
         case.strategy = None;
         case.direction.clear();
         assert!(matches!(case.step(), Step::Run { .. }));
+    }
+
+    #[test]
+    fn a_turn_of_another_family_than_the_reviewed_one_is_a_failover_that_needs_a_replan() {
+        let mut case = Case::new();
+        case.reviewed_executor = Some(Family::Anthropic);
+        assert_eq!(
+            case.step(),
+            Step::Run {
+                provider: "claude".into()
+            }
+        );
+        case.reviewed_executor = Some(Family::Openai);
+        match case.step() {
+            Step::Stop { exit, reason } => {
+                assert_eq!(exit, Exit::RuntimeError);
+                assert!(reason.contains("needs a replan"), "{reason}");
+            }
+            other => panic!("expected a stop, got {other:?}"),
+        }
     }
 }
