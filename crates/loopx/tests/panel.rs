@@ -420,20 +420,15 @@ loopx append-iteration --mode bounded-research --objective "check lemma B" --dec
         );
     }
 
+    /// `loopx drive` on this loop with `provider` as the agent.
+    fn drive_command(&self, provider: &str) -> Command {
+        let mut command = self.loopx(&["drive", "--dir", self.f.d(), "--root"]);
+        command.arg(&self.project).args(["--provider", provider]);
+        command
+    }
+
     fn drive(&self, extra: &[&str]) -> (i32, String) {
-        let output = self
-            .loopx(&[
-                "drive",
-                "--dir",
-                self.f.d(),
-                "--root",
-                self.project.to_str().unwrap(),
-                "--provider",
-                "claude",
-            ])
-            .args(extra)
-            .output()
-            .unwrap();
+        let output = self.drive_command("claude").args(extra).output().unwrap();
         (
             output.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&output.stderr).into_owned(),
@@ -532,14 +527,8 @@ fn a_provider_of_another_family_than_the_reviewed_one_runs_no_turn() {
     let p = Panel::directed();
     p.reviewer("codex", "echo 'a turn'");
     let output = p
-        .loopx(&[
-            "drive",
-            "--dir",
-            p.f.d(),
-            "--root",
-            p.project.to_str().unwrap(),
-        ])
-        .args(["--provider", "codex", "--panel", "off"])
+        .drive_command("codex")
+        .args(["--panel", "off"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -574,17 +563,8 @@ fn drive_stops_with_exit_4_when_the_panel_finds_no_usable_review() {
     p.staging_agent();
     p.reviewer("codex", &answer("codex", "pass"));
     let output = p
-        .loopx(&[
-            "drive",
-            "--dir",
-            p.f.d(),
-            "--root",
-            p.project.to_str().unwrap(),
-            "--provider",
-            "claude",
-            "--panel",
-            "on",
-        ])
+        .drive_command("claude")
+        .args(["--panel", "on"])
         .env_remove(CONSENT)
         .output()
         .unwrap();
