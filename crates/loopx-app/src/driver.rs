@@ -27,8 +27,7 @@ use loopx_core::driver::{
     RecoveryPlan, Registration, Settlement, TurnOutcome, Waiting, Workspace,
 };
 use loopx_core::focus::candidate::Hold;
-use loopx_core::focus::plan::{PlanOwner, PlanState};
-use loopx_core::focus::PLAN_STREAM;
+use loopx_core::focus::plan::PlanState;
 use loopx_core::goal::continuation::should_run;
 use loopx_core::goal::Actor;
 use loopx_core::ledger::arbiter::arbitrate;
@@ -93,37 +92,32 @@ pub fn next_step(
         _ => None,
     };
     let enforce = reading.ledger.config.goal_focus_mode == GoalFocusMode::Enforce;
+    // Goal Focus is read once, and only where it gates: enforce mode.
+    let focus = match enforce {
+        true => Some(dir.focus()?),
+        false => None,
+    };
+    let plan = focus.as_ref().and_then(|f| f.plan.state.as_ref());
     let (panel, strategy) = match &candidate {
         _ if !panel || !enforce => (None, None),
         Some(Hold::Pending(fingerprint)) => {
             let budget = crate::panel::budget(dir, Phase::ResultReview, fingerprint)?;
             (Some(budget), None)
         }
-        _ => {
-            let plan = dir.authority().load::<PlanOwner>(PLAN_STREAM)?.state;
-            let awaiting = plan.filter(|p| p.awaits_strategy_review());
-            let strategy = match awaiting {
-                Some(plan) => Some(crate::panel::budget(
-                    dir,
-                    Phase::StrategyReview,
-                    &plan.pin().fingerprint,
-                )?),
-                None => None,
-            };
-            (None, strategy)
-        }
+        _ => match plan.filter(|p| p.awaits_strategy_review()) {
+            Some(awaiting) => {
+                let fingerprint = &awaiting.pin().fingerprint;
+                let budget = crate::panel::budget(dir, Phase::StrategyReview, fingerprint)?;
+                (None, Some(budget))
+            }
+            None => (None, None),
+        },
     };
-    let (direction, reviewed_executor) = match enforce {
-        true => {
-            let focus = dir.focus()?;
-            let reviewed = (focus.plan.state.as_ref())
-                .filter(|plan| plan.state == PlanState::Active)
-                .and_then(|plan| plan.strategy_review.as_ref())
-                .map(|review| review.executor.family);
-            (focus.signals(now), reviewed)
-        }
-        false => (Vec::new(), None),
-    };
+    let direction = focus.as_ref().map(|f| f.signals(now)).unwrap_or_default();
+    let reviewed_executor = plan
+        .filter(|plan| plan.state == PlanState::Active)
+        .and_then(|plan| plan.strategy_review.as_ref())
+        .map(|review| review.executor.family);
     let step = step::next(&Situation {
         ledger: &reading.ledger,
         verdict: &verdict,
