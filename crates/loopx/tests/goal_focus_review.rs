@@ -61,30 +61,22 @@ impl Fixture {
     /// flags last.
     fn stage_with(&self, global: &[&str], claims: &[&str], extra: &[&str]) -> String {
         let mut args: Vec<String> = [
-            "append-iteration",
-            "--mode",
-            "bounded-research",
-            "--objective",
-            "Check lemma B",
-            "--decision",
-            "continue",
-            "--executor-provider",
-            "claude",
-            // Staged by hand (no driver dispatch is open): the operator
-            // states the executor.
-            "--executor",
-            "claude",
-            "--obligation-id",
-            "o1",
-            "--global-delta",
-            "reduced",
-            "--tokens",
-            "1000",
-            "--usd",
-            "0.25",
+            &common::STAGE_BY_HAND[..],
+            &[
+                "--obligation-id",
+                "o1",
+                "--global-delta",
+                "reduced",
+                "--tokens",
+                "1000",
+                "--usd",
+                "0.25",
+            ],
         ]
+        .concat()
+        .into_iter()
         .map(str::to_owned)
-        .to_vec();
+        .collect();
         for claim in claims {
             let (id, _) = claim.split_once('=').unwrap();
             args.extend(["--claim-id".into(), id.into()]);

@@ -16,21 +16,9 @@ use std::time::{Duration, Instant};
 
 const CONSENT: &str = "AAS_AUTOLOOP_EXTERNAL_PANEL_EGRESS";
 
-/// `append-iteration` staging claude's iteration that claims c1 on
-/// notes/b.md and moves o1, by hand (no driver dispatch is open, so the
-/// operator names the executor).
-const STAGE: [&str; 17] = [
-    "append-iteration",
-    "--mode",
-    "bounded-research",
-    "--objective",
-    "Check lemma B",
-    "--decision",
-    "continue",
-    "--executor-provider",
-    "claude",
-    "--executor",
-    "claude",
+/// The flags that make [`common::STAGE_BY_HAND`] claude's iteration that
+/// claims c1 on notes/b.md and moves o1.
+const CLAIMING_C1: [&str; 6] = [
     "--obligation-id",
     "o1",
     "--claim-id",
@@ -121,7 +109,14 @@ impl Panel {
 
     /// Stage claude's iteration claiming c1 on notes/b.md, moving o1.
     fn stage(&self) -> String {
-        let staged = self.f.json(&[&STAGE[..], &["--dir", self.f.d()]].concat());
+        let staged = self.f.json(
+            &[
+                &common::STAGE_BY_HAND[..],
+                &CLAIMING_C1,
+                &["--dir", self.f.d()],
+            ]
+            .concat(),
+        );
         assert_eq!(staged["state"], "pending_review", "{staged}");
         staged["candidate_fingerprint"].as_str().unwrap().to_owned()
     }
@@ -798,7 +793,7 @@ fn the_panel_works_the_same_on_postgresql_and_never_hands_a_reviewer_the_store()
         );
         json
     };
-    run(&STAGE);
+    run(&[&common::STAGE_BY_HAND[..], &CLAIMING_C1].concat());
     let view = run(&["panel", "--phase", "result_review"]);
     assert_eq!(view["state"], "banked_accepted", "{view}");
     assert_eq!(run(&["status"])["iterations"], 1);
@@ -843,7 +838,8 @@ fn a_requested_obligation_target_is_in_the_brief_and_a_review_stating_it_banks()
     p.reviewer("codex", &stated);
     let staged = p.f.json(
         &[
-            &STAGE[..],
+            &common::STAGE_BY_HAND[..],
+            &CLAIMING_C1,
             &["--obligation-target", "o1=satisfied", "--dir", p.f.d()],
         ]
         .concat(),

@@ -24,6 +24,23 @@ pub fn loopx(registry: &Path) -> Command {
     command
 }
 
+/// `append-iteration` of claude's iteration staged by hand in an
+/// enforce-mode loop (no driver dispatch is open, so the operator names
+/// the executor); ready for the obligation, claim and cost flags.
+pub const STAGE_BY_HAND: [&str; 11] = [
+    "append-iteration",
+    "--mode",
+    "bounded-research",
+    "--objective",
+    "Check lemma B",
+    "--decision",
+    "continue",
+    "--executor-provider",
+    "claude",
+    "--executor",
+    "claude",
+];
+
 pub struct Fixture {
     pub temp: tempfile::TempDir,
     pub dir: PathBuf,
