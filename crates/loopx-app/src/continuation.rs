@@ -24,6 +24,9 @@ pub struct NextTurn {
     pub should_run: ShouldRun,
     /// What the candidate stream holds back (read in enforce mode only).
     pub candidate: Option<loopx_core::focus::candidate::Hold>,
+    /// The replan signals that close the enforce-mode pre-dispatch gate
+    /// (read in enforce mode only).
+    pub direction: Vec<loopx_core::focus::signals::Signal>,
 }
 
 /// The next turn's prompt, with its size and digest (a host compares the
@@ -56,11 +59,12 @@ impl LoopDir {
         let verdict = arbitrate(&reading.ledger, sentinels, now);
         let should_run =
             continuation::should_run(&reading.ledger, &verdict, sentinels, &goal.goal, actor, now);
-        let candidate = match reading.ledger.config.goal_focus_mode {
-            loopx_core::ledger::vocabulary::GoalFocusMode::Enforce => {
-                crate::focus::candidate::slot(self)?.and_then(|s| s.hold())
-            }
-            _ => None,
+        let (candidate, direction) = match reading.ledger.config.goal_focus_mode {
+            loopx_core::ledger::vocabulary::GoalFocusMode::Enforce => (
+                crate::focus::candidate::slot(self)?.and_then(|s| s.hold()),
+                self.focus()?.gate_closing_signals(now),
+            ),
+            _ => (None, Vec::new()),
         };
         Ok(NextTurn {
             reading,
@@ -68,6 +72,7 @@ impl LoopDir {
             verdict,
             should_run,
             candidate,
+            direction,
         })
     }
 

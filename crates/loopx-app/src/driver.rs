@@ -113,7 +113,9 @@ pub fn next_step(
             None => (None, None),
         },
     };
-    let direction = focus.as_ref().map(|f| f.signals(now)).unwrap_or_default();
+    let direction = (focus.as_ref())
+        .map(|f| f.gate_closing_signals(now))
+        .unwrap_or_default();
     let reviewed_executor = plan
         .filter(|plan| plan.state == PlanState::Active)
         .and_then(|plan| plan.strategy_review.as_ref())

@@ -18,6 +18,7 @@ use jiff::Timestamp;
 use loopx_core::driver::{self, classify::FailureClass, DriverSummary, TurnOutcome};
 use loopx_core::focus::candidate::Hold;
 use loopx_core::focus::mode::dispatch_unresolved;
+use loopx_core::focus::signals::Signal;
 use loopx_core::goal::{self, Actor};
 use loopx_core::ledger::arbiter::Verdict;
 use loopx_core::ledger::vocabulary::GoalFocusMode;
@@ -74,6 +75,9 @@ pub struct Inputs<'a> {
     /// Goal Focus enforce mode: an unresolved dispatch closes its
     /// pre-dispatch gate, and `goal-focus recover-dispatch` settles it.
     pub enforce: bool,
+    /// The replan signals that close the enforce-mode gate (empty
+    /// otherwise): the driver runs no turn while any fires.
+    pub direction: &'a [Signal],
 }
 
 /// The health of the loop in `dir`, from one status read.
@@ -95,6 +99,7 @@ pub fn of_turn(dir: &str, turn: &NextTurn, driver: &DriverSummary, now: Timestam
         now,
         candidate: turn.candidate.as_ref(),
         enforce: turn.reading.ledger.config.goal_focus_mode == GoalFocusMode::Enforce,
+        direction: &turn.direction,
     })
 }
 
@@ -116,8 +121,8 @@ pub fn decide(i: &Inputs<'_>) -> Health {
                 Some(format!("loopx goal-focus recover-quarantine --dir {dir}")),
             );
         }
-        // No review panel runs in this loopx yet: a staged result waits
-        // for a person to bring a different-family review.
+        // Without a driver running the panel, a staged result waits for a
+        // person to bring (or run) a different-family review.
         Some(Hold::Pending(fingerprint)) => {
             return health(
                 State::NeedsPerson,
@@ -172,6 +177,17 @@ pub fn decide(i: &Inputs<'_>) -> Health {
             State::Paused,
             "paused by the PAUSE file".to_owned(),
             Some(format!("rm {dir}/PAUSE")),
+        );
+    }
+    if !i.direction.is_empty() {
+        let triggers: Vec<&str> = i.direction.iter().map(|s| s.trigger.as_str()).collect();
+        return health(
+            State::NeedsPerson,
+            format!(
+                "needs a person: the enforce-mode pre-dispatch gate is closed ({}), so no turn runs until a reviewed direction clears it",
+                triggers.join(", ")
+            ),
+            Some(format!("loopx goal-focus status --dir {dir}")),
         );
     }
     if !i.driver.running {
@@ -267,6 +283,7 @@ mod tests {
             now: now(),
             candidate: None,
             enforce: false,
+            direction: &[],
         })
     }
 
@@ -306,6 +323,7 @@ mod tests {
                 now: now(),
                 candidate: Some(&hold),
                 enforce: true,
+                direction: &[],
             });
             assert_eq!(h.state, State::NeedsPerson);
             assert!(h.line.contains(fingerprint.as_str()), "{}", h.line);
@@ -393,6 +411,7 @@ mod tests {
             now: now(),
             candidate: None,
             enforce: true,
+            direction: &[],
         });
         assert_eq!(enforce.state, State::NeedsPerson);
         assert!(enforce.line.contains("gate is closed"), "{}", enforce.line);
@@ -419,5 +438,54 @@ mod tests {
             decide_with(&verdict(false, false, None), &failed, true).state,
             State::NotDriven
         );
+    }
+
+    #[test]
+    fn a_closed_enforce_gate_needs_a_person_with_the_command_that_says_why() {
+        let signals = [Signal {
+            trigger: loopx_core::focus::plan::Trigger::MissingPlan,
+            detail: "no plan".into(),
+        }];
+        let stopped = DriverSummary {
+            running: false,
+            iteration: None,
+            ..running()
+        };
+        for driver in [&stopped, &running()] {
+            let h = decide(&Inputs {
+                dir: "/l",
+                verdict: &verdict(false, false, None),
+                driver,
+                should_run: true,
+                backoff_reason: "",
+                now: now(),
+                candidate: None,
+                enforce: true,
+                direction: &signals,
+            });
+            assert_eq!(h.state, State::NeedsPerson);
+            assert!(
+                h.line.contains("gate is closed (missing_plan)"),
+                "{}",
+                h.line
+            );
+            assert_eq!(
+                h.command.as_deref(),
+                Some("loopx goal-focus status --dir /l")
+            );
+        }
+        // A loop that is done is stopped, gate or not.
+        let done = decide(&Inputs {
+            dir: "/l",
+            verdict: &verdict(true, false, Some("loops_reached")),
+            driver: &stopped,
+            should_run: false,
+            backoff_reason: "",
+            now: now(),
+            candidate: None,
+            enforce: true,
+            direction: &signals,
+        });
+        assert_eq!(done.state, State::Stopped);
     }
 }

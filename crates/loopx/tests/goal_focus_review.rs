@@ -658,10 +658,31 @@ fn api_get(f: &Fixture, path: &str) -> Value {
 }
 
 #[test]
+fn the_health_line_of_a_closed_enforce_gate_needs_a_person_until_a_direction_is_reviewed() {
+    let f = Fixture::enforce(5);
+    let health = api_get(&f, "/api/health");
+    assert_eq!(health["state"], "needs_person", "{health}");
+    assert!(
+        health["line"]
+            .as_str()
+            .unwrap()
+            .contains("pre-dispatch gate is closed (missing_plan"),
+        "{health}"
+    );
+    assert_eq!(
+        health["command"].as_str(),
+        Some(format!("loopx goal-focus status --dir {}", f.d()).as_str())
+    );
+    f.reviewed_direction();
+    let health = api_get(&f, "/api/health");
+    assert_eq!(health["state"], "not_driven", "{health}");
+}
+
+#[test]
 fn the_health_line_of_an_undecided_candidate_needs_a_person_and_names_the_command() {
     let f = Fixture::enforce(5);
     let fingerprint = f.stage(&["c1=notes/b.md"]);
-    // Pending: a person brings the review (no panel runs it yet).
+    // Pending: a person brings (or the panel runs) the review.
     let health = api_get(&f, "/api/health");
     assert_eq!(health["state"], "needs_person", "{health}");
     assert!(health["command"].as_str().unwrap().contains(&format!(

@@ -120,6 +120,17 @@ impl FocusReading {
             || self.candidate != Default::default()
     }
 
+    /// The replan signals that close the pre-dispatch gate now: those
+    /// that fire, when the mode enforces them ([`mode::gate`]); none
+    /// otherwise. What the driver stops on and the health line shows.
+    pub fn gate_closing_signals(&self, now: Timestamp) -> Vec<Signal> {
+        let signals = self.signals(now);
+        match mode::gate(self.mode(), &signals) {
+            mode::Gate::Blocked => signals,
+            _ => Vec::new(),
+        }
+    }
+
     /// The replan triggers that fire now (none when Goal Focus is off).
     pub fn signals(&self, now: Timestamp) -> Vec<Signal> {
         if self.mode() == GoalFocusMode::Off {
