@@ -59,11 +59,13 @@ impl LoopDir {
         let verdict = arbitrate(&reading.ledger, sentinels, now);
         let should_run =
             continuation::should_run(&reading.ledger, &verdict, sentinels, &goal.goal, actor, now);
+        // Only an enforce-mode loop stages candidates and gates turns:
+        // others read nothing more. One Goal Focus read serves both.
         let (candidate, direction) = match reading.ledger.config.goal_focus_mode {
-            loopx_core::ledger::vocabulary::GoalFocusMode::Enforce => (
-                crate::focus::candidate::slot(self)?.and_then(|s| s.hold()),
-                self.focus()?.gate_closing_signals(now),
-            ),
+            loopx_core::ledger::vocabulary::GoalFocusMode::Enforce => {
+                let focus = self.focus()?;
+                (focus.candidate.hold(), focus.gate_closing_signals(now))
+            }
             _ => (None, Vec::new()),
         };
         Ok(NextTurn {

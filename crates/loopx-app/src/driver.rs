@@ -86,17 +86,14 @@ pub fn next_step(
         &actor,
         now,
     );
-    // Only an enforce-mode loop stages candidates: others read nothing more.
-    let candidate = match reading.ledger.config.goal_focus_mode {
-        GoalFocusMode::Enforce => crate::focus::candidate::slot(dir)?.and_then(|s| s.hold()),
-        _ => None,
-    };
     let enforce = reading.ledger.config.goal_focus_mode == GoalFocusMode::Enforce;
-    // Goal Focus is read once, and only where it gates: enforce mode.
+    // Goal Focus (the candidate stream with it) is read once, and only
+    // where it gates: enforce mode. Other loops stage nothing.
     let focus = match enforce {
         true => Some(dir.focus()?),
         false => None,
     };
+    let candidate = focus.as_ref().and_then(|f| f.candidate.hold());
     let plan = focus.as_ref().and_then(|f| f.plan.state.as_ref());
     let (panel, strategy) = match &candidate {
         _ if !panel || !enforce => (None, None),
