@@ -5,66 +5,8 @@
 
 mod common;
 
-use common::Fixture;
+use common::{Fixture, Server};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-
-/// A `loopx serve --json` on the fixture's loop, stopped when dropped.
-struct Server {
-    child: Child,
-    port: u16,
-    token: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    fn start(f: &Fixture) -> Self {
-        let mut child = Command::new(common::loopx_path())
-            .args(["serve", "--dir", f.d(), "--addr", "127.0.0.1:0", "--json"])
-            .env_remove("LOOPX_SERVE_TOKEN")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let start: Value = serde_json::from_str(&line).unwrap();
-        let token = std::fs::read_to_string(start["token_file"].as_str().unwrap()).unwrap();
-        Server {
-            child,
-            port: start["port"].as_u64().unwrap() as u16,
-            token: token.trim().to_owned(),
-        }
-    }
-
-    /// One request with the token (and, for a write, this origin); the
-    /// status and the JSON body.
-    fn request(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        let port = self.port;
-        let request = format!(
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nX-Loopx-Token: {}\r\nOrigin: http://127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            self.token,
-            body.len()
-        );
-        stream.write_all(request.as_bytes()).unwrap();
-        let mut raw = String::new();
-        stream.read_to_string(&mut raw).unwrap();
-        let status = raw.split(' ').nth(1).unwrap().parse().unwrap();
-        let body = raw.split_once("\r\n\r\n").unwrap().1;
-        (status, serde_json::from_str(body).unwrap())
-    }
-}
 
 /// `loopx <args> --dir D --json`: success, and the JSON on stdout.
 fn cli(f: &Fixture, args: &[&str]) -> (bool, Value) {

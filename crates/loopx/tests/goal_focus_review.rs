@@ -12,8 +12,6 @@ mod pg_server;
 
 use common::{kill_at_failpoint, Fixture};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
-use std::process::Stdio;
 
 impl Fixture {
     /// `loopx` as a plain process (to hold, pipe or kill it).
@@ -625,36 +623,11 @@ fn a_plain_monitor_loop_still_banks_appends_directly() {
 }
 
 /// `GET path` on a `loopx serve --json` of `f` with its token: the body.
+/// `GET path` from a real `loopx serve` on the loop: the JSON body.
 fn api_get(f: &Fixture, path: &str) -> Value {
-    use std::io::Read as _;
-    let mut server = f
-        .process()
-        .args(["serve", "--dir", f.d(), "--addr", "127.0.0.1:0", "--json"])
-        .env_remove("LOOPX_SERVE_TOKEN")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let start: Value = serde_json::from_str(&line).unwrap();
-    let port = start["port"].as_u64().unwrap() as u16;
-    let token = std::fs::read_to_string(start["token_file"].as_str().unwrap()).unwrap();
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nX-Loopx-Token: {}\r\n\r\n",
-        token.trim()
-    )
-    .unwrap();
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).unwrap();
-    let _ = server.kill();
-    let _ = server.wait();
-    let (_, body) = raw.split_once("\r\n\r\n").unwrap();
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {raw}"))
+    let (status, json) = common::Server::start(f).request("GET", path, "");
+    assert_eq!(status, 200, "{json}");
+    json
 }
 
 #[test]

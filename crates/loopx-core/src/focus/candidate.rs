@@ -715,6 +715,14 @@ mod tests {
         }
     }
 
+    /// A slot with `candidate` staged in it.
+    fn staged(candidate: Candidate) -> Slot {
+        let request = CandidateRequest::Stage {
+            candidate: Box::new(candidate),
+        };
+        apply(None, request).unwrap()
+    }
+
     fn apply(state: Option<Slot>, request: CandidateRequest) -> Result<Slot, CandidateError> {
         let clock = Clock {
             now: Timestamp::UNIX_EPOCH,
@@ -728,13 +736,7 @@ mod tests {
         let mut c = candidate("c1");
         c.dispatch_id = Some("d1".into());
         let fingerprint = c.fingerprint();
-        let slot = apply(
-            None,
-            CandidateRequest::Stage {
-                candidate: Box::new(c),
-            },
-        )
-        .unwrap();
+        let slot = staged(c);
         assert_eq!(slot.quarantine_after_turn("d1", false), None);
         assert_eq!(slot.quarantine_after_turn("d2", true), None);
         match slot.quarantine_after_turn("d1", true) {
@@ -754,13 +756,7 @@ mod tests {
     fn one_pending_candidate_leaves_only_by_its_exact_fingerprint() {
         let c = candidate("c1");
         let fingerprint = c.fingerprint();
-        let slot = apply(
-            None,
-            CandidateRequest::Stage {
-                candidate: Box::new(c),
-            },
-        )
-        .unwrap();
+        let slot = staged(c);
         let again = apply(
             Some(slot.clone()),
             CandidateRequest::Stage {
@@ -798,13 +794,7 @@ mod tests {
     fn a_quarantine_blocks_staging_and_review_until_an_exact_release() {
         let c = candidate("c1");
         let fingerprint = c.fingerprint();
-        let slot = apply(
-            None,
-            CandidateRequest::Stage {
-                candidate: Box::new(c),
-            },
-        )
-        .unwrap();
+        let slot = staged(c);
         let slot = apply(
             Some(slot),
             CandidateRequest::Quarantine {

@@ -434,3 +434,65 @@ pub fn kill_at_failpoint(mut command: std::process::Command, failpoint: &str) {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
 }
+
+/// A `loopx serve --json` on the fixture's loop, with the fixture's
+/// registry, stopped when dropped.
+pub struct Server {
+    child: std::process::Child,
+    port: u16,
+    token: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    pub fn start(f: &Fixture) -> Self {
+        use std::io::{BufRead, BufReader};
+        use std::process::Stdio;
+        let mut child = std::process::Command::new(loopx_path())
+            .args(["serve", "--dir", f.d(), "--addr", "127.0.0.1:0", "--json"])
+            .env("LOOPX_REGISTRY_DIR", &f.registry)
+            .env_remove("LOOPX_DIR")
+            .env_remove("LOOPX_SERVE_TOKEN")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let start: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let token = std::fs::read_to_string(start["token_file"].as_str().unwrap()).unwrap();
+        Server {
+            child,
+            port: start["port"].as_u64().unwrap() as u16,
+            token: token.trim().to_owned(),
+        }
+    }
+
+    /// One request with the token (and, for a write, this origin); the
+    /// status and the JSON body.
+    pub fn request(&self, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        let port = self.port;
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nX-Loopx-Token: {}\r\nOrigin: http://127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            self.token,
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut raw = String::new();
+        stream.read_to_string(&mut raw).unwrap();
+        let status = raw.split(' ').nth(1).unwrap().parse().unwrap();
+        let body = raw.split_once("\r\n\r\n").unwrap().1;
+        let json = serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {raw}"));
+        (status, json)
+    }
+}
