@@ -9,7 +9,9 @@
 //! plan owner commits it in the same transaction.
 
 use super::direction::Proposal;
-use super::plan::{draft, CurrentPlan, PlanContext, PlanReview, PlanState, Replan, Trigger};
+use super::plan::{
+    draft, ByImport, ByReplan, CurrentPlan, PlanContext, PlanReview, PlanState, Replan, Trigger,
+};
 use super::{FocusError, Pin};
 use crate::ledger::vocabulary::GoalFocusMode;
 use crate::operation::{Decided, Owner};
@@ -109,29 +111,36 @@ pub struct DecisionContext<'a> {
     pub replaced: Option<&'a CurrentPlan>,
 }
 
-pub struct DecisionOwner;
+/// One way a plan is made, on the decision stream: the decision it
+/// records beside its plan ([`super::plan::PlanPath`]), drafted from the
+/// same request and reading so the two agree.
+pub trait DecisionPath {
+    type Request: Serialize;
+    type Context<'a>;
 
-impl Owner for DecisionOwner {
+    fn record(
+        request: &Self::Request,
+        context: &Self::Context<'_>,
+    ) -> Result<DecisionRecorded, FocusError>;
+}
+
+/// The owner of the decision stream, for the way `P` makes a plan.
+pub struct DecisionOwnerOf<P>(std::marker::PhantomData<P>);
+
+impl<P: DecisionPath> Owner for DecisionOwnerOf<P> {
     type State = DecisionLog;
-    type Request = Record;
+    type Request = P::Request;
     type Event = DecisionRecorded;
     type Receipt = DecisionRecorded;
     type Error = FocusError;
-    type Context<'a> = DecisionContext<'a>;
+    type Context<'a> = P::Context<'a>;
 
     fn decide(
         _state: Option<&DecisionLog>,
-        request: &Record,
-        context: &DecisionContext<'_>,
+        request: &P::Request,
+        context: &P::Context<'_>,
     ) -> Result<Decided<DecisionRecorded, DecisionRecorded>, FocusError> {
-        let replan = Replan {
-            trigger: request.trigger,
-        };
-        let plan = draft(context.replaced, &replan, context.plan)?;
-        let recorded = DecisionRecorded {
-            at: context.plan.now,
-            decision: DirectionDecision::of_plan(&request.decision_id, context.plan.mode, &plan),
-        };
+        let recorded = P::record(request, context)?;
         Ok(Decided::write(recorded.clone(), recorded))
     }
 
@@ -147,6 +156,28 @@ impl Owner for DecisionOwner {
     }
 }
 
+impl DecisionPath for ByReplan {
+    type Request = Record;
+    type Context<'a> = DecisionContext<'a>;
+
+    fn record(
+        request: &Record,
+        context: &DecisionContext<'_>,
+    ) -> Result<DecisionRecorded, FocusError> {
+        let replan = Replan {
+            trigger: request.trigger,
+        };
+        let plan = draft(context.replaced, &replan, context.plan)?;
+        Ok(DecisionRecorded {
+            at: context.plan.now,
+            decision: DirectionDecision::of_plan(&request.decision_id, context.plan.mode, &plan),
+        })
+    }
+}
+
+/// The owner of the decision stream: every decision folds through it.
+pub type DecisionOwner = DecisionOwnerOf<ByReplan>;
+
 /// Record the decision behind an imported plan ([`super::plan::draft_import`]),
 /// committed with it. `decision_id` is the import's operation id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -155,41 +186,27 @@ pub struct RecordImport {
     pub plan: super::plan::ImportPlan,
 }
 
-/// The owner of the decision stream for `loopx import`: records the plan
-/// [`super::plan::draft_import`] yields as the same event a replan records.
-pub struct ImportedDecisionOwner;
-
-impl Owner for ImportedDecisionOwner {
-    type State = DecisionLog;
+impl DecisionPath for ByImport {
     type Request = RecordImport;
-    type Event = DecisionRecorded;
-    type Receipt = DecisionRecorded;
-    type Error = FocusError;
     type Context<'a> = DecisionContext<'a>;
 
-    fn decide(
-        _state: Option<&DecisionLog>,
+    fn record(
         request: &RecordImport,
         context: &DecisionContext<'_>,
-    ) -> Result<Decided<DecisionRecorded, DecisionRecorded>, FocusError> {
+    ) -> Result<DecisionRecorded, FocusError> {
         let plan = super::plan::draft_import(context.replaced, &request.plan, context.plan)?;
         let mut decision =
             DirectionDecision::of_plan(&request.decision_id, context.plan.mode, &plan);
         if request.plan.selection.is_none() {
             decision.outcome = DecisionOutcome::ImportedWithoutSelection;
         }
-        let recorded = DecisionRecorded {
+        Ok(DecisionRecorded {
             at: context.plan.now,
             decision,
-        };
-        Ok(Decided::write(recorded.clone(), recorded))
-    }
-
-    fn evolve(state: Option<DecisionLog>, event: &DecisionRecorded) -> DecisionLog {
-        DecisionOwner::evolve(state, event)
-    }
-
-    fn event_kind(event: &DecisionRecorded) -> &'static str {
-        DecisionOwner::event_kind(event)
+        })
     }
 }
+
+/// The owner of the decision stream for `loopx import`: records the plan
+/// [`super::plan::draft_import`] yields as the same event a replan records.
+pub type ImportedDecisionOwner = DecisionOwnerOf<ByImport>;

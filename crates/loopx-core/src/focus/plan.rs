@@ -233,22 +233,40 @@ fn settle(
     }
 }
 
-pub struct PlanOwner;
+/// One way a plan is made (a replan, an import, a strategy review): what
+/// it asks and what it reads, and the next plan it drafts from them. Every
+/// way commits the same [`PlanCommitted`] event through [`PlanOwnerOf`],
+/// and records its decision through
+/// [`super::decisions::DecisionOwnerOf`], so the plan stream folds and
+/// audits alike whichever way made it.
+pub trait PlanPath {
+    type Request: Serialize;
+    type Context<'a>;
 
-impl Owner for PlanOwner {
+    fn draft(
+        state: Option<&CurrentPlan>,
+        request: &Self::Request,
+        context: &Self::Context<'_>,
+    ) -> Result<CurrentPlan, FocusError>;
+}
+
+/// The owner of the plan stream, for the way `P` makes a plan.
+pub struct PlanOwnerOf<P>(std::marker::PhantomData<P>);
+
+impl<P: PlanPath> Owner for PlanOwnerOf<P> {
     type State = CurrentPlan;
-    type Request = Replan;
+    type Request = P::Request;
     type Event = PlanCommitted;
     type Receipt = CurrentPlan;
     type Error = FocusError;
-    type Context<'a> = PlanContext<'a>;
+    type Context<'a> = P::Context<'a>;
 
     fn decide(
         state: Option<&CurrentPlan>,
-        request: &Replan,
-        context: &PlanContext<'_>,
+        request: &P::Request,
+        context: &P::Context<'_>,
     ) -> Result<Decided<PlanCommitted, CurrentPlan>, FocusError> {
-        let plan = draft(state, request, context)?;
+        let plan = P::draft(state, request, context)?;
         Ok(Decided::write(PlanCommitted { plan: plan.clone() }, plan))
     }
 
@@ -260,6 +278,25 @@ impl Owner for PlanOwner {
         "focus.plan_committed"
     }
 }
+
+/// `goal-focus replan`: the direction rule's plan ([`draft`]).
+pub struct ByReplan;
+
+impl PlanPath for ByReplan {
+    type Request = Replan;
+    type Context<'a> = PlanContext<'a>;
+
+    fn draft(
+        state: Option<&CurrentPlan>,
+        request: &Replan,
+        context: &PlanContext<'_>,
+    ) -> Result<CurrentPlan, FocusError> {
+        draft(state, request, context)
+    }
+}
+
+/// The owner of the plan stream: every plan folds through it.
+pub type PlanOwner = PlanOwnerOf<ByReplan>;
 
 /// `loopx import`: the direction another runtime's plan had selected,
 /// carried over instead of chosen here by [`propose`]. `None`: the source
@@ -318,33 +355,21 @@ pub fn draft_import(
     ))
 }
 
-/// The owner of the plan stream for `loopx import`: commits
-/// [`draft_import`] as the same event a replan commits, so the stream
-/// folds and audits through [`PlanOwner`] alike.
-pub struct ImportedPlanOwner;
+/// `loopx import`: the plan another runtime selected ([`draft_import`]).
+pub struct ByImport;
 
-impl Owner for ImportedPlanOwner {
-    type State = CurrentPlan;
+impl PlanPath for ByImport {
     type Request = ImportPlan;
-    type Event = PlanCommitted;
-    type Receipt = CurrentPlan;
-    type Error = FocusError;
     type Context<'a> = PlanContext<'a>;
 
-    fn decide(
+    fn draft(
         state: Option<&CurrentPlan>,
         request: &ImportPlan,
         context: &PlanContext<'_>,
-    ) -> Result<Decided<PlanCommitted, CurrentPlan>, FocusError> {
-        let plan = draft_import(state, request, context)?;
-        Ok(Decided::write(PlanCommitted { plan: plan.clone() }, plan))
-    }
-
-    fn evolve(state: Option<CurrentPlan>, event: &PlanCommitted) -> CurrentPlan {
-        PlanOwner::evolve(state, event)
-    }
-
-    fn event_kind(event: &PlanCommitted) -> &'static str {
-        PlanOwner::event_kind(event)
+    ) -> Result<CurrentPlan, FocusError> {
+        draft_import(state, request, context)
     }
 }
+
+/// The owner of the plan stream for `loopx import`.
+pub type ImportedPlanOwner = PlanOwnerOf<ByImport>;

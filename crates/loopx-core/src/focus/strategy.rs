@@ -19,17 +19,16 @@
 //! or the commit (plan and decision, paired by the application).
 
 use super::contract::GoalContract;
-use super::decisions::{DecisionLog, DecisionOwner, DecisionRecorded, DirectionDecision};
+use super::decisions::{DecisionOwnerOf, DecisionPath, DecisionRecorded, DirectionDecision};
 use super::direction::{select, NotSelectable, Selection};
 use super::document::Revised;
-use super::plan::{CurrentPlan, PlanCommitted, PlanContext, PlanOwner, PlanReview, PlanState};
+use super::plan::{CurrentPlan, PlanContext, PlanOwnerOf, PlanPath, PlanReview, PlanState};
 use super::registry::{ApproachRegistry, Excluded};
 use super::review::Reviewer;
 use super::{FocusError, Pin};
 use crate::digest::Digest;
 use crate::driver::provider::Family;
 use crate::ledger::vocabulary::GoalFocusMode;
-use crate::operation::{Decided, Owner};
 use crate::text::{self, limits, TextProblem};
 use serde::{Deserialize, Serialize};
 
@@ -444,36 +443,24 @@ pub fn settle(
     })
 }
 
-/// The owner of the plan stream for `goal-focus strategy-review`: commits
-/// [`settle`] as the same event a replan commits, so the stream folds and
-/// audits through [`PlanOwner`] alike.
-pub struct ReviewedPlanOwner;
+/// `goal-focus strategy-review`: the plan an advice settles ([`settle`]).
+pub struct ByStrategyReview;
 
-impl Owner for ReviewedPlanOwner {
-    type State = CurrentPlan;
+impl PlanPath for ByStrategyReview {
     type Request = ApplyAdvice;
-    type Event = PlanCommitted;
-    type Receipt = CurrentPlan;
-    type Error = FocusError;
     type Context<'a> = AdviceContext<'a>;
 
-    fn decide(
+    fn draft(
         state: Option<&CurrentPlan>,
         request: &ApplyAdvice,
         context: &AdviceContext<'_>,
-    ) -> Result<Decided<PlanCommitted, CurrentPlan>, FocusError> {
-        let plan = settle(state, request, context)?;
-        Ok(Decided::write(PlanCommitted { plan: plan.clone() }, plan))
-    }
-
-    fn evolve(state: Option<CurrentPlan>, event: &PlanCommitted) -> CurrentPlan {
-        PlanOwner::evolve(state, event)
-    }
-
-    fn event_kind(event: &PlanCommitted) -> &'static str {
-        PlanOwner::event_kind(event)
+    ) -> Result<CurrentPlan, FocusError> {
+        settle(state, request, context)
     }
 }
+
+/// The owner of the plan stream for `goal-focus strategy-review`.
+pub type ReviewedPlanOwner = PlanOwnerOf<ByStrategyReview>;
 
 /// What the paired decision records from: the advice's context and the
 /// plan it replaces (the one the plan half decides over).
@@ -482,10 +469,6 @@ pub struct AdviceDecisionContext<'a> {
     pub replaced: Option<&'a CurrentPlan>,
 }
 
-/// The owner of the decision stream for `goal-focus strategy-review`:
-/// records the plan [`settle`] yields, under the operation id.
-pub struct ReviewedDecisionOwner;
-
 /// The decision half's request: the operation id and the operator's words.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecordAdvice {
@@ -493,33 +476,23 @@ pub struct RecordAdvice {
     pub apply: ApplyAdvice,
 }
 
-impl Owner for ReviewedDecisionOwner {
-    type State = DecisionLog;
+impl DecisionPath for ByStrategyReview {
     type Request = RecordAdvice;
-    type Event = DecisionRecorded;
-    type Receipt = DecisionRecorded;
-    type Error = FocusError;
     type Context<'a> = AdviceDecisionContext<'a>;
 
-    fn decide(
-        _state: Option<&DecisionLog>,
+    fn record(
         request: &RecordAdvice,
         context: &AdviceDecisionContext<'_>,
-    ) -> Result<Decided<DecisionRecorded, DecisionRecorded>, FocusError> {
+    ) -> Result<DecisionRecorded, FocusError> {
         let plan = settle(context.replaced, &request.apply, context.advice)?;
         let plan_context = context.advice.plan;
-        let recorded = DecisionRecorded {
+        Ok(DecisionRecorded {
             at: plan_context.now,
             decision: DirectionDecision::of_plan(&request.decision_id, plan_context.mode, &plan),
-        };
-        Ok(Decided::write(recorded.clone(), recorded))
-    }
-
-    fn evolve(state: Option<DecisionLog>, event: &DecisionRecorded) -> DecisionLog {
-        DecisionOwner::evolve(state, event)
-    }
-
-    fn event_kind(event: &DecisionRecorded) -> &'static str {
-        DecisionOwner::event_kind(event)
+        })
     }
 }
+
+/// The owner of the decision stream for `goal-focus strategy-review`:
+/// records the plan [`settle`] yields, under the operation id.
+pub type ReviewedDecisionOwner = DecisionOwnerOf<ByStrategyReview>;
