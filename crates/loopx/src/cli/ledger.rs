@@ -99,8 +99,10 @@ pub struct InitArgs {
 /// stop or blocked; blocked is accepted only then; an earlier stop needs a
 /// success --stop-reason and an --evidence-id whose proof_artifacts/ID.json
 /// is a passed, machine-checkable artifact.
+// Its help ends with [`early_stop_help`], added where the whole tree is
+// built (`cli::whole_tree`): computing it on every parse cost each
+// `append-iteration` a JSON rendering it never shows.
 #[derive(Debug, Args)]
-#[command(after_help = early_stop_help())]
 pub struct AppendArgs {
     #[command(flatten)]
     pub dir: DirArgs,
@@ -278,7 +280,9 @@ fn mode_parser() -> PossibleValuesParser {
     PossibleValuesParser::new(Mode::names())
 }
 
-fn early_stop_help() -> String {
+/// The end of `append-iteration --help`: the early-stop reasons and an
+/// example proof artifact.
+pub fn early_stop_help() -> String {
     format!(
         "Early stop reasons: {}.\nProof artifact (proof_artifacts/<id>.json):\n{}",
         SUCCESS_STOP_REASONS.join(", "),

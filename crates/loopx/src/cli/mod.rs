@@ -108,10 +108,10 @@ pub enum Command {
     Panel(panel::PanelArgs),
 }
 
-/// The ledger's commands, which an agent runs on every turn: parsed by a
-/// tree that holds only these (see [`parse`]), since building and dropping
-/// every other subcommand's arguments and help was about a quarter of
-/// `status`'s CPU (BENCHMARKS.md, issue 10 start-up).
+/// The ledger's commands, which an agent runs on every turn: each is
+/// parsed by a tree that holds only it (see [`parse`]), since building and
+/// dropping every other subcommand's arguments and help was about a
+/// quarter of `status`'s CPU (BENCHMARKS.md, issue 10 start-up).
 #[derive(Debug, Subcommand)]
 // One value per process, parsed once: its size costs nothing.
 #[allow(clippy::large_enum_variant)]
@@ -152,48 +152,82 @@ impl Reply {
 }
 
 /// The parser users run: `CliOf<C>`, where a value that looks like a
-/// negative number (`--usd -0`) is a value, never a flag, as in the
-/// reference. (Other leading hyphens still name flags, so a missing value
-/// is still caught.) Clap sets this per argument, so it is applied to every
-/// one.
+/// negative number (`--usd -0`) is a value, never a flag (see
+/// [`negative_numbers`]).
 fn command<C: Subcommand>() -> clap::Command {
-    fn negative_numbers(command: clap::Command) -> clap::Command {
-        command
-            .mut_args(|arg| {
-                if arg.get_action().takes_values() {
-                    arg.allow_negative_numbers(true)
-                } else {
-                    arg
-                }
-            })
-            .mut_subcommands(negative_numbers)
-    }
     negative_numbers(<CliOf<C> as clap::CommandFactory>::command())
 }
 
+/// `command`, and every subcommand below it, taking a value that looks
+/// like a negative number as a value, as the reference does. (Other
+/// leading hyphens still name flags, so a missing value is still caught.)
+/// Clap sets this per argument, so it is applied to every one.
+fn negative_numbers(command: clap::Command) -> clap::Command {
+    command
+        .mut_args(|arg| {
+            if arg.get_action().takes_values() {
+                arg.allow_negative_numbers(true)
+            } else {
+                arg
+            }
+        })
+        .mut_subcommands(negative_numbers)
+}
+
+/// The whole tree, with the help text only its help shows.
+fn whole_tree() -> clap::Command {
+    command::<Command>().mut_subcommand("append-iteration", |append| {
+        append.after_help(ledger::early_stop_help())
+    })
+}
+
+/// No subcommand: the top level that [`ledger_command_alone`] adds one
+/// ledger command to.
+#[derive(Debug, Subcommand)]
+enum NoCommand {}
+
+/// The top level holding only the ledger command `name`, from the same
+/// definitions the whole tree holds it with (the tests compare the two),
+/// or `None` when `name` is not a ledger command. One command's arguments
+/// instead of the group's five: `init`'s alone were a third of what
+/// parsing cost `append-iteration` (BENCHMARKS.md, issue 10).
+fn ledger_command_alone(name: &str) -> Option<clap::Command> {
+    use clap::{Args, Command as Sub};
+    let alone = match name {
+        "init" => ledger::InitArgs::augment_args(Sub::new("init")),
+        "append-iteration" => ledger::AppendArgs::augment_args(Sub::new("append-iteration")),
+        "validate" => ledger::DirArgs::augment_args(Sub::new("validate")),
+        "status" => ledger::DirArgs::augment_args(Sub::new("status")),
+        "done" => ledger::DirArgs::augment_args(Sub::new("done")),
+        _ => return None,
+    };
+    Some(negative_numbers(
+        <CliOf<NoCommand> as clap::CommandFactory>::command().subcommand(alone),
+    ))
+}
+
 /// Parse the command line. A ledger command (`loopx [--json] status ...`)
-/// is tried first against the top level with the ledger's group alone:
-/// the same definitions, so whatever that tree accepts the whole tree
-/// accepts alike. Anything it does not accept (help, `--version`, a
-/// mistake) is parsed again by the whole tree, so every help text and
-/// error message is the whole tree's, as before.
+/// is tried first against the top level holding that one command alone
+/// ([`ledger_command_alone`]): the same definitions, so whatever that tree
+/// accepts the whole tree accepts alike. Anything it does not accept
+/// (help, `--version`, a mistake) is parsed again by the whole tree, so
+/// every help text and error message is the whole tree's, as before.
 fn parse() -> Cli {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if let Some(cli) = parse_ledger_alone(&args) {
         return cli;
     }
-    let matches = command::<Command>().get_matches_from(args);
+    let matches = whole_tree().get_matches_from(args);
     Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
 }
 
-/// `args` parsed by the ledger's group alone, when its first word after
-/// any `--json` names a ledger command and that tree accepts it whole.
+/// `args` parsed by the ledger command they name alone, when their first
+/// word after any `--json` names one and that tree accepts them whole.
 fn parse_ledger_alone(args: &[std::ffi::OsString]) -> Option<Cli> {
     let name = args.iter().skip(1).find(|arg| *arg != "--json")?.to_str()?;
-    if !LedgerCommand::has_subcommand(name) {
-        return None;
-    }
-    let matches = command::<LedgerCommand>().try_get_matches_from(args).ok()?;
+    let matches = ledger_command_alone(name)?
+        .try_get_matches_from(args)
+        .ok()?;
     let CliOf {
         json,
         store,
@@ -391,30 +425,46 @@ mod tests {
             .collect()
     }
 
-    /// The ledger's group alone is the whole tree's definitions: each of
-    /// its subcommands renders the same help in both trees, so it accepts
-    /// and reads the same arguments.
+    /// Each ledger command alone is the whole tree's definition of it: but
+    /// for its description (shown only by the whole tree's help) it renders
+    /// the same help in both trees, so it accepts and reads the same
+    /// arguments; and every command of the ledger's group has one.
     #[test]
-    fn the_ledger_group_alone_is_built_as_in_the_whole_tree() {
-        let mut alone = command::<LedgerCommand>();
+    fn each_ledger_command_alone_is_built_as_in_the_whole_tree() {
+        let mut group = command::<LedgerCommand>();
         let mut whole = command::<Command>();
-        alone.build();
+        group.build();
         whole.build();
-        let names: Vec<String> = alone
+        let names: Vec<String> = group
             .get_subcommands()
             .map(|sub| sub.get_name().to_owned())
             .filter(|name| name != "help")
             .collect();
         assert_eq!(names.len(), 5, "{names:?}");
         for name in names {
-            let alone = alone.find_subcommand_mut(&name).unwrap();
-            let whole = whole.find_subcommand_mut(&name).unwrap();
+            let mut alone = ledger_command_alone(&name).expect("a ledger command");
+            alone.build();
+            let undescribed = |sub: &mut clap::Command| {
+                let mut sub = sub.clone().about(None).long_about(None);
+                sub.render_long_help().to_string()
+            };
             assert_eq!(
-                alone.render_long_help().to_string(),
-                whole.render_long_help().to_string(),
+                undescribed(alone.find_subcommand_mut(&name).unwrap()),
+                undescribed(whole.find_subcommand_mut(&name).unwrap()),
                 "{name}"
             );
         }
+        assert!(ledger_command_alone("todo").is_none());
+    }
+
+    /// What only the whole tree's help shows is there.
+    #[test]
+    fn append_iteration_help_ends_with_the_early_stop_reasons() {
+        let mut whole = whole_tree();
+        whole.build();
+        let append = whole.find_subcommand_mut("append-iteration").unwrap();
+        let help = append.render_long_help().to_string();
+        assert!(help.contains(&ledger::early_stop_help()), "{help}");
     }
 
     /// A ledger command parses to the same value either way; help, the
@@ -443,7 +493,7 @@ mod tests {
             &["init", "--goal", "g", "--success-criteria", "s"],
         ] {
             let alone = parse_ledger_alone(&argv(words)).expect("parsed alone");
-            let matches = command::<Command>().try_get_matches_from(argv(words));
+            let matches = whole_tree().try_get_matches_from(argv(words));
             let whole = Cli::from_arg_matches(&matches.unwrap()).unwrap();
             assert_eq!(format!("{alone:?}"), format!("{whole:?}"), "{words:?}");
         }
