@@ -319,7 +319,9 @@ pub struct Prepared {
     subject: Subject,
     config: PanelConfig,
     invitation: config::Invitation,
-    used: u32,
+    /// The attempt ledger as it stood when the run began: the attempts
+    /// already spent on the subject, and how long reviews took lately.
+    attempts: Attempts,
 }
 
 impl Prepared {
@@ -382,8 +384,8 @@ pub fn prepare(root: &Path, phase: Phase, executor: Option<&str>) -> Result<Prep
         )));
     }
     let fingerprint = subject.fingerprint();
-    let used = attempts(&dir)?.used(phase, &fingerprint);
-    if used >= config.max_attempts {
+    let attempts = attempts(&dir)?;
+    if attempts.used(phase, &fingerprint) >= config.max_attempts {
         return Err(refused(PanelProblem::Exhausted {
             phase: phase.name(),
             subject: fingerprint.to_string(),
@@ -396,7 +398,7 @@ pub fn prepare(root: &Path, phase: Phase, executor: Option<&str>) -> Result<Prep
         subject,
         config,
         invitation,
-        used,
+        attempts,
     })
 }
 
@@ -418,7 +420,7 @@ impl Prepared {
             invited: self.invitation.invited.clone(),
             skipped: self.invitation.skipped.clone(),
             attempts: Vec::new(),
-            attempts_used: self.used,
+            attempts_used: self.attempts.used(self.phase, &self.subject.fingerprint()),
             max_attempts: self.config.max_attempts,
             finalized: None,
             committed: None,
@@ -492,7 +494,14 @@ impl Prepared {
         let Reviewer { name, attempt, .. } = reviewer;
         let (dir, phase, config) = (&self.dir, self.phase, &self.config);
         let subject = self.subject.fingerprint();
-        let timeout_s = config::timeout_s(config, phase, name, cli_timeout, reviewer.prompt.len());
+        let timeout_s = config::timeout_s(
+            config,
+            phase,
+            name,
+            cli_timeout,
+            reviewer.prompt.len(),
+            self.attempts.recent_success_ms(phase, name),
+        );
         // The whole fingerprint: an id names one attempt on one subject.
         let base = format!("panel.{}.{}.{attempt}", phase.name(), hex(&subject));
         let op = |suffix: &str| {
@@ -535,6 +544,7 @@ impl Prepared {
             attempt,
             outcome: found.outcome,
             detail: found.detail.clone(),
+            elapsed_ms: Some(found.elapsed_ms),
         };
         let finished = op(".end").and_then(|id| {
             dir.authority()

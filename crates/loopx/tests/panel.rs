@@ -863,3 +863,31 @@ fn a_requested_obligation_target_is_in_the_brief_and_a_review_stating_it_banks()
         "{prompt}"
     );
 }
+
+/// Adaptive mode learns from the attempt ledger: a reviewer whose decisive
+/// review took 1.2 s gets at least twice that on its next subject, though
+/// the configured base is 2 s; the time is on record in the journal.
+#[test]
+fn a_reviewer_that_was_slow_gets_twice_its_time_on_the_next_subject() {
+    let p = Panel::new();
+    p.panel_json(
+        r#"{"timeouts": {"result_review": 2}, "timeout_calc": {"min_s": 1, "max_s": 60}}"#,
+    );
+    p.reviewer("codex", &format!("sleep 1.2\n{}", answer("codex", "pass")));
+    p.stage();
+    let (code, first, stderr) = p.panel(&[], &[]);
+    assert_eq!(code, 0, "{first} {stderr}");
+    assert_eq!(first["state"], "banked_accepted", "{first}");
+    assert_eq!(first["attempts"][0]["timeout_s"], 2, "{first}");
+    let finished = journal_events(&p.f.dir, "panel.attempt_finished");
+    let elapsed_ms = finished[0]["elapsed_ms"]
+        .as_u64()
+        .expect("elapsed on record");
+    assert!(elapsed_ms >= 1200, "{finished:?}");
+    p.stage();
+    let (code, second, stderr) = p.panel(&[], &[]);
+    assert_eq!(code, 0, "{second} {stderr}");
+    let expected = (2 * elapsed_ms).div_ceil(1000);
+    assert_eq!(second["attempts"][0]["timeout_s"], expected, "{second}");
+    p.f.assert_valid();
+}

@@ -8,9 +8,14 @@
 //! `max_attempts` are started for a subject no further one starts, however
 //! many processes ask. A start for another subject begins a fresh tally
 //! for that phase (one candidate is pending at a time, so only the latest
-//! subject matters and the stream stays small). Does not own what an
-//! attempt's outcome means (the application records it for people) or
-//! the cap's value (panel.json's, passed with each start).
+//! subject matters and the stream stays small).
+//!
+//! Also owns the panel's memory of how long reviews take: the elapsed
+//! time of each provider's last [`RECENT_SUCCESSES`] reviews that decided
+//! their subject, per phase, across subjects. The adaptive timeout
+//! (`config::timeout_s`) reads it. Does not own what an attempt's outcome
+//! means (the application records it for people) or the cap's value
+//! (panel.json's, passed with each start).
 
 use super::{PanelProblem, Phase};
 use crate::digest::Digest;
@@ -20,6 +25,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 pub const ATTEMPTS_STREAM: &str = "panel:attempts";
+
+/// How many of a provider's decisive reviews per phase the panel
+/// remembers the elapsed time of.
+pub const RECENT_SUCCESSES: usize = 5;
 
 /// How one attempt ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,6 +97,12 @@ pub struct Tally {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Attempts {
     pub phases: BTreeMap<Phase, Tally>,
+    /// Per phase, per provider: the elapsed milliseconds of its last
+    /// [`RECENT_SUCCESSES`] reviews that decided their subject, oldest
+    /// first. Absent when empty, so the snapshots of loops whose reviews
+    /// were recorded before elapsed times were are unchanged.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub recent_success_ms: BTreeMap<Phase, BTreeMap<String, Vec<u64>>>,
 }
 
 impl Attempts {
@@ -99,6 +114,15 @@ impl Attempts {
 
     pub fn tally(&self, phase: Phase, subject: &Digest) -> Option<&Tally> {
         self.phases.get(&phase).filter(|t| &t.subject == subject)
+    }
+
+    /// How long `provider`'s recent decisive reviews in `phase` took, in
+    /// milliseconds, oldest first (empty when none is known).
+    pub fn recent_success_ms(&self, phase: Phase, provider: &str) -> &[u64] {
+        self.recent_success_ms
+            .get(&phase)
+            .and_then(|by_provider| by_provider.get(provider))
+            .map_or(&[], Vec::as_slice)
     }
 }
 
@@ -114,13 +138,16 @@ pub enum AttemptRequest {
         provider: String,
         max_attempts: u32,
     },
-    /// Record how a started attempt ended.
+    /// Record how a started attempt ended, and how long its reviewer ran
+    /// (`None`: not measured).
     Finish {
         phase: Phase,
         subject: Digest,
         attempt: u32,
         outcome: AttemptOutcome,
         detail: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        elapsed_ms: Option<u64>,
     },
 }
 
@@ -139,6 +166,9 @@ pub enum AttemptEvent {
         attempt: u32,
         outcome: AttemptOutcome,
         detail: String,
+        /// Absent on attempts recorded before elapsed times were.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        elapsed_ms: Option<u64>,
     },
 }
 
@@ -211,6 +241,7 @@ impl Owner for AttemptOwner {
                 attempt,
                 outcome,
                 detail,
+                elapsed_ms,
             } => {
                 let open = state
                     .tally(*phase, subject)
@@ -228,6 +259,7 @@ impl Owner for AttemptOwner {
                         attempt: *attempt,
                         outcome: *outcome,
                         detail: crate::redact::redact_owned(detail),
+                        elapsed_ms: *elapsed_ms,
                     },
                     AttemptReceipt {
                         phase: *phase,
@@ -272,14 +304,27 @@ impl Owner for AttemptOwner {
                 attempt,
                 outcome,
                 detail,
+                elapsed_ms,
             } => {
                 let found = state
                     .phases
                     .get_mut(phase)
                     .and_then(|t| t.attempts.iter_mut().find(|a| a.attempt == *attempt));
-                if let Some(a) = found {
-                    a.outcome = Some(*outcome);
-                    a.detail = detail.clone();
+                let Some(a) = found else { return state };
+                a.outcome = Some(*outcome);
+                a.detail = detail.clone();
+                if let (true, Some(elapsed_ms)) = (outcome.decided(), elapsed_ms) {
+                    let provider = a.provider.clone();
+                    let recent = state
+                        .recent_success_ms
+                        .entry(*phase)
+                        .or_default()
+                        .entry(provider)
+                        .or_default();
+                    if recent.len() == RECENT_SUCCESSES {
+                        recent.remove(0);
+                    }
+                    recent.push(*elapsed_ms);
                 }
             }
         }
@@ -346,6 +391,7 @@ mod tests {
             attempt: 1,
             outcome: AttemptOutcome::Malformed,
             detail: "no JSON".into(),
+            elapsed_ms: Some(10),
         };
         assert!(apply(Attempts::default(), finish.clone()).is_err());
         let state = apply(Attempts::default(), start(&a, 1)).unwrap();
@@ -354,6 +400,50 @@ mod tests {
         assert_eq!(tally.attempts[0].outcome, Some(AttemptOutcome::Malformed));
         let json = serde_json::to_value(AttemptOutcome::TimedOut).unwrap();
         assert_eq!(json, AttemptOutcome::TimedOut.label());
-        assert!(apply(state, finish).is_err());
+        assert!(apply(state.clone(), finish).is_err());
+        // A review that decided nothing teaches nothing about how long
+        // reviews take.
+        assert!(state.recent_success_ms.is_empty());
+    }
+
+    fn finish(subject: &Digest, attempt: u32, elapsed_ms: Option<u64>) -> AttemptRequest {
+        AttemptRequest::Finish {
+            phase: Phase::ResultReview,
+            subject: subject.clone(),
+            attempt,
+            outcome: AttemptOutcome::BankedAccepted,
+            detail: String::new(),
+            elapsed_ms,
+        }
+    }
+
+    #[test]
+    fn the_last_decisive_reviews_are_remembered_per_provider_across_subjects() {
+        let mut state = Attempts::default();
+        for n in 1..=(RECENT_SUCCESSES as u64 + 2) {
+            let subject = Digest::of_bytes(&n.to_be_bytes());
+            state = apply(state, start(&subject, 1)).unwrap();
+            state = apply(state, finish(&subject, 1, Some(n * 1000))).unwrap();
+        }
+        // The oldest two fell out; the strategy phase and other providers
+        // know nothing.
+        assert_eq!(
+            state.recent_success_ms(Phase::ResultReview, "codex"),
+            [3000, 4000, 5000, 6000, 7000]
+        );
+        assert!(state
+            .recent_success_ms(Phase::StrategyReview, "codex")
+            .is_empty());
+        assert!(state
+            .recent_success_ms(Phase::ResultReview, "claude")
+            .is_empty());
+        // An attempt recorded without its time (an older loopx) adds none,
+        // and a snapshot without any keeps its old shape.
+        let subject = Digest::of_bytes(b"old");
+        let old = apply(Attempts::default(), start(&subject, 1)).unwrap();
+        let old = apply(old, finish(&subject, 1, None)).unwrap();
+        assert!(old.recent_success_ms.is_empty());
+        let json = serde_json::to_value(&old).unwrap();
+        assert!(json.get("recent_success_ms").is_none(), "{json}");
     }
 }

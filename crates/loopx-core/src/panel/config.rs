@@ -300,19 +300,29 @@ pub fn invite(
     Ok(invitation)
 }
 
-/// The seconds `reviewer` gets for a brief of `brief_bytes` in `phase`.
+/// How much longer than its slowest recent decisive review a reviewer
+/// gets, at least, in adaptive mode.
+pub const RECENT_HEADROOM: f64 = 2.0;
+
+/// The seconds `reviewer` gets for a brief of `brief_bytes` in `phase`,
+/// knowing how long its recent decisive reviews there took
+/// (`recent_success_ms`, from the attempt ledger).
 ///
 /// Fixed mode: `--timeout` if given, else the phase's base, for everyone.
 /// Adaptive mode: the base is the phase's, raised to `--timeout` when that
 /// is larger (a floor, not a cap); scaled by how many times the brief
-/// exceeds `size_free` bytes and by the provider's `mult`; then clamped to
-/// `min_s`..=`max_s`.
+/// exceeds `size_free` bytes and by the provider's `mult`; raised to
+/// [`RECENT_HEADROOM`] times the slowest recent decisive review, so that a
+/// provider that has shown it needs longer is not killed just short of
+/// answering (never lowered by a fast one: one quick answer says little
+/// about the next); then clamped to `min_s`..=`max_s`.
 pub fn timeout_s(
     config: &PanelConfig,
     phase: Phase,
     reviewer: &str,
     cli_timeout: Option<u64>,
     brief_bytes: usize,
+    recent_success_ms: &[u64],
 ) -> u64 {
     let base = config.base_s(phase);
     match config.timeout_mode {
@@ -322,8 +332,13 @@ pub fn timeout_s(
             let base = base.max(cli_timeout.unwrap_or(0));
             let size = (brief_bytes as f64 / calc.size_free as f64).max(1.0);
             let scaled = (base as f64 * size * config.mult(reviewer)).ceil();
+            let slowest_s = recent_success_ms
+                .iter()
+                .max()
+                .map_or(0.0, |&ms| ms as f64 / 1000.0);
+            let needed = (slowest_s * RECENT_HEADROOM).ceil();
             // `as` saturates: a huge product is clamped below like any other.
-            (scaled as u64).clamp(calc.min_s, calc.max_s)
+            (scaled.max(needed) as u64).clamp(calc.min_s, calc.max_s)
         }
     }
 }
@@ -429,7 +444,7 @@ mod tests {
                 "timeout_calc": {"min_s": 200, "max_s": 1000, "size_free": 1000}}"#,
         );
         let t = |reviewer: &str, cli: Option<u64>, bytes: usize| {
-            timeout_s(&c, Phase::ResultReview, reviewer, cli, bytes)
+            timeout_s(&c, Phase::ResultReview, reviewer, cli, bytes, &[])
         };
         // A small brief gets the base.
         assert_eq!(t("codex", None, 10), 300);
@@ -445,9 +460,36 @@ mod tests {
         let short = config(
             r#"{"timeouts": {"result_review": 10}, "timeout_calc": {"min_s": 60, "max_s": 100}}"#,
         );
-        assert_eq!(timeout_s(&short, Phase::ResultReview, "codex", None, 0), 60);
+        assert_eq!(
+            timeout_s(&short, Phase::ResultReview, "codex", None, 0, &[]),
+            60
+        );
         // The strategy phase has its own default base.
-        assert_eq!(timeout_s(&c, Phase::StrategyReview, "codex", None, 0), 600);
+        assert_eq!(
+            timeout_s(&c, Phase::StrategyReview, "codex", None, 0, &[]),
+            600
+        );
+    }
+
+    #[test]
+    fn a_provider_that_was_slow_lately_gets_twice_its_slowest_review() {
+        let c = config(
+            r#"{"timeouts": {"result_review": 300},
+                "timeout_calc": {"min_s": 200, "max_s": 1000, "size_free": 1000}}"#,
+        );
+        let t = |recent: &[u64]| timeout_s(&c, Phase::ResultReview, "codex", None, 10, recent);
+        assert_eq!(t(&[]), 300);
+        // Fast reviews never lower the budget below what size and mult give.
+        assert_eq!(t(&[1_000, 2_000]), 300);
+        // The slowest of the recent ones, twice over, rounded up.
+        assert_eq!(t(&[100_000, 240_600, 30_000]), 482);
+        // Still clamped.
+        assert_eq!(t(&[900_000]), 1000);
+        let fixed = config(r#"{"timeout_mode": "fixed"}"#);
+        assert_eq!(
+            timeout_s(&fixed, Phase::ResultReview, "codex", None, 10, &[1_900_000]),
+            900
+        );
     }
 
     #[test]
@@ -455,11 +497,11 @@ mod tests {
         let c =
             config(r#"{"timeout_mode": "fixed", "timeouts_by_provider": {"claude": {"mult": 3}}}"#);
         assert_eq!(
-            timeout_s(&c, Phase::ResultReview, "claude", None, 100_000),
+            timeout_s(&c, Phase::ResultReview, "claude", None, 100_000, &[]),
             900
         );
         assert_eq!(
-            timeout_s(&c, Phase::ResultReview, "codex", Some(2), 100_000),
+            timeout_s(&c, Phase::ResultReview, "codex", Some(2), 100_000, &[]),
             2
         );
     }
