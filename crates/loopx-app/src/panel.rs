@@ -1,5 +1,6 @@
 //! The review panel as the application runs it: `loopx panel --phase
-//! result_review` and `drive --panel`, one use case returning a typed view.
+//! result_review` and `drive --panel`, one use case returning a typed view,
+//! and `loopx panel --smoke`, which checks the reviewers answer at all.
 //!
 //! Owns the IO around the panel's rules: reading `panel.json` (confined,
 //! bounded), the environment (consent, the session's invite list, endpoint
@@ -77,6 +78,31 @@ pub struct Ran {
     pub stdout: Vec<u8>,
     /// Whether it wrote more than that.
     pub truncated: bool,
+}
+
+/// Why a reviewer process left no answer to read, for a person.
+enum Unanswered {
+    TimedOut(String),
+    Failed(String),
+}
+
+impl Ran {
+    /// `None` when the process exited 0 before its timeout, so its output
+    /// is worth reading.
+    fn unanswered(&self, timeout_s: u64) -> Option<Unanswered> {
+        if self.timed_out {
+            Some(Unanswered::TimedOut(format!(
+                "killed (with everything it started) at its {timeout_s}s timeout"
+            )))
+        } else if self.exit_status != Some(0) {
+            let code = self
+                .exit_status
+                .map_or("a signal".to_owned(), |c| format!("code {c}"));
+            Some(Unanswered::Failed(format!("exited with {code}")))
+        } else {
+            None
+        }
+    }
 }
 
 /// The loop's panel.json, if there is one (refused when it is invalid).
@@ -614,24 +640,17 @@ impl Prepared {
         }
         fsutil::write_private(&cwd.join(format!("{stem}.out")), stored.as_bytes())?;
         artifacts.push(relative("out"));
-        let (outcome, detail, decided) = if ran.timed_out {
-            (
-                AttemptOutcome::TimedOut,
-                format!("killed (with everything it started) at its {timeout_s}s timeout"),
-                None,
-            )
-        } else if ran.exit_status != Some(0) {
-            let code = ran
-                .exit_status
-                .map_or("a signal".to_owned(), |c| format!("code {c}"));
-            (AttemptOutcome::Failed, format!("exited with {code}"), None)
-        } else {
-            let file = cwd.join(format!("{stem}.json"));
-            let judged = self.judge(reviewer.name, &output, &file)?;
-            if file.exists() {
-                artifacts.push(relative("json"));
+        let (outcome, detail, decided) = match ran.unanswered(timeout_s) {
+            Some(Unanswered::TimedOut(why)) => (AttemptOutcome::TimedOut, why, None),
+            Some(Unanswered::Failed(why)) => (AttemptOutcome::Failed, why, None),
+            None => {
+                let file = cwd.join(format!("{stem}.json"));
+                let judged = self.judge(reviewer.name, &output, &file)?;
+                if file.exists() {
+                    artifacts.push(relative("json"));
+                }
+                judged
             }
-            judged
         };
         Ok(Found {
             outcome,
@@ -749,4 +768,198 @@ struct Found {
     decided: Option<Decided>,
     elapsed_ms: u64,
     exit_status: Option<i32>,
+}
+
+/// What `loopx panel --smoke` sends each reviewer: nothing of any loop.
+pub const SMOKE_PROMPT: &str =
+    "This is a connectivity check from loopx. Reply with the single word PONG and nothing else.";
+
+/// How long a reviewer gets to answer the smoke prompt, unless `--timeout`
+/// says otherwise: a cold start of an agent CLI plus one short answer.
+pub const SMOKE_TIMEOUT_S: u64 = 120;
+
+/// How one reviewer fared in a smoke test.
+#[derive(Debug, Clone, Serialize)]
+pub struct SmokeReviewer {
+    pub provider: String,
+    pub family: Family,
+    /// `answered`, `not_installed`, `timed_out`, `failed` or
+    /// `unexpected_answer`.
+    pub outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binary: Option<String>,
+    pub elapsed_ms: u64,
+    pub detail: String,
+}
+
+/// `loopx panel --smoke`: can the panel reach its reviewers?
+#[derive(Debug, Clone, Serialize)]
+pub struct SmokeView {
+    pub status: &'static str,
+    pub action: &'static str,
+    /// Where panel.json was read from, if there was one.
+    pub config: Option<String>,
+    pub timeout_s: u64,
+    pub reviewers: Vec<SmokeReviewer>,
+    pub skipped: Vec<Skipped>,
+}
+
+impl SmokeView {
+    /// Whether any invited reviewer answered.
+    pub fn passed(&self) -> bool {
+        self.reviewers.iter().any(|r| r.outcome == "answered")
+    }
+
+    pub fn text(&self) -> String {
+        let mut lines = vec![format!(
+            "panel smoke test ({}s per reviewer; config: {}):",
+            self.timeout_s,
+            self.config.as_deref().unwrap_or("defaults")
+        )];
+        for r in &self.reviewers {
+            lines.push(format!(
+                "  {} ({}): {}{}",
+                r.provider,
+                r.family.name(),
+                r.outcome,
+                if r.detail.is_empty() {
+                    String::new()
+                } else {
+                    format!(" - {}", r.detail)
+                }
+            ));
+        }
+        for s in &self.skipped {
+            lines.push(format!("  {}: skipped - {}", s.provider, s.reason));
+        }
+        lines.push(if self.passed() {
+            "at least one reviewer answered: the panel can run".to_owned()
+        } else {
+            "no reviewer answered: the panel cannot run here".to_owned()
+        });
+        lines.join("\n")
+    }
+}
+
+/// Check that the panel's reviewers start and answer, without a loop:
+/// each reviewer the panel would invite (panel.json in `root` if there
+/// is one, the session's list, the default order; `exclude_until_credit`
+/// honoured; no executor, so no family is left out) is sent
+/// [`SMOKE_PROMPT`], through `runner`, in a private temporary directory
+/// that is removed afterwards. Nothing of any loop is sent or written, so
+/// no consent is asked. A reviewer answers when its output holds `PONG`.
+pub fn smoke(
+    root: &Path,
+    cli_timeout: Option<u64>,
+    runner: &mut dyn FnMut(&Launch) -> anyhow::Result<Ran>,
+) -> Result<SmokeView, AppError> {
+    let found = config_in(root, &root.display().to_string())?;
+    let config_path = found
+        .as_ref()
+        .map(|_| root.join(FILE).display().to_string());
+    // A smoke test has no executor: every family is welcome.
+    let config = PanelConfig {
+        require_different_family: false,
+        ..found.unwrap_or_default()
+    };
+    let invitation = config::invite(
+        &config,
+        std::env::var(PROVIDERS_ENV).ok().as_deref(),
+        Family::Unverified,
+        family_of,
+        false,
+    )
+    .map_err(refused)?;
+    let timeout_s = cli_timeout.unwrap_or(SMOKE_TIMEOUT_S);
+    let work = private_temp_dir()?;
+    let mut reviewers = Vec::new();
+    for name in &invitation.invited {
+        let launcher = provider::find(name)
+            .and_then(|p| provider::resolve(p, |b| platform::which(b).is_some()));
+        let mut reviewer = SmokeReviewer {
+            provider: name.clone(),
+            family: family_of(name),
+            outcome: "not_installed",
+            binary: launcher.map(|l| l.binary.to_owned()),
+            elapsed_ms: 0,
+            detail: String::new(),
+        };
+        if let Some(launcher) = launcher {
+            let launch = Launch {
+                provider: name.clone(),
+                binary: launcher.binary.to_owned(),
+                args: launcher.review_argv(SMOKE_PROMPT, &work.display().to_string()),
+                cwd: work.clone(),
+                timeout: Duration::from_secs(timeout_s),
+                name: crate::driver::fresh_name(&format!("smoke-{name}")),
+            };
+            let (outcome, detail, elapsed_ms) = match runner(&launch) {
+                Err(error) => ("failed", format!("could not be started: {error:#}"), 0),
+                Ok(ran) => {
+                    let said =
+                        loopx_core::redact::redact_owned(&String::from_utf8_lossy(&ran.stdout));
+                    let elapsed_ms = ran.elapsed.as_millis() as u64;
+                    let (outcome, detail) = match ran.unanswered(timeout_s) {
+                        Some(Unanswered::TimedOut(why)) => ("timed_out", why),
+                        Some(Unanswered::Failed(why)) => {
+                            ("failed", format!("{why}: {}", excerpt(&said)))
+                        }
+                        None if said.to_ascii_uppercase().contains("PONG") => {
+                            ("answered", String::new())
+                        }
+                        None => ("unexpected_answer", excerpt(&said)),
+                    };
+                    (outcome, detail, elapsed_ms)
+                }
+            };
+            reviewer.outcome = outcome;
+            reviewer.detail = detail;
+            reviewer.elapsed_ms = elapsed_ms;
+        }
+        reviewers.push(reviewer);
+    }
+    let _ = std::fs::remove_dir_all(&work);
+    let mut view = SmokeView {
+        status: "failed",
+        action: "panel-smoke",
+        config: config_path,
+        timeout_s,
+        reviewers,
+        skipped: invitation.skipped,
+    };
+    if view.passed() {
+        view.status = "ok";
+    }
+    Ok(view)
+}
+
+/// The start of what a reviewer said, on one line, for a person.
+fn excerpt(said: &str) -> String {
+    let line = said.split_whitespace().collect::<Vec<_>>().join(" ");
+    match line.char_indices().nth(200) {
+        Some((cut, _)) => format!("{}...", &line[..cut]),
+        None if line.is_empty() => "(no output)".to_owned(),
+        None => line,
+    }
+}
+
+/// A new directory under the system's temporary directory that only this
+/// user can enter. Created, never reused: a name that already exists (one
+/// another user planted) is passed over for another.
+fn private_temp_dir() -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let base = std::env::temp_dir();
+    for _ in 0..16 {
+        let path = base.join(format!(
+            "loopx-panel-smoke-{}-{:016x}",
+            std::process::id(),
+            platform::random_u64()
+        ));
+        match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+            Ok(()) => return Ok(path),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => anyhow::bail!("cannot create a directory in {}: {e}", base.display()),
+        }
+    }
+    anyhow::bail!("cannot find a free directory name in {}", base.display())
 }

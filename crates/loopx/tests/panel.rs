@@ -891,3 +891,64 @@ fn a_reviewer_that_was_slow_gets_twice_its_time_on_the_next_subject() {
     assert_eq!(second["attempts"][0]["timeout_s"], expected, "{second}");
     p.f.assert_valid();
 }
+
+/// `panel --smoke` sends each reviewer the panel would invite a fixed
+/// prompt holding nothing of the loop, needs no consent, reports each
+/// one's fate, honours panel.json, and leaves the loop untouched.
+#[test]
+fn the_smoke_test_reports_each_reviewer_and_leaves_the_loop_alone() {
+    let p = Panel::new();
+    p.panel_json(r#"{"exclude_until_credit": ["kimi"], "providers": ["codex", "claude", "codewhale", "kimi"]}"#);
+    let said = p.f.temp.path().join("codex.args");
+    p.reviewer(
+        "codex",
+        &format!("printf '%s\\n' \"$@\" > '{}'\necho 'PONG'", said.display()),
+    );
+    p.reviewer("claude", "echo 'usage limit reached'\nexit 3");
+    p.reviewer("codewhale", "sleep 30");
+    let before = p.f.fingerprint();
+    let smoke = |extra: &[&str]| {
+        let output = p
+            .loopx(&[&["panel", "--smoke", "--dir", p.f.d(), "--json"][..], extra].concat())
+            .env_remove(CONSENT)
+            .output()
+            .unwrap();
+        (
+            output.status.code().unwrap_or(-1),
+            serde_json::from_slice::<Value>(&output.stdout).unwrap_or(Value::Null),
+        )
+    };
+    let (code, view) = smoke(&["--timeout", "2"]);
+    assert_eq!(code, 0, "{view}");
+    let outcome = |provider: &str| {
+        view["reviewers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["provider"] == provider)
+            .map(|r| r["outcome"].clone())
+    };
+    assert_eq!(outcome("codex").unwrap(), "answered", "{view}");
+    assert_eq!(outcome("claude").unwrap(), "failed", "{view}");
+    assert_eq!(outcome("codewhale").unwrap(), "timed_out", "{view}");
+    assert_eq!(outcome("kimi"), None, "excluded: {view}");
+    assert!(view["skipped"].to_string().contains("exclude_until_credit"));
+    assert!(view["reviewers"]
+        .to_string()
+        .contains("usage limit reached"));
+    // Nothing of the loop was sent, and nothing of it changed.
+    let args = std::fs::read_to_string(&said).unwrap();
+    assert!(args.contains("Reply with the single word PONG"), "{args}");
+    assert!(!args.contains(p.f.d()), "{args}");
+    assert_eq!(p.f.fingerprint(), before);
+    // No reviewer answered: exit 1.
+    p.reviewer("codex", "echo 'I would rather not'");
+    let (code, again) = smoke(&["--timeout", "2"]);
+    assert_eq!(code, 1, "{again}");
+    assert_eq!(again["reviewers"][0]["provider"], "codex", "{again}");
+    assert_eq!(
+        again["reviewers"][0]["outcome"], "unexpected_answer",
+        "{again}"
+    );
+    assert_eq!(p.f.fingerprint(), before);
+}

@@ -30,15 +30,26 @@ use loopx_core::panel::Phase;
 /// .out (redacted) and .json, private to you. Exit 0 when an answer
 /// decided; 1 when the subject stays pending (every reviewer failed,
 /// timed out, answered malformed or was refused) or the run was refused.
+///
+/// --smoke: before a long run, check that the reviewers start and answer.
+/// Each reviewer the panel would invite (panel.json in --dir if there is
+/// one) is sent a fixed one-line prompt holding nothing of any loop, in a
+/// private temporary directory; no loop is needed and nothing is written.
+/// Exit 0 when at least one answered.
 #[derive(Debug, Args)]
 pub struct PanelArgs {
     #[command(flatten)]
     pub dir: super::ledger::DirArgs,
     /// The review to run.
-    #[arg(long, value_enum)]
-    pub phase: PhaseArg,
+    #[arg(long, value_enum, required_unless_present = "smoke")]
+    pub phase: Option<PhaseArg>,
+    /// Check that the reviewers start and answer a one-line prompt, and
+    /// review nothing.
+    #[arg(long, conflicts_with_all = ["phase", "executor"])]
+    pub smoke: bool,
     /// Seconds per reviewer: in adaptive mode a floor for the phase's base
     /// (scaled and clamped as panel.json says); in fixed mode the cap.
+    /// With --smoke, the cap (default 120).
     #[arg(long)]
     pub timeout: Option<u64>,
     /// strategy_review: the executor's provider, when no driver has named
@@ -60,13 +71,14 @@ pub enum PhaseArg {
 }
 
 pub fn panel(args: &PanelArgs) -> Result<Reply> {
-    let phase = match args.phase {
-        PhaseArg::StrategyReview => Phase::StrategyReview,
-        PhaseArg::ResultReview => Phase::ResultReview,
-    };
     if args.timeout == Some(0) {
         return Err(loopx_app::AppError::refused("--timeout must be at least 1 second").into());
     }
+    let phase = match args.phase {
+        None => return smoke(args),
+        Some(PhaseArg::StrategyReview) => Phase::StrategyReview,
+        Some(PhaseArg::ResultReview) => Phase::ResultReview,
+    };
     let prepared = loopx_app::panel::prepare(&args.dir.dir, phase, args.executor.as_deref())?;
     // One process works a loop at a time: a driver running this loop runs
     // its own panel.
@@ -74,6 +86,25 @@ pub fn panel(args: &PanelArgs) -> Result<Reply> {
     let view = reviewer::review(prepared, args.timeout)?;
     let mut reply = Reply::view(&view, view.text())?;
     if !view.decided() {
+        reply.code = 1;
+    }
+    Ok(reply)
+}
+
+/// `loopx panel --smoke`.
+fn smoke(args: &PanelArgs) -> Result<Reply> {
+    let mut runner = |launch: &loopx_app::panel::Launch| {
+        eprintln!(
+            "loopx panel: smoke-testing {} (timeout {}s)",
+            launch.provider,
+            launch.timeout.as_secs()
+        );
+        // Its process record goes beside it, in the temporary directory.
+        reviewer::run_reviewer(&launch.cwd, launch)
+    };
+    let view = loopx_app::panel::smoke(&args.dir.dir, args.timeout, &mut runner)?;
+    let mut reply = Reply::view(&view, view.text())?;
+    if !view.passed() {
         reply.code = 1;
     }
     Ok(reply)
