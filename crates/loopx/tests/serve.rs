@@ -5,136 +5,35 @@
 
 mod common;
 
-use common::Fixture;
+use common::{first_line, Fixture, Reply, Server};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 
-struct Server {
-    child: Child,
-    port: u16,
-    token: String,
-    /// The start line, parsed (`--json`).
-    start: Value,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn spawn(f: &Fixture, extra: &[&str]) -> Child {
-    spawn_on(f, &["--dir", f.d()], extra)
+    common::spawn_serve(f, &["--dir", f.d()], extra)
 }
 
-/// `loopx serve` on `which` (`--dir ...` or `--all`), with the fixture's
-/// private registry.
-fn spawn_on(f: &Fixture, which: &[&str], extra: &[&str]) -> Child {
-    Command::new(common::loopx_path())
-        .arg("serve")
-        .args(which)
-        .args(["--addr", "127.0.0.1:0"])
-        .args(extra)
-        .env("LOOPX_REGISTRY_DIR", &f.registry)
-        .env_remove("LOOPX_SERVE_TOKEN")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
-fn first_line(child: &mut Child) -> String {
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    line
-}
-
-/// A server started with `--json`; its token read from the file the
-/// start line names.
+/// A server started with `--json` on the fixture's loop.
 fn serve(f: &Fixture, extra: &[&str]) -> Server {
-    started(spawn(f, &[&["--json"], extra].concat()))
+    Server::started(spawn(f, &[&["--json"], extra].concat()))
 }
 
 /// `loopx serve --all --json` over the fixture's registry.
 fn serve_all(f: &Fixture) -> Server {
-    started(spawn_on(f, &["--all"], &["--json"]))
-}
-
-fn started(mut child: Child) -> Server {
-    let line = first_line(&mut child);
-    let start: Value =
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"));
-    let port = start["port"].as_u64().unwrap() as u16;
-    let token = std::fs::read_to_string(start["token_file"].as_str().unwrap())
-        .unwrap()
-        .trim()
-        .to_owned();
-    Server {
-        child,
-        port,
-        token,
-        start,
-    }
-}
-
-struct Reply {
-    status: u16,
-    head: String,
-    body: String,
-}
-
-impl Reply {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
-    }
-
-    /// The `name=value` part of the Set-Cookie header, if any.
-    fn set_cookie(&self) -> Option<String> {
-        self.head
-            .lines()
-            .find_map(|l| l.strip_prefix("set-cookie: "))
-            .map(str::to_owned)
-    }
+    Server::started(common::spawn_serve(f, &["--all"], &["--json"]))
 }
 
 impl Server {
-    /// One HTTP/1.1 request; `headers` are extra header lines.
-    fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\nContent-Length: {}\r\n", self.port, body.len());
-        for (name, value) in headers {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-        stream
-            .write_all(format!("{head}\r\n{body}").as_bytes())
-            .unwrap();
-        let mut raw = String::new();
-        stream.read_to_string(&mut raw).unwrap();
-        let status = raw
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let (head, body) = raw
-            .split_once("\r\n\r\n")
-            .map(|(h, b)| (h.to_owned(), b.to_owned()))
-            .unwrap_or_default();
-        Reply { status, head, body }
-    }
-
     /// A read by a script that holds the token.
     fn get(&self, path: &str) -> Reply {
-        self.request("GET", path, &[("X-Loopx-Token", &self.token)], "")
+        self.exchange("GET", path, &[("X-Loopx-Token", &self.token)], "")
     }
 
     fn post(&self, path: &str, body: &Value) -> Reply {
         let origin = format!("http://127.0.0.1:{}", self.port);
-        self.request(
+        self.exchange(
             "POST",
             path,
             &[
@@ -156,7 +55,7 @@ impl Server {
     fn login(&self, url: &str) -> Reply {
         let prefix = format!("http://127.0.0.1:{}", self.port);
         let path = url.strip_prefix(&prefix).unwrap_or(url);
-        self.request("GET", path, &[], "")
+        self.exchange("GET", path, &[], "")
     }
 }
 
@@ -305,7 +204,7 @@ fn bad_input_is_a_400_that_changes_nothing() {
     ];
     for (path, body) in cases {
         let origin = format!("http://127.0.0.1:{}", server.port);
-        let reply = server.request(
+        let reply = server.exchange(
             "POST",
             path,
             &[("X-Loopx-Token", &server.token), ("Origin", &origin)],
@@ -340,7 +239,7 @@ fn token_origin_and_host_are_enforced() {
         ],
     ];
     for headers in refused {
-        let reply = server.request("POST", "/api/outcomes/deck/requirements", &headers, &body);
+        let reply = server.exchange("POST", "/api/outcomes/deck/requirements", &headers, &body);
         assert_eq!(reply.status, 403, "{headers:?}: {}", reply.body);
         assert!(!reply.body.contains(&server.token));
     }
@@ -389,7 +288,7 @@ fn every_request_needs_a_credential_even_on_loopback() {
             vec![("X-Loopx-Token", wrong.as_str())],
             vec![("Cookie", "loopx_session=x")],
         ] {
-            let reply = server.request("GET", path, &headers, "");
+            let reply = server.exchange("GET", path, &headers, "");
             assert_eq!(reply.status, 403, "{path} {headers:?}: {}", reply.body);
             assert!(!reply.body.contains(&server.token), "{path}");
             assert!(!reply.body.contains("deck"), "{path} leaks state");
@@ -409,7 +308,7 @@ fn every_request_needs_a_credential_even_on_loopback() {
             reply.head
         );
     }
-    let mint = server.request("POST", "/api/login-url", &[], "");
+    let mint = server.exchange("POST", "/api/login-url", &[], "");
     assert_eq!(mint.status, 403);
     assert_eq!(f.fingerprint(), before);
 }
@@ -440,13 +339,13 @@ fn a_one_time_login_link_opens_a_cookie_session_once() {
     assert_eq!(server.login("/login?once=").status, 403);
     assert_eq!(server.login("/login").status, 403);
     // The session reads the page, which holds no secret.
-    let page = server.request("GET", "/", &[("Cookie", &cookie)], "");
+    let page = server.exchange("GET", "/", &[("Cookie", &cookie)], "");
     assert_eq!(page.status, 200);
     assert!(!page.body.contains(&server.token) && !page.body.contains(value));
     let other_port = format!("loopx_session_1={value}");
     assert_eq!(
         server
-            .request("GET", "/", &[("Cookie", &other_port)], "")
+            .exchange("GET", "/", &[("Cookie", &other_port)], "")
             .status,
         403,
         "the cookie is bound to this server's port"
@@ -467,7 +366,7 @@ fn a_one_time_login_link_opens_a_cookie_session_once() {
     .enumerate()
     {
         let body = requirement("R2", "x", &format!("c{i}"), base).to_string();
-        let reply = server.request("POST", "/api/outcomes/deck/requirements", &headers, &body);
+        let reply = server.exchange("POST", "/api/outcomes/deck/requirements", &headers, &body);
         assert_eq!(reply.status, 403, "{headers:?}: {}", reply.body);
     }
     assert_eq!(f.fingerprint(), before);
@@ -485,12 +384,12 @@ fn a_one_time_login_link_opens_a_cookie_session_once() {
         ),
     ] {
         let body = requirement(id, "x", &format!("ok-{id}"), server.revision()).to_string();
-        let reply = server.request("POST", "/api/outcomes/deck/requirements", &headers, &body);
+        let reply = server.exchange("POST", "/api/outcomes/deck/requirements", &headers, &body);
         assert_eq!(reply.status, 200, "{headers:?}: {}", reply.body);
     }
     assert_eq!(requirement_ids(&server), ["R1", "R2", "R3"]);
     // A script holding the token can mint another link for a browser.
-    let minted = server.request(
+    let minted = server.exchange(
         "POST",
         "/api/login-url",
         &[("X-Loopx-Token", &server.token)],
@@ -832,10 +731,10 @@ fn beyond_loopback_needs_allow_remote_and_then_a_token_everywhere() {
         token,
         start: Value::Null,
     };
-    assert_eq!(server.request("GET", "/api/goal", &[], "").status, 403);
+    assert_eq!(server.exchange("GET", "/api/goal", &[], "").status, 403);
     assert_eq!(
         server
-            .request("GET", &format!("/api/goal?token={}", server.token), &[], "")
+            .exchange("GET", &format!("/api/goal?token={}", server.token), &[], "")
             .status,
         403,
         "a token in the URL is not a credential"
@@ -1167,12 +1066,12 @@ fn serve_all_lists_every_registered_loop_and_opens_each_behind_one_token() {
     assert!(page.body.contains("data-reach=\"gone\""), "{}", page.body);
 
     // One credential: none is refused, and a loop's own token is not it.
-    assert_eq!(server.request("GET", "/api/loops", &[], "").status, 403);
+    assert_eq!(server.exchange("GET", "/api/loops", &[], "").status, 403);
     let first_base = format!("/loops/{}/api/status", first["id"].as_str().unwrap());
-    assert_eq!(server.request("GET", &first_base, &[], "").status, 403);
+    assert_eq!(server.exchange("GET", &first_base, &[], "").status, 403);
     assert_eq!(
         server
-            .request(
+            .exchange(
                 "GET",
                 &first_base,
                 &[("X-Loopx-Token", "a-token-of-one-loop-only-0000")],
@@ -1320,11 +1219,11 @@ fn serve_without_a_dir_lists_every_loop_and_all_overrides_loopx_dir() {
             .env_remove("LOOPX_SERVE_TOKEN")
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
-        started(serve.spawn().unwrap())
+        Server::started(serve.spawn().unwrap())
     };
 
     // Neither --dir nor LOOPX_DIR: the all-loops page, as with --all.
-    let loops = started(spawn_on(&f, &[], &["--json"]))
+    let loops = Server::started(common::spawn_serve(&f, &[], &["--json"]))
         .get("/api/loops")
         .json();
     assert_eq!(loops["count"], 1, "{loops}");

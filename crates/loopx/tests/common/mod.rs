@@ -435,12 +435,13 @@ pub fn kill_at_failpoint(mut command: std::process::Command, failpoint: &str) {
     child.wait().unwrap();
 }
 
-/// A `loopx serve --json` on the fixture's loop, with the fixture's
-/// registry, stopped when dropped.
+/// A `loopx serve` a test started, stopped when dropped.
 pub struct Server {
-    child: std::process::Child,
-    port: u16,
-    token: String,
+    pub child: std::process::Child,
+    pub port: u16,
+    pub token: String,
+    /// The start line, parsed (`--json`).
+    pub start: serde_json::Value,
 }
 
 impl Drop for Server {
@@ -450,49 +451,129 @@ impl Drop for Server {
     }
 }
 
+/// `loopx serve <which> --addr 127.0.0.1:0 <extra>` (`which`: `--dir D`
+/// or `--all`) with the fixture's private registry, its stdout piped.
+pub fn spawn_serve(f: &Fixture, which: &[&str], extra: &[&str]) -> std::process::Child {
+    use std::process::Stdio;
+    std::process::Command::new(loopx_path())
+        .arg("serve")
+        .args(which)
+        .args(["--addr", "127.0.0.1:0"])
+        .args(extra)
+        .env("LOOPX_REGISTRY_DIR", &f.registry)
+        .env_remove("LOOPX_DIR")
+        .env_remove("LOOPX_SERVE_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// The first line `child` printed.
+pub fn first_line(child: &mut std::process::Child) -> String {
+    use std::io::{BufRead, BufReader};
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    line
+}
+
+/// What a server answered: the status, the head and the body.
+pub struct Reply {
+    pub status: u16,
+    pub head: String,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+
+    /// The `name=value` part of the Set-Cookie header, if any.
+    pub fn set_cookie(&self) -> Option<String> {
+        self.head
+            .lines()
+            .find_map(|l| l.strip_prefix("set-cookie: "))
+            .map(str::to_owned)
+    }
+}
+
 impl Server {
+    /// `loopx serve --dir D --json` on the fixture's loop.
     pub fn start(f: &Fixture) -> Self {
-        use std::io::{BufRead, BufReader};
-        use std::process::Stdio;
-        let mut child = std::process::Command::new(loopx_path())
-            .args(["serve", "--dir", f.d(), "--addr", "127.0.0.1:0", "--json"])
-            .env("LOOPX_REGISTRY_DIR", &f.registry)
-            .env_remove("LOOPX_DIR")
-            .env_remove("LOOPX_SERVE_TOKEN")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let start: serde_json::Value = serde_json::from_str(&line).unwrap();
-        let token = std::fs::read_to_string(start["token_file"].as_str().unwrap()).unwrap();
+        Self::started(spawn_serve(f, &["--dir", f.d()], &["--json"]))
+    }
+
+    /// A server started with `--json`; its token read from the file the
+    /// start line names.
+    pub fn started(mut child: std::process::Child) -> Self {
+        let line = first_line(&mut child);
+        let start: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"));
+        let port = start["port"].as_u64().unwrap() as u16;
+        let token = std::fs::read_to_string(start["token_file"].as_str().unwrap())
+            .unwrap()
+            .trim()
+            .to_owned();
         Server {
             child,
-            port: start["port"].as_u64().unwrap() as u16,
-            token: token.trim().to_owned(),
+            port,
+            token,
+            start,
         }
+    }
+
+    /// One HTTP/1.1 request; `headers` are extra header lines.
+    pub fn exchange(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Reply {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\nContent-Length: {}\r\n",
+            self.port,
+            body.len()
+        );
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        stream
+            .write_all(format!("{head}\r\n{body}").as_bytes())
+            .unwrap();
+        let mut raw = String::new();
+        stream.read_to_string(&mut raw).unwrap();
+        let status = raw
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let (head, body) = raw
+            .split_once("\r\n\r\n")
+            .map(|(h, b)| (h.to_owned(), b.to_owned()))
+            .unwrap_or_default();
+        Reply { status, head, body }
     }
 
     /// One request with the token (and, for a write, this origin); the
     /// status and the JSON body.
     pub fn request(&self, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
-        use std::io::{Read, Write};
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        let port = self.port;
-        let request = format!(
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nX-Loopx-Token: {}\r\nOrigin: http://127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            self.token,
-            body.len()
+        let origin = format!("http://127.0.0.1:{}", self.port);
+        let reply = self.exchange(
+            method,
+            path,
+            &[
+                ("X-Loopx-Token", &self.token),
+                ("Origin", &origin),
+                ("Content-Type", "application/json"),
+            ],
+            body,
         );
-        stream.write_all(request.as_bytes()).unwrap();
-        let mut raw = String::new();
-        stream.read_to_string(&mut raw).unwrap();
-        let status = raw.split(' ').nth(1).unwrap().parse().unwrap();
-        let body = raw.split_once("\r\n\r\n").unwrap().1;
-        let json = serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {raw}"));
-        (status, json)
+        (reply.status, reply.json())
     }
 }
