@@ -9,7 +9,7 @@ use anyhow::{Context as _, Result};
 use loopx_core::path::{FileProblem, LoopPath};
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Replace `path` with `bytes` so that readers see the old or the new file,
 /// never a torn one, and the new one survives a power cut.
@@ -238,6 +238,31 @@ pub fn create_private_dir(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A new directory `<prefix>-<pid>-<random>` under the system's temporary
+/// directory that only this user can enter. Created, never reused: a name
+/// that already exists (one another user may have planted) is passed over
+/// for another.
+pub fn create_private_temp_dir(prefix: &str) -> Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let base = std::env::temp_dir();
+    for _ in 0..16 {
+        let path = base.join(format!(
+            "{prefix}-{}-{:016x}",
+            std::process::id(),
+            crate::platform::random_u64()
+        ));
+        match fs::DirBuilder::new().mode(0o700).create(&path) {
+            Ok(()) => return Ok(path),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("cannot create a directory in {}", base.display()))
+            }
+        }
+    }
+    anyhow::bail!("cannot find a free directory name in {}", base.display())
+}
+
 /// Create the loop directory (and its parents) for `init`. A new loop
 /// directory is the owner's alone (0700); an existing one that every user
 /// may write is refused, since whoever can write it can replace any view
@@ -418,6 +443,26 @@ mod confined {
             Some(libc::ELOOP) => FileProblem::BehindSymlink,
             Some(libc::ENOTDIR) | Some(libc::ENXIO) => FileProblem::NotARegularFile,
             _ => FileProblem::Unreadable(error.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    #[test]
+    fn a_private_temporary_directory_is_new_and_the_owners_alone() {
+        let a = create_private_temp_dir("loopx-test").unwrap();
+        let b = create_private_temp_dir("loopx-test").unwrap();
+        assert_ne!(a, b);
+        for dir in [&a, &b] {
+            let meta = fs::symlink_metadata(dir).unwrap();
+            assert!(meta.is_dir());
+            assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+            assert_eq!(fs::read_dir(dir).unwrap().count(), 0);
+            fs::remove_dir(dir).unwrap();
         }
     }
 }

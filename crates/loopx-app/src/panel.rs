@@ -871,7 +871,7 @@ pub fn smoke(
     )
     .map_err(refused)?;
     let timeout_s = cli_timeout.unwrap_or(SMOKE_TIMEOUT_S);
-    let work = private_temp_dir()?;
+    let work = fsutil::create_private_temp_dir("loopx-panel-smoke")?;
     let mut reviewers = Vec::new();
     for name in &invitation.invited {
         let launcher = provider::find(name)
@@ -941,25 +941,4 @@ fn excerpt(said: &str) -> String {
         None if line.is_empty() => "(no output)".to_owned(),
         None => line,
     }
-}
-
-/// A new directory under the system's temporary directory that only this
-/// user can enter. Created, never reused: a name that already exists (one
-/// another user planted) is passed over for another.
-fn private_temp_dir() -> anyhow::Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt as _;
-    let base = std::env::temp_dir();
-    for _ in 0..16 {
-        let path = base.join(format!(
-            "loopx-panel-smoke-{}-{:016x}",
-            std::process::id(),
-            platform::random_u64()
-        ));
-        match std::fs::DirBuilder::new().mode(0o700).create(&path) {
-            Ok(()) => return Ok(path),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => anyhow::bail!("cannot create a directory in {}: {e}", base.display()),
-        }
-    }
-    anyhow::bail!("cannot find a free directory name in {}", base.display())
 }
