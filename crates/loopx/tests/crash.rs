@@ -6,7 +6,6 @@
 mod common;
 
 use common::{iteration_numbers, Fixture};
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -23,20 +22,7 @@ fn append_command(f: &Fixture, operation_id: &str) -> Command {
 
 /// Run an append that pauses at `failpoint`, SIGKILL it there.
 fn kill_at(f: &Fixture, failpoint: &str, operation_id: &str) {
-    let mut child = append_command(f, operation_id)
-        .env("LOOPX_FAILPOINTS", failpoint)
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    assert_eq!(
-        line.trim(),
-        format!("failpoint: {failpoint}"),
-        "the append never reached {failpoint}"
-    );
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    common::kill_at_failpoint(append_command(f, operation_id), failpoint);
 }
 
 #[test]

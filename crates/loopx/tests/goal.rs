@@ -6,8 +6,7 @@ mod common;
 use common::Fixture;
 use predicates::str::contains;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 impl Fixture {
     fn doc(&self, name: &str, value: &Value) -> String {
@@ -454,7 +453,8 @@ fn gap_acknowledgement_holds_until_something_material_changes() {
 fn a_lost_reply_after_commit_is_recovered_by_replaying_once() {
     let f = setup();
     let path = f.doc("o1.json", &deck("t1"));
-    let mut child = Command::new(common::loopx_path())
+    let mut command = Command::new(common::loopx_path());
+    command
         .args([
             "goal-acceptance",
             "refine-outcome",
@@ -465,19 +465,8 @@ fn a_lost_reply_after_commit_is_recovered_by_replaying_once() {
             "--operation-id",
             "lost-reply",
         ])
-        .env("LOOPX_AGENT_ID", "a")
-        .env("LOOPX_FAILPOINTS", "sqlite.commit.after_commit")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.contains("after_commit"), "{line}");
-    child.kill().unwrap();
-    child.wait().unwrap();
+        .env("LOOPX_AGENT_ID", "a");
+    common::kill_at_failpoint(command, "sqlite.commit.after_commit");
     // The caller never saw the receipt. The controller restarts and other work is admitted.
     f.ok(Some("a"), &["todo", "claim", "t2"]);
     let replay = f.refine("a", "o1.json", deck("t1"), "lost-reply");

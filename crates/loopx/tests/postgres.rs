@@ -14,7 +14,6 @@ mod pg_server;
 use common::Fixture;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 /// A loop fixture with its store: `None` is the directory's SQLite file.
@@ -329,22 +328,12 @@ fn a_claimer_killed_inside_its_commit_loses_nothing() {
         victim
             .args(["todo", "claim", "t1", "--dir", l.f.d()])
             .env("LOOPX_REGISTRY_DIR", &l.f.registry)
-            .env("LOOPX_AGENT_ID", "victim")
-            .env("LOOPX_FAILPOINTS", failpoint)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+            .env("LOOPX_AGENT_ID", "victim");
         match &l.store {
             Some(url) => victim.env("LOOPX_STORE", url),
             None => victim.env_remove("LOOPX_STORE"),
         };
-        let mut victim = victim.spawn().unwrap();
-        let mut line = String::new();
-        BufReader::new(victim.stderr.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(line.contains(failpoint), "{line}");
-        victim.kill().unwrap();
-        victim.wait().unwrap();
+        common::kill_at_failpoint(victim, failpoint);
         // Its claim never happened; everyone else carries on.
         assert!(!l.holders().contains_key("t1"));
         l.ok(Some("b"), &["todo", "claim", "t1"]);

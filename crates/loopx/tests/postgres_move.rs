@@ -12,7 +12,6 @@ mod pg_server;
 
 use common::Fixture;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 /// Run `loopx ARGS --dir D` against `store` (`None`: the directory's own
@@ -255,23 +254,11 @@ fn a_move_killed_before_its_commit_leaves_the_store_empty_and_can_be_run_again()
     let f = busy_sqlite_loop();
     let sqlite = checked(&f, None);
     let before = f.fingerprint();
-    let mut child = Command::new(common::loopx_path())
+    let mut command = Command::new(common::loopx_path());
+    command
         .args(["migrate", "--from-dir", f.d(), "--store", &url])
-        .env_remove("LOOPX_STORE")
-        .env("LOOPX_FAILPOINTS", "postgres.import.before_commit")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    assert!(
-        line.contains("failpoint: postgres.import.before_commit"),
-        "{line}"
-    );
-    child.kill().unwrap();
-    child.wait().unwrap();
+        .env_remove("LOOPX_STORE");
+    common::kill_at_failpoint(command, "postgres.import.before_commit");
 
     // Every row was copied in the killed transaction; none is visible.
     let (ok, _, stderr) = run(&f, Some(&url), &["status"]);
