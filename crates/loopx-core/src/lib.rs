@@ -22,4 +22,5 @@ pub mod panel;
 pub mod path;
 pub mod redact;
 pub mod text;
+pub mod window;
 pub mod words;

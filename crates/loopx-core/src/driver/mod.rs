@@ -346,10 +346,7 @@ impl Owner for DriverOwner {
         let settle = |state: &mut DriverState, settlement: Settlement| {
             state.open = None;
             state.dispatches += 1;
-            if state.recent.len() == RECENT_SETTLEMENTS {
-                state.recent.remove(0);
-            }
-            state.recent.push(settlement);
+            crate::window::push_newest(&mut state.recent, settlement, RECENT_SETTLEMENTS);
         };
         match event {
             DriverEvent::Registered {

@@ -183,10 +183,7 @@ fn apply(goal: &mut Goal, change: &Change, event: &GoalEvent) {
             }
         }
         Change::NoteRecorded { todo: None, note } => {
-            if goal.notes.len() == RECENT_NOTES {
-                goal.notes.remove(0);
-            }
-            goal.notes.push(note.clone());
+            crate::window::push_newest(&mut goal.notes, note.clone(), RECENT_NOTES);
         }
         Change::GapAcknowledged {
             outcome_id,

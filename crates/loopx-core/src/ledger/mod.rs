@@ -1135,14 +1135,12 @@ fn hold_charge(held: &mut Vec<DispatchCharge>, dispatch_id: &str, tokens: u64, u
             charge.usd += usd;
         }
         None => {
-            if held.len() == RECENT_RECORDS {
-                held.remove(0);
-            }
-            held.push(DispatchCharge {
+            let charge = DispatchCharge {
                 dispatch_id: dispatch_id.to_owned(),
                 tokens,
                 usd,
-            });
+            };
+            crate::window::push_newest(held, charge, RECENT_RECORDS);
         }
     }
 }
@@ -1251,10 +1249,7 @@ fn append_record(mut ledger: Ledger, record: IterationRecord) -> Ledger {
             .unbanked_charges
             .retain(|charge| charge.dispatch_id != record.dispatch_id);
     }
-    if ledger.recent.len() == RECENT_RECORDS {
-        ledger.recent.remove(0);
-    }
-    ledger.recent.push(record);
+    crate::window::push_newest(&mut ledger.recent, record, RECENT_RECORDS);
     ledger
 }
 

@@ -321,10 +321,7 @@ impl Owner for AttemptOwner {
                         .or_default()
                         .entry(provider)
                         .or_default();
-                    if recent.len() == RECENT_SUCCESSES {
-                        recent.remove(0);
-                    }
-                    recent.push(*elapsed_ms);
+                    crate::window::push_newest(recent, *elapsed_ms, RECENT_SUCCESSES);
                 }
             }
         }
