@@ -151,6 +151,17 @@ fn write(dir: &LoopDir, id: &OperationId, request: &DriverRequest) -> Result<()>
     Ok(())
 }
 
+/// The launcher of `provider` whose binary is on PATH, if any: what a
+/// turn or a panel reviewer of that provider runs.
+pub fn installed_launcher(provider: &provider::Provider) -> Option<&'static provider::Launcher> {
+    provider::resolve(provider, |binary| platform::which(binary).is_some())
+}
+
+/// [`installed_launcher`] of the provider `name` names (an alias too).
+pub fn installed_launcher_named(name: &str) -> Option<&'static provider::Launcher> {
+    provider::find(name).and_then(installed_launcher)
+}
+
 /// A name no other dispatch, claim check or registration of this loop
 /// uses: `prefix` (the iteration, say), a per-process nonce, and the clock.
 pub fn fresh_name(prefix: &str) -> String {

@@ -456,8 +456,7 @@ impl Prepared {
             if view.attempts_used >= self.config.max_attempts {
                 break;
             }
-            let launcher = provider::find(reviewer)
-                .and_then(|p| provider::resolve(p, |b| platform::which(b).is_some()));
+            let launcher = crate::driver::installed_launcher_named(reviewer);
             let Some(launcher) = launcher else {
                 // Nothing is launched, nothing leaves the host: not an attempt.
                 view.skipped.push(Skipped {
@@ -874,8 +873,7 @@ pub fn smoke(
     let work = fsutil::create_private_temp_dir("loopx-panel-smoke")?;
     let mut reviewers = Vec::new();
     for name in &invitation.invited {
-        let launcher = provider::find(name)
-            .and_then(|p| provider::resolve(p, |b| platform::which(b).is_some()));
+        let launcher = crate::driver::installed_launcher_named(name);
         let mut reviewer = SmokeReviewer {
             provider: name.clone(),
             family: family_of(name),

@@ -266,7 +266,7 @@ pub fn agent_cmd(args: &AgentCmdArgs) -> Result<Reply> {
     let mut lines = Vec::new();
     for each in &known {
         let family = provider::family(each, env);
-        let resolved = provider::resolve(each, |b| loopx_app::platform::which(b).is_some());
+        let resolved = loopx_app::driver::installed_launcher(each);
         let wanted: Vec<&str> = each.launchers.iter().map(|l| l.binary).collect();
         let error = format!("none of {} is on PATH", wanted.join(", "));
         let launcher = match resolved {

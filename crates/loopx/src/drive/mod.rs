@@ -22,10 +22,9 @@ mod turn;
 use outage::through_outages;
 
 use anyhow::{Context as _, Result};
+use loopx_app::clock;
 use loopx_app::driver;
 use loopx_app::loop_dir::LoopDir;
-use loopx_app::{clock, platform};
-use loopx_core::driver::provider;
 use loopx_core::driver::session::{Exit, Limits, Next, Session, TurnResult};
 use loopx_core::driver::step::Step;
 use loopx_core::driver::{DriverError, RecoveryPlan, Registration, Waiting};
@@ -264,9 +263,7 @@ fn run(
         };
         let launcher = match &options.target {
             Target::Command(_) => None,
-            Target::Providers(_) => match provider::find(&provider_name)
-                .and_then(|p| provider::resolve(p, |b| platform::which(b).is_some()))
-            {
+            Target::Providers(_) => match driver::installed_launcher_named(&provider_name) {
                 Some(launcher) => Some(launcher),
                 None => match session.after(TurnResult::Unavailable, None, clock::now()) {
                     Next::Switch { excluded, next, .. } => {
