@@ -560,11 +560,11 @@ impl Server {
         Reply { status, head, body }
     }
 
-    /// One request with the token (and, for a write, this origin); the
-    /// status and the JSON body.
-    pub fn request(&self, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
+    /// One request as a script holding the token makes it (with this
+    /// origin, for a write, and a JSON body).
+    pub fn send(&self, method: &str, path: &str, body: &str) -> Reply {
         let origin = format!("http://127.0.0.1:{}", self.port);
-        let reply = self.exchange(
+        self.exchange(
             method,
             path,
             &[
@@ -573,7 +573,12 @@ impl Server {
                 ("Content-Type", "application/json"),
             ],
             body,
-        );
+        )
+    }
+
+    /// [`send`](Self::send): the status and the JSON body.
+    pub fn request(&self, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
+        let reply = self.send(method, path, body);
         (reply.status, reply.json())
     }
 }
