@@ -230,11 +230,7 @@ pub fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
 /// Create a directory (and parents) readable only by its owner.
 pub fn create_private_dir(path: &Path) -> Result<()> {
     fs::create_dir_all(path).with_context(|| format!("cannot create {}", path.display()))?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(path, fs::Permissions::from_mode(0o700))?;
-    }
+    crate::platform::make_private_dir(path)?;
     Ok(())
 }
 
