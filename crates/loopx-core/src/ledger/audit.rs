@@ -230,12 +230,19 @@ impl<'a> Auditor<'a> {
 /// loose JSON: a snapshot that no command can read is the worst
 /// inconsistency of all. Differences are named field by field.
 /// Parse one ledger event. Iteration records, nearly every entry of a long
-/// journal, are read straight into their variant: `LedgerEvent` is tagged
-/// by a field, and serde reads such an enum by first buffering the whole
-/// object into an intermediate tree, which was most of `validate`'s time.
-/// Anything the direct read does not accept as exactly that variant goes
-/// the general way, so what is accepted, and every error, is the same.
+/// journal, are read straight into their variant: first by the fast read
+/// of the canonical text loopx writes ([`super::canonical_read`]), then
+/// by serde into the variant (`LedgerEvent` is tagged by a field, and
+/// serde reads such an enum by first buffering the whole object into an
+/// intermediate tree). Anything neither direct read accepts as exactly
+/// that variant goes the general way, so what is accepted, and every
+/// error, is the same.
 fn parse_event(text: &str) -> Result<LedgerEvent, serde_json::Error> {
+    if let Some(record) = super::canonical_read::appended_record(text) {
+        return Ok(LedgerEvent::IterationAppended {
+            record: Box::new(record),
+        });
+    }
     #[derive(serde::Deserialize)]
     struct Appended<'a> {
         #[serde(rename = "type", borrow)]

@@ -12,6 +12,7 @@
 pub mod arbiter;
 pub mod audit;
 pub mod budget;
+mod canonical_read;
 pub mod proof;
 pub mod view;
 pub mod vocabulary;
