@@ -225,10 +225,6 @@ impl<'a> Auditor<'a> {
     }
 }
 
-/// What is wrong with the stored snapshot `text` of a stream whose journal
-/// folds to `folded`. It is parsed as the state every command loads, not as
-/// loose JSON: a snapshot that no command can read is the worst
-/// inconsistency of all. Differences are named field by field.
 /// Parse one ledger event. Iteration records, nearly every entry of a long
 /// journal, are read straight into their variant: first by the fast read
 /// of the canonical text loopx writes ([`super::canonical_read`]), then
@@ -260,6 +256,10 @@ fn parse_event(text: &str) -> Result<LedgerEvent, serde_json::Error> {
     serde_json::from_str(text)
 }
 
+/// What is wrong with the stored snapshot `text` of a stream whose journal
+/// folds to `folded`. It is parsed as the state every command loads, not as
+/// loose JSON: a snapshot that no command can read is the worst
+/// inconsistency of all. Differences are named field by field.
 fn snapshot_problems<S: Serialize + DeserializeOwned>(
     what: &str,
     folded: &S,
