@@ -270,10 +270,10 @@ impl<'t> Cursor<'t> {
         Some(value)
     }
 
-    /// A JSON number, not negative, as an `f64`: the grammar checked here, the value the
-    /// standard library's correctly rounded parse (as `serde_json`'s
-    /// `float_roundtrip`), and nothing that overflows to infinity (which
-    /// `serde_json` refuses).
+    /// A JSON number, not negative, as an `f64`: the grammar checked here,
+    /// the value the standard library's correctly rounded parse (as
+    /// `serde_json`'s `float_roundtrip`), and nothing that overflows to
+    /// infinity (which `serde_json` refuses).
     fn float(&mut self) -> Option<f64> {
         let start = self.at;
         if self.bytes.get(self.at) == Some(&b'-') {
@@ -314,7 +314,9 @@ impl<'t> Cursor<'t> {
 
 /// The first byte at or after `from` that ends a plain run of string
 /// text: a quote, a backslash or a control character. Eight bytes at a
-/// time: a byte matches where subtracting one (or 0x20) from it borrows.
+/// time: a byte is a quote or a backslash where it xor that byte is zero,
+/// and a byte is zero, or below 0x20, where subtracting one (or 0x20)
+/// from it borrows.
 fn first_special(bytes: &[u8], mut from: usize) -> Option<usize> {
     const ONES: u64 = u64::from_ne_bytes([1; 8]);
     const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
