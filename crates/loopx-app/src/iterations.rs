@@ -65,14 +65,23 @@ pub fn recent_records(dir: &LoopDir, limit: usize) -> Result<Vec<IterationRecord
 pub fn detail(dir: &LoopDir, iteration: u64) -> Result<IterationDetail, AppError> {
     // Each iteration takes at least one revision after init, so
     // iteration n sits at revision n + 1 or later.
-    let record = records_after(dir, iteration)?
-        .into_iter()
-        .find(|r| r.iteration == iteration)
-        .ok_or_else(|| {
-            AppError::not_found(format!(
-                "no iteration {iteration} in this ledger (iterations are numbered from 1)"
-            ))
-        })?;
+    let mut found = None;
+    dir.authority()
+        .store()
+        .journal(STREAM, iteration, &mut |entry| {
+            // Read no further records once it is found: the rest of a long
+            // journal is only stepped over.
+            if found.is_none() {
+                found = iteration_record(&entry.event).filter(|r| r.iteration == iteration);
+            }
+            Ok(())
+        })
+        .map_err(anyhow::Error::new)?;
+    let record = found.ok_or_else(|| {
+        AppError::not_found(format!(
+            "no iteration {iteration} in this ledger (iterations are numbered from 1)"
+        ))
+    })?;
     let mut dispatch = None;
     dir.authority()
         .store()
@@ -103,17 +112,21 @@ fn records_after(dir: &LoopDir, after: u64) -> Result<Vec<IterationRecord>, AppE
     dir.authority()
         .store()
         .journal(STREAM, after, &mut |entry| {
-            if let Ok(
-                LedgerEvent::IterationAppended { record }
-                | LedgerEvent::IterationImported { record },
-            ) = serde_json::from_str(&entry.event)
-            {
-                records.push(*record);
-            }
+            records.extend(iteration_record(&entry.event));
             Ok(())
         })
         .map_err(anyhow::Error::new)?;
     Ok(records)
+}
+
+/// The iteration record a ledger journal entry holds, if it holds one.
+fn iteration_record(event: &str) -> Option<IterationRecord> {
+    match LedgerEvent::from_journal(event) {
+        Ok(
+            LedgerEvent::IterationAppended { record } | LedgerEvent::IterationImported { record },
+        ) => Some(*record),
+        _ => None,
+    }
 }
 
 /// The end of a log named by the journal, read only if it is a regular

@@ -66,7 +66,7 @@ impl<'a> Auditor<'a> {
             ));
         }
         self.audit.revision = revision;
-        let event: LedgerEvent = match parse_event(event) {
+        let event: LedgerEvent = match LedgerEvent::from_journal(event) {
             Ok(event) => event,
             Err(error) => {
                 return self.error(format!(
@@ -223,37 +223,6 @@ impl<'a> Auditor<'a> {
     fn error(&mut self, message: String) {
         self.audit.errors.push(message);
     }
-}
-
-/// Parse one ledger event. Iteration records, nearly every entry of a long
-/// journal, are read straight into their variant: first by the fast read
-/// of the canonical text loopx writes ([`super::canonical_read`]), then
-/// by serde into the variant (`LedgerEvent` is tagged by a field, and
-/// serde reads such an enum by first buffering the whole object into an
-/// intermediate tree). Anything neither direct read accepts as exactly
-/// that variant goes the general way, so what is accepted, and every
-/// error, is the same.
-fn parse_event(text: &str) -> Result<LedgerEvent, serde_json::Error> {
-    if let Some(record) = super::canonical_read::appended_record(text) {
-        return Ok(LedgerEvent::IterationAppended {
-            record: Box::new(record),
-        });
-    }
-    #[derive(serde::Deserialize)]
-    struct Appended<'a> {
-        #[serde(rename = "type", borrow)]
-        tag: std::borrow::Cow<'a, str>,
-        record: Box<super::IterationRecord>,
-    }
-    // The variant's tag as `LedgerEvent`'s serde attributes spell it; the
-    // test `the_direct_read_of_a_record_agrees_with_the_general_one` holds
-    // the two together.
-    if let Ok(Appended { tag, record }) = serde_json::from_str::<Appended<'_>>(text) {
-        if tag == "iteration_appended" {
-            return Ok(LedgerEvent::IterationAppended { record });
-        }
-    }
-    serde_json::from_str(text)
 }
 
 /// What is wrong with the stored snapshot `text` of a stream whose journal
@@ -413,7 +382,6 @@ mod tests {
     use super::super::proof::NoFiles;
     use super::super::vocabulary::{Decision, Mode};
     use super::super::*;
-    use super::parse_event;
     use crate::digest::canonical_json;
     use crate::operation::{OperationId, Owner};
 
@@ -474,9 +442,9 @@ mod tests {
         );
         for original in [init, appended] {
             let text = canonical_json(&original);
-            assert_eq!(parse_event(&text).unwrap(), original);
+            assert_eq!(LedgerEvent::from_journal(&text).unwrap(), original);
             assert_eq!(
-                parse_event(&text).unwrap(),
+                LedgerEvent::from_journal(&text).unwrap(),
                 serde_json::from_str::<LedgerEvent>(&text).unwrap()
             );
         }
@@ -491,6 +459,6 @@ mod tests {
             }),
         ))
         .replace("\"iteration_appended\"", "\"charged\"");
-        assert!(parse_event(&text).is_err());
+        assert!(LedgerEvent::from_journal(&text).is_err());
     }
 }
