@@ -50,57 +50,34 @@ impl<'t> Cursor<'t> {
     /// Every field of a record, in key order; the optional ones only when
     /// present (canonical JSON leaves out what serializes to nothing).
     fn record(&mut self) -> Option<IterationRecord> {
-        self.literal("{\"actions_taken\":")?;
-        let actions_taken = self.strings()?;
+        let actions_taken = self.field("{\"actions_taken\":", Self::strings)?;
         let bank = self.optional(",\"bank\":", Self::json::<Bank>)?;
-        self.literal(",\"budget_delta\":{\"iterations\":")?;
-        let iterations = self.unsigned()?;
-        self.literal(",\"tokens\":")?;
-        let tokens = self.unsigned()?;
-        self.literal(",\"usd\":")?;
-        let usd = self.float()?;
-        self.literal(",\"wall_time_seconds\":")?;
-        let wall_time_seconds = self.unsigned()?;
+        let iterations = self.field(",\"budget_delta\":{\"iterations\":", Self::unsigned)?;
+        let tokens = self.field(",\"tokens\":", Self::unsigned)?;
+        let usd = self.field(",\"usd\":", Self::float)?;
+        let wall_time_seconds = self.field(",\"wall_time_seconds\":", Self::unsigned)?;
         self.literal("}")?;
         let claim = self.optional(",\"claim\":", Self::named)?;
-        self.literal(",\"completed_summary\":")?;
-        let completed_summary = self.string()?;
-        self.literal(",\"current_summary\":")?;
-        let current_summary = self.string()?;
-        self.literal(",\"decision\":")?;
-        let decision = self.named()?;
+        let completed_summary = self.field(",\"completed_summary\":", Self::string)?;
+        let current_summary = self.field(",\"current_summary\":", Self::string)?;
+        let decision = self.field(",\"decision\":", Self::named)?;
         let direction = self.optional(",\"direction\":", Self::json::<Direction>)?;
         let dispatch_id = self.optional(",\"dispatch_id\":", Self::string)?;
-        self.literal(",\"evidence_checked\":{\"claim_ids\":")?;
-        let claim_ids = self.strings()?;
-        self.literal(",\"evidence_ids\":")?;
-        let evidence_ids = self.strings()?;
-        self.literal(",\"guard_refs\":")?;
-        let guard_refs = self.strings()?;
-        self.literal(",\"source_ids\":")?;
-        let source_ids = self.strings()?;
-        self.literal("},\"executor_provider\":")?;
-        let executor_provider = self.string()?;
-        self.literal(",\"input_refs\":")?;
-        let input_refs = self.strings()?;
-        self.literal(",\"iteration\":")?;
-        let iteration = self.unsigned()?;
-        self.literal(",\"mode\":")?;
-        let mode = self.named()?;
-        self.literal(",\"objective\":")?;
-        let objective = self.string()?;
-        self.literal(",\"operation_id\":")?;
-        let operation_id = self.named()?;
-        self.literal(",\"output\":")?;
-        let output = self.string()?;
-        self.literal(",\"proposed_next_action\":")?;
-        let proposed_next_action = self.string()?;
-        self.literal(",\"remaining_gaps\":")?;
-        let remaining_gaps = self.strings()?;
-        self.literal(",\"stop_reason\":")?;
-        let stop_reason = self.string()?;
-        self.literal(",\"timestamp\":")?;
-        let timestamp = self.named()?;
+        let claim_ids = self.field(",\"evidence_checked\":{\"claim_ids\":", Self::strings)?;
+        let evidence_ids = self.field(",\"evidence_ids\":", Self::strings)?;
+        let guard_refs = self.field(",\"guard_refs\":", Self::strings)?;
+        let source_ids = self.field(",\"source_ids\":", Self::strings)?;
+        let executor_provider = self.field("},\"executor_provider\":", Self::string)?;
+        let input_refs = self.field(",\"input_refs\":", Self::strings)?;
+        let iteration = self.field(",\"iteration\":", Self::unsigned)?;
+        let mode = self.field(",\"mode\":", Self::named)?;
+        let objective = self.field(",\"objective\":", Self::string)?;
+        let operation_id = self.field(",\"operation_id\":", Self::named)?;
+        let output = self.field(",\"output\":", Self::string)?;
+        let proposed_next_action = self.field(",\"proposed_next_action\":", Self::string)?;
+        let remaining_gaps = self.field(",\"remaining_gaps\":", Self::strings)?;
+        let stop_reason = self.field(",\"stop_reason\":", Self::string)?;
+        let timestamp = self.field(",\"timestamp\":", Self::named)?;
         self.literal("}")?;
         Some(IterationRecord {
             iteration,
@@ -142,6 +119,12 @@ impl<'t> Cursor<'t> {
         rest.starts_with(expected.as_bytes()).then(|| {
             self.at += expected.len();
         })
+    }
+
+    /// `read` after `key`, which must come next.
+    fn field<T>(&mut self, key: &str, read: impl FnOnce(&mut Self) -> Option<T>) -> Option<T> {
+        self.literal(key)?;
+        read(self)
     }
 
     /// `read` after `key` when the text goes on with `key`; `Some(None)`
