@@ -68,11 +68,11 @@ pub fn detail(dir: &LoopDir, iteration: u64) -> Result<IterationDetail, AppError
     let mut found = None;
     dir.authority()
         .store()
-        .journal(STREAM, iteration, &mut |entry| {
+        .journal_rows(STREAM, iteration, &mut |row| {
             // Read no further records once it is found: the rest of a long
-            // journal is only stepped over.
+            // journal is only stepped over, borrowed, never copied.
             if found.is_none() {
-                found = iteration_record(&entry.event).filter(|r| r.iteration == iteration);
+                found = iteration_record(row.event).filter(|r| r.iteration == iteration);
             }
             Ok(())
         })
@@ -111,8 +111,8 @@ fn records_after(dir: &LoopDir, after: u64) -> Result<Vec<IterationRecord>, AppE
     let mut records = Vec::new();
     dir.authority()
         .store()
-        .journal(STREAM, after, &mut |entry| {
-            records.extend(iteration_record(&entry.event));
+        .journal_rows(STREAM, after, &mut |row| {
+            records.extend(iteration_record(row.event));
             Ok(())
         })
         .map_err(anyhow::Error::new)?;
