@@ -240,17 +240,29 @@ impl<'t> Cursor<'t> {
 
     /// A JSON integer that fits a `u64`: digits, no sign, no leading zero.
     fn unsigned(&mut self) -> Option<u64> {
-        let digits = self.bytes[self.at..]
+        self.whole_digits()?.parse().ok()
+    }
+
+    /// The digits of a JSON number's whole part: at least one, and no
+    /// leading zero.
+    fn whole_digits(&mut self) -> Option<&'t str> {
+        let start = self.at;
+        let digits = match self.digits() {
+            0 => return None,
+            n if n > 1 && self.bytes[start] == b'0' => return None,
+            n => n,
+        };
+        Some(&self.text[start..start + digits])
+    }
+
+    /// Step over a run of ASCII digits; how many there were.
+    fn digits(&mut self) -> usize {
+        let n = self.bytes[self.at..]
             .iter()
             .take_while(|b| b.is_ascii_digit())
             .count();
-        let text = &self.text[self.at..self.at + digits];
-        if digits == 0 || (digits > 1 && text.starts_with('0')) {
-            return None;
-        }
-        let value = text.parse().ok()?;
-        self.at += digits;
-        Some(value)
+        self.at += n;
+        n
     }
 
     /// A JSON number, not negative, as an `f64`: the grammar checked here,
@@ -264,21 +276,8 @@ impl<'t> Cursor<'t> {
             // `serde_json` reads `-0` as zero, not as negative zero.
             return None;
         }
-        let digits = |cursor: &mut Self| {
-            let n = cursor.bytes[cursor.at..]
-                .iter()
-                .take_while(|b| b.is_ascii_digit())
-                .count();
-            cursor.at += n;
-            n
-        };
-        let whole = self.at;
-        match digits(self) {
-            0 => return None,
-            n if n > 1 && self.bytes[whole] == b'0' => return None,
-            _ => {}
-        }
-        if self.literal(".").is_some() && digits(self) == 0 {
+        self.whole_digits()?;
+        if self.literal(".").is_some() && self.digits() == 0 {
             return None;
         }
         if matches!(self.bytes.get(self.at), Some(b'e' | b'E')) {
@@ -286,7 +285,7 @@ impl<'t> Cursor<'t> {
             if matches!(self.bytes.get(self.at), Some(b'+' | b'-')) {
                 self.at += 1;
             }
-            if digits(self) == 0 {
+            if self.digits() == 0 {
                 return None;
             }
         }
