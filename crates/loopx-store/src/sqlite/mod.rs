@@ -253,14 +253,13 @@ impl SqliteStore {
         tx.commit().map_err(|e| classify(&self.display(), e))
     }
 
+    /// Cached: a write asks it once in its transaction and once for each
+    /// stream the views look at after it.
     fn current_revision(conn: &Connection, stream: &Stream) -> rusqlite::Result<u64> {
-        conn.query_row(
-            "SELECT revision FROM snapshots WHERE stream = ?1",
-            [stream],
-            |row| row.get::<_, i64>(0),
-        )
-        .optional()
-        .map(|revision| revision.map_or(0, from_sql_revision))
+        conn.prepare_cached("SELECT revision FROM snapshots WHERE stream = ?1")?
+            .query_row([stream], |row| row.get::<_, i64>(0))
+            .optional()
+            .map(|revision| revision.map_or(0, from_sql_revision))
     }
 
     /// One commit's writes inside an open transaction: the revision check,
