@@ -10,6 +10,11 @@
 //! checkpoint on close instead (what loopx did before). `--setup` creates
 //! the table and exits. It owns nothing of loopx: no owner, no journal, no
 //! views, no argument parser beyond these flags.
+//!
+//! `--scan PATH` is `validate`'s floor instead: open a loop's database
+//! read-only and read the text of every ledger journal event out of
+//! SQLite, in revision order, doing nothing with it. No audit can read
+//! less than that.
 
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, TransactionBehavior};
@@ -18,11 +23,16 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(path) = args.iter().find(|a| !a.starts_with("--")) else {
-        eprintln!("usage: loopx-floor [--setup] [--checkpoint-on-close] PATH");
+        eprintln!("usage: loopx-floor [--setup] [--checkpoint-on-close] PATH\n       loopx-floor --scan PATH");
         return ExitCode::FAILURE;
     };
     let flag = |name: &str| args.iter().any(|a| a == name);
-    match write(path, flag("--setup"), flag("--checkpoint-on-close")) {
+    let done = if flag("--scan") {
+        scan(path)
+    } else {
+        write(path, flag("--setup"), flag("--checkpoint-on-close"))
+    };
+    match done {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("loopx-floor: {path}: {error}");
@@ -50,5 +60,19 @@ fn write(path: &str, setup: bool, checkpoint_on_close: bool) -> rusqlite::Result
     tx.execute("INSERT INTO floor (body) VALUES (?1)", ["x".repeat(2048)])?;
     tx.commit()?;
     loopx_store::sqlite::fold_long_log(&conn, std::path::Path::new(path));
+    Ok(())
+}
+
+fn scan(path: &str) -> rusqlite::Result<()> {
+    let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let mut statement =
+        conn.prepare("SELECT event FROM journal WHERE stream = 'ledger' ORDER BY revision")?;
+    let mut rows = statement.query([])?;
+    let mut bytes = 0usize;
+    while let Some(row) = rows.next()? {
+        // The text as SQLite hands it over: no copy, no UTF-8 check.
+        bytes += row.get_ref(0)?.as_bytes()?.len();
+    }
+    std::hint::black_box(bytes);
     Ok(())
 }
