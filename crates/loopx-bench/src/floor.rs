@@ -66,8 +66,8 @@ fn write(path: &str, setup: bool, checkpoint_on_close: bool) -> rusqlite::Result
 fn scan(path: &str) -> rusqlite::Result<()> {
     let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
     let mut statement =
-        conn.prepare("SELECT event FROM journal WHERE stream = 'ledger' ORDER BY revision")?;
-    let mut rows = statement.query([])?;
+        conn.prepare("SELECT event FROM journal WHERE stream = ?1 ORDER BY revision")?;
+    let mut rows = statement.query([loopx_core::ledger::STREAM])?;
     let mut bytes = 0usize;
     while let Some(row) = rows.next()? {
         // The text as SQLite hands it over: no copy, no UTF-8 check.
