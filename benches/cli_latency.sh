@@ -8,5 +8,5 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 cargo build --release -p loopx -p loopx-bench
-target_dir="${CARGO_TARGET_DIR:-$root/target}"
+target_dir=$(scripts/target-dir)
 exec "$target_dir/release/loopx-bench" "$@"

@@ -12,9 +12,7 @@ cd "$(dirname "$0")/.."
 # A cold build takes a few minutes on two cores: let cargo show its progress.
 echo "building loopx (release)..." >&2
 cargo build --release -p loopx
-# Where cargo put it: CARGO_TARGET_DIR or a cargo config may move target/.
-target_dir=$(cargo metadata --format-version 1 --no-deps |
-  python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+target_dir=$(scripts/target-dir)
 export PATH="$target_dir/release:$PATH"
 project="target/demo-project"
 rm -rf "$project"
