@@ -32,9 +32,8 @@ pub const BLOCKED: &str = "BLOCKED";
 pub const PAUSE: &str = "PAUSE";
 pub const DRIVER_LOGS: &str = "driver_logs";
 pub const DRIVER_LOCK: &str = "driver.lock";
-/// The environment variable naming the store (`--store` sets it too, so
-/// that agents a driver starts reach the same store).
-pub const STORE_ENV: &str = "LOOPX_STORE";
+/// The environment variable naming the store.
+pub use crate::driver::env::STORE as STORE_ENV;
 
 /// The store a loop opened through.
 pub type BoxedStore = Box<dyn Store + Send>;
@@ -42,6 +41,9 @@ pub type BoxedStore = Box<dyn Store + Send>;
 pub struct LoopDir {
     root: PathBuf,
     store: BoxedStore,
+    /// The store it was opened through, when that is not the directory's
+    /// own `loopx.sqlite`: what a process it starts must be told.
+    locator: Option<Locator>,
     /// The goal snapshot last read, by revision (see [`GoalCache`]).
     pub(crate) goal_cache: GoalCache,
 }
@@ -94,6 +96,7 @@ impl LoopDir {
         Ok(LoopDir {
             root,
             store,
+            locator: None,
             goal_cache: GoalCache::default(),
         })
     }
@@ -108,6 +111,7 @@ impl LoopDir {
         Ok(LoopDir {
             root,
             store,
+            locator: Some(locator.clone()),
             goal_cache: GoalCache::default(),
         })
     }
@@ -124,12 +128,15 @@ impl LoopDir {
         }
         fsutil::create_loop_dir(dir)?;
         let root = dir.canonicalize()?;
-        let locator = locator.unwrap_or_else(|| Locator::sqlite(&root.join(DATABASE)));
-        let store = locator.open(Access::Create)?;
+        let store = match &locator {
+            Some(configured) => configured.open(Access::Create)?,
+            None => Locator::sqlite(&root.join(DATABASE)).open(Access::Create)?,
+        };
         fsutil::create_private_dir(&root.join(PROOF_ARTIFACTS))?;
         Ok(LoopDir {
             root,
             store,
+            locator,
             goal_cache: GoalCache::default(),
         })
     }
@@ -157,6 +164,7 @@ impl LoopDir {
         Ok(LoopDir {
             root,
             store: Box::new(store),
+            locator: None,
             goal_cache: GoalCache::default(),
         })
     }
@@ -180,6 +188,13 @@ impl LoopDir {
     /// Write a complete standalone copy of the store to the new file `to`.
     pub fn backup_to(&self, to: &Path) -> Result<()> {
         Ok(self.store.backup_to(to)?)
+    }
+
+    /// The store's locator for a process this loop starts, when the store
+    /// is not the directory's own `loopx.sqlite` (which the process finds
+    /// from the directory alone). Holds a password if the locator does.
+    pub fn store_override(&self) -> Option<String> {
+        self.locator.as_ref().map(Locator::handoff_text)
     }
 
     /// Where this loop's state lives, as messages name it.

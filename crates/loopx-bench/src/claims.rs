@@ -127,7 +127,7 @@ pub fn run(
                             .args(["todo", "claim", &todo, "--dir"])
                             .arg(&dir)
                             .env("LOOPX_STORE", &locator)
-                            .env("LOOPX_AGENT_ID", format!("p{w}"))
+                            .env(loopx_app::driver::env::AGENT_ID, format!("p{w}"))
                             .stdout(Stdio::null())
                             .stderr(Stdio::null())
                             .status()

@@ -42,7 +42,7 @@ pub fn run(loopx: &Path, runs: usize, work: &Path) -> Result<String> {
             .env("PATH", &path)
             .env("AAS_AUTOLOOP_EXTERNAL_PANEL_EGRESS", "allow")
             .env("LOOPX_REGISTRY_DIR", work.join("registry"))
-            .env_remove("LOOPX_DIR")
+            .env_remove(loopx_app::driver::env::LOOP_DIR)
             .env_remove("LOOPX_STORE")
             .stdin(Stdio::null());
         command

@@ -100,6 +100,16 @@ impl Locator {
         }
     }
 
+    /// The locator as it was given, password included: for a process
+    /// loopx starts that must reach the same store (an agent's `loopx`
+    /// calls), never for a message.
+    pub fn handoff_text(&self) -> String {
+        match self {
+            Locator::Sqlite(path) => format!("sqlite:{}", path.display()),
+            Locator::Postgres { url, .. } => url.0.clone(),
+        }
+    }
+
     /// The SQLite file this locator names, if it names one.
     pub fn sqlite_path(&self) -> Option<&Path> {
         match self {

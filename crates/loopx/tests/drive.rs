@@ -1279,3 +1279,156 @@ fn cost_reports_each_turns_reported_usage_by_turn_day_and_provider() {
     assert_eq!(by_day["rows"].as_array().unwrap().len(), 1);
     assert_eq!(by_day["rows"][0]["tokens"], 2400);
 }
+
+/// Start `drive --cmd agent` with a loop of `max_iterations`, and return
+/// once the agent has written `started` (it must).
+fn drive_until_started(d: &Drive, agent: &str, started: &Path) -> std::process::Child {
+    let driver = d
+        .command(&["--cmd", agent])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !started.exists() {
+        assert!(Instant::now() < deadline, "the agent never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    driver
+}
+
+fn signal(child: &std::process::Child, signal: i32) {
+    // SAFETY: kill(2) on the driver this test started and still holds.
+    unsafe { libc::kill(child.id() as i32, signal) };
+}
+
+/// Wait for the driver to exit: (exit code, stderr).
+fn finished(mut driver: std::process::Child) -> (i32, String) {
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(driver.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    let status = driver.wait().unwrap();
+    (status.code().unwrap_or(-1), stderr)
+}
+
+/// The outcome each settled dispatch was settled with, in journal order.
+fn settled_outcomes(d: &Drive) -> Vec<Value> {
+    common::journal_events(&d.f.dir, "driver.settled")
+        .into_iter()
+        .map(|event| event["settlement"]["outcome"].clone())
+        .collect()
+}
+
+/// An agent with a process tree: a child in its group and one that left
+/// it with `setsid`, both sleeping, then waiting (as `sh -c agent.sh`
+/// would). `leader_ignores_term`: the agent itself shrugs off SIGTERM.
+fn long_agent(d: &Drive, tag: &str, leader_ignores_term: bool) -> (String, PathBuf) {
+    let started = d.f.temp.path().join("started");
+    let trap = if leader_ignores_term {
+        "trap '' TERM"
+    } else {
+        ""
+    };
+    let body = format!(
+        "{trap}\nsleep 1000.{tag}1 &\nsetsid sleep 1000.{tag}2 &\necho up > {started}\nwhile :; do sleep 0.2; done",
+        started = started.display()
+    );
+    (d.script("agent", &body), started)
+}
+
+fn assert_turn_reaped(tag: &str) {
+    let survivors: Vec<i32> = (1..=2)
+        .flat_map(|m| processes_with(&format!("sleep 1000.{tag}{m}")))
+        .chain(processes_with(&format!("1000.{tag}")))
+        .collect();
+    for pid in &survivors {
+        // SAFETY: clean up what the driver leaked, so the failure is the
+        // only harm.
+        unsafe { libc::kill(*pid, libc::SIGKILL) };
+    }
+    assert!(
+        survivors.is_empty(),
+        "processes of the turn outlived the driver: {survivors:?}"
+    );
+}
+
+#[test]
+fn sigterm_ends_the_turns_whole_process_tree_settles_it_once_and_exits_143() {
+    let d = Drive::new(10);
+    let (agent, started) = long_agent(&d, "81", false);
+    let driver = drive_until_started(&d, &agent, &started);
+    signal(&driver, libc::SIGTERM);
+    let (code, stderr) = finished(driver);
+    assert_eq!(code, 143, "{stderr}");
+    assert!(stderr.contains("stopped by SIGTERM"), "{stderr}");
+    assert_turn_reaped("81");
+    // Settled as interrupted, once, charged nothing; no dispatch left open.
+    assert_eq!(settled_outcomes(&d), vec![Value::from("interrupted")]);
+    d.assert_one_result_per_dispatch();
+    assert_eq!(d.iterations(), 0);
+    assert_eq!(
+        d.f.json(&["recover", "--dir", d.f.d()])["plan"]["action"],
+        "clear"
+    );
+    // The next start has nothing to recover and runs the next turn.
+    let appending = d.script("appending", APPEND);
+    let (code, stderr) = d.run(&["--cmd", &appending, "--max-iterations", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("recovered an open dispatch"), "{stderr}");
+    assert_eq!(d.iterations(), 1);
+    d.assert_one_result_per_dispatch();
+    d.f.assert_valid();
+}
+
+#[test]
+fn ctrl_c_stops_the_driver_and_a_second_ctrl_c_kills_a_stubborn_turn_at_once() {
+    let d = Drive::new(10);
+    // The agent ignores SIGTERM: a first Ctrl-C would wait out the grace.
+    let (agent, started) = long_agent(&d, "82", true);
+    // `exec`: the agent itself leads the group, not a shell that SIGTERM ends.
+    let driver = drive_until_started(&d, &format!("exec {agent}"), &started);
+    signal(&driver, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !processes_with("sleep 1000.821").is_empty(),
+        "the stubborn turn should still be in its grace period"
+    );
+    let second = Instant::now();
+    signal(&driver, libc::SIGINT);
+    let (code, stderr) = finished(driver);
+    // Well inside the five-second grace the first signal gave.
+    assert!(
+        second.elapsed() < Duration::from_secs(4),
+        "a second Ctrl-C took {:?}",
+        second.elapsed()
+    );
+    assert_eq!(code, 130, "{stderr}");
+    assert!(stderr.contains("stopped by SIGINT"), "{stderr}");
+    assert_turn_reaped("82");
+    assert_eq!(settled_outcomes(&d), vec![Value::from("interrupted")]);
+    d.assert_one_result_per_dispatch();
+}
+
+#[test]
+fn a_stop_signal_between_turns_ends_a_paused_driver_at_once() {
+    let d = Drive::new(10);
+    std::fs::write(d.f.dir.join("PAUSE"), "").unwrap();
+    let agent = d.script("agent", APPEND);
+    let mut driver = d
+        .command(&["--cmd", &agent])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Paused: the driver records its wait and runs no turn.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while d.status()["driver"]["waiting"].is_null() {
+        assert!(Instant::now() < deadline, "the driver never paused");
+        assert!(driver.try_wait().unwrap().is_none(), "the driver exited");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal(&driver, libc::SIGTERM);
+    let (code, stderr) = finished(driver);
+    assert_eq!(code, 143, "{stderr}");
+    assert_eq!(d.iterations(), 0);
+    assert!(settled_outcomes(&d).is_empty());
+}

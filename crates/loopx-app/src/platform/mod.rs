@@ -23,8 +23,9 @@ use fallback as os;
 use linux as os;
 
 pub use unix::{
-    alive, append_private, create_private, exists, free_bytes, group_alive, in_new_group,
-    kill_adopted, kill_group, make_private_dir, spawn_recorded, sync_dir, which,
+    alive, append_private, catch_stop_signals, create_private, exists, free_bytes, group_alive,
+    in_new_group, kill_adopted, kill_group, make_private_dir, spawn_recorded, stop_is_urgent,
+    stop_signal, sync_dir, terminate_group, which,
 };
 
 /// When process `pid` started (clock ticks since boot), where the platform

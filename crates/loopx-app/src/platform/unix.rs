@@ -3,11 +3,13 @@
 //! What only Linux offers (the subreaper, `/proc`) is in `linux.rs`, with
 //! `fallback.rs` for the other Unixes; callers use [`super`] only.
 
+use loopx_core::driver::session::StopSignal;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read as _, Write as _};
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 use std::process::{Child, Command};
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
 /// Start `command` as the leader of a new process group, so that the
 /// whole tree it spawns can be signalled at once.
@@ -135,6 +137,66 @@ pub fn kill_group(pgid: u32) {
             libc::kill(-pgid, libc::SIGKILL);
         }
     }
+}
+
+/// SIGTERM every process in group `pgid`: asks them to end, which they
+/// may take a moment to do (see [`kill_group`] for the end that cannot be
+/// refused). A group that is already gone is not an error.
+pub fn terminate_group(pgid: u32) {
+    if let Ok(pgid) = i32::try_from(pgid) {
+        // SAFETY: as in `kill_group`.
+        unsafe {
+            libc::kill(-pgid, libc::SIGTERM);
+        }
+    }
+}
+
+/// The first stop signal this process caught (0: none yet), and how many
+/// it has caught.
+static FIRST_STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
+static STOP_SIGNALS: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn on_stop_signal(signal: libc::c_int) {
+    // Only atomics here: a handler may interrupt anything.
+    let _ = FIRST_STOP_SIGNAL.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+    STOP_SIGNALS.fetch_add(1, Ordering::SeqCst);
+}
+
+/// From now on, SIGTERM and SIGINT no longer end this process: they are
+/// noted, for [`stop_signal`] to report, and the process stops itself at
+/// its next safe point. A program that execs gets the default handling
+/// back, so the processes it starts are not affected.
+pub fn catch_stop_signals() -> io::Result<()> {
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: a zeroed sigaction is a valid "no flags, empty mask"
+        // value; the handler touches only atomics, which is
+        // async-signal-safe.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_stop_signal as extern "C" fn(libc::c_int) as usize;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            if libc::sigaction(signal, &action, std::ptr::null_mut()) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The first stop signal caught since [`catch_stop_signals`], if any.
+pub fn stop_signal() -> Option<StopSignal> {
+    match FIRST_STOP_SIGNAL.load(Ordering::SeqCst) {
+        libc::SIGINT => Some(StopSignal::Interrupt),
+        libc::SIGTERM => Some(StopSignal::Terminate),
+        _ => None,
+    }
+}
+
+/// Whether a second stop signal came (a second Ctrl-C): the person wants
+/// it over now, without the grace a first signal gives.
+pub fn stop_is_urgent() -> bool {
+    STOP_SIGNALS.load(Ordering::SeqCst) >= 2
 }
 
 /// Whether any process of group `pgid` is alive.

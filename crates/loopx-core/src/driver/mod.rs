@@ -64,6 +64,9 @@ pub enum TurnOutcome {
     RecoveredAdvanced,
     /// Cancelled by the operator or by a recovery that proved no effect.
     Cancelled,
+    /// Ended by the driver when it was told to stop (SIGINT, SIGTERM),
+    /// before the agent recorded anything.
+    Interrupted,
 }
 
 impl From<session::TurnResult> for TurnOutcome {
@@ -75,8 +78,23 @@ impl From<session::TurnResult> for TurnOutcome {
             TurnResult::Failed(class) => TurnOutcome::Failed(class),
             TurnResult::TimedOut => TurnOutcome::TimedOut,
             TurnResult::Unavailable => TurnOutcome::Cancelled,
+            TurnResult::Interrupted(_) => TurnOutcome::Interrupted,
         }
     }
+}
+
+/// Whether a turn did its part: the ledger gained an iteration, or (in
+/// enforce mode, where an agent's report is staged, not banked) the turn
+/// staged a new candidate, whose review decides the rest. `staged_*`: the
+/// fingerprint of the candidate pending review before and after the turn.
+pub fn turn_advanced(
+    iterations_before: u64,
+    iterations_after: u64,
+    staged_before: Option<&crate::digest::Digest>,
+    staged_after: Option<&crate::digest::Digest>,
+) -> bool {
+    iterations_after > iterations_before
+        || (staged_after.is_some() && staged_after != staged_before)
 }
 
 impl TurnOutcome {
@@ -95,6 +113,7 @@ impl TurnOutcome {
             TurnOutcome::TimedOut => "timed_out".into(),
             TurnOutcome::RecoveredAdvanced => "recovered_advanced".into(),
             TurnOutcome::Cancelled => "cancelled".into(),
+            TurnOutcome::Interrupted => "interrupted".into(),
         }
     }
 }
@@ -494,6 +513,19 @@ pub fn recovery_plan(open: Option<&Intent>, seen: &Observed<'_>) -> RecoveryPlan
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_turn_advances_by_an_iteration_or_a_newly_staged_candidate_only() {
+        let old = crate::digest::Digest::of_bytes(b"old");
+        let new = crate::digest::Digest::of_bytes(b"new");
+        assert!(turn_advanced(3, 4, None, None));
+        assert!(turn_advanced(3, 3, None, Some(&new)));
+        assert!(turn_advanced(3, 3, Some(&old), Some(&new)));
+        // The same candidate still pending, or none: nothing was done.
+        assert!(!turn_advanced(3, 3, Some(&old), Some(&old)));
+        assert!(!turn_advanced(3, 3, Some(&old), None));
+        assert!(!turn_advanced(3, 3, None, None));
+    }
 
     fn workspace(changes: &str) -> Workspace {
         Workspace {

@@ -23,6 +23,38 @@ pub enum Exit {
     QuotaExhausted,
     ProviderUnavailable,
     AuthDead,
+    /// Stopped by SIGINT (Ctrl-C): the shell's 128 + 2.
+    Interrupted,
+    /// Stopped by SIGTERM (systemd, Docker, `kill`): the shell's 128 + 15.
+    Terminated,
+}
+
+/// A signal that asks a running driver to stop: its turn's processes are
+/// ended, the turn is settled, and the run exits with the signal's code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopSignal {
+    /// SIGINT, what Ctrl-C sends.
+    Interrupt,
+    /// SIGTERM, what a service manager or `kill` sends.
+    Terminate,
+}
+
+impl StopSignal {
+    /// The exit of a run this signal stopped.
+    pub fn exit(self) -> Exit {
+        match self {
+            StopSignal::Interrupt => Exit::Interrupted,
+            StopSignal::Terminate => Exit::Terminated,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            StopSignal::Interrupt => "SIGINT",
+            StopSignal::Terminate => "SIGTERM",
+        }
+    }
 }
 
 impl Exit {
@@ -35,6 +67,8 @@ impl Exit {
             Exit::QuotaExhausted => 5,
             Exit::ProviderUnavailable => 6,
             Exit::AuthDead => 7,
+            Exit::Interrupted => 130,
+            Exit::Terminated => 143,
         }
     }
 
@@ -47,6 +81,8 @@ impl Exit {
             Exit::QuotaExhausted => "quota_wait_exhausted",
             Exit::ProviderUnavailable => "provider_unavailable",
             Exit::AuthDead => "auth_or_session_dead",
+            Exit::Interrupted => "interrupted",
+            Exit::Terminated => "terminated",
         }
     }
 }
@@ -63,6 +99,9 @@ pub enum TurnResult {
     TimedOut,
     /// The provider's binary is not on PATH.
     Unavailable,
+    /// The driver was told to stop while the turn ran, and ended it before
+    /// it recorded anything.
+    Interrupted(StopSignal),
 }
 
 impl TurnResult {
@@ -70,10 +109,14 @@ impl TurnResult {
     /// that recorded its iteration advanced, whatever it printed; one that
     /// did not failed, with the class its output shows, and a clean exit
     /// without a record or a reported error is a no-advance failure.
+    /// A turn the driver was told to stop is interrupted unless it had
+    /// already recorded its iteration (then it advanced, and the run stops
+    /// after it all the same).
     pub fn of(
         timed_out: bool,
         exit_status: Option<i32>,
         advanced: bool,
+        stopped_by: Option<StopSignal>,
         read: &Reading,
     ) -> TurnResult {
         if timed_out {
@@ -81,6 +124,9 @@ impl TurnResult {
         }
         if advanced {
             return TurnResult::Advanced;
+        }
+        if let Some(signal) = stopped_by {
+            return TurnResult::Interrupted(signal);
         }
         match (exit_status, read.class) {
             (_, Some(class @ (FailureClass::Auth | FailureClass::Quota))) => {
@@ -110,6 +156,12 @@ impl TurnResult {
                 "the turn ran past --iteration-timeout and was killed with everything it started"
             }
             TurnResult::Unavailable => "the provider's binary is not on PATH",
+            TurnResult::Interrupted(StopSignal::Interrupt) => {
+                "the driver was interrupted (SIGINT) and ended the turn with everything it started"
+            }
+            TurnResult::Interrupted(StopSignal::Terminate) => {
+                "the driver was terminated (SIGTERM) and ended the turn with everything it started"
+            }
         }
     }
 }
@@ -242,6 +294,11 @@ impl Session {
                 Exit::ProviderUnavailable,
                 format!("{provider}: binary not found on PATH"),
             ),
+            // Not a failure of the provider: the operator stopped the run.
+            TurnResult::Interrupted(signal) => Next::Exit {
+                exit: signal.exit(),
+                reason: format!("stopped by {}: {}", signal.name(), result.sentence()),
+            },
             TurnResult::Failed(FailureClass::Quota) => {
                 self.failures = 0;
                 self.quota_waits += 1;
@@ -317,29 +374,57 @@ mod tests {
             now(),
         );
         assert_eq!(
-            TurnResult::of(false, Some(0), true, &limited),
+            TurnResult::of(false, Some(0), true, None, &limited),
             TurnResult::Advanced
         );
         assert_eq!(
-            TurnResult::of(false, Some(0), false, &quiet),
+            TurnResult::of(false, Some(0), false, None, &quiet),
             TurnResult::NoAdvance
         );
         assert_eq!(
-            TurnResult::of(false, Some(0), false, &errored),
+            TurnResult::of(false, Some(0), false, None, &errored),
             TurnResult::Failed(FailureClass::Failure)
         );
         assert_eq!(
-            TurnResult::of(false, Some(1), false, &limited),
+            TurnResult::of(false, Some(1), false, None, &limited),
             TurnResult::Failed(FailureClass::Quota)
         );
         assert_eq!(
-            TurnResult::of(false, Some(1), false, &quiet),
+            TurnResult::of(false, Some(1), false, None, &quiet),
             TurnResult::Failed(FailureClass::Failure)
         );
         assert_eq!(
-            TurnResult::of(true, None, true, &quiet),
+            TurnResult::of(true, None, true, None, &quiet),
             TurnResult::TimedOut
         );
+    }
+
+    #[test]
+    fn a_stop_signal_interrupts_a_turn_that_recorded_nothing_and_ends_the_run() {
+        use crate::driver::classify::read;
+        use crate::driver::provider::Structured;
+        let quiet = read("", Structured::Text, now());
+        let sigterm = Some(StopSignal::Terminate);
+        assert_eq!(
+            TurnResult::of(false, None, false, sigterm, &quiet),
+            TurnResult::Interrupted(StopSignal::Terminate)
+        );
+        // The agent's record stands: the turn advanced, the run stops next.
+        assert_eq!(
+            TurnResult::of(false, None, true, sigterm, &quiet),
+            TurnResult::Advanced
+        );
+        let mut s = Session::new(vec!["claude".into()], limits());
+        let interrupted = TurnResult::Interrupted(StopSignal::Interrupt);
+        assert!(matches!(
+            s.after(interrupted, None, now()),
+            Next::Exit {
+                exit: Exit::Interrupted,
+                ..
+            }
+        ));
+        assert_eq!(Exit::Interrupted.code(), 130);
+        assert_eq!(Exit::Terminated.code(), 143);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use super::Reply;
 use anyhow::Result;
 use clap::Args;
+use loopx_app::driver::env;
 use loopx_app::loop_dir::LoopDir;
 use loopx_core::cost::{By, CostReport};
 use loopx_store::sqlite::Access;
@@ -17,7 +18,7 @@ use std::path::PathBuf;
 #[derive(Debug, Args)]
 pub struct CostArgs {
     /// The loop directory.
-    #[arg(long, env = "LOOPX_DIR", default_value = ".loopx")]
+    #[arg(long, env = env::LOOP_DIR, default_value = ".loopx")]
     dir: PathBuf,
     /// Group the rows by turn, day or provider.
     #[arg(long, default_value = "turn", value_parser = ["turn", "day", "provider"])]

@@ -1,11 +1,13 @@
 //! drive, agent-cmd and recover.
 
 use super::ledger::DirArgs;
+use super::ticker::Ticker;
 use super::Reply;
-use crate::drive::{self, Options, Target};
+use crate::process::Plain;
 use anyhow::Result;
 use clap::Args;
 use loopx_app::driver;
+use loopx_app::driver::run::{self as drive, Misdirected, Options, Progress, Target};
 use loopx_app::loop_dir::LoopDir;
 use loopx_core::driver::provider;
 use loopx_core::driver::session::{Exit, Limits};
@@ -14,6 +16,7 @@ use loopx_core::goal::{self, Actor};
 use loopx_core::panel::Switch;
 use loopx_store::sqlite::Access;
 use serde_json::json;
+use std::cell::RefCell;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -180,7 +183,6 @@ pub fn drive(args: &DriveArgs) -> Result<Reply> {
         None => Target::Providers(args.provider.clone()),
     };
     let options = Options {
-        dir: args.dir.dir.clone(),
         root: args.root.clone().unwrap_or(std::env::current_dir()?),
         target,
         goal_id: args.goal_id.clone(),
@@ -196,10 +198,25 @@ pub fn drive(args: &DriveArgs) -> Result<Reply> {
         pause_poll: Duration::from_secs(5),
         panel: args.panel.into(),
     };
-    let ended = match drive::drive(&options) {
+    let dir = match LoopDir::open(&args.dir.dir, Access::ReadWrite) {
+        Ok(dir) => dir,
+        Err(error) if !args.dir.dir.join(loopx_app::loop_dir::DATABASE).is_file() => {
+            return Ok(bad_arguments(format!(
+                "wrong --dir: {}",
+                super::describe(&error)
+            )))
+        }
+        Err(error) => return Err(error),
+    };
+    // From here a SIGTERM or Ctrl-C ends the turn's processes and settles
+    // the turn before the driver exits (130, 143), instead of killing the
+    // driver and orphaning the agent.
+    loopx_app::platform::catch_stop_signals()?;
+    let ended = match drive::drive(&dir, &options, &Plain, &Terminal::default()) {
         Ok(ended) => ended,
-        Err(error) if error.downcast_ref::<drive::Usage>().is_some() => {
-            return Ok(bad_arguments(super::describe(&error)))
+        Err(error) if error.downcast_ref::<Misdirected>().is_some() => {
+            let message = super::describe(&error).replace("wrong project root", "wrong --root");
+            return Ok(bad_arguments(message));
         }
         Err(error) => {
             let message = super::describe(&error);
@@ -407,7 +424,10 @@ pub fn recover(args: &RecoverArgs) -> Result<Reply> {
 pub fn verify(args: &VerifyArgs) -> Result<Reply> {
     let dir = LoopDir::open(&args.dir.dir, Access::ReadWrite)?;
     let root = args.root.clone().unwrap_or(std::env::current_dir()?);
-    let outcome = drive::verify_claim(&dir, &root, Duration::from_secs(args.timeout.max(1)))?;
+    loopx_app::platform::catch_stop_signals()?;
+    let timeout = Duration::from_secs(args.timeout.max(1));
+    let outcome =
+        loopx_app::driver::turn::verify_claim(&dir, &root, timeout, &Plain, &Terminal::default())?;
     let status = dir.read()?.ledger.status;
     let (text, code) = match outcome {
         None => ("no success claim is pending".to_owned(), 0),
@@ -422,4 +442,22 @@ pub fn verify(args: &VerifyArgs) -> Result<Reply> {
         text,
         code,
     })
+}
+
+/// The driver's progress on a terminal: each line on stderr, and a
+/// spinner while a turn runs (on a terminal only).
+#[derive(Default)]
+struct Terminal {
+    ticker: RefCell<Option<Ticker>>,
+}
+
+impl Progress for Terminal {
+    fn say(&self, line: &str) {
+        eprintln!("loopx drive: {line}");
+    }
+
+    fn running(&self, label: Option<String>) {
+        // The old spinner clears itself as it is dropped.
+        *self.ticker.borrow_mut() = label.map(Ticker::start);
+    }
 }

@@ -6,6 +6,7 @@ use super::Reply;
 use anyhow::Result;
 use clap::Args;
 use loopx_app::arming::{self, ArmRequest};
+use loopx_app::driver::env;
 use loopx_core::hook::{self, HookSignals};
 use serde_json::json;
 use std::io::Read as _;
@@ -55,7 +56,7 @@ pub struct ArmArgs {
 #[derive(Debug, Args)]
 pub struct DisarmArgs {
     /// The loop directory.
-    #[arg(long, env = "LOOPX_DIR")]
+    #[arg(long, env = env::LOOP_DIR)]
     pub dir: Option<PathBuf>,
     /// The armed loop's run id (from `loopx active`), instead of --dir.
     #[arg(long)]
@@ -177,7 +178,7 @@ pub fn decide(
 ) -> hook::HookVerdict {
     let signals = HookSignals {
         disabled: env_set("AUTOLOOP_DISABLE"),
-        inside_driver: env_set("AUTOLOOP_DRIVER"),
+        inside_driver: env_set(env::UNDER_DRIVER),
         reentrant: payload
             .ok()
             .and_then(|p| p.get("stop_hook_active"))

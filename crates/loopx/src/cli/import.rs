@@ -3,6 +3,7 @@
 use super::Reply;
 use anyhow::Result;
 use clap::Args;
+use loopx_app::driver::env;
 use std::path::PathBuf;
 
 /// Read a loop directory written by the reference Python runtime into a
@@ -25,7 +26,7 @@ pub struct ImportArgs {
     #[arg(long)]
     from: PathBuf,
     /// The new loop directory: must not exist, or be empty.
-    #[arg(long, env = "LOOPX_DIR", default_value = ".loopx")]
+    #[arg(long, env = env::LOOP_DIR, default_value = ".loopx")]
     dir: PathBuf,
     /// Create the loop; without it nothing is written.
     #[arg(long)]

@@ -6,6 +6,7 @@ use super::Reply;
 use anyhow::Result;
 use clap::builder::PossibleValuesParser;
 use clap::Args;
+use loopx_app::driver::env;
 use loopx_app::ledger;
 use loopx_app::loop_dir::LoopDir;
 use loopx_app::AppError;
@@ -22,7 +23,7 @@ use std::path::PathBuf;
 #[derive(Debug, Args)]
 pub struct DirArgs {
     /// The loop directory.
-    #[arg(long, env = "LOOPX_DIR", default_value = ".loopx")]
+    #[arg(long, env = env::LOOP_DIR, default_value = ".loopx")]
     pub dir: PathBuf,
 }
 
@@ -180,10 +181,10 @@ pub struct AppendArgs {
     #[arg(long, default_value = "")]
     pub next_action: String,
     /// The agent provider that ran this iteration (set by `loopx drive`).
-    #[arg(long, env = "AAS_AUTOLOOP_PRIMARY_PROVIDER", default_value = "")]
+    #[arg(long, env = env::PRIMARY_PROVIDER, default_value = "")]
     pub executor_provider: String,
     /// The driver dispatch this turn runs under (set by `loopx drive`).
-    #[arg(long, env = "LOOPX_DISPATCH_ID", default_value = "", hide = true)]
+    #[arg(long, env = env::DISPATCH_ID, default_value = "", hide = true)]
     pub dispatch_id: String,
     /// Run every check and show the record, but write nothing.
     #[arg(long)]

@@ -4,6 +4,7 @@ use super::goal::GoalArgs;
 use super::Reply;
 use anyhow::Result;
 use clap::Args;
+use loopx_app::driver::env;
 
 /// Serve the Model Context Protocol on stdin/stdout for an agent inside a
 /// turn (register it as a local stdio MCP server in Claude Code, Codex or
@@ -18,12 +19,12 @@ pub struct McpArgs {
     #[command(flatten)]
     pub goal: GoalArgs,
     /// The driver dispatch this turn runs under (set by `loopx drive`).
-    #[arg(long, env = "LOOPX_DISPATCH_ID", default_value = "", hide = true)]
+    #[arg(long, env = env::DISPATCH_ID, default_value = "", hide = true)]
     pub dispatch_id: String,
     /// The agent provider that runs this turn (set by `loopx drive`).
     #[arg(
         long,
-        env = "AAS_AUTOLOOP_PRIMARY_PROVIDER",
+        env = env::PRIMARY_PROVIDER,
         default_value = "",
         hide = true
     )]

@@ -15,6 +15,7 @@ mod notify;
 mod panel;
 mod selftest;
 mod serve;
+mod ticker;
 
 use anyhow::Result;
 use clap::{FromArgMatches as _, Parser, Subcommand};
@@ -253,12 +254,18 @@ pub fn main() -> ExitCode {
         Command::HookCheck(args) => return hook::hook_check(&args, json),
         command => dispatch(command, json),
     };
+    // A command that caught a stop signal (one that runs processes) was
+    // stopped by it, whatever else it reports: exit as the shell would.
+    let stopped = loopx_app::platform::stop_signal().map(|s| ExitCode::from(s.exit().code()));
     match result {
         Ok(reply) => {
             emit(&reply, json);
-            ExitCode::from(reply.code)
+            stopped.unwrap_or(ExitCode::from(reply.code))
         }
-        Err(error) => fail(AppError::from(error), json),
+        Err(error) => {
+            let code = fail(AppError::from(error), json);
+            stopped.unwrap_or(code)
+        }
     }
 }
 

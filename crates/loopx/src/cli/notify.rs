@@ -4,6 +4,7 @@
 use super::Reply;
 use anyhow::Result;
 use clap::Args;
+use loopx_app::driver::env;
 use loopx_app::loop_dir::LoopDir;
 use loopx_app::notify;
 use loopx_core::notify::{AgentGroup, Agents, ComputeRun, Facts, Issues, Status, Timing};
@@ -20,7 +21,7 @@ use std::path::PathBuf;
 #[derive(Debug, Args)]
 pub struct NotifyEventArgs {
     /// The loop directory.
-    #[arg(long, env = "LOOPX_DIR", default_value = ".loopx")]
+    #[arg(long, env = env::LOOP_DIR, default_value = ".loopx")]
     dir: PathBuf,
     /// The event kind: iteration_ok, iteration_failed, quota_wait, stop, …
     #[arg(long)]

@@ -1,7 +1,7 @@
 //! `loopx panel`: one panel phase on a loop, now, without a driver.
 
 use super::Reply;
-use crate::drive::reviewer;
+use crate::process::Plain;
 use anyhow::Result;
 use clap::Args;
 use loopx_app::driver;
@@ -83,7 +83,9 @@ pub fn panel(args: &PanelArgs) -> Result<Reply> {
     // One process works a loop at a time: a driver running this loop runs
     // its own panel.
     let _lock = driver::take_lock(prepared.dir())?;
-    let view = reviewer::review(prepared, args.timeout)?;
+    loopx_app::platform::catch_stop_signals()?;
+    let announce = |line: &str| eprintln!("loopx panel: {line}");
+    let view = driver::review(prepared, args.timeout, &Plain, &announce)?;
     let mut reply = Reply::view(&view, view.text())?;
     if !view.decided() {
         reply.code = 1;
@@ -100,7 +102,7 @@ fn smoke(args: &PanelArgs) -> Result<Reply> {
             launch.timeout.as_secs()
         );
         // Its process record goes beside it, in the temporary directory.
-        reviewer::run_reviewer(&launch.cwd, launch)
+        driver::reviewer::run_reviewer(&Plain, &launch.cwd, launch)
     };
     let view = loopx_app::panel::smoke(&args.dir.dir, args.timeout, &mut runner)?;
     let mut reply = Reply::view(&view, view.text())?;

@@ -58,7 +58,7 @@ pub fn serve(args: &ServeArgs, open_browser: bool, json: bool) -> Result<Reply> 
             false => args
                 .dir
                 .clone()
-                .or_else(|| std::env::var_os("LOOPX_DIR").map(PathBuf::from)),
+                .or_else(|| std::env::var_os(loopx_app::driver::env::LOOP_DIR).map(PathBuf::from)),
         },
         registry_dir: args.registry.registry_dir.clone(),
         addr: args.addr,

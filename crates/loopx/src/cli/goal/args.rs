@@ -7,6 +7,7 @@ use super::super::ledger::DirArgs;
 use super::super::operation_id;
 use anyhow::{Context as _, Result};
 use clap::{Args, Subcommand};
+use loopx_app::driver::env;
 use loopx_app::goal::{GoalTarget, Submit};
 use loopx_app::loop_dir::LoopDir;
 use loopx_core::digest::Digest;
@@ -24,7 +25,7 @@ pub struct GoalArgs {
     #[arg(long, default_value = goal::DEFAULT_GOAL_ID)]
     pub goal_id: String,
     /// Act as this agent; without it, act as the goal's owner.
-    #[arg(long, env = "LOOPX_AGENT_ID")]
+    #[arg(long, env = env::AGENT_ID)]
     pub agent_id: Option<String>,
 }
 
@@ -192,7 +193,7 @@ pub struct RegisterArgs {
     #[arg(long, default_value = goal::DEFAULT_GOAL_ID)]
     pub goal_id: String,
     /// The agent to register.
-    #[arg(long, env = "LOOPX_AGENT_ID")]
+    #[arg(long, env = env::AGENT_ID)]
     pub agent_id: String,
     #[command(flatten)]
     pub write: WriteArgs,

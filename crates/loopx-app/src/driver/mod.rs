@@ -1,18 +1,36 @@
-//! The driver's use cases: everything `loopx drive` and `loopx recover`
-//! read from and commit to the store, one function each.
+//! The driver: everything `loopx drive` and `loopx recover` do, above how
+//! a process runs.
 //!
-//! Register and unregister a driver, ask the core's step what to do next
-//! (with should-run computed from the same reads), record an intent before
-//! a turn and settle it after (its cost charged to the ledger first), say
-//! what the driver waits for (an unreachable store included: how long it
-//! waits between tries, and the note it leaves when the store is back),
-//! settle a verified success claim, plan and
-//! apply a crash recovery, and summarise the driver for `status`. The agent
-//! record beside each turn's log (`driver_logs/<dispatch>.pid`) is owned
-//! here too, because the driver writes it and recovery reads it.
+//! - [`run`]: one drive run, the loop over the core's step.
+//! - [`turn`]: the turn protocol (intent → start → watch → capture →
+//!   classify → settle), written once; the success check beside it.
+//! - [`runner`]: the seam under both, [`runner::TurnRunner`]: how a
+//!   process is started, watched, limited and reaped. The binary provides
+//!   the real one.
+//! - [`reviewer`]: a panel reviewer through the same runner.
+//! - [`env`]: the names of the variables a started process sees.
 //!
-//! Not here: spawning agents and checks, timeouts and the terminal ticker
-//! (the binary's `drive/`), the policy itself (`loopx_core::driver`).
+//! This file holds the driver's bookkeeping, one function per commit or
+//! read: register and unregister a driver, ask the core's step what to do
+//! next (with should-run computed from the same reads), record an intent
+//! before a turn and settle it after (its cost charged to the ledger
+//! first), say what the driver waits for (an unreachable store included:
+//! how long it waits between tries, and the note it leaves when the store
+//! is back), settle a verified success claim, plan and apply a crash
+//! recovery, and summarise the driver for `status`. The agent record beside
+//! each turn's log (`driver_logs/<dispatch>.pid`) is owned here too,
+//! because the driver writes it and recovery reads it.
+//!
+//! Not here: the policy itself (`loopx_core::driver`).
+
+pub mod env;
+mod outage;
+pub mod reviewer;
+pub mod run;
+pub mod runner;
+pub mod turn;
+
+pub use reviewer::review;
 
 use crate::loop_dir::{LoopDir, Reading, DRIVER_LOCK, DRIVER_LOGS};
 use crate::{clock, fsutil, platform};

@@ -1,0 +1,429 @@
+//! One `drive` run: unattended turns until the loop should stop.
+//!
+//! The loop asks the core's step ([`super::next_step`], over
+//! `loopx_core::driver::step`) what to do next and does it: a turn
+//! ([`super::turn`]), a panel phase, the success check, a wait. Each turn
+//! is a fresh process in the project root with the prompt regenerated from
+//! state, run through the [`TurnRunner`] the adapter passes. Every store
+//! call once the run has started goes through [`through_outages`], so a
+//! store that becomes unreachable (a PostgreSQL restart) is waited out,
+//! not a reason to stop.
+//!
+//! A stop signal (SIGTERM, SIGINT; caught by the adapter through
+//! `platform::catch_stop_signals`) ends the run at the next safe point:
+//! the runner ends the turn's processes, the turn is settled as
+//! interrupted, and the run exits with the signal's code (143, 130).
+//!
+//! Not here: how a process runs (the runner), how progress is shown (the
+//! adapter's [`Progress`]), the policy itself (`loopx_core::driver`).
+
+use super::outage::through_outages;
+use super::runner::TurnRunner;
+use super::turn::{run_turn, verify_claim, TurnContext};
+use crate::loop_dir::LoopDir;
+use crate::{clock, platform};
+use anyhow::{Context as _, Result};
+use loopx_core::driver::session::{Exit, Limits, Next, Session, StopSignal, TurnResult};
+use loopx_core::driver::step::Step;
+use loopx_core::driver::{DriverError, RecoveryPlan, Registration, Waiting};
+use loopx_core::panel::{Phase, Switch};
+use loopx_store::AuthorityError;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// What runs each turn.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// Named providers, first available first.
+    Providers(Vec<String>),
+    /// A shell command; the prompt arrives on its stdin.
+    Command(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The project root the turns run in.
+    pub root: PathBuf,
+    pub target: Target,
+    pub goal_id: String,
+    pub agent_id: String,
+    pub limits: Limits,
+    pub iteration_timeout: Duration,
+    pub max_iterations: Option<u64>,
+    /// How often a paused loop is looked at again.
+    pub pause_poll: Duration,
+    /// Whether a staged candidate is reviewed by the panel before the next
+    /// dispatch.
+    pub panel: Switch,
+}
+
+/// How a drive run ended.
+pub struct Ended {
+    pub exit: Exit,
+    pub reason: String,
+    pub turns: u64,
+}
+
+/// What the driver tells a person while it runs; the adapter renders it.
+pub trait Progress {
+    /// One line of news.
+    fn say(&self, line: &str);
+    /// A turn is running (`Some`, with a label) or no longer is (`None`):
+    /// a terminal may show a spinner meanwhile.
+    fn running(&self, label: Option<String>);
+}
+
+/// Marks an error as the caller's to fix (a project root that does not
+/// exist, a loop driven from another root): `drive` exits 2 for it, not 4.
+#[derive(Debug)]
+pub struct Misdirected(pub &'static str);
+
+impl std::fmt::Display for Misdirected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// Sleep up to `duration`, waking early when the driver is told to stop.
+/// Returns whether it was.
+pub fn pause(duration: Duration) -> bool {
+    let until = Instant::now() + duration;
+    loop {
+        if platform::stop_signal().is_some() {
+            return true;
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+}
+
+/// Drive the loop in `dir` until it should stop, each turn through
+/// `runner`. Holds the loop's driver lock for the run.
+pub fn drive(
+    dir: &LoopDir,
+    options: &Options,
+    runner: &dyn TurnRunner,
+    progress: &dyn Progress,
+) -> Result<Ended> {
+    let root = options
+        .root
+        .canonicalize()
+        .with_context(|| format!("the project root {} does not exist", options.root.display()))
+        .context(Misdirected("wrong project root"))?;
+    let options = &Options {
+        root,
+        ..options.clone()
+    };
+    let _lock = super::take_lock(dir)?;
+    let logs = super::log_dir(dir)?;
+    let panel = crate::panel::enabled(dir, options.panel)?;
+    let pid = std::process::id();
+    let (providers, command) = match &options.target {
+        Target::Providers(names) => (names.clone(), None),
+        Target::Command(cmd) => (vec!["cmd".to_owned()], Some(cmd.clone())),
+    };
+    let registration = Registration {
+        pid,
+        started_at: clock::now(),
+        providers: providers.clone(),
+        command,
+    };
+    let root_identity = super::workspace(&options.root);
+    super::register(dir, registration, root_identity.root.clone()).map_err(|error| {
+        let mismatch = matches!(
+            error.downcast_ref::<AuthorityError<DriverError>>(),
+            Some(AuthorityError::Rejected(
+                DriverError::WorkspaceMismatch { .. }
+            ))
+        );
+        if mismatch {
+            error.context(Misdirected("wrong project root"))
+        } else {
+            error
+        }
+    })?;
+    // `loopx serve --all` lists loops driven here. A registry that cannot
+    // be written costs that listing, never the run.
+    if let Err(error) = crate::all_loops::note_driven(dir) {
+        progress.say(&format!("cannot record this loop in the registry ({error:#}); `loopx serve --all` will not list it"));
+    }
+    let mut run = Run {
+        dir,
+        options,
+        logs: &logs,
+        runner,
+        progress,
+        session: Session::new(providers, options.limits),
+        panel,
+        turns: 0,
+    };
+    let ended = match run.go() {
+        // Told to stop while waiting out an outage or a wait: the signal,
+        // not the interrupted wait, is why the run ended.
+        Err(error) => match platform::stop_signal() {
+            Some(signal) => Ok(run.stopped(signal, &format!("{error:#}"))),
+            None => Err(error),
+        },
+        ended => ended,
+    };
+    let _ = super::unregister(dir, pid);
+    ended
+}
+
+/// How often a driver held back by should-run looks at the store again:
+/// short enough that a released lease or a new todo starts the next turn
+/// promptly, long enough that waiting costs next to nothing.
+const STATE_POLL: Duration = Duration::from_secs(1);
+
+/// A run in progress.
+struct Run<'a> {
+    dir: &'a LoopDir,
+    options: &'a Options,
+    logs: &'a Path,
+    runner: &'a dyn TurnRunner,
+    progress: &'a dyn Progress,
+    session: Session,
+    panel: bool,
+    turns: u64,
+}
+
+impl Run<'_> {
+    fn ended(&self, exit: Exit, reason: String) -> Ended {
+        crate::notify::stopped(self.dir, exit, &reason);
+        Ended {
+            exit,
+            reason,
+            turns: self.turns,
+        }
+    }
+
+    fn stopped(&self, signal: StopSignal, during: &str) -> Ended {
+        let reason = format!("stopped by {} ({during})", signal.name());
+        self.ended(signal.exit(), reason)
+    }
+
+    fn go(&mut self) -> Result<Ended> {
+        let (dir, options, progress) = (self.dir, self.options, self.progress);
+        let pid = std::process::id();
+        match through_outages(dir, None, "recovering", progress, || {
+            super::recover(dir, options.iteration_timeout)
+        })? {
+            RecoveryPlan::FailClosed { inspect, .. } => {
+                let reason = inspect.replace("<DIR>", &dir.display());
+                return Ok(self.ended(Exit::RuntimeError, reason));
+            }
+            RecoveryPlan::Clear => {}
+            plan => progress.say(&format!(
+                "recovered an open dispatch: {}",
+                serde_json::to_string(&plan)?
+            )),
+        }
+        // Nothing is open now, so any agent record left is stale (a driver
+        // killed between its settlement and the record's removal).
+        super::remove_stale_records(self.logs);
+        // What the journal last heard this driver wait for: a wait is
+        // committed when it changes, not on every look.
+        let mut announced: Option<String> = None;
+        loop {
+            if let Some(signal) = platform::stop_signal() {
+                return Ok(self.stopped(signal, "between turns"));
+            }
+            let session = &self.session;
+            let (reading, step) = through_outages(
+                dir,
+                session.current(),
+                "deciding the next step",
+                progress,
+                || {
+                    super::next_step(
+                        dir,
+                        &options.goal_id,
+                        &options.agent_id,
+                        session,
+                        self.turns,
+                        options.max_iterations,
+                        options.pause_poll,
+                        self.panel,
+                    )
+                },
+            )?;
+            let provider_name = match step {
+                Step::VerifyClaim { .. } => {
+                    let root = &options.root;
+                    let timeout = options.iteration_timeout;
+                    if let Some(verified) = verify_claim(dir, root, timeout, self.runner, progress)?
+                    {
+                        progress.say(if verified {
+                            "success claim verified by the success_check; banking the stop"
+                        } else {
+                            "success claim refused: the success_check failed (its log is in driver_logs/); the loop goes on"
+                        });
+                    }
+                    continue;
+                }
+                Step::Stop { exit, reason } => return Ok(self.ended(exit, reason)),
+                Step::Review { fingerprint } => {
+                    progress.say(&format!(
+                        "candidate {fingerprint} staged: the panel reviews it before the next dispatch"
+                    ));
+                    if let Err(why) = self.panel_phase(Phase::ResultReview) {
+                        let reason =
+                            format!("the panel cannot review candidate {fingerprint}: {why}");
+                        return Ok(self.ended(Exit::RuntimeError, reason));
+                    }
+                    continue;
+                }
+                Step::ReviewStrategy => {
+                    progress.say("the plan awaits a strategy review: the panel reviews it before the next dispatch");
+                    if let Err(why) = self.panel_phase(Phase::StrategyReview) {
+                        let reason = format!("the panel cannot review the plan: {why}");
+                        return Ok(self.ended(Exit::RuntimeError, reason));
+                    }
+                    continue;
+                }
+                Step::Pause { until, reason } => {
+                    // Re-announced on every look: its `until` is the next look.
+                    let waiting = Waiting { until, reason };
+                    let current = self.session.current();
+                    through_outages(dir, current, "recording the pause", progress, || {
+                        super::set_waiting(dir, pid, Some(waiting.clone()), current)
+                    })?;
+                    announced = None;
+                    pause(options.pause_poll);
+                    continue;
+                }
+                Step::Wait { until, reason } => {
+                    if announced.as_deref() != Some(&reason) {
+                        progress.say(&reason);
+                        let waiting = Waiting {
+                            until,
+                            reason: reason.clone(),
+                        };
+                        let current = self.session.current();
+                        through_outages(dir, current, "recording the wait", progress, || {
+                            super::set_waiting(dir, pid, Some(waiting.clone()), current)
+                        })?;
+                        announced = Some(reason);
+                    }
+                    // The next look re-reads the store: a released lease, a
+                    // new todo or the stop arbiter ends the wait there.
+                    pause(STATE_POLL);
+                    continue;
+                }
+                Step::Run { provider } => provider,
+            };
+            let launcher = match &options.target {
+                Target::Command(_) => None,
+                Target::Providers(_) => match super::installed_launcher_named(&provider_name) {
+                    Some(launcher) => Some(launcher),
+                    None => match self
+                        .session
+                        .after(TurnResult::Unavailable, None, clock::now())
+                    {
+                        Next::Switch { excluded, next, .. } => {
+                            progress
+                                .say(&format!("{excluded} is not installed; switching to {next}"));
+                            continue;
+                        }
+                        Next::Exit { exit, reason } => return Ok(self.ended(exit, reason)),
+                        _ => unreachable!("a missing binary excludes its provider"),
+                    },
+                },
+            };
+            let on = Some(provider_name.as_str());
+            through_outages(dir, on, "starting the turn", progress, || {
+                super::set_waiting(dir, pid, None, on)
+            })?;
+            announced = None;
+            let context = TurnContext {
+                dir,
+                options,
+                logs: self.logs,
+                runner: self.runner,
+                progress,
+            };
+            let turn = run_turn(context, &provider_name, launcher, &reading)?;
+            self.turns += 1;
+            crate::notify::after_turn(dir, &provider_name, turn.result);
+            match self
+                .session
+                .after(turn.result, turn.read.resets_at, clock::now())
+            {
+                Next::Continue => {}
+                Next::Wait {
+                    seconds,
+                    until,
+                    reason,
+                } => {
+                    let until = until.unwrap_or_else(|| {
+                        clock::now()
+                            .checked_add(jiff::SignedDuration::from_secs(seconds as i64))
+                            .unwrap_or(clock::now())
+                    });
+                    progress.say(&reason);
+                    crate::notify::quota_wait(dir, &provider_name, until, &reason);
+                    let waiting = Waiting { until, reason };
+                    through_outages(dir, on, "recording the wait", progress, || {
+                        super::set_waiting(dir, pid, Some(waiting.clone()), on)
+                    })?;
+                    self.wait(seconds)?;
+                }
+                Next::Switch {
+                    excluded,
+                    next,
+                    cause,
+                } => progress.say(&format!(
+                    "{excluded} excluded for this run ({}); switching to {next}",
+                    cause.reason()
+                )),
+                Next::Exit { exit, reason } if turn.result == TurnResult::Advanced => {
+                    return Ok(self.ended(exit, reason))
+                }
+                Next::Exit { exit, reason } => {
+                    return Ok(self.ended(exit, format!("{reason}; see {}", turn.log)))
+                }
+            }
+        }
+    }
+
+    /// Run one panel phase with real reviewers and say how it went. `Err`:
+    /// why the driver must stop (the panel was refused, or could launch
+    /// nobody, which the next look would find again).
+    fn panel_phase(&self, phase: Phase) -> std::result::Result<(), String> {
+        let view = crate::panel::prepare(self.dir.root(), phase, None)
+            .and_then(|prepared| {
+                super::review(prepared, None, self.runner, &|line| {
+                    self.progress.say(&format!("panel: {line}"))
+                })
+            })
+            .map_err(|error| error.message)?;
+        let text = view.text();
+        for line in text.lines() {
+            self.progress.say(&format!("panel: {line}"));
+        }
+        if view.attempts.is_empty() {
+            return Err(format!("no reviewer could be launched: {text}"));
+        }
+        Ok(())
+    }
+
+    /// Sleep up to `seconds`, waking early when the loop must stop.
+    fn wait(&self, seconds: u64) -> Result<()> {
+        let until = Instant::now() + Duration::from_secs(seconds);
+        while Instant::now() < until {
+            let reading =
+                through_outages(self.dir, None, "waiting", self.progress, || self.dir.read())?;
+            if self.dir.verdict(&reading.ledger, clock::now()).done {
+                return Ok(());
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if pause(Duration::from_millis(250).min(left)) {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+}

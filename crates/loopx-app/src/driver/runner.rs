@@ -1,0 +1,74 @@
+//! The seam between the turn protocol and the processes it runs: a
+//! [`TurnRunner`] starts one process, watches it, limits it and reaps it,
+//! and reports what it saw. It decides nothing and commits nothing; the
+//! protocol above it (`super::turn`, the panel, the success check) does.
+//!
+//! How a process runs varies (plain, contained, supervised, in a worker's
+//! worktree); what is asked of it does not, and is written here once:
+//! [`Process`] in, [`ProcessOutcome`] out. The binary provides the real
+//! implementation; tests may provide others.
+
+use loopx_core::driver::session::StopSignal;
+use std::ffi::OsString;
+use std::fs::File;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// One process to run to its end, its timeout, or the driver's stop.
+pub struct Process {
+    pub program: OsString,
+    pub args: Vec<String>,
+    pub cwd: PathBuf,
+    /// Variables set on top of the driver's environment.
+    pub env: Vec<(&'static str, OsString)>,
+    /// Variables the process must not inherit.
+    pub env_removed: &'static [&'static str],
+    /// Written to its stdin, then closed; `None`: stdin is `/dev/null`.
+    pub stdin: Option<String>,
+    pub output: Output,
+    pub timeout: Duration,
+    /// Where its identity is recorded before it may run (the driver's log
+    /// directory) and under which name (the dispatch id), so a restarted
+    /// driver can tell whether it still runs.
+    pub record: Record,
+}
+
+/// Where a process's output goes.
+pub enum Output {
+    /// stdout and stderr both appended to this file (a turn's log).
+    Log(File),
+    /// stdout kept up to `limit` bytes (the rest read and dropped, so a
+    /// flood neither blocks the process nor grows without bound); stderr
+    /// discarded.
+    Capture { limit: usize },
+}
+
+/// The durable record of a running process: `<logs>/<name>.pid`.
+pub struct Record {
+    pub logs: PathBuf,
+    pub name: String,
+}
+
+/// What came of a process. Nothing it started outlives the run that
+/// reports this.
+#[derive(Debug, Clone, Default)]
+pub struct ProcessOutcome {
+    pub exit_status: Option<i32>,
+    pub timed_out: bool,
+    /// The stop signal the driver received while the process ran, which
+    /// ended it.
+    pub stopped_by: Option<StopSignal>,
+    pub elapsed: Duration,
+    /// With [`Output::Capture`]: the head of its stdout.
+    pub captured: Vec<u8>,
+    /// Whether it wrote more than was kept.
+    pub truncated: bool,
+}
+
+/// How a turn's process is started, watched, limited and reaped.
+pub trait TurnRunner {
+    /// Run `process` until it exits, its timeout passes, or the driver is
+    /// told to stop (SIGTERM, SIGINT); end everything it started either
+    /// way. `Err`: it could not be started, and nothing runs.
+    fn run(&self, process: Process) -> anyhow::Result<ProcessOutcome>;
+}

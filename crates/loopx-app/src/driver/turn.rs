@@ -1,0 +1,305 @@
+//! The turn protocol, written once: intent → start → watch → capture →
+//! classify → settle, whatever runs the process.
+//!
+//! Before the agent starts, the dispatch's intent is committed and its
+//! record is on disk; the agent runs through a [`TurnRunner`]; its output
+//! is read and classified (`loopx_core::driver::classify`); whether it
+//! advanced is the core's rule ([`loopx_core::driver::turn_advanced`]);
+//! its cost is charged and its dispatch settled in one commit. The host's
+//! run of the `success_check` on an agent's claim follows the same shape.
+//!
+//! Not here: how the process runs (the runner), what to do next (the
+//! core's step, asked by [`super::run`]), the words a person reads (the
+//! adapter renders [`Progress`] lines).
+
+use super::env;
+use super::outage::through_outages;
+use super::run::{Options, Progress, Target};
+use super::runner::{Output, Process, Record, TurnRunner};
+use crate::loop_dir::{LoopDir, Reading, DRIVER_LOGS};
+use crate::{clock, platform};
+use anyhow::{Context as _, Result};
+use loopx_core::digest::Digest;
+use loopx_core::driver::classify::{self, Reading as OutputReading, END_OF_PROMPT};
+use loopx_core::driver::provider::{Launcher, Structured};
+use loopx_core::driver::session::TurnResult;
+use loopx_core::driver::{turn_advanced, Intent, Settlement, TurnOutcome};
+use loopx_core::goal::Actor;
+use loopx_core::ledger::CheckRun;
+use loopx_store::failpoint;
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+/// What one turn came to.
+pub struct Turn {
+    pub result: TurnResult,
+    /// Its output, read.
+    pub read: OutputReading,
+    /// Its log, relative to the loop directory.
+    pub log: String,
+}
+
+/// Run the loop's `success_check` on a pending success claim and settle
+/// it. `None` when no claim is pending.
+pub fn verify_claim(
+    dir: &LoopDir,
+    root: &Path,
+    timeout: Duration,
+    runner: &dyn TurnRunner,
+    progress: &dyn Progress,
+) -> Result<Option<bool>> {
+    let ledger = through_outages(dir, None, "reading the ledger", progress, || dir.read())?.ledger;
+    let Some(iteration) = ledger.pending_claim else {
+        return Ok(None);
+    };
+    let logs = super::log_dir(dir)?;
+    let name = super::fresh_name(&format!("claim-{iteration}"));
+    let log_name = format!("{DRIVER_LOGS}/{name}.check.log");
+    let log = platform::create_private(&dir.path(&log_name))
+        .with_context(|| format!("cannot create {log_name}"))?;
+    let ran = runner.run(Process {
+        program: "sh".into(),
+        args: vec!["-c".into(), ledger.config.success_check.clone()],
+        cwd: root.to_path_buf(),
+        env: vec![(env::LOOP_DIR, dir.root().into())],
+        env_removed: &[],
+        stdin: None,
+        output: Output::Log(log),
+        timeout,
+        record: Record {
+            logs: logs.clone(),
+            name: name.clone(),
+        },
+    });
+    let _ = std::fs::remove_file(super::record_path(&logs, &name));
+    let ran = ran?;
+    if ran.stopped_by.is_some() {
+        // A check cut short proves nothing either way: the claim stays
+        // pending for the next run to check.
+        return Ok(None);
+    }
+    let check = CheckRun {
+        command: ledger.config.success_check.clone(),
+        exit_code: ran.exit_status,
+        timed_out: ran.timed_out,
+        log: log_name,
+        duration_ms: ran.elapsed.as_millis() as u64,
+    };
+    Ok(Some(through_outages(
+        dir,
+        None,
+        "settling the success claim",
+        progress,
+        || super::settle_claim(dir, iteration, check.clone(), &name),
+    )?))
+}
+
+/// The fingerprint of the candidate pending review, if any.
+fn staged(dir: &LoopDir) -> Result<Option<Digest>> {
+    Ok(crate::focus::candidate::slot(dir)?
+        .and_then(|slot| slot.pending)
+        .map(|held| held.fingerprint))
+}
+
+/// The turn's environment: the driver's PATH with this binary's directory
+/// first (so the agent's `loopx` is this one), and where the turn reports.
+fn agent_env(
+    dir: &LoopDir,
+    options: &Options,
+    dispatch_id: &str,
+    provider: &str,
+) -> Result<Vec<(&'static str, OsString)>> {
+    let exe_dir = std::env::current_exe()?
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let path = std::env::join_paths(std::iter::once(exe_dir).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))?;
+    let mut vars = vec![
+        ("PATH", path),
+        (env::UNDER_DRIVER, "1".into()),
+        (env::LOOP_DIR, dir.root().into()),
+        (env::AGENT_ID, options.agent_id.clone().into()),
+        (env::DISPATCH_ID, dispatch_id.into()),
+        (env::PRIMARY_PROVIDER, provider.into()),
+    ];
+    if let Some(store) = dir.store_override() {
+        vars.push((env::STORE, store.into()));
+    }
+    Ok(vars)
+}
+
+/// What every turn of a run shares: the loop, the run's options, where
+/// turn logs go, how processes run and how progress is shown.
+#[derive(Clone, Copy)]
+pub struct TurnContext<'a> {
+    pub dir: &'a LoopDir,
+    pub options: &'a Options,
+    pub logs: &'a Path,
+    pub runner: &'a dyn TurnRunner,
+    pub progress: &'a dyn Progress,
+}
+
+/// Run one turn end to end: intent, agent, reading, charge, settlement.
+pub fn run_turn(
+    context: TurnContext<'_>,
+    provider_name: &str,
+    launcher: Option<&Launcher>,
+    before: &Reading,
+) -> Result<Turn> {
+    let TurnContext {
+        dir,
+        options,
+        logs,
+        runner,
+        progress,
+    } = context;
+    let root = options.root.as_path();
+    let iteration = before.ledger.spent.iterations + 1;
+    let on = Some(provider_name);
+    let prompt = through_outages(dir, on, "writing the prompt", progress, || {
+        dir.task_body(&options.goal_id, &Actor::Agent(options.agent_id.clone()))
+    })?;
+    let staged_before =
+        through_outages(dir, on, "reading the candidate", progress, || staged(dir))?;
+    let dispatch_id = super::fresh_name(&format!("d{iteration}"));
+    let log_name = format!("{DRIVER_LOGS}/{dispatch_id}.log");
+    failpoint::reached("drive.before_intent");
+    // Recorded before the intent: an open intent without a record means
+    // someone removed it, never that the agent had not started.
+    super::write_record(logs, &dispatch_id, super::NOT_STARTED)
+        .with_context(|| format!("cannot record dispatch {dispatch_id} in {}", logs.display()))?;
+    // Built once: a retry after an outage commits this very intent under
+    // the same operation id, so a lost reply replays instead of doubling.
+    let intent = Intent {
+        dispatch_id: dispatch_id.clone(),
+        iteration,
+        provider: provider_name.to_owned(),
+        prompt_digest: Digest::of_bytes(prompt.as_bytes()).to_string(),
+        ledger_revision: before.revision,
+        iterations_before: before.ledger.spent.iterations,
+        workspace: super::workspace(root),
+        log: log_name.clone(),
+        started_at: clock::now(),
+    };
+    through_outages(dir, on, "recording the turn's intent", progress, || {
+        super::intend(dir, intent.clone())
+    })?;
+    failpoint::reached("drive.after_intent");
+
+    // Created exclusively: never written through a planted file or symlink.
+    let mut log = platform::create_private(&dir.path(&log_name))
+        .with_context(|| format!("cannot create {log_name}"))?;
+    writeln!(log, "{prompt}\n{END_OF_PROMPT}")?;
+    let (program, args, stdin) = match (launcher, &options.target) {
+        (Some(launcher), _) => (
+            launcher.binary.into(),
+            launcher.argv(&prompt, &root.display().to_string()),
+            None,
+        ),
+        (None, Target::Command(cmd)) => (
+            "sh".into(),
+            vec!["-c".to_owned(), cmd.clone()],
+            Some(prompt.clone()),
+        ),
+        (None, Target::Providers(_)) => unreachable!("a provider turn has a launcher"),
+    };
+    progress.say(&format!(
+        "iteration {iteration} [{provider_name}] started ({dispatch_id})"
+    ));
+    progress.running(Some(format!(
+        "iteration {iteration} [{provider_name}] running"
+    )));
+    let ran = runner.run(Process {
+        program,
+        args,
+        cwd: root.to_path_buf(),
+        env: agent_env(dir, options, &dispatch_id, provider_name)?,
+        env_removed: &[],
+        stdin,
+        output: Output::Log(log),
+        timeout: options.iteration_timeout,
+        record: Record {
+            logs: logs.to_path_buf(),
+            name: dispatch_id.clone(),
+        },
+    });
+    progress.running(None);
+    let ran = ran?;
+    failpoint::reached("drive.after_agent");
+
+    let output = super::agent_log(dir, &log_name);
+    let structured = launcher.map_or(Structured::Text, |l| l.structured);
+    let read = classify::read(classify::agent_output(&output), structured, clock::now());
+    // The agent has run: from here on the turn is only ever settled,
+    // however long the store takes to come back, never run again.
+    let after = through_outages(dir, on, "reading the turn's result", progress, || {
+        dir.read()
+    })?;
+    let staged_after = through_outages(dir, on, "reading the candidate", progress, || staged(dir))?;
+    let advanced = turn_advanced(
+        before.ledger.spent.iterations,
+        after.ledger.spent.iterations,
+        staged_before.as_ref(),
+        staged_after.as_ref(),
+    );
+    // The host's completion gate, before the settlement: a candidate this
+    // turn staged is held if the turn ran out of time.
+    let quarantined = through_outages(dir, on, "checking what the turn staged", progress, || {
+        super::quarantine_after_turn(dir, &dispatch_id, ran.timed_out)
+    })?;
+    if let Some(fingerprint) = &quarantined {
+        progress.say(&format!(
+            "turn {iteration} ran out of time after staging candidate {fingerprint}: quarantined; no review or new turn until a person inspects it (`loopx goal-focus recover-quarantine --dir {}`)",
+            dir.display()
+        ));
+    }
+    let result = TurnResult::of(
+        ran.timed_out,
+        ran.exit_status,
+        advanced,
+        ran.stopped_by,
+        &read,
+    );
+    let settlement = Settlement {
+        dispatch_id: dispatch_id.clone(),
+        iteration,
+        provider: provider_name.to_owned(),
+        outcome: TurnOutcome::from(result),
+        exit_status: ran.exit_status,
+        usage: read.usage.clone(),
+        settled_at: clock::now(),
+        note: read.reported_error.clone().unwrap_or_default(),
+    };
+    through_outages(dir, on, "charging and settling the turn", progress, || {
+        super::settle_turn(dir, &read, settlement.clone())
+    })?;
+    let _ = std::fs::remove_file(super::record_path(logs, &dispatch_id));
+    failpoint::reached("drive.after_settle");
+    super::turn_finished(dir);
+    let usd = if read.usage.usd > 0.0 {
+        format!(", ${:.4}", read.usage.usd)
+    } else {
+        String::new()
+    };
+    let why = match result {
+        TurnResult::Advanced => String::new(),
+        failed => format!(": {}; see {log_name}", failed.sentence()),
+    };
+    progress.say(&format!(
+        "iteration {iteration} [{provider_name}] {} in {:.1}s (exit {}{usd}){why}; {} left",
+        TurnOutcome::from(result).label(),
+        ran.elapsed.as_secs_f64(),
+        ran.exit_status
+            .map_or("killed".to_owned(), |c| c.to_string()),
+        loopx_core::words::count(after.ledger.remaining_iterations(), "iteration")
+    ));
+    Ok(Turn {
+        result,
+        read,
+        log: log_name,
+    })
+}

@@ -1,0 +1,199 @@
+//! The plain turn runner: each agent, check or reviewer process started in
+//! its own process group, held before exec until its identity is on disk,
+//! and ended with everything it started (its group, and whatever it
+//! detached, which the subreaper re-parents here) when it exits, runs out
+//! of time, or the driver is told to stop.
+//!
+//! A stop signal (SIGTERM, SIGINT) asks the turn's group to end with
+//! SIGTERM, gives it [`GRACE`] to do so, then kills it; a second signal
+//! kills at once. No process is started once a stop signal has come.
+//!
+//! Not here: what the process is for or what its output means (the turn
+//! protocol in `loopx_app::driver`, the panel, the core's classifier).
+
+use anyhow::{bail, Context as _, Result};
+use loopx_app::driver::runner::{Output, Process, ProcessOutcome, TurnRunner};
+use loopx_app::driver::{agent_identity, record_path, write_record};
+use loopx_app::platform;
+use loopx_store::failpoint;
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Runs each process directly on this host, unconfined.
+pub struct Plain;
+
+impl TurnRunner for Plain {
+    fn run(&self, process: Process) -> Result<ProcessOutcome> {
+        run_bounded(process)
+    }
+}
+
+/// How long a turn told to stop has to end by itself after SIGTERM,
+/// before it is killed.
+pub const GRACE: Duration = Duration::from_secs(5);
+
+/// How often a running process's clock and the stop signal are looked at.
+/// An exit is seen at once, whatever this is.
+const WATCH: Duration = Duration::from_millis(50);
+
+/// How long the capture may take to drain once the process group is
+/// gone: only a writer that escaped both the group and the subreaper
+/// could keep the pipe open longer, and it is not waited for.
+const DRAIN: Duration = Duration::from_secs(2);
+
+/// The head of a process's stdout, and whether there was more.
+#[derive(Default)]
+struct Captured {
+    bytes: Vec<u8>,
+    truncated: bool,
+}
+
+fn run_bounded(process: Process) -> Result<ProcessOutcome> {
+    if let Some(signal) = platform::stop_signal() {
+        bail!(
+            "not started: the driver was told to stop ({})",
+            signal.name()
+        );
+    }
+    let started = Instant::now();
+    let mut command = Command::new(&process.program);
+    command.args(&process.args).current_dir(&process.cwd);
+    for (name, value) in &process.env {
+        command.env(name, value);
+    }
+    for name in process.env_removed {
+        command.env_remove(name);
+    }
+    let capture = match process.output {
+        Output::Log(log) => {
+            command.stdout(log.try_clone()?).stderr(log);
+            None
+        }
+        Output::Capture { limit } => {
+            command.stdout(Stdio::piped()).stderr(Stdio::null());
+            Some(limit)
+        }
+    };
+    // Whatever the process detaches (setsid, double forks) is re-parented
+    // here rather than to init, so the sweep below finds it.
+    platform::become_subreaper();
+    platform::in_new_group(&mut command);
+    command.stdin(if process.stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    // The process is held before exec until its process group is on disk:
+    // a driver that dies at any point leaves either a record a restart can
+    // check, or a process that never ran.
+    let logs = process.record.logs.clone();
+    let name = process.record.name.clone();
+    let mut child = platform::spawn_recorded(&mut command, move |pgid| {
+        failpoint::reached("drive.agent_held");
+        write_record(&logs, &name, &agent_identity(pgid))
+    })
+    .with_context(|| {
+        format!(
+            "cannot start {} with its pid recorded in {}",
+            process.program.to_string_lossy(),
+            record_path(&process.record.logs, &process.record.name).display()
+        )
+    })?;
+    let pgid = child.id();
+    if let (Some(prompt), Some(mut pipe)) = (process.stdin, child.stdin.take()) {
+        std::thread::spawn(move || {
+            let _ = pipe.write_all(prompt.as_bytes());
+        });
+    }
+    let capture = capture.zip(child.stdout.take()).map(|(limit, pipe)| {
+        let shared = Arc::new(Mutex::new(Captured::default()));
+        let (done, drained) = std::sync::mpsc::channel();
+        let writer = Arc::clone(&shared);
+        std::thread::spawn(move || {
+            read_head(pipe, limit, &writer);
+            let _ = done.send(());
+        });
+        (shared, drained)
+    });
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = send.send(child.wait());
+    });
+    let deadline = started + process.timeout;
+    let mut timed_out = false;
+    // The stop signal that reached the driver, and when the group was asked
+    // to end.
+    let mut stopping = None;
+    let status = loop {
+        match receive.recv_timeout(WATCH) {
+            Ok(status) => break status?,
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => bail!("the process's waiter vanished"),
+        }
+        if stopping.is_none() {
+            if let Some(signal) = platform::stop_signal() {
+                platform::terminate_group(pgid);
+                stopping = Some((signal, Instant::now()));
+            }
+        }
+        if let Some((_, asked)) = stopping {
+            if platform::stop_is_urgent() || asked.elapsed() >= GRACE {
+                platform::kill_group(pgid);
+            }
+        }
+        if !timed_out && stopping.is_none() && Instant::now() >= deadline {
+            platform::kill_group(pgid);
+            timed_out = true;
+        }
+    };
+    // Told to stop: what is left of the group gets the rest of its grace
+    // to end by itself, as the leader had.
+    if let Some((_, asked)) = stopping {
+        while platform::group_alive(pgid) && !platform::stop_is_urgent() && asked.elapsed() < GRACE
+        {
+            std::thread::sleep(WATCH);
+        }
+    }
+    // A process is bounded: nothing it started outlives it, in its process
+    // group or detached from it.
+    platform::kill_group(pgid);
+    platform::kill_adopted(&[]);
+    let captured = capture
+        .map(|(shared, drained)| {
+            let _ = drained.recv_timeout(DRAIN);
+            let mut held = shared.lock().unwrap_or_else(|p| p.into_inner());
+            std::mem::take(&mut *held)
+        })
+        .unwrap_or_default();
+    Ok(ProcessOutcome {
+        exit_status: status.code(),
+        timed_out,
+        stopped_by: stopping.map(|(signal, _)| signal),
+        elapsed: started.elapsed(),
+        captured: captured.bytes,
+        truncated: captured.truncated,
+    })
+}
+
+/// Keep the first `limit` bytes of `pipe` in `into`; read the rest to its
+/// end and drop it.
+fn read_head(mut pipe: impl std::io::Read, limit: usize, into: &Mutex<Captured>) {
+    let mut buffer = [0u8; 64 * 1024];
+    loop {
+        let n = match pipe.read(&mut buffer) {
+            Ok(0) => return,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
+        };
+        let mut held = into.lock().unwrap_or_else(|p| p.into_inner());
+        let room = limit.saturating_sub(held.bytes.len());
+        held.bytes.extend_from_slice(&buffer[..n.min(room)]);
+        if n > room {
+            held.truncated = true;
+        }
+    }
+}
