@@ -17,7 +17,8 @@
 use crate::error::AppError;
 use crate::health::{self, Health};
 use crate::loop_dir::LoopDir;
-use crate::registry::{effective_uid, DrivenLoop, Registry, Source};
+use crate::platform::effective_uid;
+use crate::registry::{DrivenLoop, Registry, Source};
 use crate::{clock, cost, platform, turns};
 use jiff::Timestamp;
 use loopx_core::cost::{BudgetLine, By};

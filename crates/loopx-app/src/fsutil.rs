@@ -1,9 +1,8 @@
 //! File-system primitives with the guarantees loopx relies on: durable
 //! replacement, private creation, and reads that never follow a symlink
-//! out of the loop directory. Its libc calls (`O_NOFOLLOW` opens, `openat`
-//! and `fstatat` walks) stay here rather than in [`crate::platform`]
-//! because they are these primitives; processes and signals are
-//! `platform`'s.
+//! out of the loop directory. The system calls under them (`O_NOFOLLOW`
+//! opens, the `openat` step of a confined walk) are
+//! [`crate::platform`]'s, as every libc call is.
 
 use anyhow::{Context as _, Result};
 use loopx_core::path::{FileProblem, LoopPath};
@@ -213,17 +212,10 @@ fn remove_stale_temporaries(dir: &Path, prefixes: &[String]) {
 
 /// Read a file that must not be a symlink.
 pub fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
-    let mut options = OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        // O_NOFOLLOW closes the gap between the caller's symlink check and
-        // this open.
-        options.custom_flags(libc::O_NOFOLLOW);
-    }
+    // O_NOFOLLOW closes the gap between the caller's symlink check and
+    // this open.
     let mut bytes = Vec::new();
-    options.open(path)?.read_to_end(&mut bytes)?;
+    crate::platform::open_untrusted(path)?.read_to_end(&mut bytes)?;
     Ok(bytes)
 }
 
@@ -340,7 +332,7 @@ pub fn open_confined(root: &Path, path: &LoopPath) -> Result<File, FileProblem> 
     let mut parent = File::open(root).map_err(|e| FileProblem::Unreadable(e.to_string()))?;
     for (index, name) in names.iter().enumerate() {
         let last = index + 1 == names.len();
-        let child = confined::open_child(&parent, name, last)?;
+        let child = crate::platform::open_child(&parent, name, last)?;
         if last {
             let meta = child
                 .metadata()
@@ -381,66 +373,6 @@ pub fn tail_confined(root: &Path, path: &LoopPath, max: u64) -> Result<Vec<u8>, 
     let mut bytes = Vec::new();
     file.take(max).read_to_end(&mut bytes).map_err(unreadable)?;
     Ok(bytes)
-}
-
-/// loopx runs on Unix (process groups, signals); `openat` is what makes the
-/// walk immune to a symlink swapped in between a check and an open.
-mod confined {
-    use loopx_core::path::FileProblem;
-    use std::ffi::CString;
-    use std::fs::File;
-    use std::os::fd::{AsRawFd, FromRawFd};
-
-    /// Open `name` in the directory `parent` with `openat(O_NOFOLLOW)`:
-    /// the name is resolved in the directory already opened, so a rename
-    /// or a symlink planted above it after the check changes nothing.
-    pub fn open_child(parent: &File, name: &str, last: bool) -> Result<File, FileProblem> {
-        let name = CString::new(name).map_err(|_| FileProblem::Missing)?;
-        // Look before opening, so that a FIFO or a device is never opened
-        // (opening one can block or have effects); the fstat after the
-        // open confirms what was opened.
-        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: a valid directory fd, a NUL-terminated name and a
-        // writable stat buffer.
-        let looked = unsafe {
-            libc::fstatat(
-                parent.as_raw_fd(),
-                name.as_ptr(),
-                &mut stat,
-                libc::AT_SYMLINK_NOFOLLOW,
-            )
-        };
-        if looked != 0 {
-            return Err(problem(std::io::Error::last_os_error()));
-        }
-        let kind = stat.st_mode & libc::S_IFMT;
-        match kind {
-            libc::S_IFLNK => return Err(FileProblem::BehindSymlink),
-            libc::S_IFREG if last => {}
-            libc::S_IFDIR if !last => {}
-            _ => return Err(FileProblem::NotARegularFile),
-        }
-        let mut flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
-        if !last {
-            flags |= libc::O_DIRECTORY;
-        }
-        // SAFETY: as above; the returned fd is owned by the File.
-        let fd = unsafe { libc::openat(parent.as_raw_fd(), name.as_ptr(), flags) };
-        if fd < 0 {
-            return Err(problem(std::io::Error::last_os_error()));
-        }
-        // SAFETY: `fd` is a fresh descriptor nobody else owns.
-        Ok(unsafe { File::from_raw_fd(fd) })
-    }
-
-    fn problem(error: std::io::Error) -> FileProblem {
-        match error.raw_os_error() {
-            Some(libc::ENOENT) => FileProblem::Missing,
-            Some(libc::ELOOP) => FileProblem::BehindSymlink,
-            Some(libc::ENOTDIR) | Some(libc::ENXIO) => FileProblem::NotARegularFile,
-            _ => FileProblem::Unreadable(error.to_string()),
-        }
-    }
 }
 
 #[cfg(test)]

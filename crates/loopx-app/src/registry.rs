@@ -8,7 +8,7 @@
 //! Does not own: what an armed loop forces (`loopx_core::hook`,
 //! `crate::arming`) or how a listed loop is judged (`crate::all_loops`).
 
-use crate::fsutil;
+use crate::{fsutil, platform};
 use anyhow::{Context as _, Result};
 use jiff::Timestamp;
 use loopx_core::hook::{ArmedLoop, BlockStreak};
@@ -241,12 +241,6 @@ impl Registry {
     }
 }
 
-/// This process's effective user, which every trusted file must belong to.
-pub fn effective_uid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
-
 /// The `*.json` files of a registry directory this user owns and only this
 /// user may write; a missing directory holds none. A refusal is the one
 /// problem that names the directory.
@@ -257,7 +251,7 @@ fn trusted_dir_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(format!("{}: cannot read ({e})", dir.display())),
     };
-    let me = effective_uid();
+    let me = platform::effective_uid();
     if !meta.is_dir() {
         return Err(format!(
             "{}: not a directory (a symlink is refused): remove it; loopx makes it again",
@@ -285,18 +279,14 @@ fn trusted_dir_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
 /// symlink, and small; else why not.
 fn read_trusted(path: &Path) -> Result<Vec<u8>, String> {
     use std::io::Read as _;
-    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+    use std::os::unix::fs::MetadataExt as _;
     let shown = path.display();
-    // No symlinks, and no blocking on a planted FIFO.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
+    let file = platform::open_untrusted(path)
         .map_err(|e| format!("{shown}: cannot open ({e}; a symlink is refused)"))?;
     let meta = file
         .metadata()
         .map_err(|e| format!("{shown}: cannot stat ({e})"))?;
-    if !meta.is_file() || meta.uid() != effective_uid() || meta.len() > MAX_ENTRY_BYTES {
+    if !meta.is_file() || meta.uid() != platform::effective_uid() || meta.len() > MAX_ENTRY_BYTES {
         return Err(format!(
             "{shown}: not a regular file of this user's under {MAX_ENTRY_BYTES} bytes: passed over"
         ));

@@ -3,37 +3,62 @@
 //! `LOOPX_FAILPOINTS=sqlite.commit.before_snapshot` makes a process that
 //! reaches that point inside a commit transaction print `failpoint: <name>`
 //! on stderr and sleep, so a test can SIGKILL it at exactly that boundary.
-//! Unset (always, outside tests) it costs one cached environment lookup.
+//!
+//! These pause points exist only in a build with the `failpoints`
+//! feature (the test suite's: `cargo test --workspace --features
+//! loopx/failpoints`) and in this crate's own unit tests. Anywhere else
+//! [`reached`] and [`hold`] are empty functions the compiler removes: a
+//! released binary has no variable that can freeze it mid-commit. The
+//! injected errors ([`arm_error`]) stay: only code in the same process can
+//! arm them, never the environment.
 
-use std::sync::OnceLock;
+#[cfg(any(test, feature = "failpoints"))]
+pub use armed::{hold, reached};
+#[cfg(not(any(test, feature = "failpoints")))]
+pub use inert::{hold, reached};
 
-pub fn reached(name: &str) {
-    static ARMED: OnceLock<Option<String>> = OnceLock::new();
-    let armed = ARMED.get_or_init(|| std::env::var("LOOPX_FAILPOINTS").ok());
-    if let Some(list) = armed {
-        if list.split(',').any(|armed| armed == name) {
-            eprintln!("failpoint: {name}");
-            loop {
-                std::thread::sleep(std::time::Duration::from_secs(3600));
+#[cfg(not(any(test, feature = "failpoints")))]
+mod inert {
+    #[inline(always)]
+    pub fn reached(_name: &str) {}
+
+    #[inline(always)]
+    pub fn hold(_name: &str) {}
+}
+
+#[cfg(any(test, feature = "failpoints"))]
+mod armed {
+    use std::sync::OnceLock;
+
+    /// Pause here for good when `LOOPX_FAILPOINTS` names `name`.
+    pub fn reached(name: &str) {
+        static ARMED: OnceLock<Option<String>> = OnceLock::new();
+        let armed = ARMED.get_or_init(|| std::env::var("LOOPX_FAILPOINTS").ok());
+        if let Some(list) = armed {
+            if list.split(',').any(|armed| armed == name) {
+                eprintln!("failpoint: {name}");
+                loop {
+                    std::thread::sleep(std::time::Duration::from_secs(3600));
+                }
             }
         }
     }
-}
 
-/// Like [`reached`], but the process continues once a line arrives on its
-/// stdin: a test holds it at `name`, acts (another writer commits), then
-/// lets it go on, to prove what happens to a commit prepared before that.
-pub fn hold(name: &str) {
-    static ARMED: OnceLock<Option<String>> = OnceLock::new();
-    let armed = ARMED.get_or_init(|| std::env::var("LOOPX_HOLD").ok());
-    if let Some(list) = armed {
-        if list.split(',').any(|armed| armed == name) {
-            eprintln!("held: {name}");
-            let mut line = String::new();
-            let _ = std::io::stdin().read_line(&mut line);
+    /// Like [`reached`], but the process continues once a line arrives on its
+    /// stdin: a test holds it at `name`, acts (another writer commits), then
+    /// lets it go on, to prove what happens to a commit prepared before that.
+    pub fn hold(name: &str) {
+        static ARMED: OnceLock<Option<String>> = OnceLock::new();
+        let armed = ARMED.get_or_init(|| std::env::var("LOOPX_HOLD").ok());
+        if let Some(list) = armed {
+            if list.split(',').any(|armed| armed == name) {
+                eprintln!("held: {name}");
+                let mut line = String::new();
+                let _ = std::io::stdin().read_line(&mut line);
+            }
         }
+        reached(name);
     }
-    reached(name);
 }
 
 thread_local! {

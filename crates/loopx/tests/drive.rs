@@ -467,6 +467,7 @@ fn a_planted_symlink_for_the_logs_is_refused() {
 
 /// Start drive paused at `failpoint`, then SIGKILL it there.
 fn kill_driver_at(d: &Drive, args: &[&str], failpoint: &str) {
+    common::require_failpoints();
     let mut child = d
         .command(args)
         .env("LOOPX_FAILPOINTS", failpoint)

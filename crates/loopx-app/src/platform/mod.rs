@@ -8,8 +8,7 @@
 //! has (the child-subreaper role, `/proc`); `fallback.rs` stands in for it
 //! on the other Unixes, where the process group is the only fence. File
 //! locks need nothing here: `std::fs::File::try_lock` is portable. The
-//! no-follow file primitives that confine reads to the loop directory are
-//! `crate::fsutil`'s.
+//! confined reads built on [`open_child`] are `crate::fsutil`'s.
 
 #[cfg(not(target_os = "linux"))]
 mod fallback;
@@ -23,9 +22,9 @@ use fallback as os;
 use linux as os;
 
 pub use unix::{
-    alive, append_private, catch_stop_signals, create_private, exists, free_bytes, group_alive,
-    in_new_group, kill_adopted, kill_group, make_private_dir, spawn_recorded, stop_is_urgent,
-    stop_signal, sync_dir, terminate_group, which,
+    alive, append_private, catch_stop_signals, create_private, effective_uid, exists, free_bytes,
+    group_alive, in_new_group, kill_adopted, kill_group, make_private_dir, open_child,
+    open_untrusted, spawn_recorded, stop_is_urgent, stop_signal, sync_dir, terminate_group, which,
 };
 
 /// When process `pid` started (clock ticks since boot), where the platform
@@ -73,8 +72,7 @@ pub fn nonce() -> String {
 /// `bytes` bytes from the kernel's random source, as hex: for secrets
 /// (tokens, one-time links, sessions).
 pub fn secret_hex(bytes: usize) -> std::io::Result<String> {
-    use std::io::Read as _;
     let mut buffer = vec![0u8; bytes];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut buffer)?;
+    getrandom::fill(&mut buffer).map_err(std::io::Error::other)?;
     Ok(buffer.iter().map(|b| format!("{b:02x}")).collect())
 }

@@ -4,8 +4,11 @@
 //! `fallback.rs` for the other Unixes; callers use [`super`] only.
 
 use loopx_core::driver::session::StopSignal;
+use loopx_core::path::FileProblem;
+use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read as _, Write as _};
+use std::os::fd::{AsRawFd as _, FromRawFd as _};
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 use std::process::{Child, Command};
@@ -40,6 +43,22 @@ pub fn append_private(path: &Path) -> io::Result<File> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
+}
+
+/// Open `path` for reading when it may have been planted by someone else:
+/// a symlink is refused, and a FIFO cannot block the open. The caller
+/// still checks what it opened (owner, kind) on the open file.
+pub fn open_untrusted(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+}
+
+/// This process's effective user, which every trusted file must belong to.
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
 }
 
 /// Make `dir` readable by its owner only.
@@ -290,4 +309,56 @@ pub fn free_bytes(path: &Path) -> io::Result<u64> {
     }
     #[allow(clippy::unnecessary_cast)] // the field types differ between platforms
     Ok(stats.f_bavail as u64 * stats.f_frsize as u64)
+}
+
+/// One step of a confined walk below the loop directory: open `name` in
+/// the directory `parent` with `openat(O_NOFOLLOW)`. The name is resolved
+/// in the directory already opened, so a rename or a symlink planted above
+/// it after the check changes nothing.
+pub fn open_child(parent: &File, name: &str, last: bool) -> Result<File, FileProblem> {
+    let name = CString::new(name).map_err(|_| FileProblem::Missing)?;
+    // Look before opening, so that a FIFO or a device is never opened
+    // (opening one can block or have effects); the fstat after the
+    // open confirms what was opened.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid directory fd, a NUL-terminated name and a
+    // writable stat buffer.
+    let looked = unsafe {
+        libc::fstatat(
+            parent.as_raw_fd(),
+            name.as_ptr(),
+            &mut stat,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if looked != 0 {
+        return Err(problem(std::io::Error::last_os_error()));
+    }
+    let kind = stat.st_mode & libc::S_IFMT;
+    match kind {
+        libc::S_IFLNK => return Err(FileProblem::BehindSymlink),
+        libc::S_IFREG if last => {}
+        libc::S_IFDIR if !last => {}
+        _ => return Err(FileProblem::NotARegularFile),
+    }
+    let mut flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
+    if !last {
+        flags |= libc::O_DIRECTORY;
+    }
+    // SAFETY: as above; the returned fd is owned by the File.
+    let fd = unsafe { libc::openat(parent.as_raw_fd(), name.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(problem(std::io::Error::last_os_error()));
+    }
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+fn problem(error: io::Error) -> FileProblem {
+    match error.raw_os_error() {
+        Some(libc::ENOENT) => FileProblem::Missing,
+        Some(libc::ELOOP) => FileProblem::BehindSymlink,
+        Some(libc::ENOTDIR) | Some(libc::ENXIO) => FileProblem::NotARegularFile,
+        _ => FileProblem::Unreadable(error.to_string()),
+    }
 }

@@ -10,7 +10,7 @@
 //! reveals the token a script could reuse against the next one.
 
 use anyhow::{bail, Context as _, Result};
-use std::fs::OpenOptions;
+use loopx_app::platform;
 use std::io::{Read as _, Write as _};
 use std::path::Path;
 use std::sync::Mutex;
@@ -30,7 +30,8 @@ pub const MIN_TOKEN_LEN: usize = 16;
 
 /// `bytes` random bytes from the kernel, as hex.
 pub fn random_hex(bytes: usize) -> Result<String> {
-    loopx_app::platform::secret_hex(bytes).context("cannot read /dev/urandom for a secret")
+    loopx_app::platform::secret_hex(bytes)
+        .context("cannot draw a secret from the kernel's random source")
 }
 
 /// Equal secrets, compared without an early exit so the time taken says
@@ -65,7 +66,7 @@ pub fn load_or_create_token(dir: &Path) -> Result<String> {
     let temporary = dir.join(format!(".{TOKEN_FILE}.tmp-{}", std::process::id()));
     let _ = std::fs::remove_file(&temporary);
     let written = (|| -> std::io::Result<()> {
-        let mut file = private_options().open(&temporary)?;
+        let mut file = platform::create_private(&temporary)?;
         file.write_all(format!("{token}\n").as_bytes())?;
         file.sync_all()
     })();
@@ -87,17 +88,6 @@ pub fn load_or_create_token(dir: &Path) -> Result<String> {
     }
 }
 
-fn private_options() -> OpenOptions {
-    let mut options = OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600).custom_flags(libc::O_NOFOLLOW);
-    }
-    options
-}
-
 enum ReadError {
     Missing,
     Refused(String),
@@ -106,15 +96,7 @@ enum ReadError {
 fn read_token(path: &Path) -> Result<String, ReadError> {
     let shown = path.display();
     let delete = format!("delete {shown} and start again to make a new one");
-    let mut options = OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        // No symlinks, and no blocking on a planted FIFO.
-        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
-    }
-    let mut file = match options.open(path) {
+    let mut file = match platform::open_untrusted(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ReadError::Missing),
         Err(e) => {
@@ -134,8 +116,7 @@ fn read_token(path: &Path) -> Result<String, ReadError> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let me = unsafe { libc::geteuid() };
+        let me = platform::effective_uid();
         if meta.uid() != me {
             return Err(ReadError::Refused(format!(
                 "the token file {shown} belongs to uid {}, not to this user (uid {me}): {delete}",

@@ -327,20 +327,10 @@ fn open_browser(login: &str) -> Option<PathBuf> {
     };
     let written = (|| -> Result<PathBuf> {
         use std::io::Write as _;
-        use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
-        let dir = std::env::temp_dir().join(format!("loopx-login-{}", auth::random_hex(8)?));
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let dir = loopx_app::fsutil::create_private_temp_dir("loopx-login")?;
         let file = dir.join("login.html");
         let escaped = maud::html! { (login) }.into_string();
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&file)?
+        loopx_app::platform::create_private(&file)?
             .write_all(format!("<!DOCTYPE html><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"0;url={escaped}\"><title>loopx</title><p><a href=\"{escaped}\">Open the loopx dashboard</a></p>\n").as_bytes())?;
         Ok(dir)
     })();

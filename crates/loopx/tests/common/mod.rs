@@ -243,6 +243,7 @@ impl Fixture {
         std::fs::write(&agent, "#!/bin/sh\ntrue\n").unwrap();
         std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
         let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+        require_failpoints();
         let mut child = std::process::Command::new(loopx_path())
             .args(["drive", "--dir", self.d(), "--root", root.to_str().unwrap()])
             .args(["--provider", provider])
@@ -384,6 +385,14 @@ pub fn journal_events(dir: &Path, kind: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Fail the test by name when the binary under test cannot pause at a
+/// failpoint: they are compiled in only with the `failpoints` feature, and
+/// a crash test without them would wait for a pause that never comes.
+pub fn require_failpoints() {
+    #[cfg(not(feature = "failpoints"))]
+    panic!("this test kills loopx at a failpoint, which only a build with the `failpoints` feature has: run `cargo test --workspace --features loopx/failpoints` (the README's test command)");
+}
+
 /// Start `command` held at the failpoint `hold` (`LOOPX_HOLD`), wait until
 /// it says so, run `between` (another writer acts), then let it go on: its
 /// output. To prove what becomes of a commit prepared before that act.
@@ -394,6 +403,7 @@ pub fn held_at(
 ) -> std::process::Output {
     use std::io::{BufRead, BufReader, Write};
     use std::process::Stdio;
+    require_failpoints();
     let mut child = command
         .env("LOOPX_HOLD", hold)
         .stdin(Stdio::piped())
@@ -416,6 +426,7 @@ pub fn held_at(
 /// says so on stderr), then SIGKILL it: a crash at exactly that boundary.
 pub fn kill_at_failpoint(mut command: std::process::Command, failpoint: &str) {
     use std::io::{BufRead, BufReader};
+    require_failpoints();
     let mut child = command
         .env("LOOPX_FAILPOINTS", failpoint)
         .stdout(std::process::Stdio::null())
