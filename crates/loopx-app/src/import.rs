@@ -19,10 +19,17 @@
 //! | file | read |
 //! | --- | --- |
 //! | `loop_state.json` (required) | `goal`, `success_criteria`, `status`, `created_at`, `default_mode`, `plateau_rule`, `stop_conditions`, `next_preferred_path` |
-//! | `budget.json` (required) | `max_iterations`, `max_wall_time_seconds`, `max_tokens`, `max_usd`, `spent` {`iterations`, `tokens`, `usd`} |
-//! | `iterations.jsonl` | one iteration record a line, as `append-iteration` writes it |
-//! | `goal_contract.json` | `goal_revision` and the contract (`goal`, `criteria`, `scope`, `obligations`) |
-//! | `approach_registry.json` | `registry_revision` and `campaigns` |
+//! | `budget.json` (required) | `max_iterations`, `max_wall_time_seconds`, `max_tokens`, `max_usd`, `spent` {`iterations`, `tokens`, `usd`} or `spent_iterations`, `spent_tokens`, `spent_usd` |
+//! | `iterations.jsonl` | one iteration record a line, as `append-iteration` writes it (direction fields at the top or under `progress_assessment`, `goal_focus`, `execution`) |
+//! | `goal_contract.json` | `goal_revision` and the contract (`goal`, `criteria` or `success_criteria`, `scope`, `obligations` listed or keyed by id) |
+//! | `approach_registry.json` | `registry_revision` and `campaigns` (campaigns and approaches listed or keyed by id) |
+//!
+//! The reference has written two shapes: the one its specification gives
+//! (lists) and the one its runtime writes today (objects keyed by id,
+//! `success_criteria`, `scope.included`, flat `spent_*`). Both are read; an
+//! empty id (`""`) names nothing. Its per-factor approach `estimates` have
+//! no counterpart in loopx's single interval: such an approach starts at
+//! [0, 1] and the import warns.
 //! | `current_plan.json` | `plan_revision`, `goal_revision`, `registry_revision`, `state`, `enforcement_mode`, `campaign_id`, `approach_id`, `selection`, `horizon_iterations`, `valid_through_iteration` |
 //! | `direction_decisions.jsonl` | `decision_id`, `plan_revision`, `status` (`pending` or not), `approach_id` |
 //! | `goal_priority.json` | `enabled`, `discipline_mode`, `campaign_id` |
@@ -32,10 +39,12 @@ use crate::{clock, fsutil, AppError};
 use anyhow::Context as _;
 use jiff::Timestamp;
 use loopx_core::digest::Digest;
+use loopx_core::focus::contract::{Criterion, Obligation, ObligationKind, ObligationStatus, Scope};
 use loopx_core::focus::decisions::{DecisionContext, ImportedDecisionOwner, RecordImport};
 use loopx_core::focus::direction::{Selection, SelectionKind};
 use loopx_core::focus::mode::ModeSource;
 use loopx_core::focus::plan::{draft_import, ImportPlan, ImportedPlanOwner, PlanContext};
+use loopx_core::focus::registry::{Approach, Campaign, Eligibility, EligibilityStatus, Estimate};
 use loopx_core::focus::{
     self, ApproachRegistry, ContractOwner, DocumentOwner, GoalContract, RegistryOwner, Revise,
     Revised,
@@ -51,9 +60,10 @@ use loopx_core::operation::{Clock, OperationId, Owner};
 use loopx_core::path::LoopPath;
 use loopx_core::text::{self, limits};
 use loopx_store::sqlite::Access;
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::de::{DeserializeOwned, Error as _, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt::Write as _;
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
 /// The largest single JSON document read from the source.
@@ -112,9 +122,34 @@ struct SourceBudget {
     max_usd: f64,
     #[serde(default)]
     spent: Option<SourceSpent>,
+    /// Today's reference spells the spent budget as flat fields.
+    #[serde(default)]
+    spent_iterations: Option<u64>,
+    #[serde(default)]
+    spent_tokens: Option<u64>,
+    #[serde(default)]
+    spent_usd: Option<f64>,
 }
 
-#[derive(Debug, Deserialize)]
+impl SourceBudget {
+    /// What the source says was spent, in whichever shape it says it.
+    fn spent(&self) -> Option<SourceSpent> {
+        let flat = [self.spent_iterations, self.spent_tokens];
+        match &self.spent {
+            Some(spent) => Some(spent.clone()),
+            None if flat.iter().any(Option::is_some) || self.spent_usd.is_some() => {
+                Some(SourceSpent {
+                    iterations: self.spent_iterations.unwrap_or(0),
+                    tokens: self.spent_tokens.unwrap_or(0),
+                    usd: self.spent_usd.unwrap_or(0.0),
+                })
+            }
+            None => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
 struct SourceSpent {
     #[serde(default)]
     iterations: u64,
@@ -188,22 +223,313 @@ struct SourceIteration {
     campaign_id: String,
     #[serde(default)]
     goal_contribution: String,
+    /// Where today's reference keeps the direction and the executor.
+    #[serde(default)]
+    progress_assessment: Option<SourceProgress>,
+    #[serde(default)]
+    goal_focus: Option<SourceIterationFocus>,
+    #[serde(default)]
+    execution: Option<SourceExecution>,
 }
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct SourceProgress {
+    campaign_delta: String,
+    global_delta: String,
+    obligation_ids: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct SourceIterationFocus {
+    campaign_id: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct SourceExecution {
+    executor_provider: String,
+}
+
+impl SourceIteration {
+    fn campaign_id(&self) -> String {
+        flat_or_nested(
+            &self.campaign_id,
+            self.goal_focus.as_ref().map(|f| f.campaign_id.as_str()),
+        )
+    }
+}
+
+/// A top-level text, else the same one nested where today's reference puts it.
+fn flat_or_nested(flat: &str, nested: Option<&str>) -> String {
+    match (flat.trim(), nested) {
+        ("", Some(nested)) => nested.to_owned(),
+        _ => flat.to_owned(),
+    }
+}
+
+/// `goal_contract.json` in either shape the reference has written: the
+/// specification's (`criteria`, `scope.in_scope`, obligations listed) or
+/// today's (`success_criteria`, `scope.included`, obligations keyed by id).
 #[derive(Debug, Deserialize)]
 struct SourceContract {
     #[serde(default)]
     goal_revision: Option<u64>,
-    #[serde(flatten)]
-    contract: GoalContract,
+    goal: String,
+    #[serde(default)]
+    criteria: Vec<Criterion>,
+    #[serde(default)]
+    success_criteria: Vec<SourceCriterion>,
+    #[serde(default)]
+    scope: SourceScope,
+    #[serde(default, deserialize_with = "listed_or_keyed")]
+    obligations: Vec<SourceObligation>,
 }
 
+#[derive(Debug, Deserialize)]
+struct SourceCriterion {
+    id: String,
+    description: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct SourceScope {
+    #[serde(default, alias = "included")]
+    in_scope: Vec<String>,
+    #[serde(default, alias = "excluded")]
+    out_of_scope: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct SourceObligation {
+    #[serde(default, alias = "id")]
+    obligation_id: String,
+    description: String,
+    #[serde(default)]
+    kind: ObligationKind,
+    #[serde(default)]
+    status: ObligationStatus,
+    #[serde(default)]
+    depends_on: Vec<String>,
+}
+
+impl Keyed for SourceObligation {
+    fn id(&mut self) -> &mut String {
+        &mut self.obligation_id
+    }
+}
+
+impl SourceContract {
+    fn contract(&self) -> GoalContract {
+        let listed = self.criteria.iter().cloned();
+        let described = self.success_criteria.iter().map(|c| Criterion {
+            criterion_id: c.id.clone(),
+            text: c.description.clone(),
+        });
+        GoalContract {
+            goal: self.goal.clone(),
+            criteria: listed.chain(described).collect(),
+            scope: Scope {
+                in_scope: self.scope.in_scope.clone(),
+                out_of_scope: self.scope.out_of_scope.clone(),
+            },
+            obligations: self
+                .obligations
+                .iter()
+                .map(|o| Obligation {
+                    obligation_id: o.obligation_id.clone(),
+                    description: o.description.clone(),
+                    kind: o.kind,
+                    status: o.status,
+                    depends_on: o.depends_on.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// `approach_registry.json` in either shape: campaigns (and their
+/// approaches) listed, or keyed by id with the reference's per-approach
+/// `status`, `reopen_condition` and per-factor `estimates`.
 #[derive(Debug, Deserialize)]
 struct SourceRegistry {
     #[serde(default)]
     registry_revision: Option<u64>,
-    #[serde(flatten)]
-    registry: ApproachRegistry,
+    #[serde(default, deserialize_with = "listed_or_keyed")]
+    campaigns: Vec<SourceCampaign>,
+}
+
+#[derive(Debug, Deserialize)]
+struct SourceCampaign {
+    #[serde(default, alias = "id")]
+    campaign_id: String,
+    #[serde(default)]
+    title: String,
+    #[serde(default, deserialize_with = "nonempty")]
+    status: Option<String>,
+    #[serde(default, deserialize_with = "listed_or_keyed")]
+    approaches: Vec<SourceApproach>,
+}
+
+impl Keyed for SourceCampaign {
+    fn id(&mut self) -> &mut String {
+        &mut self.campaign_id
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct SourceApproach {
+    #[serde(default, alias = "id")]
+    approach_id: String,
+    #[serde(default)]
+    summary: String,
+    #[serde(default)]
+    mechanism: String,
+    #[serde(default)]
+    estimate: Option<Estimate>,
+    #[serde(default)]
+    eligibility: Option<Eligibility>,
+    #[serde(default)]
+    status: Option<EligibilityStatus>,
+    #[serde(default)]
+    reopen_conditions: Vec<String>,
+    #[serde(default)]
+    reopen_condition: String,
+}
+
+impl Keyed for SourceApproach {
+    fn id(&mut self) -> &mut String {
+        &mut self.approach_id
+    }
+}
+
+impl SourceRegistry {
+    /// The registry in loopx's shape, and what could not be carried over
+    /// as it was.
+    fn registry(&self) -> (ApproachRegistry, Vec<String>) {
+        let mut unestimated = Vec::new();
+        let campaigns = self
+            .campaigns
+            .iter()
+            .map(|campaign| {
+                // A campaign that may not be pursued holds its approaches
+                // back, as the reference's own eligibility check does.
+                let held = campaign
+                    .status
+                    .as_deref()
+                    .and_then(EligibilityStatus::parse)
+                    .filter(|s| *s != EligibilityStatus::Eligible);
+                let approaches = campaign
+                    .approaches
+                    .iter()
+                    .map(|a| {
+                        let mut eligibility = a.eligibility.clone().unwrap_or_else(|| {
+                            let status = a.status.unwrap_or_default();
+                            Eligibility {
+                                status,
+                                reason: match status {
+                                    EligibilityStatus::Eligible => String::new(),
+                                    _ => "marked so in the imported registry".to_owned(),
+                                },
+                            }
+                        });
+                        if let (EligibilityStatus::Eligible, Some(status)) =
+                            (eligibility.status, held)
+                        {
+                            eligibility = Eligibility {
+                                status,
+                                reason: format!("campaign {} is {status}", campaign.campaign_id),
+                            };
+                        }
+                        let mut reopen_conditions = a.reopen_conditions.clone();
+                        if !a.reopen_condition.trim().is_empty() {
+                            reopen_conditions.push(a.reopen_condition.clone());
+                        }
+                        let estimate = a.estimate.clone().unwrap_or_else(|| {
+                            unestimated.push(a.approach_id.clone());
+                            Estimate {
+                                low: 0.0,
+                                high: 1.0,
+                                expires_at: None,
+                            }
+                        });
+                        Approach {
+                            approach_id: a.approach_id.clone(),
+                            summary: match a.summary.trim() {
+                                "" => a.mechanism.clone(),
+                                _ => a.summary.clone(),
+                            },
+                            estimate,
+                            eligibility,
+                            reopen_conditions,
+                        }
+                    })
+                    .collect();
+                Campaign {
+                    campaign_id: campaign.campaign_id.clone(),
+                    title: campaign.title.clone(),
+                    approaches,
+                }
+            })
+            .collect();
+        let mut warnings = Vec::new();
+        if !unestimated.is_empty() {
+            warnings.push(format!(
+                "{REGISTRY}: approaches {unestimated:?} carry no single estimate (the reference's `estimates` are per factor): each starts at [0, 1], unknown; set one with `loopx goal-focus revise --registry FILE`"
+            ));
+        }
+        (ApproachRegistry { campaigns }, warnings)
+    }
+}
+
+/// An entry of a collection the reference lists in one shape and keys by
+/// id in another: the key fills an absent id and must match a present one.
+trait Keyed {
+    fn id(&mut self) -> &mut String;
+}
+
+/// A list, or an object keyed by id, read as the list in document order.
+fn listed_or_keyed<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Keyed,
+{
+    struct Entries<T>(PhantomData<T>);
+    impl<'de, T: Deserialize<'de> + Keyed> Visitor<'de> for Entries<T> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list, or an object keyed by id")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut out = Vec::new();
+            while let Some(entry) = seq.next_element()? {
+                out.push(entry);
+            }
+            Ok(out)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<T>, A::Error> {
+            let mut out = Vec::new();
+            while let Some((key, mut entry)) = map.next_entry::<String, T>()? {
+                let id = entry.id();
+                if id.is_empty() {
+                    *id = key;
+                } else if *id != key {
+                    return Err(A::Error::custom(format!(
+                        "the entry keyed {key:?} says its id is {id:?}: make the key and the id the same"
+                    )));
+                }
+                out.push(entry);
+            }
+            Ok(out)
+        }
+    }
+    deserializer.deserialize_any(Entries(PhantomData))
+}
+
+/// A text that is absent when empty: the reference writes `""` for "none".
+fn nonempty<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    Ok(Option::<String>::deserialize(deserializer)?.filter(|s| !s.trim().is_empty()))
 }
 
 #[derive(Debug, Deserialize)]
@@ -231,9 +557,9 @@ struct SourcePlan {
     state: String,
     #[serde(default)]
     enforcement_mode: Option<GoalFocusMode>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nonempty")]
     campaign_id: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nonempty")]
     approach_id: Option<String>,
     #[serde(default)]
     selection: Option<SourceSelection>,
@@ -250,7 +576,7 @@ struct SourceDecision {
     plan_revision: Option<u64>,
     #[serde(default)]
     status: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nonempty")]
     approach_id: Option<String>,
 }
 
@@ -260,7 +586,7 @@ struct SourcePriority {
     enabled: Option<bool>,
     #[serde(default)]
     discipline_mode: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nonempty")]
     campaign_id: Option<String>,
 }
 
@@ -410,11 +736,19 @@ struct Source {
     state: SourceLoopState,
     budget: SourceBudget,
     iterations: Vec<(usize, SourceIteration)>,
-    contract: Option<SourceContract>,
-    registry: Option<SourceRegistry>,
+    contract: Option<Revisioned<GoalContract>>,
+    registry: Option<Revisioned<ApproachRegistry>>,
     plan: Option<SourcePlan>,
     decisions: Vec<SourceDecision>,
     priority: Option<SourcePriority>,
+    /// What was read but could not be carried over as it was.
+    warnings: Vec<String>,
+}
+
+/// A Goal Focus document in loopx's shape, with the revision the source gave it.
+struct Revisioned<D> {
+    revision: Option<u64>,
+    document: D,
 }
 
 fn refused(message: String) -> AppError {
@@ -524,16 +858,30 @@ impl Source {
                 ))
             })
         };
+        let contract = optional::<SourceContract>(&contract, CONTRACT)?.map(|c| Revisioned {
+            revision: c.goal_revision,
+            document: c.contract(),
+        });
+        let mut warnings = Vec::new();
+        let registry = optional::<SourceRegistry>(&registry, REGISTRY)?.map(|r| {
+            let (document, lost) = r.registry();
+            warnings.extend(lost);
+            Revisioned {
+                revision: r.registry_revision,
+                document,
+            }
+        });
         Ok(Source {
             files,
+            warnings,
             state: parse_document(LOOP_STATE, &required(state, LOOP_STATE)?)?,
             budget: parse_document(BUDGET, &required(budget, BUDGET)?)?,
             iterations: match &iterations {
                 Some(bytes) => parse_lines(ITERATIONS, bytes)?,
                 None => Vec::new(),
             },
-            contract: optional(&contract, CONTRACT)?,
-            registry: optional(&registry, REGISTRY)?,
+            contract,
+            registry,
             plan: optional(&plan, PLAN)?,
             decisions: match &decisions {
                 Some(bytes) => parse_lines::<SourceDecision>(DECISIONS, bytes)?
@@ -616,8 +964,9 @@ impl Source {
             signal(LOOP_STATE, "next_preferred_path", path.clone());
         }
         if let Some((_, last)) = self.iterations.last() {
-            if !last.campaign_id.is_empty() {
-                signal(ITERATIONS, "last_campaign", last.campaign_id.clone());
+            let campaign = last.campaign_id();
+            if !campaign.is_empty() {
+                signal(ITERATIONS, "last_campaign", campaign);
             }
         }
         let plan_campaign = self.plan.as_ref().and_then(|p| {
@@ -649,13 +998,13 @@ impl Source {
                     "goal_revision",
                     plan.goal_revision,
                     CONTRACT,
-                    self.contract.as_ref().and_then(|c| c.goal_revision),
+                    self.contract.as_ref().and_then(|c| c.revision),
                 ),
                 (
                     "registry_revision",
                     plan.registry_revision,
                     REGISTRY,
-                    self.registry.as_ref().and_then(|r| r.registry_revision),
+                    self.registry.as_ref().and_then(|r| r.revision),
                 ),
             ];
             for (field, pinned, file, actual) in pins {
@@ -769,7 +1118,7 @@ impl Source {
         let selection = plan.selection.as_ref();
         // The campaigns are the registry's for these approaches; a plan
         // that names others disagrees with its own registry.
-        let registry = self.registry.as_ref().map(|r| &r.registry);
+        let registry = self.registry.as_ref().map(|r| &r.document);
         let mut campaign_ids: Vec<String> = Vec::new();
         for approach in &approaches {
             let found = registry.and_then(|r| r.approach(approach));
@@ -812,6 +1161,7 @@ impl Source {
 
 fn record_of(source: &SourceIteration, operation_id: OperationId) -> IterationRecord {
     let e = &source.evidence_checked;
+    let progress = source.progress_assessment.as_ref();
     IterationRecord {
         iteration: source.iteration,
         timestamp: source.timestamp,
@@ -839,16 +1189,31 @@ fn record_of(source: &SourceIteration, operation_id: OperationId) -> IterationRe
         completed_summary: source.completed_summary.clone(),
         current_summary: source.current_summary.clone(),
         proposed_next_action: source.proposed_next_action.clone(),
-        executor_provider: source.executor_provider.clone(),
+        executor_provider: flat_or_nested(
+            &source.executor_provider,
+            source
+                .execution
+                .as_ref()
+                .map(|e| e.executor_provider.as_str()),
+        ),
         dispatch_id: String::new(),
         claim: None,
         // Reviewed, if at all, by the runtime that wrote it, not by loopx.
         bank: None,
         direction: Direction {
-            global_delta: source.global_delta.clone(),
-            campaign_delta: source.campaign_delta.clone(),
-            obligation_ids: source.obligation_ids.clone(),
-            campaign_id: source.campaign_id.clone(),
+            global_delta: flat_or_nested(
+                &source.global_delta,
+                progress.map(|p| p.global_delta.as_str()),
+            ),
+            campaign_delta: flat_or_nested(
+                &source.campaign_delta,
+                progress.map(|p| p.campaign_delta.as_str()),
+            ),
+            obligation_ids: match (&source.obligation_ids, progress) {
+                (flat, Some(p)) if flat.is_empty() => p.obligation_ids.clone(),
+                (flat, _) => flat.clone(),
+            },
+            campaign_id: source.campaign_id(),
             goal_contribution: source.goal_contribution.clone(),
             ..Direction::default()
         },
@@ -910,7 +1275,7 @@ fn plan(source: &Source, from: &Path, to: &Path, now: Timestamp) -> Result<Plan,
         ledger = LedgerOwner::evolve_owned(Some(ledger), event);
         records.push(record);
     }
-    if let Some(spent) = &source.budget.spent {
+    if let Some(spent) = &source.budget.spent() {
         let agrees = spent.iterations == ledger.spent.iterations
             && spent.tokens == ledger.spent.tokens
             && (spent.usd - ledger.spent.usd).abs() < 1e-6;
@@ -961,14 +1326,14 @@ fn plan(source: &Source, from: &Path, to: &Path, now: Timestamp) -> Result<Plan,
     let clock = Clock { now };
     let contract = match &source.contract {
         Some(c) => Some(
-            decide_document::<GoalContract>(None, &c.contract, &clock)
+            decide_document::<GoalContract>(None, &c.document, &clock)
                 .map_err(|e| refused(format!("{CONTRACT}: {e}; nothing was written")))?,
         ),
         None => None,
     };
     let registry = match &source.registry {
         Some(r) => Some(
-            decide_document::<ApproachRegistry>(None, &r.registry, &clock)
+            decide_document::<ApproachRegistry>(None, &r.document, &clock)
                 .map_err(|e| refused(format!("{REGISTRY}: {e}; nothing was written")))?,
         ),
         None => None,
@@ -1028,12 +1393,12 @@ fn plan(source: &Source, from: &Path, to: &Path, now: Timestamp) -> Result<Plan,
         import_plan = Some(request);
     }
     let goal_contract = contract.as_ref().map(|d| RevisionMap {
-        source_revision: source.contract.as_ref().and_then(|c| c.goal_revision),
+        source_revision: source.contract.as_ref().and_then(|c| c.revision),
         revision: d.revision,
         fingerprint: d.pin().fingerprint,
     });
     let approach_registry = registry.as_ref().map(|d| RevisionMap {
-        source_revision: source.registry.as_ref().and_then(|r| r.registry_revision),
+        source_revision: source.registry.as_ref().and_then(|r| r.revision),
         revision: d.revision,
         fingerprint: d.pin().fingerprint,
     });
@@ -1063,7 +1428,7 @@ fn plan(source: &Source, from: &Path, to: &Path, now: Timestamp) -> Result<Plan,
         pending_decisions: pending,
         signals,
         ambiguities,
-        warnings: Vec::new(),
+        warnings: source.warnings.clone(),
     };
     Ok(Plan {
         init,
@@ -1255,9 +1620,11 @@ fn create(plan: Plan, to: &Path, now: Timestamp) -> Result<ImportView, AppError>
     match LoopDir::open(&target, Access::ReadWrite) {
         Ok(dir) => {
             view.dir = dir.display();
-            view.warnings = dir.refresh_views();
+            view.warnings.extend(dir.refresh_views());
         }
-        Err(error) => view.warnings = vec![crate::loop_dir::view_warning("the views", error)],
+        Err(error) => view
+            .warnings
+            .push(crate::loop_dir::view_warning("the views", error)),
     }
     Ok(view)
 }

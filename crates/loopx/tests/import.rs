@@ -1,6 +1,7 @@
 //! `loopx import` through the real binary: a loop directory of the
-//! reference runtime (fixtures written from the spec's file formats, in
-//! `fixtures/import/`) becomes a new loopx loop with its history intact;
+//! reference runtime (in `fixtures/import/`: `reference-*` recorded by
+//! running the reference's own CLI, `scripts/record-reference-fixtures.sh`;
+//! the others written by hand from the spec's file formats) becomes a new loopx loop with its history intact;
 //! the dry run writes nothing anywhere; disagreeing direction signals are
 //! never chosen among; links out of the source are not followed; a
 //! malformed file is named with its line; a crash before the loop is in
@@ -84,6 +85,21 @@ fn imported_records(dir: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// The imported loop validates (ledger and Goal Focus) and has spent what
+/// the source says: its status.
+fn assert_valid_with_spent(f: &Fixture, iterations: u64, tokens: u64, usd: f64) -> Value {
+    f.assert_valid();
+    f.loopx()
+        .args(["goal-focus", "validate", "--dir", f.d()])
+        .assert()
+        .success();
+    let status = f.json(&["status", "--dir", f.d()]);
+    assert_eq!(status["spent"]["iterations"], iterations, "{status}");
+    assert_eq!(status["spent"]["tokens"], tokens, "{status}");
+    assert_eq!(status["spent"]["usd"], usd, "{status}");
+    status
+}
+
 fn signal<'a>(view: &'a Value, name: &str) -> Vec<&'a str> {
     view["signals"]
         .as_array()
@@ -105,17 +121,8 @@ fn a_full_reference_loop_round_trips_with_its_history_and_validates() {
     assert_eq!(view["approach_registry"]["source_revision"], 3);
     assert_eq!(view["plan"]["source_revision"], 4);
     assert_eq!(view["source_decisions"], 4);
-    f.assert_valid();
-    f.loopx()
-        .args(["goal-focus", "validate", "--dir", f.d()])
-        .assert()
-        .success();
-
     // Counts and budget spent, as the source's budget.json says.
-    let status = f.json(&["status", "--dir", f.d()]);
-    assert_eq!(status["spent"]["iterations"], 3, "{status}");
-    assert_eq!(status["spent"]["tokens"], 4200);
-    assert_eq!(status["spent"]["usd"], 1.75);
+    let status = assert_valid_with_spent(&f, 3, 4200, 1.75);
     assert_eq!(status["state_status"], "running");
 
     // Every iteration keeps its number, timestamp, cost and outcome.
@@ -432,4 +439,160 @@ fn an_empty_target_directory_becomes_the_loop() {
         .filter(|name| name.contains(".import-"))
         .collect();
     assert!(beside.is_empty(), "{beside:?}");
+}
+
+/// What the reference runtime's own CLI wrote (see
+/// `scripts/record-reference-fixtures.sh`): obligations and campaigns keyed
+/// by id, the spent budget in flat fields, and an iteration's direction
+/// under `progress_assessment`, `goal_focus` and `execution`.
+#[test]
+fn a_loop_recorded_by_the_reference_runtime_imports_with_its_history() {
+    let f = Fixture::new();
+    let from = source(&f, "reference-run");
+    let view = import_ok(&f, &from, &["--apply"]);
+    assert_eq!(view["enforcement_mode"], "monitor");
+    assert_eq!(view["goal_contract"]["source_revision"], 1);
+    assert_eq!(view["approach_registry"]["source_revision"], 1);
+    assert_eq!(view["plan"]["state"], "needs_replan");
+    // An empty id in the plan names no direction.
+    assert!(signal(&view, "selected_approach").is_empty(), "{view}");
+    assert!(signal(&view, "selected_campaign").is_empty(), "{view}");
+    assert_valid_with_spent(&f, 2, 2200, 0.75);
+    let records = imported_records(&f.dir);
+    assert_eq!(records.len(), 2);
+    let second = &records[1];
+    assert_eq!(second["executor_provider"], "codex");
+    assert_eq!(second["direction"]["campaign_id"], "main");
+    assert_eq!(second["direction"]["global_delta"], "reduced");
+    assert_eq!(second["direction"]["campaign_delta"], "incremental");
+    assert_eq!(
+        second["direction"]["obligation_ids"],
+        serde_json::json!(["GOAL-SC-1"])
+    );
+    assert_eq!(records[0]["executor_provider"], "claude");
+
+    let focus = f.json(&["goal-focus", "status", "--dir", f.d()]);
+    assert_eq!(focus["goal_contract"]["obligations"], 1, "{focus}");
+    assert_eq!(focus["approach_registry"]["approaches"], 0);
+}
+
+#[test]
+fn a_new_loop_of_the_reference_runtime_imports_in_its_default_enforce_mode() {
+    let f = Fixture::new();
+    let from = source(&f, "reference-new");
+    let view = import_ok(&f, &from, &["--apply"]);
+    assert_eq!(view["enforcement_mode"], "enforce");
+    assert_eq!(view["iterations"], 0);
+    assert_eq!(view["plan"]["state"], "needs_replan");
+    f.assert_valid();
+    let focus = f.json(&["goal-focus", "status", "--dir", f.d()]);
+    assert_eq!(focus["enforcement_mode"], "enforce");
+    assert_eq!(focus["goal_contract"]["obligations"], 1, "{focus}");
+}
+
+/// Rewrite the JSON document `name` of the source with `edit`.
+fn edit_json(from: &Path, name: &str, edit: impl FnOnce(&mut Value)) {
+    let path = from.join(name);
+    let mut value: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    edit(&mut value);
+    std::fs::write(path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+}
+
+#[test]
+fn campaigns_and_approaches_keyed_by_id_read_as_the_lists_they_replace() {
+    let f = Fixture::new();
+    let from = source(&f, "reference-run");
+    edit_json(&from, "approach_registry.json", |registry| {
+        registry["campaigns"] = serde_json::json!({
+            "main": {"id": "main", "title": "Direct proof", "status": "active", "approaches": {
+                "A1": {"id": "A1", "campaign_id": "main", "status": "eligible",
+                       "mechanism": "induction on the bridge lemma", "estimates": {}},
+                "A2": {"status": "closed", "reopen_condition": "A1 fails"}
+            }},
+            "search": {"title": "Counterexample search", "status": "parked", "approaches": {
+                "S1": {"status": "eligible"}
+            }}
+        });
+    });
+    let view = import_ok(&f, &from, &["--apply"]);
+    assert!(
+        view["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("estimates")),
+        "{view}"
+    );
+    f.assert_valid();
+    let focus = f.json(&["goal-focus", "status", "--dir", f.d()]);
+    assert_eq!(focus["approach_registry"]["approaches"], 3, "{focus}");
+    // Only A1 may be chosen: A2 is closed, and S1's campaign is parked.
+    let preview = f.json(&["goal-focus", "replan", "--dry-run", "--dir", f.d()]);
+    let proposal = &preview["plan"]["proposal"];
+    assert_eq!(
+        proposal["selection"]["approach_ids"],
+        serde_json::json!(["A1"]),
+        "{preview}"
+    );
+    let excluded: Vec<(&str, &str)> = proposal["excluded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["approach_id"].as_str().unwrap(),
+                e["reason"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        excluded,
+        [
+            ("A2", "closed: marked so in the imported registry"),
+            ("S1", "parked: campaign search is parked")
+        ]
+    );
+
+    // A key that disagrees with the id it holds is refused, naming both.
+    let f = Fixture::new();
+    let from = source(&f, "reference-run");
+    edit_json(&from, "goal_contract.json", |contract| {
+        contract["obligations"]["GOAL-SC-1"]["id"] = "GOAL-SC-9".into();
+    });
+    let error = import_refused(&f, &from, &["--apply"]);
+    assert!(
+        error.starts_with("goal_contract.json line")
+            && error.contains("GOAL-SC-1")
+            && error.contains("GOAL-SC-9"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_flat_spent_budget_that_disagrees_with_the_iterations_is_refused() {
+    let f = Fixture::new();
+    let from = source(&f, "reference-run");
+    edit_json(&from, "budget.json", |budget| {
+        budget["spent_tokens"] = 9999.into();
+    });
+    let error = import_refused(&f, &from, &["--apply"]);
+    assert!(
+        error.contains("budget.json") && error.contains("9999"),
+        "{error}"
+    );
+}
+
+/// The journal holds each imported record as loopx writes its own:
+/// canonical JSON, the text `validate` reads fastest.
+#[test]
+fn imported_records_are_stored_as_canonical_json() {
+    let f = Fixture::new();
+    let from = source(&f, "reference-run");
+    import_ok(&f, &from, &["--apply"]);
+    let texts = common::journal_texts(&f.dir, "ledger.iteration_imported");
+    assert_eq!(texts.len(), 2);
+    for text in texts {
+        let value: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(text, loopx_core::digest::canonical_json(&value));
+    }
 }

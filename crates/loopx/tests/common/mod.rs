@@ -370,6 +370,14 @@ pub fn iteration_numbers(dir: &Path) -> Vec<u64> {
 
 /// Every ledger journal event of `kind`, in revision order.
 pub fn journal_events(dir: &Path, kind: &str) -> Vec<serde_json::Value> {
+    journal_texts(dir, kind)
+        .iter()
+        .map(|event| serde_json::from_str(event).unwrap())
+        .collect()
+}
+
+/// The journal's events of `kind`, in order, as the text it stores.
+pub fn journal_texts(dir: &Path, kind: &str) -> Vec<String> {
     let conn = rusqlite::Connection::open_with_flags(
         dir.join("loopx.sqlite"),
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
@@ -381,8 +389,7 @@ pub fn journal_events(dir: &Path, kind: &str) -> Vec<serde_json::Value> {
     let rows = statement
         .query_map([kind], |row| row.get::<_, String>(0))
         .unwrap();
-    rows.map(|event| serde_json::from_str(&event.unwrap()).unwrap())
-        .collect()
+    rows.map(Result::unwrap).collect()
 }
 
 /// Fail the test by name when the binary under test cannot pause at a
