@@ -87,6 +87,8 @@ const FILES: [&str; 8] = [
 
 #[derive(Debug, Deserialize)]
 struct SourceLoopState {
+    #[serde(default, deserialize_with = "nonempty")]
+    run_id: Option<String>,
     goal: String,
     success_criteria: String,
     #[serde(default)]
@@ -637,8 +639,11 @@ pub struct ImportView {
     pub from: String,
     pub dir: String,
     pub sources: Vec<SourceFile>,
-    /// The new loop's run id (`None` on a dry run).
+    /// The new loop's run id (`None` on a dry run): its own, never the
+    /// source's, so that two imports of one source are two loops.
     pub run_id: Option<String>,
+    /// The run id `loop_state.json` gives, kept as where the loop came from.
+    pub source_run_id: Option<String>,
     pub enforcement_mode: GoalFocusMode,
     pub iterations: u64,
     pub tokens: u64,
@@ -676,6 +681,12 @@ impl ImportView {
             self.usd,
             self.state_status
         );
+        if let Some(run_id) = &self.run_id {
+            let _ = writeln!(out, "  run         {run_id}");
+        }
+        if let Some(source_run_id) = &self.source_run_id {
+            let _ = writeln!(out, "  source run  {source_run_id}");
+        }
         let _ = writeln!(out, "  goal focus  {}", self.enforcement_mode);
         for (what, map) in [
             ("contract", &self.goal_contract),
@@ -1224,6 +1235,9 @@ fn record_of(source: &SourceIteration, operation_id: OperationId) -> IterationRe
 /// in memory against the state the previous ones leave.
 struct Plan {
     init: InitLoop,
+    /// Fresh for every import: the run id is derived from it, and two
+    /// imports of one source are two loops.
+    init_operation: OperationId,
     created_at: Timestamp,
     records: Vec<IterationRecord>,
     ledger: Ledger,
@@ -1241,7 +1255,13 @@ fn iteration_operation(n: u64) -> OperationId {
     operation(&format!("import-iteration-{n}"))
 }
 
-const INIT_OPERATION: &str = "import-init";
+/// The init of an import: `import-init-` and a random suffix.
+fn init_operation() -> OperationId {
+    operation(&format!(
+        "import-init-{:016x}",
+        crate::platform::random_u64()
+    ))
+}
 const FOCUS_OPERATION: &str = "import-focus";
 
 /// Decide every request in memory: what apply would commit, and each
@@ -1251,7 +1271,7 @@ fn plan(source: &Source, from: &Path, to: &Path, now: Timestamp) -> Result<Plan,
     // source with an enabled panel gets a new loop's default with one.
     let init = source.init(crate::focus::mode_for_new_loop(None, from)?);
     let created_at = source.created_at(now);
-    let init_id = operation(INIT_OPERATION);
+    let init_id = init_operation();
     let decided = LedgerOwner::decide(
         None,
         &LedgerRequest::Init(init.clone()),
@@ -1313,6 +1333,10 @@ fn plan(source: &Source, from: &Path, to: &Path, now: Timestamp) -> Result<Plan,
             limit,
         )
         .map_err(|e| refused(format!("{e}; nothing was written")))?;
+    }
+    if let Some(run_id) = &source.state.run_id {
+        text::check(&format!("{LOOP_STATE} run_id"), run_id, limits::LINE)
+            .map_err(|e| refused(format!("{e}; nothing was written")))?;
     }
     if let Some(rationale) = source.plan.iter().flat_map(|p| &p.selection).next() {
         text::check(
@@ -1415,6 +1439,7 @@ fn plan(source: &Source, from: &Path, to: &Path, now: Timestamp) -> Result<Plan,
         dir: to.display().to_string(),
         sources: source.files.clone(),
         run_id: None,
+        source_run_id: source.state.run_id.clone(),
         enforcement_mode: mode,
         iterations: ledger.spent.iterations,
         tokens: ledger.spent.tokens,
@@ -1432,6 +1457,7 @@ fn plan(source: &Source, from: &Path, to: &Path, now: Timestamp) -> Result<Plan,
     };
     Ok(Plan {
         init,
+        init_operation: init_id,
         created_at,
         records,
         ledger,
@@ -1634,7 +1660,7 @@ fn build(plan: &Plan, building: &Path, now: Timestamp) -> anyhow::Result<ImportV
     // complete, synced (below) and renamed into place.
     let dir = LoopDir::create_unsynced(building)?;
     let authority = dir.authority();
-    let init_id = operation(INIT_OPERATION);
+    let init_id = plan.init_operation.clone();
     let receipt = authority.execute::<LedgerOwner>(
         STREAM,
         &init_id,

@@ -596,3 +596,50 @@ fn imported_records_are_stored_as_canonical_json() {
         assert_eq!(text, loopx_core::digest::canonical_json(&value));
     }
 }
+
+/// Two imports of one source are two loops: the registry (and `serve
+/// --all`) tell loops apart by run id. The source's own id is kept as
+/// where the loop came from.
+#[test]
+fn each_import_of_the_same_source_is_a_loop_with_its_own_run_id() {
+    let f = Fixture::new();
+    let from = source(&f, "reference-run");
+    let state: Value =
+        serde_json::from_slice(&std::fs::read(from.join("loop_state.json")).unwrap()).unwrap();
+    let source_run_id = state["run_id"].as_str().unwrap();
+    let views: Vec<Value> = ["first", "second"]
+        .iter()
+        .map(|dir| {
+            let dir = f.temp.path().join(dir);
+            let view = f.json(&[
+                "import",
+                "--from",
+                from.to_str().unwrap(),
+                "--dir",
+                dir.to_str().unwrap(),
+                "--apply",
+            ]);
+            let status = f.json(&["status", "--dir", dir.to_str().unwrap()]);
+            assert_eq!(status["run_id"], view["run_id"], "{status}");
+            view
+        })
+        .collect();
+    assert_ne!(
+        views[0]["run_id"], views[1]["run_id"],
+        "two imports share a run id"
+    );
+    for view in &views {
+        assert_ne!(view["run_id"], source_run_id);
+        assert_eq!(view["source_run_id"], source_run_id, "{view}");
+    }
+    // The dry run names the source's id too, and no run id of its own.
+    let dry = f.json(&[
+        "import",
+        "--from",
+        from.to_str().unwrap(),
+        "--dir",
+        f.temp.path().join("third").to_str().unwrap(),
+    ]);
+    assert_eq!(dry["source_run_id"], source_run_id);
+    assert_eq!(dry["run_id"], Value::Null);
+}
