@@ -168,8 +168,8 @@ pub enum StoreError {
     },
     #[error("the store at {location} cannot do this: {reason}")]
     Unsupported { location: String, reason: String },
-    #[error("{wal} is present but {path} is not: the log may hold committed operations of a loop whose database was deleted or moved; restore {path} from a backup next to it (SQLite replays the log on the next open), or move {wal} (and any -shm beside it) out of this directory to start a new loop here; nothing was changed")]
-    OrphanedLog { path: String, wal: String },
+    #[error("{log} is present but {path} is not: the log may hold committed operations of a loop whose database was deleted or moved; restore {path} from a backup next to it (SQLite replays the log on the next open), or move {log} (and any -shm beside it) out of this directory to start a new loop here; nothing was changed")]
+    OrphanedLog { path: String, log: String },
     #[error("store locator {locator:?} is not usable: {reason}")]
     BadLocator { locator: String, reason: String },
     #[error("the store at {location} is unavailable: {reason}")]

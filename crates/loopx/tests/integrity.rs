@@ -1,6 +1,6 @@
 //! Nothing lost, nothing leaked: the ledger and the store under overflowing
 //! totals, failures after a commit (an unwritable view, a full disk), an
-//! orphaned `-wal`, tampered goal snapshots, concurrent writers, read-only
+//! orphaned `-wal` or `-journal`, tampered goal snapshots, concurrent writers, read-only
 //! directories read by another user, and crashed view writers. Every test
 //! runs the real binary on real SQLite files.
 
@@ -417,7 +417,26 @@ fn on_a_full_disk_a_command_exits_zero_if_and_only_if_it_committed() {
     f.loopx().args(["validate", "--dir", d]).assert().success();
 }
 
-// ---- 3. an orphaned -wal -------------------------------------------------
+// ---- 3. an orphaned -wal or -journal ------------------------------------
+
+/// `init` in the loop directory is refused, naming `log` and both ways
+/// out, and changes nothing: not the log, not any other byte.
+fn init_is_refused_for_the_orphaned_log(f: &Fixture, log: &std::path::Path) {
+    let log_bytes = std::fs::read(log).unwrap();
+    let before = f.fingerprint();
+    let output = f.loopx().args(f.init_words()).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    let name = log.file_name().unwrap().to_str().unwrap();
+    assert!(
+        message.contains(&format!("{name} is present but"))
+            && message.contains("restore")
+            && message.contains("move"),
+        "{message}"
+    );
+    assert_eq!(std::fs::read(log).unwrap(), log_bytes, "{name} was touched");
+    assert_eq!(f.fingerprint(), before, "init changed the directory");
+}
 
 #[test]
 fn init_refuses_an_orphaned_wal_and_leaves_it_byte_for_byte() {
@@ -443,28 +462,29 @@ fn init_refuses_an_orphaned_wal_and_leaves_it_byte_for_byte() {
     );
     let backup = f.temp.path().join("backup.sqlite");
     std::fs::rename(f.dir.join("loopx.sqlite"), &backup).unwrap();
-    let wal_bytes = std::fs::read(&wal).unwrap();
-    let before = f.fingerprint();
-
-    let output = f.loopx().args(f.init_words()).output().unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let message = stderr(&output);
-    assert!(
-        message.contains("loopx.sqlite-wal is present but")
-            && message.contains("restore")
-            && message.contains("move"),
-        "{message}"
-    );
-    assert_eq!(
-        std::fs::read(&wal).unwrap(),
-        wal_bytes,
-        "the -wal was touched"
-    );
-    assert_eq!(f.fingerprint(), before, "init changed the directory");
+    init_is_refused_for_the_orphaned_log(&f, &wal);
 
     // The advice works: put the database back and the commit is there.
     std::fs::rename(&backup, f.dir.join("loopx.sqlite")).unwrap();
     assert_eq!(iteration_numbers(&f.dir), [1]);
+    f.assert_valid();
+}
+
+/// A rollback journal left without its database (a loop opened by another
+/// SQLite tool, a botched restore) may hold the only copy of pages: init
+/// refuses it by the same rule as a `-wal`, and touches nothing.
+#[test]
+fn init_refuses_an_orphaned_rollback_journal_and_leaves_it_byte_for_byte() {
+    let f = Fixture::new();
+    std::fs::create_dir_all(&f.dir).unwrap();
+    let journal = f.dir.join("loopx.sqlite-journal");
+    let journal_bytes = b"\xd9\xd5\x05\xf9\x20\xa1\x63\xd7 pages of a loop";
+    std::fs::write(&journal, journal_bytes).unwrap();
+    init_is_refused_for_the_orphaned_log(&f, &journal);
+
+    // An empty journal holds nothing and is no reason to refuse.
+    std::fs::write(&journal, b"").unwrap();
+    f.init(5, &[]);
     f.assert_valid();
 }
 

@@ -622,18 +622,25 @@ fn immutable_uri(path: &Path) -> String {
 }
 
 /// Refuse to open a database that does not exist (or is empty) for
-/// writing when a `-wal` is beside it: SQLite would silently delete a log
-/// that may hold the only copy of committed operations. An empty `-wal`
-/// holds nothing and is no reason to refuse.
+/// writing when a log is beside it, a `-wal` or a rollback `-journal`
+/// (left by a loop opened in rollback mode, or by another SQLite tool):
+/// SQLite would silently delete a log that may hold the only copy of
+/// committed operations or pages. An empty log holds nothing and is no
+/// reason to refuse.
 fn refuse_orphaned_log(path: &Path) -> Result<(), StoreError> {
-    let wal = companion(path, "-wal");
-    match wal.symlink_metadata() {
-        Ok(meta) if !meta.is_file() || meta.len() > 0 => Err(StoreError::OrphanedLog {
-            path: path.display().to_string(),
-            wal: wal.display().to_string(),
-        }),
-        _ => Ok(()),
+    for suffix in ["-wal", "-journal"] {
+        let log = companion(path, suffix);
+        match log.symlink_metadata() {
+            Ok(meta) if !meta.is_file() || meta.len() > 0 => {
+                return Err(StoreError::OrphanedLog {
+                    path: path.display().to_string(),
+                    log: log.display().to_string(),
+                })
+            }
+            _ => {}
+        }
     }
+    Ok(())
 }
 
 /// Create the database file for `init`, owner-only from its first byte
