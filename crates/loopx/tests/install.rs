@@ -289,6 +289,44 @@ fn uninstall_after_an_unrelated_edit_removes_only_loopx_entry() {
     assert!(!h.project.join(".claude/skills").exists());
 }
 
+/// A hook the person put in the same Stop group as loopx's is theirs:
+/// reinstall keeps it, and uninstall takes out only loopx's hook.
+#[test]
+fn a_hook_added_inside_loopx_stop_group_survives_reinstall_and_uninstall() {
+    let h = Home::new();
+    let settings = h.project.join(".claude/settings.json");
+    h.run(&["install", "--target", "claude"]);
+    let mut doc: serde_json::Value = serde_json::from_str(&h.read(&settings)).unwrap();
+    let mine = serde_json::json!({"type": "command", "command": "notify-send done"});
+    doc["hooks"]["Stop"][0]["hooks"]
+        .as_array_mut()
+        .unwrap()
+        .push(mine.clone());
+    h.write(&settings, &serde_json::to_string_pretty(&doc).unwrap());
+    let stop_hooks = |text: &str| -> Vec<serde_json::Value> {
+        let doc: serde_json::Value = serde_json::from_str(text).unwrap();
+        doc["hooks"]["Stop"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["hooks"].as_array().unwrap().clone())
+            .collect()
+    };
+
+    h.run(&["install", "--target", "claude"]);
+    let hooks = stop_hooks(&h.read(&settings));
+    assert_eq!(hooks.len(), 2, "{hooks:?}");
+    assert!(hooks.contains(&mine), "reinstall dropped the person's hook");
+
+    h.run(&["uninstall", "--target", "claude"]);
+    let hooks = stop_hooks(&h.read(&settings));
+    assert_eq!(
+        hooks,
+        [mine],
+        "uninstall took more (or less) than its own hook"
+    );
+}
+
 #[test]
 fn install_refuses_a_symlink_and_an_entry_it_did_not_write() {
     let h = Home::new();

@@ -10,7 +10,8 @@
 //! - The Stop hook: a group `{"hooks":[{"type":"command","command":…}]}`
 //!   in `hooks.Stop` of `.claude/settings.json` (project) or
 //!   `~/.claude/settings.json` (user) (docs.claude.com/en/docs/claude-code/hooks:
-//!   Stop takes no matcher).
+//!   Stop takes no matcher). A hook a person adds to that group is
+//!   theirs: reinstall replaces, and uninstall removes, only loopx's hook.
 
 use super::json::Json;
 use super::{shell_quote, skill, Component, Edit, Places, Scope, Source};

@@ -344,12 +344,24 @@ impl Edit {
                         parents.join(".")
                     );
                 };
-                let group = hook_group(command);
-                let record = source.record(&Digest::of_json(&group.to_value()));
-                let group = hook_group(&format!("{RECORD_KEY}='{record}' {command}"));
-                match groups.iter().position(|g| hook_record(g).is_some()) {
-                    Some(at) => groups[at] = group,
-                    None => groups.push(group),
+                let record = source.record(&Digest::of_json(&hook_group(command).to_value()));
+                let hook = hook_entry(&format!("{RECORD_KEY}='{record}' {command}"));
+                // In place of loopx's own hook, wherever it is: another
+                // hook in its group is the person's and stays.
+                let ours = groups
+                    .iter_mut()
+                    .find_map(|group| match group.get_mut("hooks") {
+                        Some(Json::Array(hooks)) => {
+                            hooks.iter_mut().find(|h| hook_entry_record(h).is_some())
+                        }
+                        _ => None,
+                    });
+                match ours {
+                    Some(slot) => *slot = hook,
+                    None => groups.push(Json::Object(vec![(
+                        "hooks".into(),
+                        Json::Array(vec![hook]),
+                    )])),
                 }
                 Ok(doc.print_like(current))
             }
@@ -417,8 +429,8 @@ impl Edit {
             Edit::JsonHook { parents, .. } => {
                 let mut doc = parse_json(Some(current), path)?;
                 remove_json(&mut doc, parents, |groups| {
-                    if let Json::Array(items) = groups {
-                        items.retain(|g| hook_record(g).is_none());
+                    if let Json::Array(groups) = groups {
+                        groups.retain_mut(|group| !remove_loopx_hook(group));
                     }
                 });
                 Ok(Some(doc.print_like(Some(current))))
@@ -595,27 +607,45 @@ fn remove_json(doc: &mut Json, parents: &[&str], edit: impl FnOnce(&mut Json)) {
     go(doc, parents, Box::new(edit));
 }
 
+fn hook_entry(command: &str) -> Json {
+    Json::Object(vec![
+        ("type".into(), Json::Scalar("command".into())),
+        ("command".into(), Json::Scalar(command.into())),
+    ])
+}
+
 fn hook_group(command: &str) -> Json {
     Json::Object(vec![(
         "hooks".into(),
-        Json::Array(vec![Json::Object(vec![
-            ("type".into(), Json::Scalar("command".into())),
-            ("command".into(), Json::Scalar(command.into())),
-        ])]),
+        Json::Array(vec![hook_entry(command)]),
     )])
 }
 
-/// The record and the bare command of a hook group loopx installed.
+/// The record and the bare command of the hook loopx installed in `group`.
 fn hook_record(group: &Json) -> Option<(String, String)> {
     let Some(Json::Array(hooks)) = group.get("hooks") else {
         return None;
     };
-    hooks.iter().find_map(|hook| {
-        let command = hook.get("command")?.as_str()?;
-        let rest = command.strip_prefix(&format!("{RECORD_KEY}='"))?;
-        let (record, command) = rest.split_once("' ")?;
-        Some((record.to_owned(), command.to_owned()))
-    })
+    hooks.iter().find_map(hook_entry_record)
+}
+
+/// The record and the bare command of one hook, when loopx installed it.
+fn hook_entry_record(hook: &Json) -> Option<(String, String)> {
+    let command = hook.get("command")?.as_str()?;
+    let rest = command.strip_prefix(&format!("{RECORD_KEY}='"))?;
+    let (record, command) = rest.split_once("' ")?;
+    Some((record.to_owned(), command.to_owned()))
+}
+
+/// Take loopx's hooks out of `group`, keeping every other hook in it:
+/// true when that left the group with no hook (drop it then).
+fn remove_loopx_hook(group: &mut Json) -> bool {
+    let Some(Json::Array(hooks)) = group.get_mut("hooks") else {
+        return false;
+    };
+    let before = hooks.len();
+    hooks.retain(|hook| hook_entry_record(hook).is_none());
+    hooks.len() < before && hooks.is_empty()
 }
 
 fn inspect_file(text: &str) -> Found {
