@@ -327,6 +327,94 @@ fn a_hook_added_inside_loopx_stop_group_survives_reinstall_and_uninstall() {
     );
 }
 
+/// Makes `file` impossible to replace, and undoes that when dropped.
+/// Root passes over permission bits, so for root the file is made
+/// immutable (`chattr +i`: even root cannot rename over it, on ext4 and
+/// the other filesystems with inode flags); anyone else gets a parent
+/// directory without write permission. Either way a write to `file` fails
+/// when install applies it, after every plan was made.
+struct Unwritable {
+    file: PathBuf,
+    immutable: bool,
+}
+
+impl Unwritable {
+    fn new(file: &Path) -> Self {
+        let immutable = std::process::Command::new("chattr")
+            .arg("+i")
+            .arg(file)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !immutable {
+            use std::os::unix::fs::PermissionsExt;
+            let parent = file.parent().unwrap();
+            std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o555)).unwrap();
+        }
+        let guard = Unwritable {
+            file: file.to_owned(),
+            immutable,
+        };
+        let probe = file.with_extension("probe");
+        assert!(
+            guard.immutable || std::fs::write(&probe, b"").is_err(),
+            "cannot make {} unwritable here (root without chattr +i on this filesystem)",
+            file.display()
+        );
+        guard
+    }
+}
+
+impl Drop for Unwritable {
+    fn drop(&mut self) {
+        if self.immutable {
+            let _ = std::process::Command::new("chattr")
+                .arg("-i")
+                .arg(&self.file)
+                .status();
+        } else {
+            use std::os::unix::fs::PermissionsExt;
+            let parent = self.file.parent().unwrap();
+            let _ = std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o755));
+        }
+    }
+}
+
+/// The settings file is written last; when it cannot be written, the
+/// skill and `.mcp.json` already written are put back, and the error says
+/// what failed and that nothing was left changed.
+#[test]
+fn an_install_that_cannot_write_the_settings_puts_back_what_it_wrote() {
+    let h = Home::new();
+    let settings = h.project.join(".claude/settings.json");
+    h.write(&settings, CLAUDE_SETTINGS);
+    h.write(&h.project.join(".mcp.json"), CLAUDE_MCP);
+    // A non-root run needs the skill's folder to exist beside the
+    // read-only one.
+    std::fs::create_dir_all(h.project.join(".claude/skills")).unwrap();
+    let before = h.everything_with_state();
+    let unwritable = Unwritable::new(&settings);
+
+    let output = h
+        .loopx()
+        .args(["install", "--target", "claude"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "install succeeded: {stderr}");
+    assert!(stderr.contains("settings.json"), "{stderr}");
+    assert!(stderr.contains("put back"), "{stderr}");
+    assert!(
+        stderr.contains(".mcp.json") && stderr.contains("SKILL.md"),
+        "{stderr}"
+    );
+    drop(unwritable);
+    assert_eq!(
+        h.everything_with_state(),
+        before,
+        "a failed install left files changed"
+    );
+}
+
 #[test]
 fn install_refuses_a_symlink_and_an_entry_it_did_not_write() {
     let h = Home::new();

@@ -1,8 +1,10 @@
 //! The installers' file IO, all of it: reading a target (never through a
 //! symlink), the manifests that let `uninstall` give back a file's exact
 //! bytes, planning every change before the first write, dry-run diffs,
-//! and the atomic writes. What each change is comes from the pure
-//! [`super::Edit`] rules.
+//! the atomic writes, and putting back what was written when a later
+//! write fails (so an install or uninstall is whole or not at all, or says
+//! exactly which file it could not put back). What each change is comes
+//! from the pure [`super::Edit`] rules.
 
 use super::{components, Component, Found, Places, Scope, Source, Target};
 use crate::fsutil;
@@ -225,8 +227,12 @@ fn finish(request: &Request, plans: Vec<Planned>, installing: bool) -> Result<In
     }
     let changed = plans.iter().any(|p| p.before != p.after);
     if !request.dry_run {
+        let mut written = Vec::new();
         for plan in plans {
-            apply(request.places, plan, installing)?;
+            let path = plan.path.clone();
+            if let Err(error) = apply(request.places, plan, installing, &mut written) {
+                return Err(undo(written, &path, error));
+            }
         }
     }
     Ok(InstallView {
@@ -238,32 +244,132 @@ fn finish(request: &Request, plans: Vec<Planned>, installing: bool) -> Result<In
     })
 }
 
-fn apply(places: &Places, plan: Planned, installing: bool) -> Result<()> {
+/// One file an install or uninstall changed, as it was before: what
+/// [`undo`] puts back when a later change fails.
+struct Written {
+    path: PathBuf,
+    /// `None`: the file did not exist.
+    before: Option<Vec<u8>>,
+    /// Directories created for it, deepest first.
+    created_dirs: Vec<PathBuf>,
+}
+
+/// Write `bytes` to `path` (`None`: remove it), creating its directory
+/// (private when `private_dir`), and note in `written` what it was. A
+/// change that fails takes away the directories it made and notes nothing.
+fn change(
+    path: &Path,
+    bytes: Option<&[u8]>,
+    private_dir: bool,
+    written: &mut Vec<Written>,
+) -> Result<()> {
+    let before = match fsutil::read_no_follow(path) {
+        Ok(bytes) => Some(bytes),
+        Err(_) if path.symlink_metadata().is_err() => None,
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let created_dirs = missing_dirs(path);
+    let parent = path.parent().expect("installed files have a directory");
+    let created = match private_dir {
+        true => fsutil::create_private_dir(parent),
+        false => std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display())),
+    };
+    let changed = created.and_then(|()| match bytes {
+        Some(bytes) => fsutil::write_durable(path, bytes),
+        None => {
+            std::fs::remove_file(path).with_context(|| format!("cannot remove {}", path.display()))
+        }
+    });
+    match changed {
+        Ok(()) => written.push(Written {
+            path: path.to_owned(),
+            before,
+            created_dirs,
+        }),
+        Err(_) => remove_dirs(&created_dirs),
+    }
+    changed
+}
+
+/// Remove each of `dirs` (deepest first) while nothing else is in it.
+fn remove_dirs(dirs: &[PathBuf]) {
+    for dir in dirs {
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
+/// Put back every file in `written`, newest first, after the change of
+/// `failed` failed with `error`: the error then says it failed, and that
+/// every earlier change was put back, or exactly which were not.
+fn undo(written: Vec<Written>, failed: &Path, error: anyhow::Error) -> anyhow::Error {
+    let mut put_back = Vec::new();
+    let mut left = Vec::new();
+    for file in written.into_iter().rev() {
+        let restored = match &file.before {
+            Some(bytes) => file
+                .path
+                .parent()
+                .map_or(Ok(()), |p| std::fs::create_dir_all(p).map_err(Into::into))
+                .and_then(|()| fsutil::write_durable(&file.path, bytes)),
+            None => match std::fs::remove_file(&file.path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+                _ => Ok(()),
+            },
+        };
+        remove_dirs(&file.created_dirs);
+        let name = file.path.display().to_string();
+        match restored {
+            Ok(()) => put_back.push(name),
+            Err(e) => left.push(format!("{name} ({e:#})")),
+        }
+    }
+    let done = match put_back.is_empty() {
+        true => "nothing had been written before it".to_owned(),
+        false => format!(
+            "what was written before it was put back as it was: {}",
+            put_back.join(", ")
+        ),
+    };
+    match left.is_empty() {
+        true => error.context(format!(
+            "cannot write {}; {done}; nothing is changed: make the file writable, then run the command again",
+            failed.display()
+        )),
+        false => error.context(format!(
+            "cannot write {}; {done}; but these were written and could NOT be put back, fix them by hand: {}",
+            failed.display(),
+            left.join(", ")
+        )),
+    }
+}
+
+fn apply(
+    places: &Places,
+    plan: Planned,
+    installing: bool,
+    written: &mut Vec<Written>,
+) -> Result<()> {
     let manifest_at = manifest_path(places, &plan.path);
     if installing {
         if plan.before == plan.after {
             return Ok(());
         }
         let after = plan.after.expect("install writes every file");
-        if let Some(parent) = plan.path.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("cannot create {}", parent.display()))?;
-        }
         // The manifest first: an install interrupted after it still has
         // the original bytes on record.
         let manifest = plan.manifest.expect("install plans a manifest");
-        fsutil::create_private_dir(manifest_at.parent().expect("manifests have a directory"))?;
-        fsutil::write_durable(&manifest_at, &serde_json::to_vec_pretty(&manifest)?)?;
-        return fsutil::write_durable(&plan.path, after.as_bytes());
+        let manifest = serde_json::to_vec_pretty(&manifest)?;
+        change(&manifest_at, Some(&manifest), true, written)?;
+        return change(&plan.path, Some(after.as_bytes()), false, written);
     }
     if plan.action == Action::Absent {
         return Ok(());
     }
     match &plan.after {
-        Some(text) => fsutil::write_durable(&plan.path, text.as_bytes())?,
+        Some(text) => change(&plan.path, Some(text.as_bytes()), false, written)?,
         None => {
-            std::fs::remove_file(&plan.path)
-                .with_context(|| format!("cannot remove {}", plan.path.display()))?;
+            change(&plan.path, None, false, written)?;
             // The directories install created, while nothing else is in them.
             let created = plan
                 .manifest
@@ -276,12 +382,12 @@ fn apply(places: &Places, plan: Planned, installing: bool) -> Result<()> {
                         .map(|p| vec![p.to_path_buf()])
                         .unwrap_or_default()
                 });
-            for dir in created {
-                let _ = std::fs::remove_dir(dir);
-            }
+            remove_dirs(&created);
         }
     }
-    let _ = std::fs::remove_file(&manifest_at);
+    if manifest_at.symlink_metadata().is_ok() {
+        change(&manifest_at, None, true, written)?;
+    }
     // Leave no empty `installs/` behind once nothing is installed.
     if let Some(dir) = manifest_at.parent() {
         let _ = std::fs::remove_dir(dir);
