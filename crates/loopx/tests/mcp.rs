@@ -496,3 +496,148 @@ fn the_official_inspector_lists_calls_and_replays() {
         "{foreign}"
     );
 }
+
+/// `loopx mcp` on raw pipes, as a client that sends what it likes: lines
+/// written from a thread (a long one blocks until the server reads it),
+/// each line of output parsed as it comes.
+struct RawServer {
+    child: std::process::Child,
+    input: Option<std::process::ChildStdin>,
+    replies: std::sync::mpsc::Receiver<Value>,
+}
+
+impl RawServer {
+    fn start(f: &Fixture) -> Self {
+        use std::io::BufRead as _;
+        use std::process::Stdio;
+        let mut child = std::process::Command::new(common::loopx_path())
+            .arg("mcp")
+            .env("LOOPX_REGISTRY_DIR", &f.registry)
+            .env("LOOPX_DIR", &f.dir)
+            .env("LOOPX_AGENT_ID", "agent-a")
+            .env("LOOPX_DISPATCH_ID", "")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let (send, replies) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines() {
+                let line = line.unwrap();
+                let value = serde_json::from_str(&line).unwrap_or_else(|e| {
+                    panic!("the server wrote a line that is not JSON ({e}): {line}")
+                });
+                if send.send(value).is_err() {
+                    return;
+                }
+            }
+        });
+        RawServer {
+            input: child.stdin.take(),
+            child,
+            replies,
+        }
+    }
+
+    /// Write `bytes` (one or more lines) from another thread.
+    fn send(&mut self, bytes: Vec<u8>) -> std::thread::JoinHandle<()> {
+        use std::io::Write as _;
+        let mut input = self.input.take().unwrap();
+        let (back, returned) = std::sync::mpsc::channel();
+        let writer = std::thread::spawn(move || {
+            input.write_all(&bytes).unwrap();
+            input.flush().unwrap();
+            back.send(input).unwrap();
+        });
+        self.input = Some(returned.recv().unwrap());
+        writer
+    }
+
+    /// The next line the server writes, within a minute.
+    fn reply(&self) -> Value {
+        self.replies
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the server sent no reply: the client would hang")
+    }
+}
+
+impl Drop for RawServer {
+    fn drop(&mut self) {
+        drop(self.input.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn every_line_gets_a_reply_whatever_it_holds() {
+    let f = setup();
+    let mut server = RawServer::start(&f);
+    let deep = format!("{}{}\n", "[".repeat(5000), "]".repeat(5000));
+    let mut huge = vec![b'x'; 200 * 1024 * 1024];
+    huge.push(b'\n');
+    // What each is, its bytes, the error code and the id answered (the
+    // request's own when it can be read; none when nothing can be).
+    let cases: Vec<(&str, Vec<u8>, i64, Value)> = vec![
+        ("not JSON", b"hello there\n".to_vec(), -32700, Value::Null),
+        (
+            "cut short",
+            b"{\"jsonrpc\": \"2.0\", \"id\": 1\n".to_vec(),
+            -32700,
+            Value::Null,
+        ),
+        (
+            "invalid UTF-8",
+            b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"\xff\"}\n".to_vec(),
+            -32700,
+            Value::Null,
+        ),
+        ("5000-deep nesting", deep.into_bytes(), -32700, Value::Null),
+        ("a 200 MB line", huge, -32600, Value::Null),
+        (
+            "JSON that is no request",
+            b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":42}\n".to_vec(),
+            -32600,
+            json!(7),
+        ),
+    ];
+    for (what, bytes, code, id) in cases {
+        let started = std::time::Instant::now();
+        server.send(bytes).join().unwrap();
+        let reply = server.reply();
+        assert_eq!(reply["error"]["code"], code, "{what}: {reply}");
+        assert_eq!(reply["jsonrpc"], "2.0", "{what}: {reply}");
+        assert_eq!(reply["id"], id, "{what}: {reply}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "{what} took {:?}",
+            started.elapsed()
+        );
+    }
+
+    // And the session goes on: initialize and list the tools.
+    let initialize = json!({"jsonrpc": "2.0", "id": 10, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}});
+    server
+        .send(format!("{initialize}\n").into_bytes())
+        .join()
+        .unwrap();
+    let reply = server.reply();
+    assert_eq!(reply["id"], 10, "{reply}");
+    assert!(reply["result"]["serverInfo"].is_object(), "{reply}");
+    let rest = format!(
+        "{}\n{}\n",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 11, "method": "tools/list"})
+    );
+    server.send(rest.into_bytes()).join().unwrap();
+    let reply = server.reply();
+    assert_eq!(reply["id"], 11, "{reply}");
+    assert_eq!(
+        reply["result"]["tools"].as_array().unwrap().len(),
+        TOOLS.len()
+    );
+}

@@ -4,11 +4,14 @@
 //! Owns: which loop, goal, agent and dispatch the server acts for
 //! ([`Binding`], fixed when the server starts, never taken from a tool's
 //! input), and running the stdio session. The tools are in [`tools`], the
-//! one mapping of application errors to MCP tool errors in [`error`].
+//! one mapping of application errors to MCP tool errors in [`error`], the
+//! line framing (an answer to every line, a bound on its length) in
+//! [`stdio`].
 //! Does not own: any rule — every tool calls the same `loopx_app` function
 //! the CLI calls.
 
 mod error;
+mod stdio;
 mod tools;
 
 use anyhow::{Context as _, Result};
@@ -40,7 +43,7 @@ pub fn serve(binding: Binding) -> Result<()> {
         .context("cannot start the MCP server's runtime")?;
     runtime.block_on(async {
         let session = tools::Tools::new(binding)
-            .serve(rmcp::transport::stdio())
+            .serve(stdio::Stdio::start())
             .await
             .context("the MCP client did not complete initialization")?;
         session.waiting().await.context("the MCP session failed")?;
