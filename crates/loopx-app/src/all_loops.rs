@@ -87,8 +87,9 @@ pub fn id_of(loop_dir: &str) -> String {
     hex.chars().take(16).collect()
 }
 
-/// Every loop in `registry`, read now.
-pub fn all_loops(registry: &Registry) -> AllLoops {
+/// Every loop in `registry`, read now; `store`: where their state is when
+/// not in each directory's own file (as `--store` names it).
+pub fn all_loops(registry: &Registry, store: Option<&str>) -> AllLoops {
     let listing = registry.listing();
     let mut loops: Vec<LoopRow> = Vec::new();
     for entry in listing.entries {
@@ -112,7 +113,7 @@ pub fn all_loops(registry: &Registry) -> AllLoops {
         });
     }
     for row in &mut loops {
-        read_row(row, registry);
+        read_row(row, registry, store);
     }
     AllLoops {
         status: "ok",
@@ -206,7 +207,7 @@ fn may_open(dir: &Path) -> Result<(), (Reach, String)> {
 }
 
 /// Fill `row` from its loop, or say why it cannot be.
-fn read_row(row: &mut LoopRow, registry: &Registry) {
+fn read_row(row: &mut LoopRow, registry: &Registry, store: Option<&str>) {
     let dir = Path::new(&row.loop_dir);
     if let Err((reach, problem)) = may_open(dir) {
         row.reach = reach;
@@ -220,7 +221,7 @@ fn read_row(row: &mut LoopRow, registry: &Registry) {
         });
         return;
     }
-    let read = LoopDir::open(dir, Access::ReadOnly)
+    let read = LoopDir::open(crate::loop_dir::Place::new(dir, store), Access::ReadOnly)
         .map_err(AppError::from)
         .and_then(|loop_dir| read_loop(&loop_dir, row));
     if let Err(error) = read {

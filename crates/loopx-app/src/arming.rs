@@ -8,7 +8,7 @@
 //! registry's files (`crate::registry`), or the hook's protocol with the
 //! agent CLI (exit 2 and stderr), which is the CLI's to speak.
 
-use crate::loop_dir::{configured_store, LoopDir, DATABASE};
+use crate::loop_dir::{LoopDir, Place, DATABASE};
 use crate::registry::Registry;
 use crate::{clock, platform, AppError};
 use loopx_core::hook::{self, covers, entry_live, ArmedLoop, HookVerdict, LoopReading};
@@ -26,7 +26,7 @@ pub const SEVERAL_COVER: &str = "several_cover";
 
 /// What `arm` asks for.
 pub struct ArmRequest<'a> {
-    pub loop_dir: &'a Path,
+    pub loop_dir: Place<'a>,
     /// The project root whose sessions the loop forces (default: the
     /// current directory).
     pub root: Option<&'a Path>,
@@ -129,15 +129,22 @@ fn pid_alive(entry: &ArmedLoop) -> bool {
 }
 
 /// The loop an entry names, judged now; `Missing` when it is gone.
-pub fn read_loop(entry: &ArmedLoop) -> LoopReading {
+/// `store`: the store loops are read from when it is not each directory's
+/// own file (as `--store` names it).
+pub fn read_loop(entry: &ArmedLoop, store: Option<&str>) -> LoopReading {
     let dir = Path::new(&entry.loop_dir);
     // A loop whose state is in a configured store (PostgreSQL) has no
     // database file in its directory: the store says whether it exists.
-    let in_directory = configured_store().ok().flatten().is_none();
+    let in_directory = crate::loop_dir::store_locator(store)
+        .ok()
+        .flatten()
+        .is_none();
     if in_directory && !dir.join(DATABASE).is_file() {
         return LoopReading::Missing;
     }
-    match LoopDir::open(dir, Access::ReadOnly).and_then(|d| d.read().map(|r| (d, r))) {
+    match LoopDir::open(Place::new(dir, store), Access::ReadOnly)
+        .and_then(|d| d.read().map(|r| (d, r)))
+    {
         Ok((dir, reading)) => LoopReading::Read {
             verdict: dir.verdict(&reading.ledger, clock::now()),
             iterations: reading.ledger.spent.iterations,
@@ -159,7 +166,7 @@ pub fn arm(request: ArmRequest<'_>) -> Result<Armed, AppError> {
     let (entries, _) = registry.entries();
     for other in entries.iter().filter(|e| e.run_id != run_id) {
         if other.project_root == root && !request.force && entry_live(other, pid_alive(other)) {
-            if let LoopReading::Read { verdict, .. } = read_loop(other) {
+            if let LoopReading::Read { verdict, .. } = read_loop(other, request.loop_dir.store) {
                 if !verdict.done {
                     return Err(AppError::refused(format!(
                         "loop {} ({}) is already armed for {root} and unfinished: disarm it first, or arm with force",
@@ -251,13 +258,13 @@ fn covering_here(entries: &[ArmedLoop]) -> Result<String, AppError> {
     }
 }
 
-pub fn active(registry_dir: Option<&Path>) -> Result<ActiveView, AppError> {
+pub fn active(registry_dir: Option<&Path>, store: Option<&str>) -> Result<ActiveView, AppError> {
     let registry = Registry::locate(registry_dir)?;
     let (entries, unreadable) = registry.entries();
     let loops: Vec<ActiveLoop> = entries
         .into_iter()
         .map(|entry| {
-            let (state, done) = match read_loop(&entry) {
+            let (state, done) = match read_loop(&entry, store) {
                 _ if !entry_live(&entry, pid_alive(&entry)) => ("pid_exited", None),
                 LoopReading::Read { verdict, .. } => (
                     if verdict.done { "done" } else { "unfinished" },
@@ -282,7 +289,11 @@ pub fn active(registry_dir: Option<&Path>) -> Result<ActiveView, AppError> {
 /// The Stop hook's verdict for a session under `root`, once the early
 /// stand-downs (disabled, re-entry, a bad payload) did not apply. Never
 /// fails: every doubt allows the stop.
-pub fn stop_check(root: Option<&Path>, registry_dir: Option<&Path>) -> HookVerdict {
+pub fn stop_check(
+    root: Option<&Path>,
+    registry_dir: Option<&Path>,
+    store: Option<&str>,
+) -> HookVerdict {
     let (Some(root), Ok(registry)) = (root, Registry::locate(registry_dir)) else {
         return hook::verdict(None, LoopReading::NoneArmed);
     };
@@ -297,7 +308,7 @@ pub fn stop_check(root: Option<&Path>, registry_dir: Option<&Path>) -> HookVerdi
     if let Some(verdict) = hook::driver_stand_down(entry, pid_alive(entry)) {
         return verdict;
     }
-    let reading = read_loop(entry);
+    let reading = read_loop(entry, store);
     let iterations = match &reading {
         LoopReading::Read { iterations, .. } => *iterations,
         _ => 0,

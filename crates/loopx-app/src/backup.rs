@@ -6,7 +6,7 @@
 //! ([`loopx_store::Store::backup_to`]); the files beside the database
 //! (`proof_artifacts/`, logs) are not part of this copy.
 
-use crate::loop_dir::LoopDir;
+use crate::loop_dir::{LoopDir, Place};
 use anyhow::Result;
 use loopx_store::sqlite::Access;
 use serde::Serialize;
@@ -26,8 +26,8 @@ pub struct BackupView {
 }
 
 /// Copy the store of the loop at `dir` to the new file `to`.
-pub fn backup(dir: &Path, to: &Path) -> Result<BackupView> {
-    let loop_dir = LoopDir::open(dir, Access::ReadWrite)?;
+pub fn backup(at: Place<'_>, to: &Path) -> Result<BackupView> {
+    let loop_dir = LoopDir::open(at, Access::ReadWrite)?;
     loop_dir.backup_to(to)?;
     // The copy read through the log; folding the log into the loop's own
     // file as well makes a raw copy of the directory taken now complete

@@ -13,7 +13,7 @@
 //! read. Not here: what an install writes (`crate::install`).
 
 use crate::install::{self, Found, Places, Scope, Source, Target};
-use crate::loop_dir::LoopDir;
+use crate::loop_dir::{LoopDir, Place};
 use crate::{driver, platform};
 use loopx_core::driver::provider;
 use loopx_store::sqlite::Access;
@@ -43,14 +43,15 @@ const LOW_DISK: u64 = 256 * 1024 * 1024;
 /// How long a provider's `--version` may take.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(3);
 
-pub fn doctor(dir: &Path, places: &Places, source: &Source) -> DoctorView {
+pub fn doctor(at: Place<'_>, places: &Places, source: &Source) -> DoctorView {
+    let dir = at.dir;
     let mut checks = Vec::new();
     for target in Target::ALL {
         for scope in [Scope::Project, Scope::User] {
             installs(target, scope, places, source, &mut checks);
         }
     }
-    store_and_workspace(dir, places, &mut checks);
+    store_and_workspace(at, places, &mut checks);
     for provider in provider::PROVIDERS {
         if let Some(check) = provider_check(provider) {
             checks.push(check);
@@ -170,9 +171,10 @@ fn is_executable(path: &Path) -> bool {
         .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-fn store_and_workspace(dir: &Path, places: &Places, checks: &mut Vec<Check>) {
+fn store_and_workspace(at: Place<'_>, places: &Places, checks: &mut Vec<Check>) {
+    let dir = at.dir;
     let shown = dir.display();
-    let opened = LoopDir::open(dir, Access::ReadOnly).and_then(|loop_dir| {
+    let opened = LoopDir::open(at, Access::ReadOnly).and_then(|loop_dir| {
         loop_dir.read()?;
         Ok(loop_dir)
     });

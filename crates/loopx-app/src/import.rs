@@ -10,7 +10,7 @@
 //!
 //! Does not own any rule: which records may be imported is
 //! `loopx_core::ledger::import_guard`, what an imported plan may select is
-//! `loopx_core::focus::plan::draft_import`, and every request goes through
+//! `loopx_core::focus::replan::draft_import`, and every request goes through
 //! its owner, first in memory (so the dry run refuses exactly what apply
 //! would) and then through the authority.
 //!
@@ -34,7 +34,7 @@
 //! | `direction_decisions.jsonl` | `decision_id`, `plan_revision`, `status` (`pending` or not), `approach_id` |
 //! | `goal_priority.json` | `enabled`, `discipline_mode`, `campaign_id` |
 
-use crate::loop_dir::{configured_store, LoopDir, Reading, DATABASE};
+use crate::loop_dir::{store_locator, LoopDir, Reading, DATABASE};
 use crate::{clock, fsutil, AppError};
 use anyhow::Context as _;
 use jiff::Timestamp;
@@ -43,8 +43,8 @@ use loopx_core::focus::contract::{Criterion, Obligation, ObligationKind, Obligat
 use loopx_core::focus::decisions::{DecisionContext, ImportedDecisionOwner, RecordImport};
 use loopx_core::focus::direction::{Selection, SelectionKind};
 use loopx_core::focus::mode::ModeSource;
-use loopx_core::focus::plan::{draft_import, ImportPlan, ImportedPlanOwner, PlanContext};
 use loopx_core::focus::registry::{Approach, Campaign, Eligibility, EligibilityStatus, Estimate};
+use loopx_core::focus::replan::{draft_import, ImportPlan, ImportedPlanOwner, PlanContext};
 use loopx_core::focus::{
     self, ApproachRegistry, ContractOwner, DocumentOwner, GoalContract, RegistryOwner, Revise,
     Revised,
@@ -1269,7 +1269,7 @@ const FOCUS_OPERATION: &str = "import-focus";
 fn plan(source: &Source, from: &Path, to: &Path, now: Timestamp) -> Result<Plan, AppError> {
     // The reference keeps a loop's panel.json in the loop directory: a
     // source with an enabled panel gets a new loop's default with one.
-    let init = source.init(crate::focus::mode_for_new_loop(None, from)?);
+    let init = source.init(crate::panel::mode_for_new_loop(None, from)?);
     let created_at = source.created_at(now);
     let init_id = init_operation();
     let decided = LedgerOwner::decide(
@@ -1573,7 +1573,14 @@ fn absolute(path: &Path) -> Result<PathBuf, AppError> {
 }
 
 /// `loopx import --from FROM --dir TO [--apply]`.
-pub fn import(from: &Path, to: &Path, apply: bool) -> Result<ImportView, AppError> {
+/// `store`: the store the caller named (`--store`), which import refuses:
+/// an imported loop is built in its own file.
+pub fn import(
+    from: &Path,
+    to: &Path,
+    apply: bool,
+    store: Option<&str>,
+) -> Result<ImportView, AppError> {
     let root = from.canonicalize().map_err(|e| {
         AppError::not_found(format!(
             "cannot open the source {} ({e}): name the reference runtime's loop directory with --from",
@@ -1593,10 +1600,10 @@ pub fn import(from: &Path, to: &Path, apply: bool) -> Result<ImportView, AppErro
     if !apply {
         return Ok(plan.view);
     }
-    if configured_store()?.is_some() {
+    if store_locator(store)?.is_some() {
         return Err(refused(format!(
-            "import --apply creates the loop with its own {DATABASE}, but {} names another store: unset it (or drop --store) to import; nothing was written",
-            crate::loop_dir::STORE_ENV
+            "import --apply creates the loop with its own {DATABASE}, but the store given names another one: drop it (--store, or {}) to import; nothing was written",
+            crate::driver::env::STORE
         )));
     }
     create(plan, to, now)
@@ -1643,7 +1650,10 @@ fn create(plan: Plan, to: &Path, now: Timestamp) -> Result<ImportView, AppError>
     };
     // The loop is in place: the views (which name its directory) are
     // written from there, and what goes wrong now is only a warning.
-    match LoopDir::open(&target, Access::ReadWrite) {
+    match LoopDir::open(
+        crate::loop_dir::Place::new(&target, None),
+        Access::ReadWrite,
+    ) {
         Ok(dir) => {
             view.dir = dir.display();
             view.warnings.extend(dir.refresh_views());

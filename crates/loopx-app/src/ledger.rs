@@ -8,7 +8,7 @@
 //! Does not own: the ledger's rules (`loopx_core::ledger`), the rendering
 //! rules of its views (`loopx_core::ledger::view`), or any adapter's hints.
 
-use crate::loop_dir::{LoopDir, Reading, DATABASE};
+use crate::loop_dir::{LoopDir, Place, Reading, DATABASE};
 use crate::operation::given_or_generated;
 use crate::receipt::ReceiptView;
 use crate::{clock, platform, AppError};
@@ -25,7 +25,6 @@ use loopx_core::operation::{OperationId, Owner as _};
 use loopx_store::sqlite::Access;
 use loopx_store::{AuthorityError, Committed, Receipt, Step};
 use serde::Serialize;
-use std::path::Path;
 
 /// What `init` created.
 #[derive(Debug, Clone, Serialize)]
@@ -60,7 +59,7 @@ pub struct AppendPreview {
 /// Create a loop in `root` (refused, leaving nothing behind, when the
 /// request is invalid or `root` already holds a loop).
 pub fn init(
-    root: &Path,
+    root: Place<'_>,
     operation_id: Option<&str>,
     request: InitLoop,
 ) -> Result<ReceiptView<Initialized>, AppError> {
@@ -74,7 +73,7 @@ pub fn init(
         files: &NoFiles,
     };
     LedgerOwner::decide(None, &request, &precheck).map_err(anyhow::Error::new)?;
-    let dir = if root.join(DATABASE).is_file() {
+    let dir = if root.dir.join(DATABASE).is_file() {
         LoopDir::open(root, Access::ReadWrite)?
     } else {
         LoopDir::create(root)?
@@ -112,7 +111,7 @@ pub enum Recorded {
 /// with none open, to the executor `staging` states). The mode is not read up front: a monitor or off loop
 /// pays nothing for the diversion.
 pub fn append_or_stage(
-    root: &Path,
+    root: Place<'_>,
     operation_id: Option<&str>,
     report: IterationReport,
     staging: crate::focus::candidate::Staging<'_>,
@@ -138,7 +137,7 @@ pub fn append_or_stage(
 }
 
 /// What [`append_iteration`] would record, from a read-only look.
-pub fn preview_append(root: &Path, report: IterationReport) -> Result<AppendPreview, AppError> {
+pub fn preview_append(root: Place<'_>, report: IterationReport) -> Result<AppendPreview, AppError> {
     let operation_id = given_or_generated(None)?;
     let dir = LoopDir::open(root, Access::ReadOnly)?;
     let request = LedgerRequest::AppendIteration(report);

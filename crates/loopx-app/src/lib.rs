@@ -29,6 +29,7 @@ pub mod import;
 pub mod install;
 pub mod iterations;
 pub mod journal_scan;
+pub mod launchers;
 pub mod ledger;
 pub mod loop_dir;
 pub mod migrate;
@@ -39,6 +40,7 @@ pub mod platform;
 pub mod receipt;
 pub mod registry;
 pub mod turns;
+pub mod views;
 
 pub use error::{AppError, ErrorClass};
 pub use receipt::ReceiptView;

@@ -5,8 +5,7 @@
 //! (views, rewritten after every commit), `proof_artifacts/`, and the
 //! operator's sentinels `STOP_REQUESTED`, `BLOCKED`, `PAUSE`.
 
-use crate::goal::GoalCache;
-use crate::{clock, fsutil, journal_scan};
+use crate::{fsutil, journal_scan};
 use anyhow::{bail, Result};
 use jiff::Timestamp;
 use loopx_core::digest::Digest;
@@ -16,12 +15,14 @@ use loopx_core::goal::GoalOwner;
 use loopx_core::ledger::arbiter::{arbitrate, Sentinels, Verdict};
 use loopx_core::ledger::audit::{Audit, Auditor, StreamAudit};
 use loopx_core::ledger::proof::{EvidenceFiles, FileProblem};
-use loopx_core::ledger::{view, Ledger, LedgerOwner, STREAM};
+use loopx_core::ledger::{Ledger, LedgerOwner, STREAM};
 use loopx_core::path::LoopPath;
 use loopx_core::text::limits::PROOF_ARTIFACT_BYTES;
 use loopx_store::sqlite::Access;
 use loopx_store::{Authority, Loaded, Locator, Store};
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub const DATABASE: &str = "loopx.sqlite";
 pub const RECOVERY: &str = "recovery.md";
@@ -32,8 +33,6 @@ pub const BLOCKED: &str = "BLOCKED";
 pub const PAUSE: &str = "PAUSE";
 pub const DRIVER_LOGS: &str = "driver_logs";
 pub const DRIVER_LOCK: &str = "driver.lock";
-/// The environment variable naming the store.
-pub use crate::driver::env::STORE as STORE_ENV;
 
 /// The store a loop opened through.
 pub type BoxedStore = Box<dyn Store + Send>;
@@ -41,11 +40,41 @@ pub type BoxedStore = Box<dyn Store + Send>;
 pub struct LoopDir {
     root: PathBuf,
     store: BoxedStore,
-    /// The store it was opened through, when that is not the directory's
-    /// own `loopx.sqlite`: what a process it starts must be told.
-    locator: Option<Locator>,
-    /// The goal snapshot last read, by revision (see [`GoalCache`]).
-    pub(crate) goal_cache: GoalCache,
+    /// The locator of the store it was opened through, when that is not
+    /// the directory's own `loopx.sqlite`: what a process it starts must
+    /// be told (password included, so never shown).
+    store_text: Option<String>,
+    /// The goal snapshot last read, by revision (see [`SnapshotCache`]).
+    pub(crate) goal_cache: SnapshotCache<loopx_core::goal::Goal>,
+}
+
+/// The snapshot (the goal's) this loop handle read last, with its stream
+/// and revision. A snapshot at a revision never changes, and todo transitions
+/// no longer write the goal, so a process that claims one todo after
+/// another re-reads only the goal's revision (a small query) instead of the
+/// whole goal for every claim. Not state: every use checks the revision
+/// against the store first.
+pub struct SnapshotCache<T>(RefCell<Option<(String, u64, Arc<T>)>>);
+
+impl<T> SnapshotCache<T> {
+    pub(crate) fn get(&self, stream: &str, revision: u64) -> Option<Arc<T>> {
+        match &*self.0.borrow() {
+            Some((cached, at, goal)) if cached == stream && *at == revision => Some(goal.clone()),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn put(&self, stream: &str, revision: u64, goal: T) -> Arc<T> {
+        let goal = Arc::new(goal);
+        *self.0.borrow_mut() = Some((stream.to_owned(), revision, goal.clone()));
+        goal
+    }
+}
+
+impl<T> Default for SnapshotCache<T> {
+    fn default() -> Self {
+        SnapshotCache(RefCell::new(None))
+    }
 }
 
 /// A ledger as read, with the revision it was read at.
@@ -75,18 +104,56 @@ impl StoreAudit {
     }
 }
 
+/// Where a loop is: its directory, and the store its state lives in when
+/// that is not the directory's own `loopx.sqlite` (a locator, as `--store`
+/// takes it). An adapter builds it once from what it was given and passes
+/// it to every use case; nothing below reads the environment for it.
+#[derive(Debug, Clone, Copy)]
+pub struct Place<'a> {
+    pub dir: &'a Path,
+    pub store: Option<&'a str>,
+}
+
+impl<'a> Place<'a> {
+    pub fn new(dir: &'a Path, store: Option<&'a str>) -> Self {
+        Place { dir, store }
+    }
+
+    /// The store's locator, parsed; `None` for the directory's own file.
+    fn locator(self) -> Result<Option<Locator>> {
+        store_locator(self.store)
+    }
+}
+
+/// The locator `store` names (as `--store` takes it), parsed; `None` when
+/// it names none (absent or empty): the directory's own file.
+pub fn store_locator(store: Option<&str>) -> Result<Option<Locator>> {
+    match store {
+        Some(text) if !text.is_empty() => Ok(Some(Locator::parse(text)?)),
+        _ => Ok(None),
+    }
+}
+
 impl LoopDir {
-    /// Open an existing loop through the store `LOOPX_STORE` names, or
-    /// its directory's `loopx.sqlite`. Never creates anything.
-    pub fn open(dir: &Path, access: Access) -> Result<Self> {
-        match configured_store()? {
-            Some(locator) => Self::open_at(dir, &locator, access),
-            None => Self::open_own_database(dir, access),
+    /// Open an existing loop at `place`. Never creates anything.
+    pub fn open(place: Place<'_>, access: Access) -> Result<Self> {
+        match place.locator()? {
+            Some(locator) => Self::open_at(place.dir, &locator, access),
+            None => Self::open_own_database(place.dir, access),
         }
     }
 
-    /// Open the loop whose state is the directory's own `loopx.sqlite`,
-    /// whatever `LOOPX_STORE` says (the source of `migrate --from-dir`).
+    /// Where this loop is, as it was opened: to open it again (a use case
+    /// that needs another access mode).
+    pub fn place(&self) -> Place<'_> {
+        Place {
+            dir: &self.root,
+            store: self.store_text.as_deref(),
+        }
+    }
+
+    /// Open the loop whose state is the directory's own `loopx.sqlite`
+    /// (the source of `migrate --from-dir`).
     pub fn open_own_database(dir: &Path, access: Access) -> Result<Self> {
         let root = dir.canonicalize().map_err(|_| missing_loop(dir))?;
         if !root.join(DATABASE).is_file() {
@@ -96,8 +163,8 @@ impl LoopDir {
         Ok(LoopDir {
             root,
             store,
-            locator: None,
-            goal_cache: GoalCache::default(),
+            store_text: None,
+            goal_cache: SnapshotCache::default(),
         })
     }
 
@@ -111,8 +178,8 @@ impl LoopDir {
         Ok(LoopDir {
             root,
             store,
-            locator: Some(locator.clone()),
-            goal_cache: GoalCache::default(),
+            store_text: Some(locator.handoff_text()),
+            goal_cache: SnapshotCache::default(),
         })
     }
 
@@ -120,8 +187,9 @@ impl LoopDir {
     /// The store comes first: when it refuses (an orphaned `-wal`, a
     /// locator this build cannot open), nothing else has been created
     /// either.
-    pub fn create(dir: &Path) -> Result<Self> {
-        let locator = configured_store()?;
+    pub fn create(place: Place<'_>) -> Result<Self> {
+        let dir = place.dir;
+        let locator = place.locator()?;
         if let Some(Locator::Postgres { .. }) = &locator {
             // Refused before the directory exists.
             locator.as_ref().expect("matched").open(Access::Create)?;
@@ -136,8 +204,8 @@ impl LoopDir {
         Ok(LoopDir {
             root,
             store,
-            locator,
-            goal_cache: GoalCache::default(),
+            store_text: locator.as_ref().map(Locator::handoff_text),
+            goal_cache: SnapshotCache::default(),
         })
     }
 
@@ -146,8 +214,7 @@ impl LoopDir {
     /// place): commits are not synced to disk one by one. The builder
     /// makes the finished database durable with [`Self::sync_built`]
     /// before the loop becomes visible. `dir` must not exist yet (its
-    /// parent must). Always the directory's own SQLite file, whatever
-    /// `LOOPX_STORE` says.
+    /// parent must). Always the directory's own SQLite file.
     pub(crate) fn create_unsynced(dir: &Path) -> Result<Self> {
         use loopx_store::sqlite::{Durability, SqliteStore};
         use std::os::unix::fs::DirBuilderExt as _;
@@ -164,8 +231,8 @@ impl LoopDir {
         Ok(LoopDir {
             root,
             store: Box::new(store),
-            locator: None,
-            goal_cache: GoalCache::default(),
+            store_text: None,
+            goal_cache: SnapshotCache::default(),
         })
     }
 
@@ -193,8 +260,8 @@ impl LoopDir {
     /// The store's locator for a process this loop starts, when the store
     /// is not the directory's own `loopx.sqlite` (which the process finds
     /// from the directory alone). Holds a password if the locator does.
-    pub fn store_override(&self) -> Option<String> {
-        self.locator.as_ref().map(Locator::handoff_text)
+    pub fn store_override(&self) -> Option<&str> {
+        self.store_text.as_deref()
     }
 
     /// Where this loop's state lives, as messages name it.
@@ -302,49 +369,6 @@ impl LoopDir {
     pub fn verdict(&self, ledger: &Ledger, now: Timestamp) -> Verdict {
         arbitrate(ledger, self.sentinels(), now)
     }
-
-    /// Rewrite `recovery.md` and `status.json` from the store, after a
-    /// commit. Never an error: the commit stands whatever happens here (a
-    /// command that failed now would invite a retry that duplicates it), so
-    /// a view that cannot be written (full disk, a directory in its place)
-    /// comes back as a warning for the receipt, and the next write
-    /// regenerates it.
-    pub fn refresh_views(&self) -> Vec<String> {
-        match self.read() {
-            Ok(reading) => self.refresh_views_from(&reading),
-            Err(error) => vec![view_warning("recovery.md and status.json", error)],
-        }
-    }
-
-    /// [`refresh_views`](Self::refresh_views) from the state a write just
-    /// committed, without reading it back. A view whose text is unchanged
-    /// is not rewritten (a read is cheaper than a write and a rename).
-    pub fn refresh_views_from(&self, reading: &Reading) -> Vec<String> {
-        let Reading { revision, ledger } = reading;
-        let verdict = self.verdict(ledger, clock::now());
-        let recovery = view::recovery_markdown(ledger, &verdict);
-        let mut status = view::status_json(ledger, *revision, &verdict);
-        status["dir"] = self.display().into();
-        let mut text = serde_json::to_string_pretty(&status).expect("JSON values print");
-        text.push('\n');
-        let mut warnings: Vec<String> = fsutil::write_views(
-            &self.root,
-            &[(RECOVERY, recovery.as_bytes()), (STATUS, text.as_bytes())],
-        )
-        .into_iter()
-        .filter_map(|(view, outcome)| outcome.err().map(|error| view_warning(view, error)))
-        .collect();
-        warnings.extend(crate::focus::refresh_projection(self, ledger));
-        warnings
-    }
-
-    /// [`refresh_views`](Self::refresh_views) for a caller with no receipt
-    /// to carry warnings (the driver): they go to stderr.
-    pub fn refresh_views_or_warn(&self) {
-        for warning in self.refresh_views() {
-            eprintln!("warning: {warning}");
-        }
-    }
 }
 
 /// One stream's audit: its problems, the revision its journal ends at,
@@ -409,7 +433,7 @@ fn audit_stream_by_name(
     store: &(dyn Store + Send),
     stream: &str,
 ) -> Result<(Vec<String>, u64, SnapshotDigest), loopx_store::StoreError> {
-    use loopx_core::focus::{self, decisions::DecisionOwner, plan::PlanOwner};
+    use loopx_core::focus::{self, decisions::DecisionOwner, replan::PlanOwner};
     /// The journal folds to a state whose own id is not the stream's.
     fn misnamed(what: &str, id: &str) -> String {
         format!("the journal folds to {what} {id:?}, not the {what} this stream is named for")
@@ -465,14 +489,6 @@ fn audit_stream_by_name(
             ),
         }
     })
-}
-
-/// The store `LOOPX_STORE` names, if it is set (and not empty).
-pub(crate) fn configured_store() -> Result<Option<Locator>> {
-    match std::env::var(STORE_ENV) {
-        Ok(text) if !text.is_empty() => Ok(Some(Locator::parse(&text)?)),
-        _ => Ok(None),
-    }
 }
 
 /// A view that could not be refreshed after a commit: never an error (the

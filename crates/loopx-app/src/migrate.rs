@@ -25,7 +25,7 @@
 //! and commit time as it was, which a replay would re-stamp.
 
 use crate::ledger::StreamChecked;
-use crate::loop_dir::{configured_store, LoopDir, StoreAudit, DRIVER_LOCK};
+use crate::loop_dir::{store_locator, LoopDir, StoreAudit, DRIVER_LOCK};
 use crate::{clock, AppError, ErrorClass};
 use anyhow::{bail, Result};
 use loopx_core::digest::Digest;
@@ -46,9 +46,9 @@ pub struct MigrateView {
     pub to_version: u32,
 }
 
-/// Apply every migration this build has to the store `LOOPX_STORE` names.
-pub fn migrate() -> Result<MigrateView> {
-    let Some(locator) = configured_store()? else {
+/// Apply every migration this build has to the store `store` names.
+pub fn migrate(store: Option<&str>) -> Result<MigrateView> {
+    let Some(locator) = store_locator(store)? else {
         bail!("migrate applies a shared store's schema: name the store (postgres://…); a loop directory's SQLite database is migrated by its next writer");
     };
     let Some(store) = locator.open_postgres() else {
@@ -88,9 +88,9 @@ pub struct MoveView {
 }
 
 /// Move the SQLite loop of `from` into the (empty) PostgreSQL store that
-/// `LOOPX_STORE` names, and verify the copy.
-pub fn move_from_dir(from: &Path) -> Result<MoveView> {
-    let Some(locator) = configured_store()? else {
+/// `store` names, and verify the copy.
+pub fn move_from_dir(from: &Path, store: Option<&str>) -> Result<MoveView> {
+    let Some(locator) = store_locator(store)? else {
         bail!(AppError::refused(
             "migrate --from-dir moves a loop into a PostgreSQL store: name it with --store postgres://… (or LOOPX_STORE)"
         ));

@@ -1,4 +1,5 @@
-//! Operation ids: the one place a fresh id is generated.
+//! Operation ids and run-unique names: the one place a fresh id or name is
+//! generated.
 //!
 //! Owns: the shape of a generated id (`auto-<nanos>-<random>`), unique per
 //! invocation so that only a deliberate repeat of an id is a replay.
@@ -27,6 +28,16 @@ pub fn given_or_generated(given: Option<&str>) -> Result<OperationId, AppError> 
         Some(id) => OperationId::parse(id).map_err(|e| AppError::refused(e.to_string())),
         None => Ok(generate()),
     }
+}
+
+/// A name no other dispatch, claim check or registration of this loop
+/// uses: `prefix` (the iteration, say), a per-process nonce, and the clock.
+pub fn fresh_name(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}{:04x}",
+        crate::platform::nonce(),
+        crate::clock::now().as_millisecond() as u16
+    )
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@
 
 use crate::focus::candidate::{self, family_of, Finalized};
 use crate::focus::strategy::{self, StrategyReviewView};
-use crate::loop_dir::LoopDir;
+use crate::loop_dir::{LoopDir, Place};
 use crate::{clock, fsutil, platform, AppError};
 use loopx_core::digest::Digest;
 use loopx_core::driver::provider::{self, Family};
@@ -144,6 +144,31 @@ pub fn enabled(dir: &LoopDir, switch: Switch) -> Result<bool, AppError> {
 pub fn configured(root: &Path) -> Result<bool, AppError> {
     let config = config_in(root, &root.display().to_string())?;
     Ok(Switch::Auto.resolve(std::env::var(PANEL_ENV).ok().as_deref(), config.as_ref()))
+}
+
+/// The enforcement mode (and why) for a new loop in the directory `root`,
+/// from `--goal-focus-mode`, else from whether a review panel is
+/// configured there ([`configured`]: `AAS_AUTOLOOP_PANEL`,
+/// else an enabled `panel.json` placed before `init`). An invalid
+/// panel.json is refused rather than read as "no panel".
+pub fn mode_for_new_loop(
+    requested: Option<loopx_core::ledger::vocabulary::GoalFocusMode>,
+    root: &Path,
+) -> Result<
+    (
+        loopx_core::ledger::vocabulary::GoalFocusMode,
+        loopx_core::ledger::mode::ModeSource,
+    ),
+    AppError,
+> {
+    let panel_configured = match requested {
+        Some(_) => false,
+        None => configured(root)?,
+    };
+    Ok(loopx_core::focus::mode::resolve(
+        requested,
+        panel_configured,
+    ))
 }
 
 fn attempts(dir: &LoopDir) -> anyhow::Result<Attempts> {
@@ -384,7 +409,11 @@ fn pending_candidate(dir: &LoopDir, mode: GoalFocusMode) -> Result<Held, AppErro
 /// panel.json is invalid, enforce mode lacks the egress consent, nobody
 /// can be invited, or no attempt is left. `executor` names the executor's
 /// provider for a strategy review when no driver has.
-pub fn prepare(root: &Path, phase: Phase, executor: Option<&str>) -> Result<Prepared, AppError> {
+pub fn prepare(
+    root: Place<'_>,
+    phase: Phase,
+    executor: Option<&str>,
+) -> Result<Prepared, AppError> {
     let dir = LoopDir::open(root, Access::ReadWrite)?;
     let mode = dir.read()?.ledger.config.goal_focus_mode;
     let subject = match phase {
@@ -456,7 +485,7 @@ impl Prepared {
             if view.attempts_used >= self.config.max_attempts {
                 break;
             }
-            let launcher = crate::driver::installed_launcher_named(reviewer);
+            let launcher = crate::launchers::installed_launcher_named(reviewer);
             let Some(launcher) = launcher else {
                 // Nothing is launched, nothing leaves the host: not an attempt.
                 view.skipped.push(Skipped {
@@ -626,7 +655,7 @@ impl Prepared {
                 .review_argv(reviewer.prompt, &cwd.display().to_string()),
             cwd: cwd.clone(),
             timeout: Duration::from_secs(timeout_s),
-            name: crate::driver::fresh_name(&format!("panel-{}", reviewer.attempt)),
+            name: crate::operation::fresh_name(&format!("panel-{}", reviewer.attempt)),
         };
         let ran =
             runner(&launch).map_err(|error| error.context("the reviewer could not be started"))?;
@@ -670,7 +699,7 @@ impl Prepared {
             self.phase.name(),
             hex(&self.subject.fingerprint())
         );
-        let root = self.dir.root();
+        let root = self.dir.place();
         let decided = match &self.subject {
             Subject::Candidate(held) => {
                 let review: ResultReview = match brief::extract(output, SCHEMA) {
@@ -873,7 +902,7 @@ pub fn smoke(
     let work = fsutil::create_private_temp_dir("loopx-panel-smoke")?;
     let mut reviewers = Vec::new();
     for name in &invitation.invited {
-        let launcher = crate::driver::installed_launcher_named(name);
+        let launcher = crate::launchers::installed_launcher_named(name);
         let mut reviewer = SmokeReviewer {
             provider: name.clone(),
             family: family_of(name),
@@ -889,7 +918,7 @@ pub fn smoke(
                 args: launcher.review_argv(SMOKE_PROMPT, &work.display().to_string()),
                 cwd: work.clone(),
                 timeout: Duration::from_secs(timeout_s),
-                name: crate::driver::fresh_name(&format!("smoke-{name}")),
+                name: crate::operation::fresh_name(&format!("smoke-{name}")),
             };
             let (outcome, detail, elapsed_ms) = match runner(&launch) {
                 Err(error) => ("failed", format!("could not be started: {error:#}"), 0),

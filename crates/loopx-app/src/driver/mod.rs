@@ -1,7 +1,8 @@
 //! The driver: everything `loopx drive` and `loopx recover` do, above how
 //! a process runs.
 //!
-//! - [`run`]: one drive run, the loop over the core's step.
+//! - [`run`]: one drive run, the loop over the core's step, with
+//!   [`options`]: what it is given.
 //! - [`turn`]: the turn protocol (intent → start → watch → capture →
 //!   classify → settle), written once; the success check beside it.
 //! - [`runner`]: the seam under both, [`runner::TurnRunner`]: how a
@@ -24,13 +25,12 @@
 //! Not here: the policy itself (`loopx_core::driver`).
 
 pub mod env;
+pub mod options;
 mod outage;
 pub mod reviewer;
 pub mod run;
 pub mod runner;
 pub mod turn;
-
-pub use reviewer::review;
 
 use crate::loop_dir::{LoopDir, Reading, DRIVER_LOCK, DRIVER_LOGS};
 use crate::{clock, fsutil, platform};
@@ -167,27 +167,6 @@ fn write(dir: &LoopDir, id: &OperationId, request: &DriverRequest) -> Result<()>
     dir.authority()
         .execute::<DriverOwner>(driver::STREAM, id, request, &now, now)?;
     Ok(())
-}
-
-/// The launcher of `provider` whose binary is on PATH, if any: what a
-/// turn or a panel reviewer of that provider runs.
-pub fn installed_launcher(provider: &provider::Provider) -> Option<&'static provider::Launcher> {
-    provider::resolve(provider, |binary| platform::which(binary).is_some())
-}
-
-/// [`installed_launcher`] of the provider `name` names (an alias too).
-pub fn installed_launcher_named(name: &str) -> Option<&'static provider::Launcher> {
-    provider::find(name).and_then(installed_launcher)
-}
-
-/// A name no other dispatch, claim check or registration of this loop
-/// uses: `prefix` (the iteration, say), a per-process nonce, and the clock.
-pub fn fresh_name(prefix: &str) -> String {
-    format!(
-        "{prefix}-{}{:04x}",
-        platform::nonce(),
-        clock::now().as_millisecond() as u16
-    )
 }
 
 /// Register this process as the loop's driver in workspace `root`. A

@@ -16,7 +16,7 @@
 //! refusal, a bug) ends the run as before. Short commands never wait:
 //! they report the retryable error and exit.
 
-use super::run::Progress;
+use super::options::Progress;
 use crate::clock;
 use crate::loop_dir::LoopDir;
 use anyhow::Result;
@@ -70,7 +70,7 @@ pub fn through_outages<T>(
                 dir.store_location()
             ));
         }
-        if super::run::pause(pause) {
+        if crate::platform::pause(pause) {
             // Told to stop: the caller's next look at the signal ends the run.
             return Err(error);
         }

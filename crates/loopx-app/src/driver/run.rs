@@ -17,60 +17,26 @@
 //! Not here: how a process runs (the runner), how progress is shown (the
 //! adapter's [`Progress`]), the policy itself (`loopx_core::driver`).
 
+use super::options::{Options, Progress, Target};
 use super::outage::through_outages;
 use super::runner::TurnRunner;
 use super::turn::{run_turn, verify_claim, TurnContext};
 use crate::loop_dir::LoopDir;
 use crate::{clock, platform};
 use anyhow::{Context as _, Result};
-use loopx_core::driver::session::{Exit, Limits, Next, Session, StopSignal, TurnResult};
+use loopx_core::driver::session::{Exit, Next, Session, StopSignal, TurnResult};
 use loopx_core::driver::step::Step;
 use loopx_core::driver::{DriverError, RecoveryPlan, Registration, Waiting};
-use loopx_core::panel::{Phase, Switch};
+use loopx_core::panel::Phase;
 use loopx_store::AuthorityError;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// What runs each turn.
-#[derive(Debug, Clone)]
-pub enum Target {
-    /// Named providers, first available first.
-    Providers(Vec<String>),
-    /// A shell command; the prompt arrives on its stdin.
-    Command(String),
-}
-
-#[derive(Debug, Clone)]
-pub struct Options {
-    /// The project root the turns run in.
-    pub root: PathBuf,
-    pub target: Target,
-    pub goal_id: String,
-    pub agent_id: String,
-    pub limits: Limits,
-    pub iteration_timeout: Duration,
-    pub max_iterations: Option<u64>,
-    /// How often a paused loop is looked at again.
-    pub pause_poll: Duration,
-    /// Whether a staged candidate is reviewed by the panel before the next
-    /// dispatch.
-    pub panel: Switch,
-}
 
 /// How a drive run ended.
 pub struct Ended {
     pub exit: Exit,
     pub reason: String,
     pub turns: u64,
-}
-
-/// What the driver tells a person while it runs; the adapter renders it.
-pub trait Progress {
-    /// One line of news.
-    fn say(&self, line: &str);
-    /// A turn is running (`Some`, with a label) or no longer is (`None`):
-    /// a terminal may show a spinner meanwhile.
-    fn running(&self, label: Option<String>);
 }
 
 /// Marks an error as the caller's to fix (a project root that does not
@@ -81,22 +47,6 @@ pub struct Misdirected(pub &'static str);
 impl std::fmt::Display for Misdirected {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.0)
-    }
-}
-
-/// Sleep up to `duration`, waking early when the driver is told to stop.
-/// Returns whether it was.
-pub fn pause(duration: Duration) -> bool {
-    let until = Instant::now() + duration;
-    loop {
-        if platform::stop_signal().is_some() {
-            return true;
-        }
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return false;
-        }
-        std::thread::sleep(left.min(Duration::from_millis(50)));
     }
 }
 
@@ -292,7 +242,7 @@ impl Run<'_> {
                         super::set_waiting(dir, pid, Some(waiting.clone()), current)
                     })?;
                     announced = None;
-                    pause(options.pause_poll);
+                    platform::pause(options.pause_poll);
                     continue;
                 }
                 Step::Wait { until, reason } => {
@@ -310,28 +260,33 @@ impl Run<'_> {
                     }
                     // The next look re-reads the store: a released lease, a
                     // new todo or the stop arbiter ends the wait there.
-                    pause(STATE_POLL);
+                    platform::pause(STATE_POLL);
                     continue;
                 }
                 Step::Run { provider } => provider,
             };
             let launcher = match &options.target {
                 Target::Command(_) => None,
-                Target::Providers(_) => match super::installed_launcher_named(&provider_name) {
-                    Some(launcher) => Some(launcher),
-                    None => match self
-                        .session
-                        .after(TurnResult::Unavailable, None, clock::now())
-                    {
-                        Next::Switch { excluded, next, .. } => {
-                            progress
-                                .say(&format!("{excluded} is not installed; switching to {next}"));
-                            continue;
+                Target::Providers(_) => {
+                    match crate::launchers::installed_launcher_named(&provider_name) {
+                        Some(launcher) => Some(launcher),
+                        None => {
+                            match self
+                                .session
+                                .after(TurnResult::Unavailable, None, clock::now())
+                            {
+                                Next::Switch { excluded, next, .. } => {
+                                    progress.say(&format!(
+                                        "{excluded} is not installed; switching to {next}"
+                                    ));
+                                    continue;
+                                }
+                                Next::Exit { exit, reason } => return Ok(self.ended(exit, reason)),
+                                _ => unreachable!("a missing binary excludes its provider"),
+                            }
                         }
-                        Next::Exit { exit, reason } => return Ok(self.ended(exit, reason)),
-                        _ => unreachable!("a missing binary excludes its provider"),
-                    },
-                },
+                    }
+                }
             };
             let on = Some(provider_name.as_str());
             through_outages(dir, on, "starting the turn", progress, || {
@@ -393,9 +348,9 @@ impl Run<'_> {
     /// why the driver must stop (the panel was refused, or could launch
     /// nobody, which the next look would find again).
     fn panel_phase(&self, phase: Phase) -> std::result::Result<(), String> {
-        let view = crate::panel::prepare(self.dir.root(), phase, None)
+        let view = crate::panel::prepare(self.dir.place(), phase, None)
             .and_then(|prepared| {
-                super::review(prepared, None, self.runner, &|line| {
+                super::reviewer::review(prepared, None, self.runner, &|line| {
                     self.progress.say(&format!("panel: {line}"))
                 })
             })
@@ -420,7 +375,7 @@ impl Run<'_> {
                 return Ok(());
             }
             let left = until.saturating_duration_since(Instant::now());
-            if pause(Duration::from_millis(250).min(left)) {
+            if platform::pause(Duration::from_millis(250).min(left)) {
                 return Ok(());
             }
         }

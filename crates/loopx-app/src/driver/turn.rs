@@ -13,8 +13,8 @@
 //! adapter renders [`Progress`] lines).
 
 use super::env;
+use super::options::{Options, Progress, Target};
 use super::outage::through_outages;
-use super::run::{Options, Progress, Target};
 use super::runner::{Output, Process, Record, TurnRunner};
 use crate::loop_dir::{LoopDir, Reading, DRIVER_LOGS};
 use crate::{clock, platform};
@@ -55,7 +55,7 @@ pub fn verify_claim(
         return Ok(None);
     };
     let logs = super::log_dir(dir)?;
-    let name = super::fresh_name(&format!("claim-{iteration}"));
+    let name = crate::operation::fresh_name(&format!("claim-{iteration}"));
     let log_name = format!("{DRIVER_LOGS}/{name}.check.log");
     let log = platform::create_private(&dir.path(&log_name))
         .with_context(|| format!("cannot create {log_name}"))?;
@@ -165,7 +165,7 @@ pub fn run_turn(
     })?;
     let staged_before =
         through_outages(dir, on, "reading the candidate", progress, || staged(dir))?;
-    let dispatch_id = super::fresh_name(&format!("d{iteration}"));
+    let dispatch_id = crate::operation::fresh_name(&format!("d{iteration}"));
     let log_name = format!("{DRIVER_LOGS}/{dispatch_id}.log");
     failpoint::reached("drive.before_intent");
     // Recorded before the intent: an open intent without a record means

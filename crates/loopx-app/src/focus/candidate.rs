@@ -14,7 +14,7 @@
 //! `loopx_core::focus::{candidate, review}`'s; what may be banked is the
 //! ledger's.
 
-use crate::loop_dir::{LoopDir, Reading};
+use crate::loop_dir::{LoopDir, Place, Reading};
 use crate::operation::given_or_generated;
 use crate::receipt::ReceiptView;
 use crate::{clock, AppError};
@@ -236,7 +236,7 @@ pub struct Finalized {
 /// [`review::judge`]; otherwise the candidate is banked as accepted or
 /// rejected and archived in one transaction.
 pub fn review(
-    root: &Path,
+    root: Place<'_>,
     candidate_fingerprint: &str,
     file: &Path,
     operation_id: Option<&str>,
@@ -521,7 +521,7 @@ pub fn quarantine_after_turn(
 /// the host does when a gate around it failed (timeout, failed cleanup,
 /// rejected output). Nothing is reviewed or banked until it is released.
 pub fn quarantine(
-    root: &Path,
+    root: Place<'_>,
     candidate_fingerprint: &str,
     reason: &str,
     operation_id: Option<&str>,
@@ -535,7 +535,7 @@ pub fn quarantine(
 }
 
 fn commit(
-    root: &Path,
+    root: Place<'_>,
     action: &str,
     request: &CandidateRequest,
     operation_id: Option<&str>,
@@ -612,7 +612,7 @@ pub fn show_quarantine(dir: &LoopDir) -> Result<QuarantineView, AppError> {
 /// Release the quarantined candidate, only by its exact fingerprint: it is
 /// archived; the ledger and the budget do not change.
 pub fn release_quarantine(
-    root: &Path,
+    root: Place<'_>,
     candidate_fingerprint: &str,
     operation_id: Option<&str>,
 ) -> Result<ReceiptView<CandidateReceipt>, AppError> {

@@ -11,13 +11,12 @@
 //! owner's `Cancel` request), or the gate ([`loopx_core::focus::mode`]).
 
 use crate::driver;
-use crate::loop_dir::LoopDir;
+use crate::loop_dir::{LoopDir, Place};
 use crate::AppError;
 use jiff::Timestamp;
 use loopx_core::driver::{Liveness, RecoveryPlan};
 use loopx_store::sqlite::Access;
 use serde::Serialize;
-use std::path::Path;
 
 /// The open dispatch and what can be done about it.
 #[derive(Debug, Clone, Serialize)]
@@ -128,7 +127,7 @@ pub fn show(dir: &LoopDir) -> Result<DispatchView, AppError> {
 /// Settle the open dispatch `dispatch_id` as cancelled: only that exact
 /// id, only with its agent not alive, only while no driver holds the loop.
 /// A refusal writes nothing.
-pub fn cancel(root: &Path, dispatch_id: &str) -> Result<DispatchView, AppError> {
+pub fn cancel(root: Place<'_>, dispatch_id: &str) -> Result<DispatchView, AppError> {
     let dir = LoopDir::open(root, Access::ReadWrite)?;
     let given = dispatch_id.trim();
     let open = open_dispatch(&dir)?;

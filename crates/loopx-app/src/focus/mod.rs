@@ -16,7 +16,7 @@ pub mod candidate;
 pub mod dispatch;
 pub mod strategy;
 
-use crate::loop_dir::{LoopDir, Reading};
+use crate::loop_dir::{LoopDir, Place, Reading};
 use crate::operation::given_or_generated;
 use crate::receipt::ReceiptView;
 use crate::{clock, AppError};
@@ -27,8 +27,9 @@ use loopx_core::driver::DriverSummary;
 use loopx_core::focus::decisions::DecisionRecorded;
 use loopx_core::focus::decisions::{DecisionContext, DecisionLog, DecisionOwner, Record};
 use loopx_core::focus::mode::{self, Gate, Holds, ModeSource};
-use loopx_core::focus::plan::{self, CurrentPlan, PlanContext, PlanOwner, Replan, Trigger};
+use loopx_core::focus::plan::{CurrentPlan, Trigger};
 use loopx_core::focus::registry::EligibilityStatus;
+use loopx_core::focus::replan::{self as plan, PlanContext, PlanOwner, Replan};
 use loopx_core::focus::signals::{signals, Inputs, Signal};
 use loopx_core::focus::Document;
 use loopx_core::focus::{
@@ -47,22 +48,6 @@ use std::path::Path;
 /// The derived view of Goal Focus, rewritten after every commit once the
 /// loop has Goal Focus state: exactly what `goal-focus status --json` says.
 pub const PROJECTION: &str = "goal_focus.json";
-
-/// The enforcement mode (and why) for a new loop in the directory `root`,
-/// from `--goal-focus-mode`, else from whether a review panel is
-/// configured there ([`crate::panel::configured`]: `AAS_AUTOLOOP_PANEL`,
-/// else an enabled `panel.json` placed before `init`). An invalid
-/// panel.json is refused rather than read as "no panel".
-pub fn mode_for_new_loop(
-    requested: Option<GoalFocusMode>,
-    root: &Path,
-) -> Result<(GoalFocusMode, ModeSource), AppError> {
-    let panel_configured = match requested {
-        Some(_) => false,
-        None => crate::panel::configured(root)?,
-    };
-    Ok(mode::resolve(requested, panel_configured))
-}
 
 /// Everything Goal Focus decides on, read in one consistent snapshot. A
 /// contract or registry nobody wrote reads as revision 0: the contract
@@ -618,7 +603,7 @@ impl ReplanView {
 /// Choose a direction and commit it with its decision, atomically; with
 /// `dry_run`, only show what would be committed.
 pub fn replan(
-    root: &Path,
+    root: Place<'_>,
     trigger: Option<Trigger>,
     dry_run: bool,
     operation_id: Option<&str>,
@@ -772,7 +757,7 @@ pub enum Which {
 /// document at `path` (read bounded). With `base_revision`, refused once
 /// the document has moved past the revision the caller read.
 pub fn revise(
-    root: &Path,
+    root: Place<'_>,
     which: Which,
     path: &Path,
     base_revision: Option<u64>,

@@ -16,7 +16,7 @@
 
 use super::candidate::family_of;
 use super::FocusReading;
-use crate::loop_dir::LoopDir;
+use crate::loop_dir::{LoopDir, Place};
 use crate::operation::given_or_generated;
 use crate::{clock, AppError};
 use loopx_core::focus::decisions::DecisionRecorded;
@@ -30,7 +30,6 @@ use loopx_core::text::limits;
 use loopx_store::sqlite::Access;
 use serde::Serialize;
 use std::fmt::Write as _;
-use std::path::Path;
 
 /// The Goal Focus reading and the driver's provider, as of one commit.
 fn read(dir: &LoopDir) -> anyhow::Result<(FocusReading, Option<String>)> {
@@ -107,7 +106,7 @@ impl BriefView {
 /// The brief a strategy reviewer of the loop at `root` must see, or why
 /// nothing awaits review. `executor` names the executor's provider when no
 /// driver has (it must agree with the driver's when one has).
-pub fn brief(root: &Path, executor_provider: Option<&str>) -> Result<BriefView, AppError> {
+pub fn brief(root: Place<'_>, executor_provider: Option<&str>) -> Result<BriefView, AppError> {
     let dir = LoopDir::open(root, Access::ReadOnly)?;
     let (reading, driver) = read(&dir)?;
     let executor = executor(driver.as_deref(), executor_provider)?;
@@ -205,7 +204,7 @@ pub fn parse_advice(bytes: &[u8]) -> Result<StrategyAdvice, AppError> {
 /// committed in one transaction. `executor` as for [`brief`]. Repeating
 /// the same advice under the same `operation_id` replays the receipt.
 pub fn review(
-    root: &Path,
+    root: Place<'_>,
     advice_bytes: &[u8],
     executor_provider: Option<&str>,
     operation_id: Option<&str>,

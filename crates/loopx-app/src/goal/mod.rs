@@ -32,7 +32,6 @@ use loopx_core::ledger::Ledger;
 use loopx_core::operation::{OperationId, Owner as _};
 use loopx_store::sqlite::Access;
 use loopx_store::{decide_at, AuthorityError, Loaded, Preview, Receipt, Step};
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -41,30 +40,6 @@ use std::sync::Arc;
 pub struct GoalReading {
     pub revision: u64,
     pub goal: Goal,
-}
-
-/// The goal snapshot this loop handle read last, with its stream and
-/// revision. A snapshot at a revision never changes, and todo transitions
-/// no longer write the goal, so a process that claims one todo after
-/// another re-reads only the goal's revision (a small query) instead of the
-/// whole goal for every claim. Not state: every use checks the revision
-/// against the store first.
-#[derive(Default)]
-pub struct GoalCache(RefCell<Option<(String, u64, Arc<Goal>)>>);
-
-impl GoalCache {
-    fn get(&self, stream: &str, revision: u64) -> Option<Arc<Goal>> {
-        match &*self.0.borrow() {
-            Some((cached, at, goal)) if cached == stream && *at == revision => Some(goal.clone()),
-            _ => None,
-        }
-    }
-
-    fn put(&self, stream: &str, revision: u64, goal: Goal) -> Arc<Goal> {
-        let goal = Arc::new(goal);
-        *self.0.borrow_mut() = Some((stream.to_owned(), revision, goal.clone()));
-        goal
-    }
 }
 
 /// Which goal a write acts on, as whom, and which lifetime the caller read.

@@ -76,3 +76,20 @@ pub fn secret_hex(bytes: usize) -> std::io::Result<String> {
     getrandom::fill(&mut buffer).map_err(std::io::Error::other)?;
     Ok(buffer.iter().map(|b| format!("{b:02x}")).collect())
 }
+
+/// Sleep up to `duration`, waking early when a stop signal comes (see
+/// [`catch_stop_signals`]). Returns whether one came.
+pub fn pause(duration: std::time::Duration) -> bool {
+    use std::time::{Duration, Instant};
+    let until = Instant::now() + duration;
+    loop {
+        if stop_signal().is_some() {
+            return true;
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+}

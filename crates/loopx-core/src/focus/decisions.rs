@@ -9,9 +9,8 @@
 //! plan owner commits it in the same transaction.
 
 use super::direction::Proposal;
-use super::plan::{
-    draft, ByImport, ByReplan, CurrentPlan, PlanContext, PlanReview, PlanState, Replan, Trigger,
-};
+use super::plan::{CurrentPlan, PlanReview, PlanState, Trigger};
+use super::replan::{draft, ByImport, ByReplan, PlanContext, Replan};
 use super::{FocusError, Pin};
 use crate::ledger::vocabulary::GoalFocusMode;
 use crate::operation::{Decided, Owner};
@@ -47,7 +46,7 @@ pub struct DirectionDecision {
     pub proposal: Proposal,
     /// The strategy review that decided this plan, if one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub strategy_review: Option<super::strategy::StrategyReview>,
+    pub strategy_review: Option<super::plan::StrategyReview>,
 }
 
 impl DirectionDecision {
@@ -95,7 +94,7 @@ pub struct DecisionLog {
 }
 
 /// Record the decision behind the plan a replan commits in the same
-/// transaction. Only the operator's words, as [`super::plan::Replan`].
+/// transaction. Only the operator's words, as [`super::replan::Replan`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     pub decision_id: String,
@@ -112,7 +111,7 @@ pub struct DecisionContext<'a> {
 }
 
 /// One way a plan is made, on the decision stream: the decision it
-/// records beside its plan ([`super::plan::PlanPath`]), drafted from the
+/// records beside its plan ([`super::replan::PlanPath`]), drafted from the
 /// same request and reading so the two agree.
 pub trait DecisionPath {
     type Request: Serialize;
@@ -178,12 +177,12 @@ impl DecisionPath for ByReplan {
 /// The owner of the decision stream: every decision folds through it.
 pub type DecisionOwner = DecisionOwnerOf<ByReplan>;
 
-/// Record the decision behind an imported plan ([`super::plan::draft_import`]),
+/// Record the decision behind an imported plan ([`super::replan::draft_import`]),
 /// committed with it. `decision_id` is the import's operation id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecordImport {
     pub decision_id: String,
-    pub plan: super::plan::ImportPlan,
+    pub plan: super::replan::ImportPlan,
 }
 
 impl DecisionPath for ByImport {
@@ -194,7 +193,7 @@ impl DecisionPath for ByImport {
         request: &RecordImport,
         context: &DecisionContext<'_>,
     ) -> Result<DecisionRecorded, FocusError> {
-        let plan = super::plan::draft_import(context.replaced, &request.plan, context.plan)?;
+        let plan = super::replan::draft_import(context.replaced, &request.plan, context.plan)?;
         let mut decision =
             DirectionDecision::of_plan(&request.decision_id, context.plan.mode, &plan);
         if request.plan.selection.is_none() {
@@ -208,5 +207,5 @@ impl DecisionPath for ByImport {
 }
 
 /// The owner of the decision stream for `loopx import`: records the plan
-/// [`super::plan::draft_import`] yields as the same event a replan records.
+/// [`super::replan::draft_import`] yields as the same event a replan records.
 pub type ImportedDecisionOwner = DecisionOwnerOf<ByImport>;

@@ -6,7 +6,7 @@
 //! | --- | --- | --- |
 //! | [`CONTRACT_STREAM`] | [`ContractOwner`] | the goal contract: goal, criteria, scope, obligation DAG |
 //! | [`REGISTRY_STREAM`] | [`RegistryOwner`] | campaigns and approaches with interval estimates, eligibility, reopen conditions |
-//! | [`PLAN_STREAM`] | [`plan::PlanOwner`] | one selected bounded direction, pinned to the contract and registry it was chosen from |
+//! | [`PLAN_STREAM`] | [`replan::PlanOwner`] | one selected bounded direction, pinned to the contract and registry it was chosen from |
 //! | [`DECISIONS_STREAM`] | [`decisions::DecisionOwner`] | append-only direction decisions (the journal is the log) |
 //!
 //! The rules live beside them: [`direction`] chooses a direction from the
@@ -33,6 +33,7 @@ mod document;
 pub mod mode;
 pub mod plan;
 pub mod registry;
+pub mod replan;
 pub mod review;
 pub mod signals;
 pub mod strategy;

@@ -3,26 +3,17 @@
 //!
 //! Owns: the default (enforce when a review panel is configured, monitor
 //! otherwise; a plain `init` + `append-iteration` keeps working with no
-//! reviewer), the sentence `status` gives as the reason, and the gate
-//! verdict for the signals ([`gate`]) — the one place a driver's
-//! pre-dispatch check asks. Does not own where the mode is kept: the
-//! ledger's `goal_focus_mode`, fixed at `init`.
+//! reviewer) and the gate verdict for the signals ([`gate`]) — the one
+//! place a driver's pre-dispatch check asks. Does not own where the mode
+//! is kept, how it came about, or the sentence `status` gives for it: the
+//! ledger's (`crate::ledger::mode`), fixed at `init`.
 
 use super::signals::Signal;
 use crate::driver::DriverSummary;
 use crate::ledger::vocabulary::GoalFocusMode;
 use serde::{Deserialize, Serialize};
 
-crate::ledger::vocabulary::vocabulary! {
-    /// How the loop came by its mode, recorded at `init`.
-    ModeSource {
-        ChosenAtInit => "chosen_at_init",
-        DefaultWithoutPanel => "default_without_panel",
-        DefaultWithPanel => "default_with_panel",
-        /// Carried over by `loopx import` from the imported loop's plan.
-        Imported => "imported",
-    }
-}
+pub use crate::ledger::mode::{reason, ModeSource};
 
 /// The mode a new loop gets: the one asked for, else enforce with a review
 /// panel to enforce with, monitor without one.
@@ -35,36 +26,6 @@ pub fn resolve(
         (None, true) => (GoalFocusMode::Enforce, ModeSource::DefaultWithPanel),
         (None, false) => (GoalFocusMode::Monitor, ModeSource::DefaultWithoutPanel),
     }
-}
-
-/// Why `mode` is in force, for people. `source` is `None` for a loop
-/// created by a loopx that did not record it.
-pub fn reason(mode: GoalFocusMode, source: Option<ModeSource>) -> String {
-    let why = match source {
-        Some(ModeSource::ChosenAtInit) => format!("chosen at init with --goal-focus-mode {mode}"),
-        Some(ModeSource::DefaultWithoutPanel) => {
-            "the default for a loop created without a review panel (enforce is the default only with one)".into()
-        }
-        Some(ModeSource::DefaultWithPanel) => {
-            "the default for a loop created with a review panel configured".into()
-        }
-        Some(ModeSource::Imported) => {
-            "carried over by `loopx import` from the imported loop's current_plan.enforcement_mode".into()
-        }
-        None => {
-            "set at init by a loopx that did not record whether it was chosen".into()
-        }
-    };
-    let effect = match mode {
-        GoalFocusMode::Off => "direction control is off: no signals are read and nothing is gated",
-        GoalFocusMode::Monitor => {
-            "replan signals are reported and never block an append or a turn; monitor is not an acceptance guarantee"
-        }
-        GoalFocusMode::Enforce => {
-            "an append is staged as a candidate and banked only after a different-family result review, a direction needs a different-family strategy review, and a firing replan signal, a candidate awaiting review or quarantined, or a dispatch no live driver settles closes the pre-dispatch gate"
-        }
-    };
-    format!("{mode}: {why}; {effect}")
 }
 
 /// What the pre-dispatch gate makes of the signals.

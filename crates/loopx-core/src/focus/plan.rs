@@ -1,24 +1,19 @@
 //! The current plan: the one bounded direction the loop is following, and
 //! the exact contract and registry versions it was chosen from.
 //!
-//! Owns: what a replan commits. The direction comes from
-//! [`super::direction::propose`]; whether it may be selected depends on
-//! the enforcement mode: monitor commits it unreviewed (monitor is never an
-//! acceptance guarantee), enforce records `needs_replan` with the review it
-//! is waiting for, because a direction commit in enforce mode needs a
-//! different-family strategy review and nothing has reviewed this one.
-//! Does not own the mode (the ledger's), the triggers ([`super::signals`])
-//! or the decision log ([`super::decisions`]).
+//! Owns: what a plan is (its state, its review, the trigger that made it,
+//! the pins to the documents it was chosen from, and the strategy review it
+//! was committed on) and the one event of the plan stream. How a plan is
+//! made is [`super::replan`]'s; the triggers are [`super::signals`]'s,
+//! which read plans; the decision log is [`super::decisions`]'s.
 
 use super::contract::GoalContract;
-use super::direction::{propose, Proposal, Selection};
+use super::direction::{Proposal, Selection};
 use super::document::Revised;
 use super::registry::ApproachRegistry;
-use super::signals::{signals, Inputs};
-use super::{FocusError, Pin};
-use crate::ledger::vocabulary::GoalFocusMode;
-use crate::ledger::Ledger;
-use crate::operation::{Decided, Owner};
+use super::Pin;
+use crate::digest::Digest;
+use crate::driver::provider::Family;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
@@ -88,7 +83,7 @@ pub struct CurrentPlan {
     /// Absent from plans no reviewer decided, so their fingerprints are
     /// what they always were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub strategy_review: Option<super::strategy::StrategyReview>,
+    pub strategy_review: Option<StrategyReview>,
 }
 
 /// A document a plan is pinned to that has moved since the plan was made.
@@ -122,254 +117,40 @@ impl CurrentPlan {
     }
 }
 
-/// `goal-focus replan`, as the operator asked for it: the trigger they
-/// named, or `None` to replan on the first trigger that fires. Only the
-/// operator's words, so repeating the command under the same operation id
-/// is an exact replay whatever was committed since.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Replan {
-    pub trigger: Option<Trigger>,
-}
-
-/// What the adapter gathered: the clock, the loop's mode and ledger, the
-/// contract and registry as they are now, and the plan revision it read
-/// them together with.
-pub struct PlanContext<'a> {
-    pub now: Timestamp,
-    pub mode: GoalFocusMode,
-    pub ledger: &'a Ledger,
-    pub contract: &'a Revised<GoalContract>,
-    pub registry: &'a Revised<ApproachRegistry>,
-    /// The plan revision read with the rest (0: no plan). A plan committed
-    /// meanwhile voids the reading: the decision log must record exactly
-    /// the plan this replan commits.
-    pub read_plan_revision: u64,
-}
-
 /// The one event of this stream: a plan committed.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PlanCommitted {
     pub plan: CurrentPlan,
 }
 
-/// The plan a replan would commit, or why it may not. [`PlanOwner`]
-/// commits exactly this; the decision log records it.
-pub fn draft(
-    state: Option<&CurrentPlan>,
-    request: &Replan,
-    context: &PlanContext<'_>,
-) -> Result<CurrentPlan, FocusError> {
-    if context.mode == GoalFocusMode::Off {
-        return Err(FocusError::Off);
-    }
-    let current = state.map_or(0, |p| p.plan_revision);
-    if current != context.read_plan_revision {
-        return Err(FocusError::PlanMoved {
-            read: context.read_plan_revision,
-            now: current,
-        });
-    }
-    let trigger = match request.trigger {
-        Some(trigger) => trigger,
-        None => {
-            let fired = signals(&Inputs {
-                now: context.now,
-                ledger: context.ledger,
-                contract: context.contract,
-                registry: context.registry,
-                plan: state,
-            });
-            fired
-                .first()
-                .map(|s| s.trigger)
-                .ok_or(FocusError::NothingToReplan)?
-        }
-    };
-    let proposal = propose(&context.registry.document, context.now);
-    Ok(settle(context, current + 1, trigger, proposal, None))
-}
-
-/// The plan that commits `proposal` as the mode allows: monitor selects
-/// it unreviewed, enforce waits in `needs_replan` for the strategy review
-/// it needs, and no selection is `needs_replan` in either. The one rule
-/// for a replan and an import alike. `valid_through` overrides the end of
-/// the selection's horizon (an imported plan keeps its own).
-fn settle(
-    context: &PlanContext<'_>,
-    plan_revision: u64,
-    trigger: Trigger,
-    proposal: Proposal,
-    valid_through: Option<u64>,
-) -> CurrentPlan {
-    let (state_now, selection, review) = match (context.mode, &proposal.selection) {
-        (GoalFocusMode::Enforce, _) => (
-            PlanState::NeedsReplan,
-            None,
-            PlanReview::StrategyReviewRequired,
-        ),
-        (_, None) => (PlanState::NeedsReplan, None, PlanReview::Unreviewed),
-        (_, Some(selection)) => (
-            PlanState::Active,
-            Some(selection.clone()),
-            PlanReview::Unreviewed,
-        ),
-    };
-    let committed_at_iteration = context.ledger.spent.iterations;
-    let valid_through_iteration = (selection.as_ref())
-        .map(|s| valid_through.unwrap_or(committed_at_iteration + s.horizon_iterations));
-    CurrentPlan {
-        plan_revision,
-        state: state_now,
-        selection,
-        review,
-        trigger,
-        goal_pin: context.contract.pin(),
-        registry_pin: context.registry.pin(),
-        committed_at: context.now,
-        committed_at_iteration,
-        valid_through_iteration,
-        proposal,
-        strategy_review: None,
+crate::ledger::vocabulary::vocabulary! {
+    /// Endorse the proposed selection, object to it, or propose another
+    /// one among the eligible approaches.
+    AdviceVerdict {
+        Endorse => "endorse",
+        Object => "object",
+        Propose => "propose",
     }
 }
 
-/// One way a plan is made (a replan, an import, a strategy review): what
-/// it asks and what it reads, and the next plan it drafts from them. Every
-/// way commits the same [`PlanCommitted`] event through [`PlanOwnerOf`],
-/// and records its decision through
-/// [`super::decisions::DecisionOwnerOf`], so the plan stream folds and
-/// audits alike whichever way made it.
-pub trait PlanPath {
-    type Request: Serialize;
-    type Context<'a>;
-
-    fn draft(
-        state: Option<&CurrentPlan>,
-        request: &Self::Request,
-        context: &Self::Context<'_>,
-    ) -> Result<CurrentPlan, FocusError>;
+/// A provider and the family it was found to be.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Party {
+    pub provider: String,
+    pub family: Family,
 }
 
-/// The owner of the plan stream, for the way `P` makes a plan.
-pub struct PlanOwnerOf<P>(std::marker::PhantomData<P>);
-
-impl<P: PlanPath> Owner for PlanOwnerOf<P> {
-    type State = CurrentPlan;
-    type Request = P::Request;
-    type Event = PlanCommitted;
-    type Receipt = CurrentPlan;
-    type Error = FocusError;
-    type Context<'a> = P::Context<'a>;
-
-    fn decide(
-        state: Option<&CurrentPlan>,
-        request: &P::Request,
-        context: &P::Context<'_>,
-    ) -> Result<Decided<PlanCommitted, CurrentPlan>, FocusError> {
-        let plan = P::draft(state, request, context)?;
-        Ok(Decided::write(PlanCommitted { plan: plan.clone() }, plan))
-    }
-
-    fn evolve(_state: Option<CurrentPlan>, event: &PlanCommitted) -> CurrentPlan {
-        event.plan.clone()
-    }
-
-    fn event_kind(_event: &PlanCommitted) -> &'static str {
-        "focus.plan_committed"
-    }
-}
-
-/// `goal-focus replan`: the direction rule's plan ([`draft`]).
-pub struct ByReplan;
-
-impl PlanPath for ByReplan {
-    type Request = Replan;
-    type Context<'a> = PlanContext<'a>;
-
-    fn draft(
-        state: Option<&CurrentPlan>,
-        request: &Replan,
-        context: &PlanContext<'_>,
-    ) -> Result<CurrentPlan, FocusError> {
-        draft(state, request, context)
-    }
-}
-
-/// The owner of the plan stream: every plan folds through it.
-pub type PlanOwner = PlanOwnerOf<ByReplan>;
-
-/// `loopx import`: the direction another runtime's plan had selected,
-/// carried over instead of chosen here by [`propose`]. `None`: the source
-/// named no single direction unambiguously, and the plan is kept
-/// `needs_replan` with no selection.
+/// What a strategy review recorded on the plan and its decision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ImportPlan {
-    pub selection: Option<Selection>,
-    /// The last iteration the source's plan covered, if it said.
-    pub valid_through_iteration: Option<u64>,
+pub struct StrategyReview {
+    pub reviewer: Party,
+    pub executor: Party,
+    pub verdict: AdviceVerdict,
+    /// The plan revision the reviewer read.
+    pub reviewed_plan_revision: u64,
+    /// The canonical digest of the advice as given.
+    pub advice_fingerprint: Digest,
+    pub rationale: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
 }
-
-/// The plan an import commits: the loop's first, triggered by its having
-/// none (`missing_plan`). A carried-over selection must name approaches
-/// the registry defines and holds eligible now; in enforce mode it is
-/// not selected (no different-family review of it exists here) but kept
-/// as the proposal, and the plan waits in `needs_replan` for that review.
-pub fn draft_import(
-    state: Option<&CurrentPlan>,
-    request: &ImportPlan,
-    context: &PlanContext<'_>,
-) -> Result<CurrentPlan, FocusError> {
-    if context.mode == GoalFocusMode::Off {
-        return Err(FocusError::Off);
-    }
-    if let Some(plan) = state {
-        return Err(FocusError::PlanMoved {
-            read: 0,
-            now: plan.plan_revision,
-        });
-    }
-    let registry = &context.registry.document;
-    for approach_id in request.selection.iter().flat_map(|s| &s.approach_ids) {
-        let reason = match registry.approach(approach_id) {
-            None => Some("the approach registry does not define it".to_owned()),
-            Some(candidate) => ApproachRegistry::ineligibility(&candidate, context.now),
-        };
-        if let Some(reason) = reason {
-            return Err(FocusError::ImportedSelection {
-                approach: approach_id.clone(),
-                reason,
-            });
-        }
-    }
-    let (_, excluded) = registry.eligible(context.now);
-    let proposal = Proposal {
-        selection: request.selection.clone(),
-        excluded,
-    };
-    Ok(settle(
-        context,
-        1,
-        Trigger::MissingPlan,
-        proposal,
-        request.valid_through_iteration,
-    ))
-}
-
-/// `loopx import`: the plan another runtime selected ([`draft_import`]).
-pub struct ByImport;
-
-impl PlanPath for ByImport {
-    type Request = ImportPlan;
-    type Context<'a> = PlanContext<'a>;
-
-    fn draft(
-        state: Option<&CurrentPlan>,
-        request: &ImportPlan,
-        context: &PlanContext<'_>,
-    ) -> Result<CurrentPlan, FocusError> {
-        draft_import(state, request, context)
-    }
-}
-
-/// The owner of the plan stream for `loopx import`.
-pub type ImportedPlanOwner = PlanOwnerOf<ByImport>;

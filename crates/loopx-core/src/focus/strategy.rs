@@ -22,8 +22,10 @@ use super::contract::GoalContract;
 use super::decisions::{DecisionOwnerOf, DecisionPath, DecisionRecorded, DirectionDecision};
 use super::direction::{select, NotSelectable, Selection};
 use super::document::Revised;
-use super::plan::{CurrentPlan, PlanContext, PlanOwnerOf, PlanPath, PlanReview, PlanState};
+pub use super::plan::{AdviceVerdict, Party, StrategyReview};
+use super::plan::{CurrentPlan, PlanReview, PlanState};
 use super::registry::{ApproachRegistry, Excluded};
+use super::replan::{PlanContext, PlanOwnerOf, PlanPath};
 use super::review::Reviewer;
 use super::{FocusError, Pin};
 use crate::digest::Digest;
@@ -79,16 +81,6 @@ impl From<Pin> for Bound {
     }
 }
 
-crate::ledger::vocabulary::vocabulary! {
-    /// Endorse the proposed selection, object to it, or propose another
-    /// one among the eligible approaches.
-    AdviceVerdict {
-        Endorse => "endorse",
-        Object => "object",
-        Propose => "propose",
-    }
-}
-
 impl CurrentPlan {
     /// The pin of this complete plan object, as a strategy review binds it.
     pub fn pin(&self) -> Pin {
@@ -121,28 +113,6 @@ pub struct StrategyBrief {
     /// The approaches selectable now (ids), and why each other one is not.
     pub eligible: Vec<String>,
     pub excluded: Vec<Excluded>,
-}
-
-/// A provider and the family it was found to be.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Party {
-    pub provider: String,
-    pub family: Family,
-}
-
-/// What a strategy review recorded on the plan and its decision.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StrategyReview {
-    pub reviewer: Party,
-    pub executor: Party,
-    pub verdict: AdviceVerdict,
-    /// The plan revision the reviewer read.
-    pub reviewed_plan_revision: u64,
-    /// The canonical digest of the advice as given.
-    pub advice_fingerprint: Digest,
-    pub rationale: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reasons: Vec<String>,
 }
 
 /// Why an advice commits nothing. Nothing is written.

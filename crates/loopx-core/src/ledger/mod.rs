@@ -13,6 +13,7 @@ pub mod arbiter;
 pub mod audit;
 pub mod budget;
 mod canonical_read;
+pub mod mode;
 pub mod proof;
 pub mod view;
 pub mod vocabulary;
@@ -103,7 +104,7 @@ pub struct InitLoop {
     /// Why the mode is what it is (`None`: a loop from before this was
     /// recorded). Absent when `None`, so older requests keep their digests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub goal_focus_mode_source: Option<crate::focus::mode::ModeSource>,
+    pub goal_focus_mode_source: Option<mode::ModeSource>,
     pub budget: Budget,
     /// Root commitments of the loop's goal: no refinement changes them.
     #[serde(default)]
@@ -122,7 +123,7 @@ impl InitLoop {
             success_check: String::new(),
             stop_conditions: StopConditions::default(),
             goal_focus_mode: GoalFocusMode::Monitor,
-            goal_focus_mode_source: Some(crate::focus::mode::ModeSource::DefaultWithoutPanel),
+            goal_focus_mode_source: Some(mode::ModeSource::DefaultWithoutPanel),
             budget,
             commitments: crate::goal::RootCommitments::default(),
         }

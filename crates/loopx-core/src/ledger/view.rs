@@ -176,7 +176,7 @@ pub fn status<'a>(ledger: &'a Ledger, revision: u64, verdict: &'a Verdict) -> St
         success_criteria: &ledger.config.success_criteria,
         state_status: ledger.status,
         goal_focus_mode: ledger.config.goal_focus_mode,
-        goal_focus_mode_reason: crate::focus::mode::reason(
+        goal_focus_mode_reason: super::mode::reason(
             ledger.config.goal_focus_mode,
             ledger.config.goal_focus_mode_source,
         ),
@@ -237,7 +237,7 @@ pub fn status_text(ledger: &Ledger, verdict: &Verdict, now: Timestamp) -> String
     let _ = writeln!(
         out,
         "  goal focus  {}",
-        crate::focus::mode::reason(
+        super::mode::reason(
             ledger.config.goal_focus_mode,
             ledger.config.goal_focus_mode_source
         )

@@ -599,15 +599,6 @@ impl Event {
                 .flat_map(|run| std::iter::once(&mut run.service).chain(run.job_ref.as_mut())),
         )
     }
-
-    /// What dedupe remembers: the event and its body, without the wall
-    /// clock of this attempt, so a re-sent event matches its first send.
-    pub fn fingerprint(&self) -> Digest {
-        let mut timeless = self.clone();
-        timeless.occurred_at = None;
-        let body = crate::notify::render(&timeless, crate::notify::Format::Markdown);
-        Digest::of_json(&(timeless, body))
-    }
 }
 
 /// The opaque id a secret-bearing event id becomes.

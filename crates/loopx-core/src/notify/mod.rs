@@ -13,5 +13,20 @@ mod render;
 pub use event::*;
 pub use render::{escape_html, render, Format, TELEGRAM_LIMIT};
 
+use crate::digest::Digest;
+
+impl Event {
+    /// What dedupe remembers: the event and its body, without the wall
+    /// clock of this attempt, so a re-sent event matches its first send.
+    /// Here, not beside the event, because it reads the rendering, which
+    /// reads the event.
+    pub fn fingerprint(&self) -> Digest {
+        let mut timeless = self.clone();
+        timeless.occurred_at = None;
+        let body = render(&timeless, Format::Markdown);
+        Digest::of_json(&(timeless, body))
+    }
+}
+
 #[cfg(test)]
 mod snapshots;

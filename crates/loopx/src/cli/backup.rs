@@ -21,8 +21,8 @@ pub struct BackupArgs {
     pub to: PathBuf,
 }
 
-pub fn backup(args: &BackupArgs) -> Result<Reply> {
-    let view = loopx_app::backup::backup(&args.dir.dir, &args.to)?;
+pub fn backup(args: &BackupArgs, store: Option<&str>) -> Result<Reply> {
+    let view = loopx_app::backup::backup(args.dir.at(store), &args.to)?;
     let text = format!(
         "backed up {} to {} ({} bytes)",
         view.from, view.to, view.bytes

@@ -4,7 +4,7 @@ use super::Reply;
 use anyhow::Result;
 use clap::Args;
 use loopx_app::driver::env;
-use loopx_app::loop_dir::LoopDir;
+use loopx_app::loop_dir::{LoopDir, Place};
 use loopx_core::cost::{By, CostReport};
 use loopx_store::sqlite::Access;
 use std::fmt::Write as _;
@@ -25,9 +25,12 @@ pub struct CostArgs {
     by: String,
 }
 
-pub fn cost(args: &CostArgs) -> Result<Reply> {
+pub fn cost(args: &CostArgs, store: Option<&str>) -> Result<Reply> {
     let by: By = args.by.parse().map_err(loopx_app::AppError::refused)?;
-    let view = loopx_app::cost::cost(&LoopDir::open(&args.dir, Access::ReadOnly)?, by)?;
+    let view = loopx_app::cost::cost(
+        &LoopDir::open(Place::new(&args.dir, store), Access::ReadOnly)?,
+        by,
+    )?;
     let text = text(&view);
     Reply::view(&view, text)
 }

@@ -7,7 +7,8 @@ use crate::process::Plain;
 use anyhow::Result;
 use clap::Args;
 use loopx_app::driver;
-use loopx_app::driver::run::{self as drive, Misdirected, Options, Progress, Target};
+use loopx_app::driver::options::{Options, Progress, Target};
+use loopx_app::driver::run::{self as drive, Misdirected};
 use loopx_app::loop_dir::LoopDir;
 use loopx_core::driver::provider;
 use loopx_core::driver::session::{Exit, Limits};
@@ -158,7 +159,7 @@ pub struct RecoverArgs {
     pub dispatch_id: Option<String>,
 }
 
-pub fn drive(args: &DriveArgs) -> Result<Reply> {
+pub fn drive(args: &DriveArgs, store: Option<&str>) -> Result<Reply> {
     for name in &args.provider {
         if provider::find(name).is_none() {
             return Ok(bad_arguments(format!(
@@ -198,7 +199,7 @@ pub fn drive(args: &DriveArgs) -> Result<Reply> {
         pause_poll: Duration::from_secs(5),
         panel: args.panel.into(),
     };
-    let dir = match LoopDir::open(&args.dir.dir, Access::ReadWrite) {
+    let dir = match LoopDir::open(args.dir.at(store), Access::ReadWrite) {
         Ok(dir) => dir,
         Err(error) if !args.dir.dir.join(loopx_app::loop_dir::DATABASE).is_file() => {
             return Ok(bad_arguments(format!(
@@ -261,7 +262,7 @@ fn bad_arguments_of(action: &str, message: String) -> Reply {
     }
 }
 
-pub fn agent_cmd(args: &AgentCmdArgs) -> Result<Reply> {
+pub fn agent_cmd(args: &AgentCmdArgs, store: Option<&str>) -> Result<Reply> {
     let known: Vec<&provider::Provider> = if args.provider == "all" {
         provider::PROVIDERS.iter().collect()
     } else if let Some(one) = provider::find(&args.provider) {
@@ -274,7 +275,7 @@ pub fn agent_cmd(args: &AgentCmdArgs) -> Result<Reply> {
         );
         return Ok(bad_arguments_of("agent-cmd", message));
     };
-    let dir = LoopDir::open(&args.dir.dir, Access::ReadOnly)?;
+    let dir = LoopDir::open(args.dir.at(store), Access::ReadOnly)?;
     let root = args.root.clone().unwrap_or(std::env::current_dir()?);
     let root = root.display().to_string();
     let prompt = dir.task_body(goal::DEFAULT_GOAL_ID, &Actor::Agent("agent".into()))?;
@@ -283,7 +284,7 @@ pub fn agent_cmd(args: &AgentCmdArgs) -> Result<Reply> {
     let mut lines = Vec::new();
     for each in &known {
         let family = provider::family(each, env);
-        let resolved = loopx_app::driver::installed_launcher(each);
+        let resolved = loopx_app::launchers::installed_launcher(each);
         let wanted: Vec<&str> = each.launchers.iter().map(|l| l.binary).collect();
         let error = format!("none of {} is on PATH", wanted.join(", "));
         let launcher = match resolved {
@@ -368,9 +369,9 @@ pub fn agent_cmd(args: &AgentCmdArgs) -> Result<Reply> {
     Ok(Reply::ok(json, text))
 }
 
-pub fn recover(args: &RecoverArgs) -> Result<Reply> {
+pub fn recover(args: &RecoverArgs, store: Option<&str>) -> Result<Reply> {
     if args.cancel {
-        let dir = LoopDir::open(&args.dir.dir, Access::ReadWrite)?;
+        let dir = LoopDir::open(args.dir.at(store), Access::ReadWrite)?;
         let id = args.dispatch_id.clone().unwrap_or_default();
         driver::cancel_dispatch(&dir, &id)?;
         return Ok(Reply::ok(
@@ -379,11 +380,11 @@ pub fn recover(args: &RecoverArgs) -> Result<Reply> {
         ));
     }
     let (dir, recovery) = if args.apply {
-        let dir = LoopDir::open(&args.dir.dir, Access::ReadWrite)?;
+        let dir = LoopDir::open(args.dir.at(store), Access::ReadWrite)?;
         let recovery = driver::run_recovery(&dir)?;
         (dir, recovery)
     } else {
-        let dir = LoopDir::open(&args.dir.dir, Access::ReadOnly)?;
+        let dir = LoopDir::open(args.dir.at(store), Access::ReadOnly)?;
         let recovery = driver::show_recovery(&dir)?;
         (dir, recovery)
     };
@@ -421,8 +422,8 @@ pub fn recover(args: &RecoverArgs) -> Result<Reply> {
     })
 }
 
-pub fn verify(args: &VerifyArgs) -> Result<Reply> {
-    let dir = LoopDir::open(&args.dir.dir, Access::ReadWrite)?;
+pub fn verify(args: &VerifyArgs, store: Option<&str>) -> Result<Reply> {
+    let dir = LoopDir::open(args.dir.at(store), Access::ReadWrite)?;
     let root = args.root.clone().unwrap_or(std::env::current_dir()?);
     loopx_app::platform::catch_stop_signals()?;
     let timeout = Duration::from_secs(args.timeout.max(1));

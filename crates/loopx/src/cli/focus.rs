@@ -8,7 +8,7 @@ use anyhow::Result;
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Subcommand};
 use loopx_app::focus::{self, candidate, dispatch, strategy, Which};
-use loopx_app::loop_dir::LoopDir;
+use loopx_app::loop_dir::{LoopDir, Place};
 use loopx_core::focus::plan::Trigger;
 use loopx_store::sqlite::Access;
 use std::path::PathBuf;
@@ -217,14 +217,20 @@ pub struct ReviseArgs {
     operation_id: Option<String>,
 }
 
-pub fn goal_focus(command: &GoalFocusCommand) -> Result<Reply> {
+pub fn goal_focus(command: &GoalFocusCommand, store: Option<&str>) -> Result<Reply> {
     match command {
         GoalFocusCommand::Status(args) => {
-            let view = focus::status(&LoopDir::open(&args.dir, Access::ReadOnly)?)?;
+            let view = focus::status(&LoopDir::open(
+                Place::new(&args.dir, store),
+                Access::ReadOnly,
+            )?)?;
             Reply::view(&view, view.text())
         }
         GoalFocusCommand::Validate(args) => {
-            let view = focus::validate(&LoopDir::open(&args.dir, Access::ReadOnly)?)?;
+            let view = focus::validate(&LoopDir::open(
+                Place::new(&args.dir, store),
+                Access::ReadOnly,
+            )?)?;
             Ok(Reply {
                 code: if view.is_valid() { 0 } else { 1 },
                 ..Reply::view(&view, view.text())?
@@ -234,7 +240,7 @@ pub fn goal_focus(command: &GoalFocusCommand) -> Result<Reply> {
             let trigger = (args.trigger.as_deref())
                 .map(|t| Trigger::parse(t).expect("clap checked the trigger"));
             let view = focus::replan(
-                &args.dir.dir,
+                args.dir.at(store),
                 trigger,
                 args.dry_run,
                 args.operation_id.as_deref(),
@@ -242,7 +248,10 @@ pub fn goal_focus(command: &GoalFocusCommand) -> Result<Reply> {
             Reply::view(&view, view.text())
         }
         GoalFocusCommand::Reconcile(args) => {
-            let view = focus::reconcile(&LoopDir::open(&args.dir, Access::ReadWrite)?)?;
+            let view = focus::reconcile(&LoopDir::open(
+                Place::new(&args.dir, store),
+                Access::ReadWrite,
+            )?)?;
             Reply::view(&view, view.text())
         }
         GoalFocusCommand::Revise(args) => {
@@ -252,7 +261,7 @@ pub fn goal_focus(command: &GoalFocusCommand) -> Result<Reply> {
                 (None, None) => unreachable!("clap requires one"),
             };
             let view = focus::revise(
-                &args.dir.dir,
+                args.dir.at(store),
                 which,
                 path,
                 args.base_revision,
@@ -274,7 +283,7 @@ pub fn goal_focus(command: &GoalFocusCommand) -> Result<Reply> {
         }
         GoalFocusCommand::Review(args) => {
             let view = candidate::review(
-                &args.dir.dir,
+                args.dir.at(store),
                 &args.candidate_fingerprint,
                 &args.file,
                 args.operation_id.as_deref(),
@@ -295,7 +304,7 @@ pub fn goal_focus(command: &GoalFocusCommand) -> Result<Reply> {
         }
         GoalFocusCommand::Quarantine(args) => {
             let view = candidate::quarantine(
-                &args.dir.dir,
+                args.dir.at(store),
                 &args.candidate_fingerprint,
                 &args.reason,
                 args.operation_id.as_deref(),
@@ -309,13 +318,13 @@ pub fn goal_focus(command: &GoalFocusCommand) -> Result<Reply> {
         }
         GoalFocusCommand::RecoverDispatch(args) => {
             let view = match (&args.dispatch_id, args.cancel) {
-                (Some(id), true) => dispatch::cancel(&args.dir.dir, id)?,
-                _ => dispatch::show(&LoopDir::open(&args.dir.dir, Access::ReadOnly)?)?,
+                (Some(id), true) => dispatch::cancel(args.dir.at(store), id)?,
+                _ => dispatch::show(&LoopDir::open(args.dir.at(store), Access::ReadOnly)?)?,
             };
             Reply::view(&view, view.text())
         }
         GoalFocusCommand::StrategyBrief(args) => {
-            let view = strategy::brief(&args.dir.dir, args.executor.as_deref())?;
+            let view = strategy::brief(args.dir.at(store), args.executor.as_deref())?;
             Reply::view(&view, view.text())
         }
         GoalFocusCommand::StrategyReview(args) => {
@@ -324,7 +333,7 @@ pub fn goal_focus(command: &GoalFocusCommand) -> Result<Reply> {
                 loopx_core::text::limits::DOCUMENT_BYTES,
             )?;
             let view = strategy::review(
-                &args.dir.dir,
+                args.dir.at(store),
                 &bytes,
                 args.executor.as_deref(),
                 args.operation_id.as_deref(),
@@ -334,7 +343,7 @@ pub fn goal_focus(command: &GoalFocusCommand) -> Result<Reply> {
         GoalFocusCommand::RecoverQuarantine(args) => match &args.candidate_fingerprint {
             Some(fingerprint) if args.release => {
                 let view = candidate::release_quarantine(
-                    &args.dir.dir,
+                    args.dir.at(store),
                     fingerprint,
                     args.operation_id.as_deref(),
                 )?;
@@ -346,8 +355,10 @@ pub fn goal_focus(command: &GoalFocusCommand) -> Result<Reply> {
                 Reply::view(&view, text)
             }
             _ => {
-                let view =
-                    candidate::show_quarantine(&LoopDir::open(&args.dir.dir, Access::ReadOnly)?)?;
+                let view = candidate::show_quarantine(&LoopDir::open(
+                    args.dir.at(store),
+                    Access::ReadOnly,
+                )?)?;
                 Reply::view(&view, view.text())
             }
         },

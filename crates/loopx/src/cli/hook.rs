@@ -89,9 +89,9 @@ pub struct HookCheckArgs {
     pub registry: RegistryArgs,
 }
 
-pub fn arm(args: &ArmArgs) -> Result<Reply> {
+pub fn arm(args: &ArmArgs, store: Option<&str>) -> Result<Reply> {
     let armed = arming::arm(ArmRequest {
-        loop_dir: &args.dir.dir,
+        loop_dir: args.dir.at(store),
         root: args.root.as_deref(),
         force: args.force,
         pid: args.pid,
@@ -120,8 +120,8 @@ pub fn disarm(args: &DisarmArgs) -> Result<Reply> {
     Reply::view(&disarmed, text)
 }
 
-pub fn active(args: &RegistryArgs) -> Result<Reply> {
-    let view = arming::active(args.registry_dir.as_deref())?;
+pub fn active(args: &RegistryArgs, store: Option<&str>) -> Result<Reply> {
+    let view = arming::active(args.registry_dir.as_deref(), store)?;
     Reply::view(&view, view.text())
 }
 
@@ -148,8 +148,8 @@ fn env_set(name: &str) -> bool {
     std::env::var_os(name).is_some_and(|v| !v.is_empty())
 }
 
-pub fn hook_check(args: &HookCheckArgs, json: bool) -> ExitCode {
-    let verdict = decide(args, hook::parse_payload(&read_payload()).as_ref());
+pub fn hook_check(args: &HookCheckArgs, json: bool, store: Option<&str>) -> ExitCode {
+    let verdict = decide(args, hook::parse_payload(&read_payload()).as_ref(), store);
     if json {
         super::print_json(&json!({
             "status": "ok", "action": "hook-check", "block": verdict.block,
@@ -175,6 +175,7 @@ pub fn hook_check(args: &HookCheckArgs, json: bool) -> ExitCode {
 pub fn decide(
     args: &HookCheckArgs,
     payload: Result<&serde_json::Map<String, serde_json::Value>, &hook::PayloadError>,
+    store: Option<&str>,
 ) -> hook::HookVerdict {
     let signals = HookSignals {
         disabled: env_set("AUTOLOOP_DISABLE"),
@@ -197,6 +198,10 @@ pub fn decide(
             .or_else(|| env_root("GROK_WORKSPACE_ROOT"))
             .or_else(|| env_root("CLAUDE_PROJECT_DIR"))
             .or_else(|| std::env::current_dir().ok());
-        arming::stop_check(root.as_deref(), args.registry.registry_dir.as_deref())
+        arming::stop_check(
+            root.as_deref(),
+            args.registry.registry_dir.as_deref(),
+            store,
+        )
     })
 }

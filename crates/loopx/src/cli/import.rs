@@ -33,7 +33,7 @@ pub struct ImportArgs {
     apply: bool,
 }
 
-pub fn import(args: &ImportArgs) -> Result<Reply> {
-    let view = loopx_app::import::import(&args.from, &args.dir, args.apply)?;
+pub fn import(args: &ImportArgs, store: Option<&str>) -> Result<Reply> {
+    let view = loopx_app::import::import(&args.from, &args.dir, args.apply, store)?;
     Reply::view(&view, view.text())
 }

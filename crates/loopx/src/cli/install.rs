@@ -120,11 +120,11 @@ fn render(view: &InstallView) -> String {
     text
 }
 
-pub fn doctor(args: &DoctorArgs) -> Result<Reply> {
+pub fn doctor(args: &DoctorArgs, store: Option<&str>) -> Result<Reply> {
     let project = std::env::current_dir()?;
     let places = Places::from_env(&project)?;
     let source = Source::this_binary(None)?;
-    let view = doctor::doctor(&args.dir.dir, &places, &source);
+    let view = doctor::doctor(args.dir.at(store), &places, &source);
     let mut reply = Reply::view(&view, render_doctor(&view))?;
     reply.code = u8::from(!view.ok);
     Ok(reply)

@@ -8,7 +8,7 @@ use clap::builder::PossibleValuesParser;
 use clap::Args;
 use loopx_app::driver::env;
 use loopx_app::ledger;
-use loopx_app::loop_dir::LoopDir;
+use loopx_app::loop_dir::{LoopDir, Place};
 use loopx_app::AppError;
 use loopx_core::goal::RootCommitments;
 use loopx_core::ledger::budget::{is_budget_number, Budget};
@@ -25,6 +25,13 @@ pub struct DirArgs {
     /// The loop directory.
     #[arg(long, env = env::LOOP_DIR, default_value = ".loopx")]
     pub dir: PathBuf,
+}
+
+impl DirArgs {
+    /// The loop these arguments name, in the store `--store` names.
+    pub fn at<'a>(&'a self, store: Option<&'a str>) -> Place<'a> {
+        Place::new(&self.dir, store)
+    }
 }
 
 /// Create a loop: its goal, success criteria, budgets and stop conditions.
@@ -317,11 +324,11 @@ pub fn parse_duration(text: &str) -> Result<u64, String> {
     loopx_core::ledger::budget::whole_seconds(span).map_err(|e| e.to_string())
 }
 
-pub fn init(args: &InitArgs) -> Result<Reply> {
+pub fn init(args: &InitArgs, store: Option<&str>) -> Result<Reply> {
     let requested = (args.goal_focus_mode.as_deref())
         .map(|mode| GoalFocusMode::parse(mode).expect("clap checked the mode"));
     let (goal_focus_mode, goal_focus_mode_source) =
-        loopx_app::focus::mode_for_new_loop(requested, &args.dir.dir)?;
+        loopx_app::panel::mode_for_new_loop(requested, &args.dir.dir)?;
     let request = InitLoop {
         goal: args.goal.trim().to_owned(),
         success_criteria: args.success_criteria.trim().to_owned(),
@@ -346,7 +353,7 @@ pub fn init(args: &InitArgs) -> Result<Reply> {
             permissions: nonblank(&args.permissions),
         },
     };
-    let view = ledger::init(&args.dir.dir, args.operation_id.as_deref(), request)?;
+    let view = ledger::init(args.dir.at(store), args.operation_id.as_deref(), request)?;
     let dir = view.dir.as_deref().unwrap_or_default();
     let text = format!(
         "{} loop {} in {dir} ({} at most){}\nnext: loopx append-iteration --dir {dir} --mode bounded-research --objective \"...\" --decision continue",
@@ -358,7 +365,7 @@ pub fn init(args: &InitArgs) -> Result<Reply> {
     Reply::view(&view, text)
 }
 
-pub fn append_iteration(args: &AppendArgs) -> Result<Reply> {
+pub fn append_iteration(args: &AppendArgs, store: Option<&str>) -> Result<Reply> {
     let direction = loopx_core::ledger::Direction {
         global_delta: args.global_delta.clone().unwrap_or_default(),
         campaign_delta: args.campaign_delta.clone().unwrap_or_default(),
@@ -398,7 +405,7 @@ pub fn append_iteration(args: &AppendArgs) -> Result<Reply> {
         direction: Box::new(direction),
     };
     if args.dry_run {
-        let preview = ledger::preview_append(&args.dir.dir, report)?;
+        let preview = ledger::preview_append(args.dir.at(store), report)?;
         let text = format!(
             "dry run: iteration {} ({}) would be accepted; nothing written",
             preview.iteration, preview.decision
@@ -406,7 +413,7 @@ pub fn append_iteration(args: &AppendArgs) -> Result<Reply> {
         return Reply::view(&preview, text);
     }
     let view = match ledger::append_or_stage(
-        &args.dir.dir,
+        args.dir.at(store),
         args.operation_id.as_deref(),
         report,
         loopx_app::focus::candidate::Staging {
@@ -441,20 +448,29 @@ pub fn append_iteration(args: &AppendArgs) -> Result<Reply> {
     Reply::view(&view, text)
 }
 
-pub fn validate(args: &DirArgs) -> Result<Reply> {
-    let view = ledger::validate(&LoopDir::open(&args.dir, Access::ReadOnly)?)?;
+pub fn validate(args: &DirArgs, store: Option<&str>) -> Result<Reply> {
+    let view = ledger::validate(&LoopDir::open(
+        Place::new(&args.dir, store),
+        Access::ReadOnly,
+    )?)?;
     Ok(Reply {
         code: if view.is_valid() { 0 } else { 1 },
         ..Reply::view(&view, view.text())?
     })
 }
 
-pub fn status(args: &DirArgs) -> Result<Reply> {
-    let view = ledger::status(&LoopDir::open(&args.dir, Access::ReadOnly)?)?;
+pub fn status(args: &DirArgs, store: Option<&str>) -> Result<Reply> {
+    let view = ledger::status(&LoopDir::open(
+        Place::new(&args.dir, store),
+        Access::ReadOnly,
+    )?)?;
     Reply::view(&view, view.text())
 }
 
-pub fn done(args: &DirArgs) -> Result<Reply> {
-    let view = ledger::done(&LoopDir::open(&args.dir, Access::ReadOnly)?)?;
+pub fn done(args: &DirArgs, store: Option<&str>) -> Result<Reply> {
+    let view = ledger::done(&LoopDir::open(
+        Place::new(&args.dir, store),
+        Access::ReadOnly,
+    )?)?;
     Reply::view(&view, view.text())
 }

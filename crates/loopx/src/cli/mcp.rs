@@ -31,9 +31,10 @@ pub struct McpArgs {
     pub executor_provider: String,
 }
 
-pub fn mcp(args: &McpArgs) -> Result<Reply> {
+pub fn mcp(args: &McpArgs, store: Option<&str>) -> Result<Reply> {
     crate::mcp::serve(crate::mcp::Binding {
         dir: args.goal.dir.dir.clone(),
+        store: store.map(str::to_owned),
         goal_id: args.goal.goal_id.clone(),
         actor: args.goal.actor()?,
         dispatch_id: args.dispatch_id.clone(),

@@ -21,9 +21,9 @@ pub struct MigrateArgs {
     pub from_dir: Option<PathBuf>,
 }
 
-pub fn migrate(args: &MigrateArgs) -> Result<Reply> {
+pub fn migrate(args: &MigrateArgs, store: Option<&str>) -> Result<Reply> {
     if let Some(from) = &args.from_dir {
-        let view = loopx_app::migrate::move_from_dir(from)?;
+        let view = loopx_app::migrate::move_from_dir(from, store)?;
         let text = format!(
             "moved the loop at {} into {}: {} in {} journal entries over {}, verified (state {}, journal {}); from now on run loopx with --store (or LOOPX_STORE) and --dir {}; {}/loopx.sqlite is unchanged and still answers commands run without --store: move it away once you have switched",
             view.from_dir,
@@ -38,7 +38,7 @@ pub fn migrate(args: &MigrateArgs) -> Result<Reply> {
         );
         return Reply::view(&view, text);
     }
-    let view = loopx_app::migrate::migrate()?;
+    let view = loopx_app::migrate::migrate(store)?;
     let text = if view.status == "up_to_date" {
         format!(
             "{}: schema version {}, up to date",

@@ -54,7 +54,7 @@ pub struct CliOf<C: Subcommand> {
     /// Where the loop's state lives: sqlite:PATH, a path, or
     /// postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: the loop
     /// directory's loopx.sqlite). Agents a driver starts inherit it.
-    #[arg(long, global = true, env = loopx_app::loop_dir::STORE_ENV)]
+    #[arg(long, global = true, env = loopx_app::driver::env::STORE)]
     store: Option<String>,
     #[command(subcommand)]
     command: C,
@@ -244,15 +244,14 @@ fn parse_ledger_alone(args: &[std::ffi::OsString]) -> Option<Cli> {
 pub fn main() -> ExitCode {
     let cli = parse();
     let json = cli.json;
-    if let Some(store) = &cli.store {
-        // One place every use case reads it from, inherited by agents.
-        std::env::set_var(loopx_app::loop_dir::STORE_ENV, store);
-    }
+    // Parsed once, passed down: the store every command that opens a loop
+    // opens it through (a driver hands it on to its agents).
+    let store = cli.store.as_deref();
     let result = match cli.command {
         // The Stop hook renders itself: it must fail open and speak the
         // agent CLI's protocol (stderr + exit 2), whatever happens.
-        Command::HookCheck(args) => return hook::hook_check(&args, json),
-        command => dispatch(command, json),
+        Command::HookCheck(args) => return hook::hook_check(&args, json, store),
+        command => dispatch(command, json, store),
     };
     // A command that caught a stop signal (one that runs processes) was
     // stopped by it, whatever else it reports: exit as the shell would.
@@ -337,44 +336,47 @@ fn hint(error: &AppError) -> Option<String> {
 }
 
 /// Run one parsed command (everything but the Stop hook).
-fn dispatch(command: Command, json: bool) -> Result<Reply> {
+/// `store`: the store named with `--store` (or `LOOPX_STORE`), if any.
+fn dispatch(command: Command, json: bool, store: Option<&str>) -> Result<Reply> {
     match command {
-        Command::Ledger(LedgerCommand::Init(args)) => ledger::init(&args),
-        Command::Ledger(LedgerCommand::AppendIteration(args)) => ledger::append_iteration(&args),
-        Command::Ledger(LedgerCommand::Validate(args)) => ledger::validate(&args),
-        Command::Ledger(LedgerCommand::Status(args)) => ledger::status(&args),
-        Command::Ledger(LedgerCommand::Done(args)) => ledger::done(&args),
-        Command::Arm(args) => hook::arm(&args),
+        Command::Ledger(LedgerCommand::Init(args)) => ledger::init(&args, store),
+        Command::Ledger(LedgerCommand::AppendIteration(args)) => {
+            ledger::append_iteration(&args, store)
+        }
+        Command::Ledger(LedgerCommand::Validate(args)) => ledger::validate(&args, store),
+        Command::Ledger(LedgerCommand::Status(args)) => ledger::status(&args, store),
+        Command::Ledger(LedgerCommand::Done(args)) => ledger::done(&args, store),
+        Command::Arm(args) => hook::arm(&args, store),
         Command::Disarm(args) => hook::disarm(&args),
-        Command::Active(args) => hook::active(&args),
+        Command::Active(args) => hook::active(&args, store),
         // In-process (selftest): judged as if the agent CLI sent `{}`.
         Command::HookCheck(args) => Ok(Reply::ok(
-            json!(hook::decide(&args, Ok(&serde_json::Map::new()))),
+            json!(hook::decide(&args, Ok(&serde_json::Map::new()), store)),
             "",
         )),
         Command::Selftest => selftest::run(),
-        Command::GoalAcceptance(command) => goal::acceptance(&command),
-        Command::Todo(command) => goal::todo(&command),
-        Command::GoalFocus(command) => focus::goal_focus(&command),
-        Command::Quota(command) => goal::quota(&command),
-        Command::RefreshState(args) => goal::refresh_state(&args),
-        Command::TaskBody(args) => goal::task_body(&args),
-        Command::Drive(args) => drive::drive(&args),
-        Command::AgentCmd(args) => drive::agent_cmd(&args),
-        Command::Recover(args) => drive::recover(&args),
-        Command::Verify(args) => drive::verify(&args),
-        Command::NotifyEvent(args) => notify::notify_event(&args),
-        Command::Cost(args) => cost::cost(&args),
-        Command::Serve(args) => serve::serve(&args, false, json),
-        Command::Dashboard(args) => serve::serve(&args, true, json),
-        Command::Backup(args) => backup::backup(&args),
+        Command::GoalAcceptance(command) => goal::acceptance(&command, store),
+        Command::Todo(command) => goal::todo(&command, store),
+        Command::GoalFocus(command) => focus::goal_focus(&command, store),
+        Command::Quota(command) => goal::quota(&command, store),
+        Command::RefreshState(args) => goal::refresh_state(&args, store),
+        Command::TaskBody(args) => goal::task_body(&args, store),
+        Command::Drive(args) => drive::drive(&args, store),
+        Command::AgentCmd(args) => drive::agent_cmd(&args, store),
+        Command::Recover(args) => drive::recover(&args, store),
+        Command::Verify(args) => drive::verify(&args, store),
+        Command::NotifyEvent(args) => notify::notify_event(&args, store),
+        Command::Cost(args) => cost::cost(&args, store),
+        Command::Serve(args) => serve::serve(&args, false, json, store),
+        Command::Dashboard(args) => serve::serve(&args, true, json, store),
+        Command::Backup(args) => backup::backup(&args, store),
         Command::Install(args) => install::install(&args),
         Command::Uninstall(args) => install::uninstall(&args),
-        Command::Doctor(args) => install::doctor(&args),
-        Command::Mcp(args) => mcp::mcp(&args),
-        Command::Migrate(args) => migrate::migrate(&args),
-        Command::Import(args) => import::import(&args),
-        Command::Panel(args) => panel::panel(&args),
+        Command::Doctor(args) => install::doctor(&args, store),
+        Command::Mcp(args) => mcp::mcp(&args, store),
+        Command::Migrate(args) => migrate::migrate(&args, store),
+        Command::Import(args) => import::import(&args, store),
+        Command::Panel(args) => panel::panel(&args, store),
     }
 }
 

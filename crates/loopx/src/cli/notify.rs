@@ -5,7 +5,7 @@ use super::Reply;
 use anyhow::Result;
 use clap::Args;
 use loopx_app::driver::env;
-use loopx_app::loop_dir::LoopDir;
+use loopx_app::loop_dir::{LoopDir, Place};
 use loopx_app::notify;
 use loopx_core::notify::{AgentGroup, Agents, ComputeRun, Facts, Issues, Status, Timing};
 use loopx_store::sqlite::Access;
@@ -103,7 +103,7 @@ fn group(agents: &[String]) -> AgentGroup {
     }
 }
 
-pub fn notify_event(args: &NotifyEventArgs) -> Result<Reply> {
+pub fn notify_event(args: &NotifyEventArgs, store: Option<&str>) -> Result<Reply> {
     let refused =
         |e: loopx_core::notify::NotifyProblem| loopx_app::AppError::refused(e.to_string());
     let compute = if args.no_compute {
@@ -162,7 +162,7 @@ pub fn notify_event(args: &NotifyEventArgs) -> Result<Reply> {
         },
         ..Facts::default()
     };
-    let dir = LoopDir::open(&args.dir, Access::ReadOnly)?;
+    let dir = LoopDir::open(Place::new(&args.dir, store), Access::ReadOnly)?;
     let view = notify::notify_event(&dir, facts, args.dry_run)?;
     let mut text = view.body.clone();
     if !view.external && !view.local_only_reason.is_empty() {

@@ -70,7 +70,7 @@ pub enum PhaseArg {
     ResultReview,
 }
 
-pub fn panel(args: &PanelArgs) -> Result<Reply> {
+pub fn panel(args: &PanelArgs, store: Option<&str>) -> Result<Reply> {
     if args.timeout == Some(0) {
         return Err(loopx_app::AppError::refused("--timeout must be at least 1 second").into());
     }
@@ -79,13 +79,13 @@ pub fn panel(args: &PanelArgs) -> Result<Reply> {
         Some(PhaseArg::StrategyReview) => Phase::StrategyReview,
         Some(PhaseArg::ResultReview) => Phase::ResultReview,
     };
-    let prepared = loopx_app::panel::prepare(&args.dir.dir, phase, args.executor.as_deref())?;
+    let prepared = loopx_app::panel::prepare(args.dir.at(store), phase, args.executor.as_deref())?;
     // One process works a loop at a time: a driver running this loop runs
     // its own panel.
     let _lock = driver::take_lock(prepared.dir())?;
     loopx_app::platform::catch_stop_signals()?;
     let announce = |line: &str| eprintln!("loopx panel: {line}");
-    let view = driver::review(prepared, args.timeout, &Plain, &announce)?;
+    let view = driver::reviewer::review(prepared, args.timeout, &Plain, &announce)?;
     let mut reply = Reply::view(&view, view.text())?;
     if !view.decided() {
         reply.code = 1;

@@ -18,7 +18,7 @@ impl Run {
         let mut argv = vec!["loopx"];
         argv.extend_from_slice(words);
         let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
-        dispatch(cli.command, cli.json).map_err(|e| super::describe(&e))
+        dispatch(cli.command, cli.json, cli.store.as_deref()).map_err(|e| super::describe(&e))
     }
 
     fn check(&mut self, name: &str, outcome: Result<(), String>) {

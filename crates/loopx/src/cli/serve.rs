@@ -49,7 +49,12 @@ pub struct ServeArgs {
     pub token: Option<String>,
 }
 
-pub fn serve(args: &ServeArgs, open_browser: bool, json: bool) -> Result<Reply> {
+pub fn serve(
+    args: &ServeArgs,
+    open_browser: bool,
+    json: bool,
+    store: Option<&str>,
+) -> Result<Reply> {
     crate::serve::serve(crate::serve::Options {
         // LOOPX_DIR is read here rather than by clap so that --all can
         // override it while still refusing an explicit --dir.
@@ -66,6 +71,7 @@ pub fn serve(args: &ServeArgs, open_browser: bool, json: bool) -> Result<Reply> 
         token: args.token.clone(),
         open_browser,
         json,
+        store: store.map(str::to_owned),
     })?;
     Ok(Reply::ok(
         serde_json::json!({"status": "ok", "action": "serve"}),

@@ -25,12 +25,22 @@ use std::path::PathBuf;
 #[derive(Debug, Clone)]
 pub struct Binding {
     pub dir: PathBuf,
+    /// The store the loop's state is in, when not the directory's own
+    /// file (`--store`).
+    pub store: Option<String>,
     pub goal_id: String,
     pub actor: Actor,
     /// The driver dispatch this turn runs under ("" outside the driver).
     pub dispatch_id: String,
     /// The agent provider that runs this turn, recorded with iterations.
     pub executor_provider: String,
+}
+
+impl Binding {
+    /// The loop this server is bound to.
+    pub fn place(&self) -> loopx_app::loop_dir::Place<'_> {
+        loopx_app::loop_dir::Place::new(&self.dir, self.store.as_deref())
+    }
 }
 
 /// Serve MCP on stdin/stdout until the client closes the session.

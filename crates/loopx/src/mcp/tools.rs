@@ -239,7 +239,9 @@ impl Tools {
 
     /// A read-only use case on the bound loop.
     fn read<T: Serialize>(&self, case: impl FnOnce(&LoopDir) -> Result<T>) -> ToolResult {
-        tool_result(LoopDir::open(&self.binding.dir, Access::ReadOnly).and_then(|dir| case(&dir)))
+        tool_result(
+            LoopDir::open(self.binding.place(), Access::ReadOnly).and_then(|dir| case(&dir)),
+        )
     }
 
     /// A goal write on the bound loop, as the bound actor, under the
@@ -254,7 +256,7 @@ impl Tools {
         tool_result((|| {
             let input = check()?;
             let op = operation::given_or_generated(Some(operation_id))?;
-            let dir = LoopDir::open(&self.binding.dir, Access::ReadWrite)?;
+            let dir = LoopDir::open(self.binding.place(), Access::ReadWrite)?;
             let target = GoalTarget {
                 goal_id: self.binding.goal_id.clone(),
                 actor: self.binding.actor.clone(),
@@ -498,7 +500,7 @@ impl Tools {
                 direction: Box::default(),
             };
             Ok(ledger::append_or_stage(
-                &self.binding.dir,
+                self.binding.place(),
                 Some(&input.operation_id),
                 report,
                 // An agent states no executor: its dispatch names it.

@@ -26,7 +26,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use loopx_app::all_loops;
-use loopx_app::loop_dir::LoopDir;
+use loopx_app::loop_dir::{LoopDir, Place};
 use loopx_app::registry::Registry;
 use loopx_store::sqlite::Access;
 use std::collections::HashMap;
@@ -37,6 +37,8 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 /// One loop the server shows.
 pub struct App {
     pub dir: PathBuf,
+    /// The store the loop's state is in, when not the directory's own file.
+    store: Option<String>,
     /// The loop's store, opened once for the server's life: read-only at
     /// start, and read-write from the first write on. A SQLite connection
     /// serves one request at a time, so each sits behind a lock.
@@ -48,6 +50,7 @@ impl App {
     fn new(reader: LoopDir) -> Self {
         App {
             dir: reader.root().to_owned(),
+            store: reader.store_override().map(str::to_owned),
             reader: Mutex::new(reader),
             writer: OnceLock::new(),
         }
@@ -60,7 +63,8 @@ impl App {
             _ => match self.writer.get() {
                 Some(writer) => writer,
                 None => {
-                    let opened = LoopDir::open(&self.dir, Access::ReadWrite)?;
+                    let place = Place::new(&self.dir, self.store.as_deref());
+                    let opened = LoopDir::open(place, Access::ReadWrite)?;
                     self.writer.get_or_init(|| Mutex::new(opened))
                 }
             },
@@ -97,6 +101,8 @@ pub struct Server {
     cookie: String,
     sessions: auth::Sessions,
     pub loops: Loops,
+    /// The store loops are read from when not each directory's own file.
+    store: Option<String>,
 }
 
 impl Server {
@@ -114,7 +120,7 @@ impl Server {
         let Loops::All { registry, .. } = &self.loops else {
             bail!("this server shows one loop");
         };
-        Ok(all_loops::all_loops(registry))
+        Ok(all_loops::all_loops(registry, self.store.as_deref()))
     }
 
     /// The loop the all-loops row `id` names. The registry is read again on
@@ -129,7 +135,8 @@ impl Server {
         if let Some(app) = opened.get(id).filter(|app| app.dir == dir) {
             return Ok(app.clone());
         }
-        let app = Arc::new(App::new(LoopDir::open(&dir, Access::ReadOnly)?));
+        let place = Place::new(&dir, self.store.as_deref());
+        let app = Arc::new(App::new(LoopDir::open(place, Access::ReadOnly)?));
         opened.insert(id.to_owned(), app.clone());
         Ok(app)
     }
@@ -182,6 +189,9 @@ pub struct Options {
     pub open_browser: bool,
     /// Print the start line as one JSON object.
     pub json: bool,
+    /// The store loops are read from when not each directory's own file
+    /// (`--store`).
+    pub store: Option<String>,
 }
 
 pub fn serve(options: Options) -> Result<()> {
@@ -191,7 +201,8 @@ pub fn serve(options: Options) -> Result<()> {
     // owns the server.
     let (loops, token_dir) = match &options.dir {
         Some(dir) => {
-            let app = App::new(LoopDir::open(dir, Access::ReadOnly)?);
+            let place = Place::new(dir, options.store.as_deref());
+            let app = App::new(LoopDir::open(place, Access::ReadOnly)?);
             let token_dir = app.dir.clone();
             (Loops::One(Arc::new(app)), token_dir)
         }
@@ -253,6 +264,7 @@ pub fn serve(options: Options) -> Result<()> {
             cookie: format!("loopx_session_{port}"),
             sessions: auth::Sessions::default(),
             loops,
+            store: options.store.clone(),
         });
         let login = server.login_url()?;
         announce(&url, port, token_file.as_deref(), &login, options.json);

@@ -50,14 +50,18 @@ impl GoalArgs {
         })
     }
 
-    pub(super) fn open(&self, access: Access) -> Result<LoopDir> {
-        LoopDir::open(&self.dir.dir, access)
+    pub(super) fn open(&self, access: Access, store: Option<&str>) -> Result<LoopDir> {
+        LoopDir::open(self.dir.at(store), access)
     }
 
     /// What every committing goal command needs: the loop opened for
     /// writing, the target, and the operation id.
-    pub(super) fn writer(&self, write: &WriteArgs) -> Result<(LoopDir, GoalTarget, OperationId)> {
-        let dir = self.open(Access::ReadWrite)?;
+    pub(super) fn writer(
+        &self,
+        write: &WriteArgs,
+        store: Option<&str>,
+    ) -> Result<(LoopDir, GoalTarget, OperationId)> {
+        let dir = self.open(Access::ReadWrite, store)?;
         let id = write.id()?;
         Ok((dir, self.target(write)?, id))
     }

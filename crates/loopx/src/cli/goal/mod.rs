@@ -47,10 +47,10 @@ fn write_reply(action: &str, write: &GoalWrite, to_write: &str) -> Result<Reply>
     }
 }
 
-pub fn acceptance(command: &AcceptanceCommand) -> Result<Reply> {
+pub fn acceptance(command: &AcceptanceCommand, store: Option<&str>) -> Result<Reply> {
     match command {
         AcceptanceCommand::Inspect(args) => {
-            let dir = args.open(Access::ReadOnly)?;
+            let dir = args.open(Access::ReadOnly, store)?;
             let inspection = acceptance::inspect(&dir, &args.goal_id, &args.actor()?)?;
             let text = inspect_text(&inspection);
             reply("goal-acceptance-inspect", &inspection, text)
@@ -58,7 +58,7 @@ pub fn acceptance(command: &AcceptanceCommand) -> Result<Reply> {
         AcceptanceCommand::PrepareObjective(args) => {
             let document = read_document(&args.document)?;
             let how = args.write.submit(!args.execute)?;
-            let dir = args.goal.open(how.access())?;
+            let dir = args.goal.open(how.access(), store)?;
             let target = args.goal.target(&args.write)?;
             let written = acceptance::prepare_objective(&dir, &target, document, &how)?;
             write_reply("prepare-objective", &written, "pass --execute")
@@ -69,7 +69,7 @@ pub fn acceptance(command: &AcceptanceCommand) -> Result<Reply> {
         }) => {
             let document = read_document(&args.document)?;
             let how = args.write.submit(!args.execute)?;
-            let dir = args.goal.open(how.access())?;
+            let dir = args.goal.open(how.access(), store)?;
             let target = args.goal.target(&args.write)?;
             let written = acceptance::revise_objective(
                 &dir,
@@ -87,20 +87,20 @@ pub fn acceptance(command: &AcceptanceCommand) -> Result<Reply> {
                 work_digest: args.work_digest.clone(),
                 review_summary: args.review_summary.clone(),
             };
-            let (dir, target, op) = args.goal.writer(&args.write)?;
+            let (dir, target, op) = args.goal.writer(&args.write, store)?;
             let receipt = acceptance::adopt_objective(&dir, &target, adoption, &op)?;
             receipt_reply("adopt-objective", &receipt)
         }
         AcceptanceCommand::RefineOutcome(args) => {
             let update = read_document(&args.document)?;
             let how = args.write.submit(args.dry_run)?;
-            let dir = args.goal.open(how.access())?;
+            let dir = args.goal.open(how.access(), store)?;
             let target = args.goal.target(&args.write)?;
             let written = acceptance::refine_outcome(&dir, &target, update, &how)?;
             write_reply("refine-outcome", &written, "run it without --dry-run")
         }
         AcceptanceCommand::AckGap(args) => {
-            let (dir, target, op) = args.goal.writer(&args.write)?;
+            let (dir, target, op) = args.goal.writer(&args.write, store)?;
             let receipt = acceptance::ack_gap(
                 &dir,
                 &target,
@@ -111,7 +111,7 @@ pub fn acceptance(command: &AcceptanceCommand) -> Result<Reply> {
             receipt_reply("ack-gap", &receipt)
         }
         AcceptanceCommand::RegisterAgent(args) => {
-            let dir = LoopDir::open(&args.dir.dir, Access::ReadWrite)?;
+            let dir = LoopDir::open(args.dir.at(store), Access::ReadWrite)?;
             let target = GoalTarget {
                 goal_id: args.goal_id.clone(),
                 actor: Actor::Owner,
@@ -126,7 +126,7 @@ pub fn acceptance(command: &AcceptanceCommand) -> Result<Reply> {
             receipt_reply("register-agent", &receipt)
         }
         AcceptanceCommand::Recreate(args) => {
-            let (dir, target, op) = args.goal.writer(&args.write)?;
+            let (dir, target, op) = args.goal.writer(&args.write, store)?;
             let receipt = acceptance::recreate(
                 &dir,
                 &target,
@@ -232,15 +232,15 @@ fn todo_list_text(list: &TodoList) -> String {
     text
 }
 
-pub fn todo(command: &TodoCommand) -> Result<Reply> {
+pub fn todo(command: &TodoCommand, store: Option<&str>) -> Result<Reply> {
     let receipt = match command {
         TodoCommand::List(args) => {
-            let list = todos::list(&args.open(Access::ReadOnly)?, &args.goal_id)?;
+            let list = todos::list(&args.open(Access::ReadOnly, store)?, &args.goal_id)?;
             let text = todo_list_text(&list);
             return reply("todo-list", &list, text);
         }
         TodoCommand::Add(args) => {
-            let (dir, target, op) = args.goal.writer(&args.write)?;
+            let (dir, target, op) = args.goal.writer(&args.write, store)?;
             let title = args.title.clone().or_else(|| args.title_flag.clone());
             todos::add(
                 &dir,
@@ -251,36 +251,36 @@ pub fn todo(command: &TodoCommand) -> Result<Reply> {
             )?
         }
         TodoCommand::Claim(TodoLeaseArgs { todo, ttl }) => {
-            let (dir, target, op) = todo.goal.writer(&todo.write)?;
+            let (dir, target, op) = todo.goal.writer(&todo.write, store)?;
             todos::claim(&dir, &target, &todo.id, *ttl, &todo.note, &op)?
         }
         TodoCommand::Renew(TodoLeaseArgs { todo, ttl }) => {
-            let (dir, target, op) = todo.goal.writer(&todo.write)?;
+            let (dir, target, op) = todo.goal.writer(&todo.write, store)?;
             todos::renew(&dir, &target, &todo.id, *ttl, &todo.note, &op)?
         }
         TodoCommand::Release(todo) => {
-            let (dir, target, op) = todo.goal.writer(&todo.write)?;
+            let (dir, target, op) = todo.goal.writer(&todo.write, store)?;
             todos::release(&dir, &target, &todo.id, &todo.note, &op)?
         }
         TodoCommand::Complete(todo) => {
-            let (dir, target, op) = todo.goal.writer(&todo.write)?;
+            let (dir, target, op) = todo.goal.writer(&todo.write, store)?;
             todos::complete(&dir, &target, &todo.id, &todo.note, &op)?
         }
         TodoCommand::Block(TodoBlockArgs { todo, reason }) => {
-            let (dir, target, op) = todo.goal.writer(&todo.write)?;
+            let (dir, target, op) = todo.goal.writer(&todo.write, store)?;
             todos::block(&dir, &target, &todo.id, reason.clone(), &todo.note, &op)?
         }
         TodoCommand::Defer(TodoDeferArgs { todo, duration }) => {
-            let (dir, target, op) = todo.goal.writer(&todo.write)?;
+            let (dir, target, op) = todo.goal.writer(&todo.write, store)?;
             todos::defer(&dir, &target, &todo.id, *duration, &todo.note, &op)?
         }
     };
     receipt_reply("todo", &receipt)
 }
 
-pub fn quota(command: &QuotaCommand) -> Result<Reply> {
+pub fn quota(command: &QuotaCommand, store: Option<&str>) -> Result<Reply> {
     let QuotaCommand::ShouldRun(args) = command;
-    let dir = args.open(Access::ReadOnly)?;
+    let dir = args.open(Access::ReadOnly, store)?;
     let decision = continuation::should_run(&dir, &args.goal_id, &args.actor()?)?;
     let hint = &decision.scheduler_hint;
     let text = format!(
@@ -292,20 +292,20 @@ pub fn quota(command: &QuotaCommand) -> Result<Reply> {
     reply("quota-should-run", &decision, text)
 }
 
-pub fn task_body(args: &TaskBodyArgs) -> Result<Reply> {
-    let dir = args.goal.open(Access::ReadOnly)?;
+pub fn task_body(args: &TaskBodyArgs, store: Option<&str>) -> Result<Reply> {
+    let dir = args.goal.open(Access::ReadOnly, store)?;
     let body = continuation::task_body(&dir, &args.goal.goal_id, &args.goal.actor()?)?;
     let text = body.body.clone();
     reply("task-body", &body, text)
 }
 
-pub fn refresh_state(args: &RefreshArgs) -> Result<Reply> {
+pub fn refresh_state(args: &RefreshArgs, store: Option<&str>) -> Result<Reply> {
     // Read (and bound) the document before the loop is opened for writing.
     let outcome_update = match &args.goal_outcome_update_json {
         Some(path) => Some(read_document(path)?),
         None => None,
     };
-    let (dir, target, base) = args.goal.writer(&args.write)?;
+    let (dir, target, base) = args.goal.writer(&args.write, store)?;
     let refresh = Refresh {
         note: args.note.clone(),
         evidence_refs: args.evidence_refs.clone(),

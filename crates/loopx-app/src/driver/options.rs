@@ -1,0 +1,43 @@
+//! What a drive run is given: what runs each turn, the run's options, and
+//! where its progress goes. Shared by the run ([`super::run`]), the turn
+//! protocol ([`super::turn`]) and the outage wait ([`super::outage`]).
+
+use loopx_core::driver::session::Limits;
+use loopx_core::panel::Switch;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What runs each turn.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// Named providers, first available first.
+    Providers(Vec<String>),
+    /// A shell command; the prompt arrives on its stdin.
+    Command(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The project root the turns run in.
+    pub root: PathBuf,
+    pub target: Target,
+    pub goal_id: String,
+    pub agent_id: String,
+    pub limits: Limits,
+    pub iteration_timeout: Duration,
+    pub max_iterations: Option<u64>,
+    /// How often a paused loop is looked at again.
+    pub pause_poll: Duration,
+    /// Whether a staged candidate is reviewed by the panel before the next
+    /// dispatch.
+    pub panel: Switch,
+}
+
+/// What the driver tells a person while it runs; the adapter renders it.
+pub trait Progress {
+    /// One line of news.
+    fn say(&self, line: &str);
+    /// A turn is running (`Some`, with a label) or no longer is (`None`):
+    /// a terminal may show a spinner meanwhile.
+    fn running(&self, label: Option<String>);
+}
