@@ -27,6 +27,7 @@ pub mod goal;
 pub mod health;
 pub mod import;
 pub mod install;
+pub mod iteration_input;
 pub mod iterations;
 pub mod journal_scan;
 pub mod launchers;

@@ -7,15 +7,14 @@ use anyhow::Result;
 use clap::builder::PossibleValuesParser;
 use clap::Args;
 use loopx_app::driver::env;
+use loopx_app::iteration_input::{usd_amount, IterationInput, Provenance};
 use loopx_app::ledger;
 use loopx_app::loop_dir::{LoopDir, Place};
 use loopx_app::AppError;
 use loopx_core::goal::RootCommitments;
-use loopx_core::ledger::budget::{is_budget_number, Budget};
-use loopx_core::ledger::vocabulary::{Decision, GoalFocusMode, Mode, SUCCESS_STOP_REASONS};
-use loopx_core::ledger::{
-    nonblank, EvidenceChecked, InitLoop, IterationReport, StopConditions, DEFAULT_PLATEAU_RULE,
-};
+use loopx_core::ledger::budget::Budget;
+use loopx_core::ledger::vocabulary::{GoalFocusMode, Mode, SUCCESS_STOP_REASONS};
+use loopx_core::ledger::{nonblank, InitLoop, StopConditions, DEFAULT_PLATEAU_RULE};
 use loopx_core::words;
 use loopx_store::sqlite::Access;
 use std::path::PathBuf;
@@ -50,7 +49,7 @@ pub struct InitArgs {
     #[arg(long)]
     pub success_criteria: String,
     /// The default mode of an iteration.
-    #[arg(long, default_value = "bounded-research", value_parser = mode_parser())]
+    #[arg(long, default_value = "bounded-research", value_parser = PossibleValuesParser::new(Mode::names()))]
     pub mode: String,
     /// Hard cap on iterations; the last allowed one must stop or block.
     #[arg(long, default_value_t = 5)]
@@ -65,7 +64,7 @@ pub struct InitArgs {
     #[arg(long, default_value_t = 0)]
     pub max_tokens: u64,
     /// USD budget (0 = unlimited); finite and non-negative.
-    #[arg(long, default_value = "0", value_parser = budget_number)]
+    #[arg(long, default_value = "0", value_parser = usd_amount)]
     pub max_usd: f64,
     /// When progress counts as stalled (recorded for the next session; free text).
     #[arg(long, default_value = DEFAULT_PLATEAU_RULE)]
@@ -114,30 +113,8 @@ pub struct InitArgs {
 pub struct AppendArgs {
     #[command(flatten)]
     pub dir: DirArgs,
-    /// The kind of work this iteration did.
-    #[arg(long, value_parser = mode_parser())]
-    pub mode: String,
-    /// What this iteration set out to do.
-    #[arg(long)]
-    pub objective: String,
-    /// What happens next: continue, revise or delegate keep the loop going; stop and blocked end it.
-    #[arg(long, value_parser = PossibleValuesParser::new(Decision::names()))]
-    pub decision: String,
-    /// One accepted token; put detail in --output.
-    #[arg(long, default_value = "")]
-    pub stop_reason: String,
-    /// Evidence consulted; for an early stop, a proof artifact id (repeatable).
-    #[arg(long = "evidence-id")]
-    pub evidence_ids: Vec<String>,
-    /// A claim this iteration checked (repeatable).
-    #[arg(long = "claim-id")]
-    pub claim_ids: Vec<String>,
-    /// Enforce mode: the evidence of a claim, CLAIM_ID=PATH with PATH a
-    /// file below the loop directory (repeatable; every --claim-id needs
-    /// one). The file is read without following links and embedded in the
-    /// staged candidate.
-    #[arg(long = "claim-evidence", value_name = "CLAIM_ID=PATH")]
-    pub claim_evidence: Vec<String>,
+    #[command(flatten)]
+    pub iteration: IterationInput,
     /// Enforce mode, appending by hand: the provider that ran this
     /// iteration, stated by you. The candidate's executor (whose family
     /// its reviewer must not share) is taken from the driver's open
@@ -145,48 +122,6 @@ pub struct AppendArgs {
     /// required, and a driver dispatch that is open must agree with it.
     #[arg(long, value_name = "PROVIDER")]
     pub executor: Option<String>,
-    /// Enforce mode: the status this iteration asks an obligation it moves
-    /// (--obligation-id) to reach, OBLIGATION_ID=STATUS with STATUS one of
-    /// open, partial, satisfied, blocked, closed (repeatable). An accepting
-    /// result review must state exactly this target status.
-    #[arg(long = "obligation-target", value_name = "OBLIGATION_ID=STATUS")]
-    pub obligation_targets: Vec<String>,
-    /// A source this iteration consulted (repeatable).
-    #[arg(long = "source-id")]
-    pub source_ids: Vec<String>,
-    /// A guard or check this iteration relied on (repeatable).
-    #[arg(long = "guard-ref")]
-    pub guard_refs: Vec<String>,
-    /// An input this iteration read (repeatable).
-    #[arg(long = "input-ref")]
-    pub input_refs: Vec<String>,
-    /// One thing this iteration did (repeatable).
-    #[arg(long = "action-taken")]
-    pub actions_taken: Vec<String>,
-    /// Something still missing after this iteration (repeatable).
-    #[arg(long = "remaining-gap")]
-    pub remaining_gaps: Vec<String>,
-    /// What this iteration produced, in words.
-    #[arg(long, default_value = "")]
-    pub output: String,
-    /// Tokens this iteration used.
-    #[arg(long, default_value_t = 0)]
-    pub tokens: u64,
-    /// USD this iteration cost; finite and non-negative.
-    #[arg(long, default_value = "0", value_parser = budget_number)]
-    pub usd: f64,
-    /// Seconds this iteration took.
-    #[arg(long, default_value_t = 0)]
-    pub wall_time_seconds: u64,
-    /// What is done so far, for the next session's recovery view.
-    #[arg(long, default_value = "")]
-    pub completed_summary: String,
-    /// Where the work stands now, for the next session's recovery view.
-    #[arg(long, default_value = "")]
-    pub current_summary: String,
-    /// The next bounded action (shown in recovery.md for the next session).
-    #[arg(long, default_value = "")]
-    pub next_action: String,
     /// The agent provider that ran this iteration (set by `loopx drive`).
     #[arg(long, env = env::PRIMARY_PROVIDER, default_value = "")]
     pub executor_provider: String,
@@ -196,96 +131,30 @@ pub struct AppendArgs {
     /// Run every check and show the record, but write nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Stable id for this operation; repeating it replays the receipt.
-    #[arg(long)]
-    pub operation_id: Option<String>,
-    /// Goal Focus v2: how this iteration moved the goal (stored as given).
-    #[arg(long, value_parser = ["none", "reduced", "satisfied"])]
-    pub global_delta: Option<String>,
-    /// Goal Focus v2: how it moved its campaign (stored as given).
-    #[arg(long, value_parser = ["none", "incremental", "substantial", "closed"])]
-    pub campaign_delta: Option<String>,
-    /// A goal-contract obligation this iteration changed (repeatable).
-    #[arg(long = "obligation-id")]
-    pub obligation_ids: Vec<String>,
-    /// Compute actually used: a JSON object, or @FILE holding one
-    /// (repeatable; stored as given).
-    #[arg(long = "compute-run")]
-    pub compute_runs: Vec<String>,
-    /// Record that no compute service was used.
-    #[arg(long)]
-    pub compute_none: bool,
-    /// How this iteration served the goal (Goal Focus v1 soft field, stored as given).
-    #[arg(long, default_value = "")]
-    pub goal_contribution: String,
-    /// The detail behind --goal-contribution (stored as given).
-    #[arg(long, default_value = "")]
-    pub goal_contribution_detail: String,
-    /// The campaign this iteration belongs to (stored as given).
-    #[arg(long, default_value = "")]
-    pub campaign_id: String,
-    /// This iteration was local work that moved no goal obligation.
-    #[arg(long)]
-    pub local_without_goal_delta: bool,
-    /// A tag for --local-without-goal-delta (stored as given).
-    #[arg(long, default_value = "")]
-    pub local_without_goal_delta_tag: String,
-    /// The residual this iteration worked on (stored as given).
-    #[arg(long, default_value = "")]
-    pub residual_id: String,
-    /// The scope lock this iteration held (stored as given).
-    #[arg(long, default_value = "")]
-    pub scope_lock: String,
 }
 
-/// `--compute-run`/`--compute-none` as the record stores them: `None`
-/// when compute was not reported, an empty list when explicitly none.
-fn compute_runs(
-    args: &AppendArgs,
-) -> Result<Option<Vec<serde_json::Map<String, serde_json::Value>>>> {
-    if args.compute_none && !args.compute_runs.is_empty() {
-        return Err(AppError::refused(
-            "--compute-none is mutually exclusive with --compute-run: pass one or the other",
-        )
-        .into());
-    }
-    if args.compute_none {
-        return Ok(Some(Vec::new()));
-    }
-    if args.compute_runs.is_empty() {
-        return Ok(None);
-    }
-    let mut runs = Vec::new();
-    for raw in &args.compute_runs {
-        let raw = raw.trim();
-        let text = match raw.strip_prefix('@') {
-            Some(path) => {
-                let mut text = String::new();
-                let file = std::fs::File::open(path).map_err(|e| {
-                    AppError::refused(format!("cannot read --compute-run file {path}: {e}"))
-                })?;
-                std::io::Read::read_to_string(&mut std::io::Read::take(file, 1 << 20), &mut text)
-                    .map_err(|e| {
-                    AppError::refused(format!(
-                        "cannot read --compute-run file {path} as UTF-8: {e}"
-                    ))
-                })?;
-                text
-            }
-            None => raw.to_owned(),
+/// `--compute-run @FILE` read in place: the command line's way of passing
+/// a JSON object too long to type. (Other adapters pass the object.)
+fn with_compute_files(input: &IterationInput) -> Result<IterationInput> {
+    let mut input = input.clone();
+    for run in &mut input.compute_runs {
+        let Some(path) = run.trim().strip_prefix('@').map(str::to_owned) else {
+            continue;
         };
-        match serde_json::from_str(&text) {
-            Ok(serde_json::Value::Object(run)) => runs.push(run),
-            _ => return Err(AppError::refused(format!(
-                "each --compute-run value must be a JSON object (or @FILE holding one), e.g. '{{\"service\":\"local\",\"status\":\"succeeded\"}}'; got {raw:?}"
-            )).into()),
-        }
+        let mut text = String::new();
+        let file = std::fs::File::open(&path).map_err(|e| {
+            AppError::refused(format!("cannot read --compute-run file {path}: {e}"))
+        })?;
+        std::io::Read::read_to_string(&mut std::io::Read::take(file, 1 << 20), &mut text).map_err(
+            |e| {
+                AppError::refused(format!(
+                    "cannot read --compute-run file {path} as UTF-8: {e}"
+                ))
+            },
+        )?;
+        *run = text;
     }
-    Ok(Some(runs))
-}
-
-fn mode_parser() -> PossibleValuesParser {
-    PossibleValuesParser::new(Mode::names())
+    Ok(input)
 }
 
 /// The end of `append-iteration --help`: the early-stop reasons and an
@@ -299,18 +168,6 @@ pub fn early_stop_help() -> String {
         ))
         .unwrap_or_default()
     )
-}
-
-fn budget_number(text: &str) -> Result<f64, String> {
-    match text.trim().parse::<f64>() {
-        Ok(value) if is_budget_number(value) => Ok(value),
-        Ok(value) => Err(format!(
-            "must be a finite non-negative number (got {value})"
-        )),
-        Err(_) => Err(format!(
-            "must be a finite non-negative number (got {text:?})"
-        )),
-    }
 }
 
 pub fn parse_duration(text: &str) -> Result<u64, String> {
@@ -366,44 +223,11 @@ pub fn init(args: &InitArgs, store: Option<&str>) -> Result<Reply> {
 }
 
 pub fn append_iteration(args: &AppendArgs, store: Option<&str>) -> Result<Reply> {
-    let direction = loopx_core::ledger::Direction {
-        global_delta: args.global_delta.clone().unwrap_or_default(),
-        campaign_delta: args.campaign_delta.clone().unwrap_or_default(),
-        obligation_ids: args.obligation_ids.clone(),
-        compute_runs: compute_runs(args)?,
-        goal_contribution: args.goal_contribution.clone(),
-        goal_contribution_detail: args.goal_contribution_detail.clone(),
-        campaign_id: args.campaign_id.clone(),
-        local_without_goal_delta: args.local_without_goal_delta,
-        local_without_goal_delta_tag: args.local_without_goal_delta_tag.clone(),
-        residual_id: args.residual_id.clone(),
-        scope_lock: args.scope_lock.clone(),
-    };
-    let report = IterationReport {
-        mode: Mode::parse(&args.mode),
-        objective: args.objective.clone(),
-        decision: Decision::parse(&args.decision),
-        stop_reason: args.stop_reason.clone(),
-        evidence_checked: EvidenceChecked {
-            source_ids: args.source_ids.clone(),
-            claim_ids: args.claim_ids.clone(),
-            evidence_ids: args.evidence_ids.clone(),
-            guard_refs: args.guard_refs.clone(),
-        },
-        input_refs: args.input_refs.clone(),
-        actions_taken: args.actions_taken.clone(),
-        remaining_gaps: args.remaining_gaps.clone(),
-        output: args.output.clone(),
-        tokens: args.tokens,
-        usd: args.usd,
-        wall_time_seconds: args.wall_time_seconds,
-        completed_summary: args.completed_summary.clone(),
-        current_summary: args.current_summary.clone(),
-        next_action: args.next_action.clone(),
+    let input = with_compute_files(&args.iteration)?;
+    let report = input.report(Provenance {
         executor_provider: args.executor_provider.clone(),
         dispatch_id: args.dispatch_id.clone(),
-        direction: Box::new(direction),
-    };
+    })?;
     if args.dry_run {
         let preview = ledger::preview_append(args.dir.at(store), report)?;
         let text = format!(
@@ -414,11 +238,11 @@ pub fn append_iteration(args: &AppendArgs, store: Option<&str>) -> Result<Reply>
     }
     let view = match ledger::append_or_stage(
         args.dir.at(store),
-        args.operation_id.as_deref(),
+        input.operation_id.as_deref(),
         report,
         loopx_app::focus::candidate::Staging {
-            claim_evidence: &args.claim_evidence,
-            obligation_targets: &args.obligation_targets,
+            claim_evidence: &input.claim_evidence,
+            obligation_targets: &input.obligation_targets,
             executor: args.executor.as_deref(),
         },
     )? {

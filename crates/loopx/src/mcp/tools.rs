@@ -26,8 +26,8 @@ use loopx_app::AppError;
 use loopx_core::digest::Digest;
 use loopx_core::goal::objective::ObjectiveDocument;
 use loopx_core::goal::outcome::OutcomeUpdate;
-use loopx_core::ledger::vocabulary::{Decision, Mode};
-use loopx_core::ledger::{EvidenceChecked, IterationReport};
+
+use loopx_app::iteration_input::{IterationInput, Provenance};
 use loopx_core::operation::OperationId;
 use loopx_store::sqlite::Access;
 use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
@@ -158,70 +158,6 @@ pub struct AdoptInput {
     pub operation_id: String,
 }
 
-/// One iteration of the loop, as `loopx append-iteration` records it.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct IterationInput {
-    /// The kind of work (e.g. bounded-research, implementation).
-    pub mode: String,
-    /// What this iteration set out to do.
-    pub objective: String,
-    /// continue, revise or delegate keep the loop going; stop and blocked end it.
-    pub decision: String,
-    /// For stop or blocked: one accepted reason token.
-    #[serde(default)]
-    pub stop_reason: String,
-    /// Evidence consulted; for an early stop, a proof artifact id.
-    #[serde(default)]
-    pub evidence_ids: Vec<String>,
-    /// Claims this iteration checked.
-    #[serde(default)]
-    pub claim_ids: Vec<String>,
-    /// Enforce mode: each claim's evidence file, `CLAIM_ID=PATH` (a regular
-    /// file below the loop directory); the report is then staged for
-    /// result review instead of banked.
-    #[serde(default)]
-    pub claim_evidence: Vec<String>,
-    /// Sources this iteration consulted.
-    #[serde(default)]
-    pub source_ids: Vec<String>,
-    /// Guards or checks this iteration relied on.
-    #[serde(default)]
-    pub guard_refs: Vec<String>,
-    /// Inputs this iteration read.
-    #[serde(default)]
-    pub input_refs: Vec<String>,
-    /// What this iteration did, one item each.
-    #[serde(default)]
-    pub actions_taken: Vec<String>,
-    /// What is still missing after this iteration.
-    #[serde(default)]
-    pub remaining_gaps: Vec<String>,
-    /// What this iteration produced, in words.
-    #[serde(default)]
-    pub output: String,
-    /// Tokens this iteration used.
-    #[serde(default)]
-    pub tokens: u64,
-    /// USD this iteration cost; finite and non-negative.
-    #[serde(default)]
-    pub usd: f64,
-    /// Seconds this iteration took.
-    #[serde(default)]
-    pub wall_time_seconds: u64,
-    /// What is done so far, for the next session's recovery view.
-    #[serde(default)]
-    pub completed_summary: String,
-    /// Where the work stands now, for the next session's recovery view.
-    #[serde(default)]
-    pub current_summary: String,
-    /// The next bounded action, for the next session.
-    #[serde(default)]
-    pub next_action: String,
-    /// Stable id for this call; repeat it with the same input to recover a lost reply.
-    pub operation_id: String,
-}
-
 /// The tool router over one [`Binding`].
 #[derive(Clone)]
 pub struct Tools {
@@ -320,11 +256,6 @@ fn outcome_update(document: serde_json::Map<String, serde_json::Value>) -> Resul
 
 fn digest(name: &str, text: &str) -> Result<Digest> {
     Digest::parse(text).map_err(|_| refused(name, format!("{text:?} is not a digest")))
-}
-
-/// A vocabulary word (`mode`, `decision`), or a refusal naming the words.
-fn word<T>(name: &str, text: &str, parse: fn(&str) -> Option<T>, names: &[&str]) -> Result<T> {
-    parse(text).ok_or_else(|| refused(name, format!("{text:?} is not one of {}", names.join(", "))))
 }
 
 #[tool_router]
@@ -469,45 +400,24 @@ impl Tools {
     )]
     fn append_iteration(&self, Parameters(input): Parameters<IterationInput>) -> ToolResult {
         tool_result((|| {
-            let report = IterationReport {
-                mode: Some(word("mode", &input.mode, Mode::parse, &Mode::names())?),
-                objective: input.objective,
-                decision: Some(word(
-                    "decision",
-                    &input.decision,
-                    Decision::parse,
-                    &Decision::names(),
-                )?),
-                stop_reason: input.stop_reason,
-                evidence_checked: EvidenceChecked {
-                    source_ids: input.source_ids,
-                    claim_ids: input.claim_ids,
-                    evidence_ids: input.evidence_ids,
-                    guard_refs: input.guard_refs,
-                },
-                input_refs: input.input_refs,
-                actions_taken: input.actions_taken,
-                remaining_gaps: input.remaining_gaps,
-                output: input.output,
-                tokens: input.tokens,
-                usd: input.usd,
-                wall_time_seconds: input.wall_time_seconds,
-                completed_summary: input.completed_summary,
-                current_summary: input.current_summary,
-                next_action: input.next_action,
+            let operation_id = input.operation_id.clone().ok_or_else(|| {
+                refused(
+                    "operation_id",
+                    "required: a stable id for this call, repeated with the same input to recover a lost reply",
+                )
+            })?;
+            let report = input.report(Provenance {
                 executor_provider: self.binding.executor_provider.clone(),
                 dispatch_id: self.binding.dispatch_id.clone(),
-                direction: Box::default(),
-            };
+            })?;
             Ok(ledger::append_or_stage(
                 self.binding.place(),
-                Some(&input.operation_id),
+                Some(&operation_id),
                 report,
                 // An agent states no executor: its dispatch names it.
                 loopx_app::focus::candidate::Staging {
                     claim_evidence: &input.claim_evidence,
-                    // The tool reports no obligation moves, so no targets.
-                    obligation_targets: &[],
+                    obligation_targets: &input.obligation_targets,
                     executor: None,
                 },
             )?)
