@@ -357,7 +357,10 @@ mod tests {
     fn a_tool_call_with_an_unknown_field_is_refused() {
         let text = r#"{"mode":"monitor","objective":"o","decision":"continue","operation_id":"a","note":"x"}"#;
         let error = serde_json::from_str::<IterationInput>(text).unwrap_err();
-        assert!(error.to_string().contains("unknown field `note`"), "{error}");
+        assert!(
+            error.to_string().contains("unknown field `note`"),
+            "{error}"
+        );
     }
 
     #[test]

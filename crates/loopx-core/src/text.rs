@@ -5,13 +5,37 @@
 //! `task-body`, `status`), pasted into the next agent's prompt, or rendered
 //! in the dashboard. A control character there is an injection (an ESC
 //! sequence rewrites the screen, a BEL rings, a NUL truncates), so owners
-//! refuse it on the way in; nothing is sanitized on the way out. Only
-//! multi-line fields ([`Shape::Block`]) may hold a newline or a tab.
+//! refuse it on the way in. Only multi-line fields ([`Shape::Block`]) may
+//! hold a newline or a tab. What reaches a terminal without passing an
+//! owner (a reviewer's answer, an agent's error line, a path) is escaped
+//! on the way out instead ([`printable`]).
 //!
 //! The limits are far above honest use and far below what hurts: every
 //! stored text is kept forever in the journal and copied into views.
 
+use std::borrow::Cow;
 use std::fmt;
+
+/// `text` safe to print to a terminal: every control character but the
+/// newline and the tab (ESC, NUL, BEL, `\r`, DEL, the C1 range, which
+/// includes the 8-bit CSI) written as a visible `\u{..}` escape, so output
+/// an agent or a reviewer chose can neither rewrite the screen nor hide
+/// what it says. Unchanged, and not copied, when there is none.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(unsafe_char) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
 
 /// Which whitespace a field may hold besides the space.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,6 +207,21 @@ pub fn check_all<S: AsRef<str>>(field: &str, items: &[S], limit: Limit) -> Resul
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn printable_escapes_every_control_but_newline_and_tab() {
+        let hostile = "ok\x1b[2J\0bell\x07\r\u{9b}31m\x7f\nline\tcell";
+        let shown = printable(hostile);
+        assert_eq!(
+            shown,
+            "ok\\u{1b}[2J\\u{0}bell\\u{7}\\u{d}\\u{9b}31m\\u{7f}\nline\tcell"
+        );
+        assert!(!shown
+            .chars()
+            .any(|c| c.is_control() && c != '\n' && c != '\t'));
+        assert!(matches!(printable("plain\ntext"), Cow::Borrowed(_)));
+    }
+
     use super::*;
 
     #[test]

@@ -952,3 +952,37 @@ fn the_smoke_test_reports_each_reviewer_and_leaves_the_loop_alone() {
     );
     assert_eq!(p.f.fingerprint(), before);
 }
+
+#[test]
+fn a_reviewers_control_characters_never_reach_the_terminal() {
+    let p = Panel::new();
+    p.panel_json(r#"{"providers": ["codex"]}"#);
+    // ESC sequences that clear the screen and retitle the terminal, a NUL,
+    // a BEL, a carriage return: a hostile or broken reviewer's answer,
+    // which the smoke test quotes back.
+    p.reviewer(
+        "codex",
+        r"printf 'no\033[2J\033]0;owned\007\000 \r done\n'; exit 3",
+    );
+    let output = p
+        .loopx(&["panel", "--smoke", "--dir", p.f.d()])
+        .output()
+        .unwrap();
+    // No reviewer answered: the report goes to stderr.
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let text = String::from_utf8_lossy(&output.stderr);
+    assert!(text.contains("owned"), "the answer is not quoted: {text}");
+    for (stream, bytes) in [("stdout", &output.stdout), ("stderr", &output.stderr)] {
+        let raw: Vec<u8> = bytes
+            .iter()
+            .copied()
+            .filter(|b| b.is_ascii_control() && *b != b'\n' && *b != b'\t')
+            .collect();
+        assert!(
+            raw.is_empty(),
+            "{stream} carries control bytes {raw:?}: {}",
+            String::from_utf8_lossy(bytes)
+        );
+    }
+    assert!(text.contains("\\u{1b}[2J"), "{text}");
+}

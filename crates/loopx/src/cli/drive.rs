@@ -454,7 +454,7 @@ struct Terminal {
 
 impl Progress for Terminal {
     fn say(&self, line: &str) {
-        eprintln!("loopx drive: {line}");
+        eprintln!("loopx drive: {}", loopx_core::text::printable(line));
     }
 
     fn running(&self, label: Option<String>) {

@@ -158,13 +158,16 @@ pub fn hook_check(args: &HookCheckArgs, json: bool, store: Option<&str>) -> Exit
     }
     match verdict.message {
         Some(message) if verdict.block => {
-            eprintln!("{message}");
+            eprintln!("{}", loopx_core::text::printable(&message));
             ExitCode::from(2)
         }
         Some(message) => {
             // Exit 0: the agent CLI lets the session stop; the note is for
             // whoever reads the hook's output.
-            eprintln!("loopx hook-check: {message}");
+            eprintln!(
+                "loopx hook-check: {}",
+                loopx_core::text::printable(&message)
+            );
             ExitCode::SUCCESS
         }
         None => ExitCode::SUCCESS,

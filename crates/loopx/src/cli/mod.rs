@@ -22,6 +22,7 @@ use clap::{FromArgMatches as _, Parser, Subcommand};
 pub use loopx_app::error::describe;
 use loopx_app::{AppError, ErrorClass};
 use loopx_core::operation::OperationId;
+use loopx_core::text::printable;
 use serde_json::{json, Value};
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -284,9 +285,9 @@ fn fail(error: AppError, json: bool) -> ExitCode {
         }
         print_json(&body);
     }
-    eprintln!("error: {}", error.message);
+    eprintln!("error: {}", printable(&error.message));
     if let Some(hint) = hint {
-        eprintln!("hint: {hint}");
+        eprintln!("hint: {}", printable(&hint));
     }
     ExitCode::from(exit_code(error.class))
 }
@@ -383,7 +384,7 @@ fn dispatch(command: Command, json: bool, store: Option<&str>) -> Result<Reply> 
 fn emit(reply: &Reply, json: bool) {
     let warnings = reply.json["warnings"].as_array().into_iter().flatten();
     for warning in warnings.filter_map(Value::as_str) {
-        eprintln!("warning: {warning}");
+        eprintln!("warning: {}", printable(warning));
     }
     if json {
         print_json(&reply.json);
@@ -394,7 +395,9 @@ fn emit(reply: &Reply, json: bool) {
     if reply.text.is_empty() {
         return;
     }
-    let mut text = reply.text.clone();
+    // Text can hold what an agent or a reviewer wrote: no control character
+    // of theirs reaches the terminal. (JSON escapes them itself.)
+    let mut text = printable(&reply.text).into_owned();
     if !text.ends_with('\n') {
         text.push('\n');
     }

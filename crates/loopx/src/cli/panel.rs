@@ -84,7 +84,7 @@ pub fn panel(args: &PanelArgs, store: Option<&str>) -> Result<Reply> {
     // its own panel.
     let _lock = driver::take_lock(prepared.dir())?;
     loopx_app::platform::catch_stop_signals()?;
-    let announce = |line: &str| eprintln!("loopx panel: {line}");
+    let announce = |line: &str| eprintln!("loopx panel: {}", loopx_core::text::printable(line));
     let view = driver::reviewer::review(prepared, args.timeout, &Plain, &announce)?;
     let mut reply = Reply::view(&view, view.text())?;
     if !view.decided() {
