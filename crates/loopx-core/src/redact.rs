@@ -11,7 +11,9 @@
 //! - provider keys and tokens by their published prefixes: Anthropic and
 //!   OpenAI `sk-…`, GitHub `ghp_ gho_ ghs_ ghu_ ghr_ github_pat_`, AWS
 //!   access key ids `AKIA…`/`ASIA…`, Slack `xox?-…`, Google `AIza…`,
-//!   GitLab `glpat-…`;
+//!   GitLab `glpat-…`; found where a word starts or after a `-` or `_`,
+//!   since a key is often glued to a name (`evt-sk-ant-…`, `key_sk-…`),
+//!   but not after a letter or digit (`task-…` is a word);
 //! - `Bearer <token>` and the value of `Authorization:` headers;
 //! - PEM `-----BEGIN … PRIVATE KEY-----` blocks, to their END line;
 //! - assignments whose name ends in password, secret, token, api key,
@@ -65,7 +67,7 @@ fn pass(text: &str, which: Pass) -> Cow<'_, str> {
     while i < bytes.len() {
         let found = match which {
             Pass::KeyBlocks => pem_block(bytes, i).map(|end| (i, end, PEM_MARK)),
-            Pass::Tokens => secret_at(bytes, i),
+            Pass::Tokens => secret_at(bytes, i, i == copied),
             Pass::Personal => personal_at(bytes, i),
         };
         let Some((start, end, mark)) = found else {
@@ -97,12 +99,15 @@ pub fn redact_owned(text: &str) -> String {
 }
 
 /// A secret found at `i`: the byte range to replace and its replacement.
-fn secret_at(bytes: &[u8], i: usize) -> Option<(usize, usize, &'static str)> {
-    // Keys are tried only where a run of key characters starts, so each
-    // run is scanned once whatever it holds ("sk-sk-sk-…" stays linear).
-    if i == 0 || !key_char(bytes[i - 1]) {
-        if let Some(end) = prefixed_token(bytes, i) {
-            return Some((i, end, MARK));
+/// `fresh` says that nothing before `i` is left to scan (the text starts
+/// there, or a replacement just ended there).
+fn secret_at(bytes: &[u8], i: usize, fresh: bool) -> Option<(usize, usize, &'static str)> {
+    // Keys are looked for once per run of key characters, from where the
+    // run starts (or where the last key in it ended), so each run is
+    // scanned once whatever it holds ("sk-sk-sk-…" stays linear).
+    if fresh || !key_char(bytes[i - 1]) {
+        if let Some((start, end)) = key_in_run(bytes, i) {
+            return Some((start, end, MARK));
         }
     }
     if i == 0 || !is_word(bytes[i - 1]) {
@@ -141,19 +146,30 @@ struct Prefix {
     min: usize,
     /// Exactly `min` (AWS key ids have a fixed length).
     exact: bool,
-    body: fn(u8) -> bool,
+    body: Body,
+}
+
+/// The characters of a key after its prefix.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Body {
+    /// Letters, digits, `_` and `-`: the body runs to the end of the run.
+    KeyChars,
+    Alnum,
+    UpperAlnum,
+}
+
+impl Body {
+    fn accepts(self, b: u8) -> bool {
+        match self {
+            Body::KeyChars => key_char(b),
+            Body::Alnum => b.is_ascii_alphanumeric(),
+            Body::UpperAlnum => b.is_ascii_uppercase() || b.is_ascii_digit(),
+        }
+    }
 }
 
 fn key_char(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
-}
-
-fn alnum(b: u8) -> bool {
-    b.is_ascii_alphanumeric()
-}
-
-fn upper_alnum(b: u8) -> bool {
-    b.is_ascii_uppercase() || b.is_ascii_digit()
 }
 
 const PREFIXES: &[Prefix] = &[
@@ -162,81 +178,136 @@ const PREFIXES: &[Prefix] = &[
         prefix: "sk-",
         min: 20,
         exact: false,
-        body: key_char,
+        body: Body::KeyChars,
     },
     Prefix {
         prefix: "github_pat_",
         min: 20,
         exact: false,
-        body: key_char,
+        body: Body::KeyChars,
     },
     Prefix {
         prefix: "ghp_",
         min: 20,
         exact: false,
-        body: alnum,
+        body: Body::Alnum,
     },
     Prefix {
         prefix: "gho_",
         min: 20,
         exact: false,
-        body: alnum,
+        body: Body::Alnum,
     },
     Prefix {
         prefix: "ghs_",
         min: 20,
         exact: false,
-        body: alnum,
+        body: Body::Alnum,
     },
     Prefix {
         prefix: "ghu_",
         min: 20,
         exact: false,
-        body: alnum,
+        body: Body::Alnum,
     },
     Prefix {
         prefix: "ghr_",
         min: 20,
         exact: false,
-        body: alnum,
+        body: Body::Alnum,
     },
     Prefix {
         prefix: "AKIA",
         min: 16,
         exact: true,
-        body: upper_alnum,
+        body: Body::UpperAlnum,
     },
     Prefix {
         prefix: "ASIA",
         min: 16,
         exact: true,
-        body: upper_alnum,
+        body: Body::UpperAlnum,
     },
     Prefix {
         prefix: "AIza",
         min: 30,
         exact: false,
-        body: key_char,
+        body: Body::KeyChars,
     },
     Prefix {
         prefix: "glpat-",
         min: 20,
         exact: false,
-        body: key_char,
+        body: Body::KeyChars,
     },
 ];
 
-fn prefixed_token(bytes: &[u8], i: usize) -> Option<usize> {
+/// The run of key characters that starts at `start`: where it ends and
+/// where its last digit is, measured once and only when a key whose body
+/// spans the rest of the run is being checked.
+struct Run<'a> {
+    bytes: &'a [u8],
+    start: usize,
+    measured: Option<(usize, Option<usize>)>,
+}
+
+impl Run<'_> {
+    fn measure(&mut self) -> (usize, Option<usize>) {
+        let (bytes, start) = (self.bytes, self.start);
+        *self.measured.get_or_insert_with(|| {
+            let end = start + run(bytes, start, key_char);
+            let last_digit = bytes[start..end]
+                .iter()
+                .rposition(u8::is_ascii_digit)
+                .map(|at| start + at);
+            (end, last_digit)
+        })
+    }
+
+    /// Whether the run holds a digit at or after `from`.
+    fn digit_from(&mut self, from: usize) -> bool {
+        self.measure().1.is_some_and(|last| last >= from)
+    }
+}
+
+/// The first key in the run of key characters from `i`: one that starts
+/// the run or follows a `-` or `_` inside it, since a key is often glued to
+/// a name (`evt-sk-ant-…`, `key_sk-…`, `id-AKIA…`). A key preceded by a
+/// letter or digit is part of a word (`task-…`, `risk-…`) and is not one.
+fn key_in_run(bytes: &[u8], i: usize) -> Option<(usize, usize)> {
+    let mut run = Run {
+        bytes,
+        start: i,
+        measured: None,
+    };
+    let mut at = i;
+    while at < bytes.len() && key_char(bytes[at]) {
+        if at == i || matches!(bytes[at - 1], b'-' | b'_') {
+            if let Some(end) = prefixed_token(bytes, at, &mut run) {
+                return Some((at, end));
+            }
+        }
+        at += 1;
+    }
+    None
+}
+
+/// A key with a published prefix at `i`, inside `run`: where it ends.
+fn prefixed_token(bytes: &[u8], i: usize, run_at: &mut Run) -> Option<usize> {
     for p in PREFIXES {
         if !bytes[i..].starts_with(p.prefix.as_bytes()) {
             continue;
         }
         let body = i + p.prefix.len();
-        let n = run(bytes, body, p.body);
-        let ends_cleanly = !bytes.get(body + n).copied().is_some_and(is_word);
         // Real keys are random: a body without a digit is a word
         // ("sk-learn-compatible-…"), not a key.
-        let random = bytes[body..body + n].iter().any(u8::is_ascii_digit);
+        let (n, random) = if p.body == Body::KeyChars {
+            (run_at.measure().0 - body, run_at.digit_from(body))
+        } else {
+            let n = run(bytes, body, |b| p.body.accepts(b));
+            (n, bytes[body..body + n].iter().any(u8::is_ascii_digit))
+        };
+        let ends_cleanly = !bytes.get(body + n).copied().is_some_and(is_word);
         if n >= p.min && random && (!p.exact || (n == p.min && ends_cleanly)) {
             return Some(body + n);
         }
@@ -246,9 +317,9 @@ fn prefixed_token(bytes: &[u8], i: usize) -> Option<usize> {
         && bytes.get(i + 3).is_some_and(u8::is_ascii_lowercase)
         && bytes.get(i + 4) == Some(&b'-')
     {
-        let n = run(bytes, i + 5, key_char);
-        if n >= 10 && bytes[i + 5..i + 5 + n].iter().any(u8::is_ascii_digit) {
-            return Some(i + 5 + n);
+        let end = run_at.measure().0;
+        if end - (i + 5) >= 10 && run_at.digit_from(i + 5) {
+            return Some(end);
         }
     }
     None
@@ -582,6 +653,34 @@ mod tests {
     }
 
     #[test]
+    fn keys_glued_to_a_name_by_a_dash_or_underscore_are_redacted() {
+        let key = "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789_-abcdEFGH";
+        for (text, expected) in [
+            (
+                format!("--event-id evt-{key} sent"),
+                "--event-id evt-[REDACTED] sent",
+            ),
+            (format!("--output key_{key}"), "--output key_[REDACTED]"),
+            (
+                "id-AKIAIOSFODNN7EXAMPLE, token_ghp_0123456789abcdefghijABCDEFGHIJ012345".into(),
+                "id-[REDACTED], token_[REDACTED]",
+            ),
+            (
+                "x-glpat-abcdefghij0123456789 slack_xoxb-1234567890-abcdefghijkl".into(),
+                "x-[REDACTED] slack_[REDACTED]",
+            ),
+            // Two keys in one run: the second is found after the first.
+            (
+                "ghp_0123456789abcdefghijABCDEFGHIJ012345-ghp_9876543210abcdefghijABCDEFGHIJ012345"
+                    .into(),
+                "[REDACTED]-[REDACTED]",
+            ),
+        ] {
+            assert_eq!(redact(&text), expected, "{text}");
+        }
+    }
+
+    #[test]
     fn aws_access_key_ids_are_redacted() {
         let out = hides("aws: AKIAIOSFODNN7EXAMPLE denied", "AKIAIOSFODNN7EXAMPLE");
         assert_eq!(out, "aws: [REDACTED] denied");
@@ -678,6 +777,9 @@ mod tests {
             "ask-me-anything task-scheduler desk-lamp",
             "risk-averse-approach-to-everything-here",
             "sk-learn-compatible-estimator-pipeline",
+            "use-sk-learn-compatible-estimators-here",
+            "disk-0123456789abcdefghijklmnop task-0123456789abcdefghijklmnop",
+            "HAKIAIOSFODNN7EXAMPLE",
             "Bearer authentication is used",
             "a == b and c := d, http://example.com/path?q=1",
             "Bearer tokens are documented in docs/auth.md",
@@ -700,6 +802,11 @@ mod tests {
             "bearer ",
             "ghp_",
             "password=x:",
+            "x-sk-",
+            "a_ghp_",
+            "-AKIA",
+            "_xoxb-",
+            "ghp_0123456789abcdefghij-",
         ] {
             // Not a speed test (debug builds on a loaded machine vary
             // tenfold): a quadratic scan of this input would take hours,

@@ -1020,6 +1020,9 @@ const PLANTED: &[&str] = &[
     "Bearer PLANTEDtoken.0123456789",
     "-----BEGIN RSA PRIVATE KEY-----\nPLANTEDKEYBODY0123\n-----END RSA PRIVATE KEY-----",
     "password=PLANTEDpw99",
+    // Keys glued to a name by `-` or `_` are keys too.
+    "evt-sk-ant-api03-PLANTEDgluedbbbbbbbbbbbbbbbbbbbb0123456789",
+    "key_sk-ant-api03-PLANTEDgluedcccccccccccccccccccc0123456789",
 ];
 
 #[test]

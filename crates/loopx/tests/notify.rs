@@ -18,6 +18,8 @@ const GITHUB_TOKEN: &str = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
 const EMAIL: &str = "ada.lovelace@example.org";
 const PHONE: &str = "+44 20 7946 0958";
 const AUTH_VALUE: &str = "Bearer authvalue-XYZ-424242";
+/// An Anthropic key, planted glued to a name (`evt-…`, `key_…`).
+const ANTHROPIC_KEY: &str = "sk-ant-api03-PLANTEDglued0123456789abcdefghij";
 
 fn planted() -> Vec<&'static str> {
     vec![
@@ -28,6 +30,7 @@ fn planted() -> Vec<&'static str> {
         EMAIL,
         PHONE,
         "authvalue-XYZ-424242",
+        ANTHROPIC_KEY,
     ]
 }
 
@@ -49,7 +52,7 @@ fn secret_event(f: &Fixture) -> Vec<String> {
         "--event",
         "iteration_ok",
         "--event-id",
-        &format!("iteration_ok/{GITHUB_TOKEN}"),
+        &format!("evt-{ANTHROPIC_KEY}"),
         "--iteration",
         "1",
         "--iteration-status",
@@ -59,7 +62,7 @@ fn secret_event(f: &Fixture) -> Vec<String> {
         "--provider",
         "claude",
         "--completed",
-        &format!("Verified lemma B; hook said {KNOWN_SECRET}"),
+        &format!("Verified lemma B; hook said {KNOWN_SECRET}; key_{ANTHROPIC_KEY}"),
         "--current",
         &format!("Ask {EMAIL} or call {PHONE}"),
         "--plan",
