@@ -26,7 +26,8 @@
 //! common explicit personal data in values — e-mail addresses and phone
 //! numbers written in international (`+44 20 7946 0958`) or North-American
 //! (`(555) 123-4567`, `555-123-4567`) form. [`redact_outbound_json`] applies
-//! it to every string of a JSON value, keys left alone.
+//! it to every string of a JSON value, object keys included: a key is
+//! whatever the caller typed (`--extensions '{"<secret>": 1}'`).
 //!
 //! It is a hand-written single pass over the bytes (no regex engine):
 //! linear in the input and allocation-free when nothing matches. It is a
@@ -493,7 +494,7 @@ pub fn redact_outbound(text: &str, known: &[&str]) -> String {
 }
 
 /// [`redact_outbound`] applied to every string inside `value`, at any
-/// depth. Object keys are names the program chose, not values, and stay.
+/// depth, object keys as well as values.
 pub fn redact_outbound_json(value: &mut serde_json::Value, known: &[&str]) {
     use serde_json::Value;
     match value {
@@ -506,10 +507,40 @@ pub fn redact_outbound_json(value: &mut serde_json::Value, known: &[&str]) {
         Value::Array(items) => items
             .iter_mut()
             .for_each(|item| redact_outbound_json(item, known)),
-        Value::Object(map) => map
-            .values_mut()
-            .for_each(|item| redact_outbound_json(item, known)),
+        Value::Object(map) => redact_outbound_object(map, known),
         Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
+/// [`redact_outbound_json`] for an object: every key and every value. Keys
+/// that redact alike are all kept, each later one numbered (`[REDACTED]
+/// (2)`), and a key that needed no redaction is never displaced.
+pub fn redact_outbound_object(
+    map: &mut serde_json::Map<String, serde_json::Value>,
+    known: &[&str],
+) {
+    map.values_mut()
+        .for_each(|item| redact_outbound_json(item, known));
+    if map.keys().all(|key| redact_outbound(key, known) == *key) {
+        return;
+    }
+    let mut redacted = Vec::new();
+    for (key, value) in std::mem::take(map) {
+        let clean = redact_outbound(&key, known);
+        if clean == key {
+            map.insert(key, value);
+        } else {
+            redacted.push((clean, value));
+        }
+    }
+    for (clean, value) in redacted {
+        let mut key = clean.clone();
+        let mut n = 2;
+        while map.contains_key(&key) {
+            key = format!("{clean} ({n})");
+            n += 1;
+        }
+        map.insert(key, value);
     }
 }
 
@@ -854,6 +885,27 @@ mod tests {
         ] {
             assert_eq!(redact_outbound(text, &[]), text);
         }
+    }
+
+    #[test]
+    fn outbound_json_redaction_hides_secrets_used_as_keys_and_loses_no_entry() {
+        let mut value = serde_json::json!({
+            "KnownSecret99": 1,
+            "[REDACTED]": 2,
+            "nested": {"key_sk-ant-api03-AbCdEfGhIjKlMnOp0123456789": {"ghp_0123456789abcdefghijABCDEFGHIJ012345": 3}},
+            "list": [{"token=KnownSecret99": 4}],
+            "plain": 5
+        });
+        redact_outbound_json(&mut value, &["KnownSecret99"]);
+        let text = value.to_string();
+        for secret in ["KnownSecret99", "AbCdEfGhIjKlMnOp", "ghp_0123"] {
+            assert!(!text.contains(secret), "{secret} survived in {text}");
+        }
+        assert_eq!(value["[REDACTED]"], 2, "{text}");
+        assert_eq!(value["[REDACTED] (2)"], 1, "{text}");
+        assert_eq!(value["nested"]["key_[REDACTED]"]["[REDACTED]"], 3);
+        assert_eq!(value["list"][0]["token=[REDACTED]"], 4);
+        assert_eq!(value["plain"], 5);
     }
 
     #[test]

@@ -72,7 +72,9 @@ fn secret_event(f: &Fixture) -> Vec<String> {
         "--compute-run",
         &format!(r#"{{"service":"hetzner","status":"succeeded","job_ref":"job-{KNOWN_SECRET}"}}"#),
         "--extensions",
-        &format!(r#"{{"deep":{{"list":["x",{{"auth":"{AUTH_VALUE}","mail":"{EMAIL}"}}]}}}}"#),
+        &format!(
+            r#"{{"deep":{{"list":["x",{{"auth":"{AUTH_VALUE}","mail":"{EMAIL}"}}]}},"{KNOWN_SECRET}":{{"{GITHUB_TOKEN}":1}}}}"#
+        ),
     ]
     .iter()
     .map(|s| s.to_string())

@@ -8,7 +8,7 @@
 //! arguments.
 
 use crate::digest::Digest;
-use crate::redact::{redact_outbound, redact_outbound_json};
+use crate::redact::{redact_outbound, redact_outbound_object};
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -546,9 +546,7 @@ impl Event {
                 *text = clean;
             }
         }
-        for value in event.extensions.values_mut() {
-            redact_outbound_json(value, known);
-        }
+        redact_outbound_object(&mut event.extensions, known);
         event
     }
 
