@@ -45,3 +45,34 @@ pub mod views;
 
 pub use error::{AppError, ErrorClass};
 pub use receipt::ReceiptView;
+
+#[cfg(test)]
+mod tests {
+    /// The names are defined beside their owners; the one list of what is
+    /// never evidence is the core's, and must not fall behind them.
+    #[test]
+    fn every_file_loopx_keeps_in_the_loop_directory_is_a_control_file() {
+        use crate::{focus, loop_dir, notify, panel};
+        for name in [
+            loop_dir::DATABASE,
+            loop_dir::DRIVER_LOCK,
+            loop_dir::DRIVER_LOGS,
+            loop_dir::STATUS,
+            loop_dir::RECOVERY,
+            loop_dir::STOP_REQUESTED,
+            loop_dir::BLOCKED,
+            loop_dir::PAUSE,
+            notify::CONFIG_FILE,
+            notify::AUDIT_FILE,
+            notify::DELIVERED_FILE,
+            panel::ARTIFACTS,
+            loopx_core::panel::FILE,
+            focus::PROJECTION,
+        ] {
+            let path = loopx_core::path::LoopPath::parse(name).unwrap();
+            assert!(path.control_file().is_some(), "{name} is not listed");
+        }
+        let evidence = loopx_core::path::LoopPath::parse(loop_dir::PROOF_ARTIFACTS).unwrap();
+        assert!(evidence.control_file().is_none());
+    }
+}

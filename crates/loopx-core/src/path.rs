@@ -7,6 +7,11 @@
 //! following symlinks and requires a regular file at the end
 //! (`fsutil::open_confined`), so `.`, a directory, a FIFO or a symlink is
 //! never taken for evidence.
+//!
+//! [`CONTROL_FILES`] is the one list of the files loopx itself keeps in the
+//! loop directory (its database, locks, logs, configs with secrets, views,
+//! sentinels): [`LoopPath::control_file`] says whether a path names one,
+//! and such a path is never evidence, whatever the file holds.
 
 use crate::text::{self, Limit, Shape};
 use serde::{Deserialize, Serialize};
@@ -152,6 +157,93 @@ impl fmt::Debug for LoopPath {
     }
 }
 
+/// A file or folder loopx itself keeps in the loop directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControlFile {
+    /// Its name in the loop directory (a folder: everything below it).
+    pub name: &'static str,
+    pub folder: bool,
+    /// What it is, as an error names it.
+    pub what: &'static str,
+}
+
+const fn file(name: &'static str, what: &'static str) -> ControlFile {
+    ControlFile {
+        name,
+        folder: false,
+        what,
+    }
+}
+
+const fn folder(name: &'static str, what: &'static str) -> ControlFile {
+    ControlFile {
+        name,
+        folder: true,
+        what,
+    }
+}
+
+/// Every file loopx writes in the loop directory that is not evidence.
+/// Some hold secrets (the dashboard's token, webhook URLs, reviewers'
+/// commands, unredacted agent output); none is what an iteration produced.
+/// `proof_artifacts/` is evidence and is not here.
+pub const CONTROL_FILES: &[ControlFile] = &[
+    file("loopx.sqlite", "the loop's database"),
+    file("loopx.sqlite-wal", "the database's write-ahead log"),
+    file("loopx.sqlite-shm", "the database's shared-memory index"),
+    file("loopx.sqlite-journal", "the database's rollback journal"),
+    file("driver.lock", "the driver's lock"),
+    folder("driver_logs", "the driver's raw, unredacted agent logs"),
+    file("serve.token", "the dashboard's bearer token"),
+    file(
+        "notify.json",
+        "the notification config (webhook URLs and secrets)",
+    ),
+    file("notify_audit.jsonl", "the notification audit log"),
+    file("notify_delivered.jsonl", "the notification delivery record"),
+    file("panel.json", "the review panel's config"),
+    folder("panel", "the review panel's own artifacts"),
+    file("status.json", "a view loopx rewrites"),
+    file("recovery.md", "a view loopx rewrites"),
+    file("goal_focus.json", "a view loopx rewrites"),
+    file("STOP_REQUESTED", "an operator's sentinel"),
+    file("BLOCKED", "an operator's sentinel"),
+    file("PAUSE", "an operator's sentinel"),
+];
+
+impl ControlFile {
+    /// Whether `name`, the first name of a path, is this file, one of its
+    /// temporaries (`.<name>.tmp-…`, what an atomic replace writes) or,
+    /// for a folder, the folder. Letter case is ignored: on a
+    /// case-insensitive file system `Serve.Token` opens `serve.token`.
+    fn covers(&self, name: &str) -> bool {
+        let temporary = name
+            .strip_prefix('.')
+            .and_then(|rest| rest.get(..self.name.len() + 5))
+            .is_some_and(|head| head.eq_ignore_ascii_case(&format!("{}.tmp-", self.name)));
+        name.eq_ignore_ascii_case(self.name) || temporary
+    }
+}
+
+impl fmt::Display for ControlFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let slash = if self.folder { "/" } else { "" };
+        write!(
+            f,
+            "{}{slash} is {}, one of loopx's own control files, which are never evidence",
+            self.name, self.what
+        )
+    }
+}
+
+impl LoopPath {
+    /// The control file of loopx's that this path names or lies below.
+    pub fn control_file(&self) -> Option<&'static ControlFile> {
+        let first = self.components().next()?;
+        CONTROL_FILES.iter().find(|control| control.covers(first))
+    }
+}
+
 /// Why a file named by a [`LoopPath`] could not be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FileProblem {
@@ -228,6 +320,47 @@ mod tests {
         assert!(why(".").contains("\".\" is not allowed"));
         assert!(why("/etc/passwd").contains("not absolute"));
         assert!(why("").contains("non-empty"));
+    }
+
+    #[test]
+    fn loopx_control_files_are_recognised_wherever_they_are_named() {
+        let control = |p: &str| LoopPath::parse(p).unwrap().control_file().map(|c| c.name);
+        for (path, name) in [
+            ("serve.token", "serve.token"),
+            ("notify.json", "notify.json"),
+            ("panel.json", "panel.json"),
+            ("loopx.sqlite", "loopx.sqlite"),
+            ("loopx.sqlite-wal", "loopx.sqlite-wal"),
+            ("loopx.sqlite-shm", "loopx.sqlite-shm"),
+            ("loopx.sqlite-journal", "loopx.sqlite-journal"),
+            ("driver.lock", "driver.lock"),
+            ("driver_logs/d1-ab12.log", "driver_logs"),
+            ("panel/r1/brief.md", "panel"),
+            ("Serve.TOKEN", "serve.token"),
+            (".serve.token.tmp-4242", "serve.token"),
+            (".status.json.tmp-1", "status.json"),
+            ("PAUSE", "PAUSE"),
+        ] {
+            assert_eq!(control(path), Some(name), "{path}");
+        }
+        for evidence in [
+            "notes/serve.token",
+            "proof_artifacts/final.json",
+            "notes/b.md",
+            "serve.token.md",
+            "panelists.md",
+            ".serve.token",
+            "driver_logs_summary.md",
+        ] {
+            assert_eq!(control(evidence), None, "{evidence}");
+        }
+        let why = LoopPath::parse("driver_logs/x.log")
+            .unwrap()
+            .control_file()
+            .unwrap()
+            .to_string();
+        assert!(why.starts_with("driver_logs/ is the driver's raw"), "{why}");
+        assert!(why.contains("never evidence"), "{why}");
     }
 
     #[test]

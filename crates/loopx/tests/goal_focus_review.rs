@@ -212,6 +212,48 @@ fn a_secret_in_the_report_or_the_evidence_never_reaches_the_store() {
 }
 
 #[test]
+fn staging_refuses_loopx_control_files_as_evidence_and_changes_nothing() {
+    let f = Fixture::enforce(5);
+    std::fs::create_dir_all(f.dir.join("driver_logs")).unwrap();
+    std::fs::create_dir_all(f.dir.join("panel")).unwrap();
+    for (path, bytes) in [
+        ("serve.token", "T0ken-0123456789abcdef\n"),
+        ("notify.json", "{}"),
+        ("panel.json", "{}"),
+        ("driver_logs/d1.log", "raw agent output\n"),
+        ("panel/brief.md", "a brief\n"),
+    ] {
+        std::fs::write(f.dir.join(path), bytes).unwrap();
+    }
+    for (path, why) in [
+        ("serve.token", "serve.token is the dashboard's bearer token"),
+        ("notify.json", "webhook URLs and secrets"),
+        ("panel.json", "the review panel's config"),
+        ("loopx.sqlite", "the loop's database"),
+        ("loopx.sqlite-wal", "write-ahead log"),
+        ("loopx.sqlite-journal", "rollback journal"),
+        ("driver.lock", "the driver's lock"),
+        (
+            "driver_logs/d1.log",
+            "driver_logs/ is the driver's raw, unredacted agent logs",
+        ),
+        ("panel/brief.md", "the review panel's own artifacts"),
+        ("status.json", "a view loopx rewrites"),
+    ] {
+        let pair = format!("c1={path}");
+        let mut args: Vec<&str> = common::STAGE_BY_HAND.to_vec();
+        args.extend(["--claim-id", "c1", "--claim-evidence", &pair]);
+        // `refused` checks that the directory is byte-for-byte unchanged.
+        let error = f.refused(&args);
+        assert!(
+            error.contains(why) && error.contains("never evidence") && error.contains(&pair),
+            "{path}: {error}"
+        );
+    }
+    assert_eq!(f.focus_status()["candidate"]["pending"], Value::Null);
+}
+
+#[test]
 fn staging_refuses_unbacked_claims_links_escapes_and_unknown_executors() {
     let f = Fixture::enforce(5);
     std::os::unix::fs::symlink("/etc/passwd", f.dir.join("notes/link.md")).unwrap();

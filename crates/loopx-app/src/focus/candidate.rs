@@ -62,6 +62,11 @@ fn claim_paths(pairs: &[String]) -> Result<Vec<(String, LoopPath)>, AppError> {
                     "--claim-evidence {pair:?}: the evidence path {problem}; name a file below the loop directory"
                 ))
             })?;
+            if let Some(control) = path.control_file() {
+                return Err(AppError::refused(format!(
+                    "--claim-evidence {pair:?}: {control}; name a file the iteration wrote"
+                )));
+            }
             Ok((claim.trim().to_owned(), path))
         })
         .collect()
