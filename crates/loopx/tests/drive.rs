@@ -1436,3 +1436,180 @@ fn a_stop_signal_between_turns_ends_a_paused_driver_at_once() {
     assert_eq!(d.iterations(), 0);
     assert!(settled_outcomes(&d).is_empty());
 }
+
+/// The turn logs in driver_logs/ (not the success checks'), with their
+/// contents.
+fn turn_logs(d: &Drive) -> Vec<(PathBuf, Vec<u8>)> {
+    std::fs::read_dir(d.f.dir.join("driver_logs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap();
+            (p, bytes)
+        })
+        .collect()
+}
+
+/// An agent that prints a marked head, `bytes` of filler and a marked
+/// tail, then records its iteration.
+fn flooding_agent(d: &Drive, bytes: u64) -> String {
+    d.script(
+        "flood",
+        &format!(
+            "printf 'FLOOD-HEAD\\n'; head -c {bytes} /dev/zero | tr '\\0' x; printf '\\nFLOOD-TAIL\\n' >&2\n{APPEND}"
+        ),
+    )
+}
+
+#[test]
+fn a_flooding_agent_s_log_keeps_its_head_and_tail_within_the_cap_and_the_turn_says_so() {
+    let d = Drive::new(5);
+    let agent = flooding_agent(&d, 3_000_000);
+    let (code, stderr) = d.run(&[
+        "--cmd",
+        &agent,
+        "--max-iterations",
+        "1",
+        "--max-turn-output",
+        "256K",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(d.iterations(), 1, "{stderr}");
+    let logs = turn_logs(&d);
+    assert_eq!(logs.len(), 1);
+    let (path, log) = &logs[0];
+    let text = String::from_utf8_lossy(log);
+    let output = &text[text.find("# --- END HOST PROMPT ---").unwrap()..];
+    // The cap, plus the prompt's end line and the line saying what was dropped.
+    assert!(output.len() < 256 * 1024 + 400, "{} bytes", output.len());
+    assert!(output.contains("FLOOD-HEAD"), "the head is kept");
+    assert!(
+        output.trim_end().ends_with("FLOOD-TAIL"),
+        "the tail (stderr too) is kept"
+    );
+    // "FLOOD-HEAD\n", the filler, "\nFLOOD-TAIL\n".
+    let dropped = 11 + 3_000_000 + 12 - 256 * 1024;
+    assert!(
+        output.contains(&format!(
+            "# --- loopx: {dropped} bytes of output dropped here"
+        )),
+        "{}",
+        &output[..300]
+    );
+    let note = d.status()["driver"]["last"]["note"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let name = path.file_name().unwrap().to_string_lossy();
+    assert!(
+        note.contains(&format!("{dropped} bytes dropped from the middle")) && note.contains(&*name),
+        "{note}"
+    );
+    assert!(stderr.contains("bytes dropped from the middle"), "{stderr}");
+}
+
+#[test]
+fn the_default_cap_bounds_a_50_mb_flood_to_16_mib() {
+    let d = Drive::new(5);
+    let agent = flooding_agent(&d, 50_000_000);
+    let (code, stderr) = d.run(&["--cmd", &agent, "--max-iterations", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(d.iterations(), 1, "{stderr}");
+    let logs = turn_logs(&d);
+    let (_, log) = &logs[0];
+    let text = String::from_utf8_lossy(log);
+    let output = &text[text.find("# --- END HOST PROMPT ---").unwrap()..];
+    assert!(output.len() < 16 * 1024 * 1024 + 400, "{}", output.len());
+    assert!(output.contains("FLOOD-HEAD") && output.trim_end().ends_with("FLOOD-TAIL"));
+}
+
+#[test]
+fn a_bad_output_cap_is_a_usage_error_that_changes_nothing() {
+    let d = Drive::new(5);
+    let agent = d.script("agent", APPEND);
+    let before = d.f.fingerprint();
+    for (flag, env, expected) in [
+        (
+            Some("lots"),
+            None,
+            "--max-turn-output \"lots\" is not a size",
+        ),
+        (Some("1000"), None, "is out of range"),
+        (
+            None,
+            Some("16MB"),
+            "LOOPX_MAX_TURN_OUTPUT=\"16MB\" is not a size",
+        ),
+    ] {
+        let mut args = vec!["--cmd", agent.as_str()];
+        args.extend(flag.map(|f| ["--max-turn-output", f]).into_iter().flatten());
+        let mut command = d.command(&args);
+        if let Some(env) = env {
+            command.env("LOOPX_MAX_TURN_OUTPUT", env);
+        }
+        let output = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(expected), "{stderr}");
+        assert_eq!(d.f.fingerprint(), before);
+    }
+    // The flag wins over a bad environment.
+    let (code, stderr) = {
+        let output = d
+            .command(&[
+                "--cmd",
+                &agent,
+                "--max-iterations",
+                "1",
+                "--max-turn-output",
+                "1M",
+            ])
+            .env("LOOPX_MAX_TURN_OUTPUT", "junk")
+            .output()
+            .unwrap();
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
+#[test]
+fn old_driver_logs_beyond_the_retention_are_removed_after_a_turn_oldest_first() {
+    let d = Drive::new(5);
+    let logs = d.f.dir.join("driver_logs");
+    std::fs::create_dir(&logs).unwrap();
+    let age = |path: &Path, seconds_ago: u64| {
+        let when = std::time::SystemTime::now() - Duration::from_secs(seconds_ago);
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+    };
+    for i in 0..205u64 {
+        let path = logs.join(format!("old-{i:03}.log"));
+        std::fs::write(&path, "old turn\n").unwrap();
+        age(&path, 100_000 - i);
+    }
+    let agent = d.script("agent", APPEND);
+    let (code, stderr) = d.run(&["--cmd", &agent, "--max-iterations", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    let mut left: Vec<String> = std::fs::read_dir(&logs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".log"))
+        .collect();
+    left.sort();
+    // The turn's own log and the 199 newest old ones. (That a log of a
+    // process still running is never removed is proved beside the sweep.)
+    assert_eq!(left.len(), 200, "{left:?}");
+    for gone in 0..6 {
+        assert!(!left.contains(&format!("old-{gone:03}.log")), "{gone}");
+    }
+    assert!(left.contains(&"old-006.log".to_owned()));
+    assert!(left.iter().any(|n| n.starts_with("d1-")), "{left:?}");
+}

@@ -24,6 +24,7 @@
 //!
 //! Not here: the policy itself (`loopx_core::driver`).
 
+pub mod capture;
 pub mod env;
 pub mod options;
 mod outage;

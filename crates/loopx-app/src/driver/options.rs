@@ -2,6 +2,7 @@
 //! where its progress goes. Shared by the run ([`super::run`]), the turn
 //! protocol ([`super::turn`]) and the outage wait ([`super::outage`]).
 
+use loopx_core::driver::capture::OutputCap;
 use loopx_core::driver::session::Limits;
 use loopx_core::panel::Switch;
 use std::path::PathBuf;
@@ -31,6 +32,8 @@ pub struct Options {
     /// Whether a staged candidate is reviewed by the panel before the next
     /// dispatch.
     pub panel: Switch,
+    /// The most of a turn's (and a success check's) output its log keeps.
+    pub output_cap: OutputCap,
 }
 
 /// What the driver tells a person while it runs; the adapter renders it.

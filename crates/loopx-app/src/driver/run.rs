@@ -203,8 +203,9 @@ impl Run<'_> {
             let provider_name = match step {
                 Step::VerifyClaim { .. } => {
                     let root = &options.root;
-                    let timeout = options.iteration_timeout;
-                    if let Some(verified) = verify_claim(dir, root, timeout, self.runner, progress)?
+                    let (timeout, cap) = (options.iteration_timeout, options.output_cap);
+                    if let Some(verified) =
+                        verify_claim(dir, root, timeout, cap, self.runner, progress)?
                     {
                         progress.say(if verified {
                             "success claim verified by the success_check; banking the stop"

@@ -8,6 +8,7 @@
 //! [`Process`] in, [`ProcessOutcome`] out. The binary provides the real
 //! implementation; tests may provide others.
 
+use loopx_core::driver::capture::OutputCap;
 use loopx_core::driver::session::StopSignal;
 use std::ffi::OsString;
 use std::fs::File;
@@ -35,8 +36,12 @@ pub struct Process {
 
 /// Where a process's output goes.
 pub enum Output {
-    /// stdout and stderr both appended to this file (a turn's log).
-    Log(File),
+    /// stdout and stderr both written to this file (a turn's log), at
+    /// most `cap` of it: past the cap its head and tail are kept and a line
+    /// says how much was dropped between (see [`super::capture::BoundedLog`]).
+    /// The output goes through the runner, never straight to the file, so
+    /// a flood neither blocks the process nor fills the disk.
+    Log { file: File, cap: OutputCap },
     /// stdout kept up to `limit` bytes (the rest read and dropped, so a
     /// flood neither blocks the process nor grows without bound); stderr
     /// discarded.
@@ -63,6 +68,9 @@ pub struct ProcessOutcome {
     pub captured: Vec<u8>,
     /// Whether it wrote more than was kept.
     pub truncated: bool,
+    /// With [`Output::Log`]: how many bytes were dropped from the middle
+    /// of the log.
+    pub dropped: u64,
 }
 
 /// How a turn's process is started, watched, limited and reaped.

@@ -12,6 +12,7 @@
 //! core's step, asked by [`super::run`]), the words a person reads (the
 //! adapter renders [`Progress`] lines).
 
+use super::capture;
 use super::env;
 use super::options::{Options, Progress, Target};
 use super::outage::through_outages;
@@ -20,6 +21,7 @@ use crate::loop_dir::{LoopDir, Reading, DRIVER_LOGS};
 use crate::{clock, platform};
 use anyhow::{Context as _, Result};
 use loopx_core::digest::Digest;
+use loopx_core::driver::capture::{OutputCap, Retention};
 use loopx_core::driver::classify::{self, Reading as OutputReading, END_OF_PROMPT};
 use loopx_core::driver::provider::{Launcher, Structured};
 use loopx_core::driver::session::TurnResult;
@@ -47,6 +49,7 @@ pub fn verify_claim(
     dir: &LoopDir,
     root: &Path,
     timeout: Duration,
+    cap: OutputCap,
     runner: &dyn TurnRunner,
     progress: &dyn Progress,
 ) -> Result<Option<bool>> {
@@ -66,7 +69,7 @@ pub fn verify_claim(
         env: vec![(env::LOOP_DIR, dir.root().into())],
         env_removed: &[],
         stdin: None,
-        output: Output::Log(log),
+        output: Output::Log { file: log, cap },
         timeout,
         record: Record {
             logs: logs.clone(),
@@ -94,6 +97,21 @@ pub fn verify_claim(
         progress,
         || super::settle_claim(dir, iteration, check.clone(), &name),
     )?))
+}
+
+/// Apply the driver logs' retention after a settled turn. A sweep that
+/// fails costs disk, not the run: it is said, and tried again next turn.
+fn sweep_logs(dir: &LoopDir, logs: &Path, progress: &dyn Progress) {
+    let open = dir
+        .driver()
+        .ok()
+        .and_then(|(_, state)| state.open.map(|intent| intent.log));
+    if let Err(error) = capture::sweep_logs(logs, open.as_deref(), Retention::DEFAULT) {
+        progress.say(&format!(
+            "warning: old driver logs in {} could not be removed ({error}); they are tried again after the next turn",
+            logs.display()
+        ));
+    }
 }
 
 /// The fingerprint of the candidate pending review, if any.
@@ -220,7 +238,10 @@ pub fn run_turn(
         env: agent_env(dir, options, &dispatch_id, provider_name)?,
         env_removed: &[],
         stdin,
-        output: Output::Log(log),
+        output: Output::Log {
+            file: log,
+            cap: options.output_cap,
+        },
         timeout: options.iteration_timeout,
         record: Record {
             logs: logs.to_path_buf(),
@@ -230,6 +251,11 @@ pub fn run_turn(
     progress.running(None);
     let ran = ran?;
     failpoint::reached("drive.after_agent");
+    let truncation = (ran.dropped > 0).then(|| {
+        let note = options.output_cap.truncation_note(ran.dropped, &log_name);
+        progress.say(&format!("iteration {iteration} [{provider_name}]: {note}"));
+        note
+    });
 
     let output = super::agent_log(dir, &log_name);
     let structured = launcher.map_or(Structured::Text, |l| l.structured);
@@ -272,7 +298,11 @@ pub fn run_turn(
         exit_status: ran.exit_status,
         usage: read.usage.clone(),
         settled_at: clock::now(),
-        note: read.reported_error.clone().unwrap_or_default(),
+        note: [read.reported_error.clone(), truncation]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join("; "),
     };
     through_outages(dir, on, "charging and settling the turn", progress, || {
         super::settle_turn(dir, &read, settlement.clone())
@@ -280,6 +310,7 @@ pub fn run_turn(
     let _ = std::fs::remove_file(super::record_path(logs, &dispatch_id));
     failpoint::reached("drive.after_settle");
     super::turn_finished(dir);
+    sweep_logs(dir, logs, progress);
     let usd = if read.usage.usd > 0.0 {
         format!(", ${:.4}", read.usage.usd)
     } else {

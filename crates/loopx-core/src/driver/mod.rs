@@ -6,6 +6,7 @@
 //! workspace and says what is safe: settle without re-running, cancel, or
 //! stop and let a person look.
 
+pub mod capture;
 pub mod classify;
 pub mod provider;
 pub mod session;

@@ -10,6 +10,7 @@ use loopx_app::driver;
 use loopx_app::driver::options::{Options, Progress, Target};
 use loopx_app::driver::run::{self as drive, Misdirected};
 use loopx_app::loop_dir::LoopDir;
+use loopx_core::driver::capture::{OutputCap, CAP_ENV};
 use loopx_core::driver::provider;
 use loopx_core::driver::session::{Exit, Limits};
 use loopx_core::driver::RecoveryPlan;
@@ -80,6 +81,14 @@ pub struct DriveArgs {
     /// only with AAS_AUTOLOOP_EXTERNAL_PANEL_EGRESS=allow; see `loopx panel --help`.
     #[arg(long, value_enum, default_value = "auto")]
     pub panel: PanelSwitch,
+    /// The most of a turn's output (stdout and stderr) its log in
+    /// driver_logs/ keeps: bytes, or with K, M or G (powers of 1024). Past
+    /// it the first and last halves are kept and a line says how much was
+    /// dropped between; the turn's settlement notes it. Default 16M, or
+    /// LOOPX_MAX_TURN_OUTPUT. The newest 200 logs, at most 1 GiB of them,
+    /// are kept (older ones are removed after each turn).
+    #[arg(long, value_name = "BYTES")]
+    pub max_turn_output: Option<String>,
 }
 
 /// `--panel`.
@@ -176,6 +185,10 @@ pub fn drive(args: &DriveArgs, store: Option<&str>) -> Result<Reply> {
             "--max-failures and --iteration-timeout must be positive".into(),
         ));
     }
+    let output_cap = match turn_output_cap(args.max_turn_output.as_deref()) {
+        Ok(cap) => cap,
+        Err(message) => return Ok(bad_arguments(message)),
+    };
     let target = match &args.cmd {
         Some(cmd) if cmd.trim().is_empty() => {
             return Ok(bad_arguments("--cmd must not be empty".into()))
@@ -198,6 +211,7 @@ pub fn drive(args: &DriveArgs, store: Option<&str>) -> Result<Reply> {
         max_iterations: args.max_iterations,
         pause_poll: Duration::from_secs(5),
         panel: args.panel.into(),
+        output_cap,
     };
     let dir = match LoopDir::open(args.dir.at(store), Access::ReadWrite) {
         Ok(dir) => dir,
@@ -246,6 +260,12 @@ pub fn drive(args: &DriveArgs, store: Option<&str>) -> Result<Reply> {
         text,
         code: ended.exit.code(),
     })
+}
+
+/// `--max-turn-output`, else `LOOPX_MAX_TURN_OUTPUT`, else the default.
+fn turn_output_cap(flag: Option<&str>) -> Result<OutputCap, String> {
+    let env = std::env::var(CAP_ENV).ok();
+    OutputCap::resolve(flag, env.as_deref())
 }
 
 fn bad_arguments(message: String) -> Reply {
@@ -427,8 +447,15 @@ pub fn verify(args: &VerifyArgs, store: Option<&str>) -> Result<Reply> {
     let root = args.root.clone().unwrap_or(std::env::current_dir()?);
     loopx_app::platform::catch_stop_signals()?;
     let timeout = Duration::from_secs(args.timeout.max(1));
-    let outcome =
-        loopx_app::driver::turn::verify_claim(&dir, &root, timeout, &Plain, &Terminal::default())?;
+    let cap = turn_output_cap(None).map_err(anyhow::Error::msg)?;
+    let outcome = loopx_app::driver::turn::verify_claim(
+        &dir,
+        &root,
+        timeout,
+        cap,
+        &Plain,
+        &Terminal::default(),
+    )?;
     let status = dir.read()?.ledger.status;
     let (text, code) = match outcome {
         None => ("no success claim is pending".to_owned(), 0),

@@ -8,10 +8,18 @@
 //! SIGTERM, gives it [`GRACE`] to do so, then kills it; a second signal
 //! kills at once. No process is started once a stop signal has come.
 //!
+//! Its output always comes through a pipe the runner reads: a reviewer's
+//! stdout is kept up to a limit, a turn's stdout and stderr go to its log
+//! within the turn's cap (`loopx_app::driver::capture::BoundedLog`), so a
+//! flooding process is never blocked and never fills the disk. (A process
+//! that outlives a SIGKILLed driver therefore gets a broken pipe when it
+//! next writes.)
+//!
 //! Not here: what the process is for or what its output means (the turn
 //! protocol in `loopx_app::driver`, the panel, the core's classifier).
 
 use anyhow::{bail, Context as _, Result};
+use loopx_app::driver::capture::BoundedLog;
 use loopx_app::driver::runner::{Output, Process, ProcessOutcome, TurnRunner};
 use loopx_app::driver::{agent_identity, record_path, write_record};
 use loopx_app::platform;
@@ -44,11 +52,40 @@ const WATCH: Duration = Duration::from_millis(50);
 /// could keep the pipe open longer, and it is not waited for.
 const DRAIN: Duration = Duration::from_secs(2);
 
-/// The head of a process's stdout, and whether there was more.
-#[derive(Default)]
-struct Captured {
-    bytes: Vec<u8>,
-    truncated: bool,
+/// Where the runner puts what a process prints.
+enum Sink {
+    /// The head of its stdout, and whether there was more.
+    Head {
+        bytes: Vec<u8>,
+        limit: usize,
+        truncated: bool,
+    },
+    /// Its log; `None` once finished (a writer that escaped the sweep is
+    /// not written any more).
+    Log(Option<BoundedLog>),
+}
+
+impl Sink {
+    fn take(&mut self, chunk: &[u8]) {
+        match self {
+            Sink::Head {
+                bytes,
+                limit,
+                truncated,
+            } => {
+                let room = limit.saturating_sub(bytes.len());
+                bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                *truncated |= chunk.len() > room;
+            }
+            // A log that cannot be written (a full disk) loses output, not
+            // the turn: the process is still read, never blocked.
+            Sink::Log(log) => {
+                if let Some(log) = log {
+                    let _ = log.write(chunk);
+                }
+            }
+        }
+    }
 }
 
 fn run_bounded(process: Process) -> Result<ProcessOutcome> {
@@ -67,14 +104,21 @@ fn run_bounded(process: Process) -> Result<ProcessOutcome> {
     for name in process.env_removed {
         command.env_remove(name);
     }
-    let capture = match process.output {
-        Output::Log(log) => {
-            command.stdout(log.try_clone()?).stderr(log);
-            None
+    let (sink, log_pipe) = match process.output {
+        Output::Log { file, cap } => {
+            // One pipe for both, so their lines interleave as in a file.
+            let (reader, writer) = std::io::pipe()?;
+            command.stdout(writer.try_clone()?).stderr(writer);
+            (Sink::Log(Some(BoundedLog::new(file, cap))), Some(reader))
         }
         Output::Capture { limit } => {
             command.stdout(Stdio::piped()).stderr(Stdio::null());
-            Some(limit)
+            let sink = Sink::Head {
+                bytes: Vec::new(),
+                limit,
+                truncated: false,
+            };
+            (sink, None)
         }
     };
     // Whatever the process detaches (setsid, double forks) is re-parented
@@ -102,21 +146,29 @@ fn run_bounded(process: Process) -> Result<ProcessOutcome> {
             record_path(&process.record.logs, &process.record.name).display()
         )
     })?;
+    // The command holds the write end of the log's pipe: closed here, so
+    // the pipe ends when the process and its children are gone.
+    drop(command);
     let pgid = child.id();
     if let (Some(prompt), Some(mut pipe)) = (process.stdin, child.stdin.take()) {
         std::thread::spawn(move || {
             let _ = pipe.write_all(prompt.as_bytes());
         });
     }
-    let capture = capture.zip(child.stdout.take()).map(|(limit, pipe)| {
-        let shared = Arc::new(Mutex::new(Captured::default()));
+    let pipe: Option<Box<dyn std::io::Read + Send>> = match (log_pipe, child.stdout.take()) {
+        (Some(reader), _) => Some(Box::new(reader)),
+        (None, Some(stdout)) => Some(Box::new(stdout)),
+        (None, None) => None,
+    };
+    let shared = Arc::new(Mutex::new(sink));
+    let drained = pipe.map(|pipe| {
         let (done, drained) = std::sync::mpsc::channel();
         let writer = Arc::clone(&shared);
         std::thread::spawn(move || {
-            read_head(pipe, limit, &writer);
+            read_into(pipe, &writer);
             let _ = done.send(());
         });
-        (shared, drained)
+        drained
     });
     let (send, receive) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -161,26 +213,36 @@ fn run_bounded(process: Process) -> Result<ProcessOutcome> {
     // group or detached from it.
     platform::kill_group(pgid);
     platform::kill_adopted(&[]);
-    let captured = capture
-        .map(|(shared, drained)| {
-            let _ = drained.recv_timeout(DRAIN);
-            let mut held = shared.lock().unwrap_or_else(|p| p.into_inner());
-            std::mem::take(&mut *held)
-        })
-        .unwrap_or_default();
-    Ok(ProcessOutcome {
+    if let Some(drained) = drained {
+        let _ = drained.recv_timeout(DRAIN);
+    }
+    let mut outcome = ProcessOutcome {
         exit_status: status.code(),
         timed_out,
         stopped_by: stopping.map(|(signal, _)| signal),
         elapsed: started.elapsed(),
-        captured: captured.bytes,
-        truncated: captured.truncated,
-    })
+        ..ProcessOutcome::default()
+    };
+    let mut held = shared.lock().unwrap_or_else(|p| p.into_inner());
+    match &mut *held {
+        Sink::Head {
+            bytes, truncated, ..
+        } => {
+            outcome.captured = std::mem::take(bytes);
+            outcome.truncated = *truncated;
+        }
+        Sink::Log(log) => {
+            if let Some(log) = log.take() {
+                outcome.dropped = log.finish().context("cannot finish the turn's log")?;
+                outcome.truncated = outcome.dropped > 0;
+            }
+        }
+    }
+    Ok(outcome)
 }
 
-/// Keep the first `limit` bytes of `pipe` in `into`; read the rest to its
-/// end and drop it.
-fn read_head(mut pipe: impl std::io::Read, limit: usize, into: &Mutex<Captured>) {
+/// Read `pipe` to its end into `sink`.
+fn read_into(mut pipe: impl std::io::Read, sink: &Mutex<Sink>) {
     let mut buffer = [0u8; 64 * 1024];
     loop {
         let n = match pipe.read(&mut buffer) {
@@ -189,11 +251,8 @@ fn read_head(mut pipe: impl std::io::Read, limit: usize, into: &Mutex<Captured>)
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => return,
         };
-        let mut held = into.lock().unwrap_or_else(|p| p.into_inner());
-        let room = limit.saturating_sub(held.bytes.len());
-        held.bytes.extend_from_slice(&buffer[..n.min(room)]);
-        if n > room {
-            held.truncated = true;
-        }
+        sink.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take(&buffer[..n]);
     }
 }
