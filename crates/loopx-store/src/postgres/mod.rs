@@ -38,6 +38,8 @@
 //!
 //! [`PostgresStore::import`] copies a whole loop from another store (what
 //! `loopx migrate --from-dir` is built on).
+//!
+//! TLS is libpq's `sslmode` and `sslrootcert`, through rustls (see [`tls`]).
 
 use crate::sqlite::Access;
 use crate::{
@@ -47,11 +49,15 @@ use crate::{
 use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::error::SqlState;
 use postgres::types::Type;
-use postgres::{Client, Config, GenericClient, NoTls, Statement};
+use postgres::{Client, Config, GenericClient, Statement};
 use std::cell::{Cell, RefCell, RefMut};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
+use tls::TlsSettings;
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+pub mod tls;
 
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_journal.sql"),
@@ -83,6 +89,8 @@ pub struct PostgresStore {
     client: RefCell<Client>,
     /// How to connect again when the server went away.
     config: Config,
+    /// The TLS the locator asked for, set up once.
+    tls: MakeRustlsConnect,
     /// What a replacement connection must check and set up: the access
     /// it was opened with (`None`: `connect`, for `migrate`, checks no
     /// schema).
@@ -154,7 +162,7 @@ impl PostgresStore {
                     "the connection was lost during a consistent read; nothing was committed by this command; retry when the server is back",
                 ));
             }
-            let mut fresh = self.config.connect(NoTls).map_err(|e| {
+            let mut fresh = self.config.connect(self.tls.clone()).map_err(|e| {
                 self.unavailable(&format!(
                     "{}; check that the server is running and reachable, then retry",
                     self.scrub(describe(&e))
@@ -190,26 +198,34 @@ impl PostgresStore {
             Some(secret) if !secret.is_empty() => text.replace(secret, "…"),
             _ => text,
         };
-        let mut config: Config =
-            url.parse()
-                .map_err(|e: postgres::Error| StoreError::BadLocator {
-                    locator: location.to_owned(),
-                    reason: scrub(e.to_string()),
-                })?;
+        let bad_locator = |reason: String| StoreError::BadLocator {
+            locator: location.to_owned(),
+            reason: scrub(reason),
+        };
+        let (url, tls) =
+            TlsSettings::split(url, |name| std::env::var(name).ok()).map_err(bad_locator)?;
+        let connector = tls.connector().map_err(bad_locator)?;
+        let mut config: Config = url
+            .parse()
+            .map_err(|e: postgres::Error| bad_locator(e.to_string()))?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
         config.application_name("loopx");
-        let client = config.connect(NoTls).map_err(|e| StoreError::Unavailable {
-            location: location.to_owned(),
-            reason: format!(
-                "{}; check that the server is running and reachable, then retry",
-                scrub(describe(&e))
-            ),
-        })?;
+        let client = config
+            .connect(connector.clone())
+            .map_err(|e| StoreError::Unavailable {
+                location: location.to_owned(),
+                reason: format!(
+                    "{}; check that the server is running and reachable{}, then retry",
+                    scrub(describe(&e)),
+                    tls.hint()
+                ),
+            })?;
         Ok(PostgresStore {
             client: RefCell::new(client),
             config,
+            tls: connector,
             access: Cell::new(None),
             broken: Cell::new(false),
             consistent_read: Cell::new(false),
