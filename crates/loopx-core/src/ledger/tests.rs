@@ -2,10 +2,12 @@
 
 use super::arbiter::{arbitrate, Sentinels};
 use super::audit::Auditor;
-use super::budget::Budget;
+use super::budget::{Budget, Spent};
 use super::proof::tests::MemoryFiles;
+use super::vocabulary::{Decision, GoalFocusMode, LoopStatus, Mode};
 use super::*;
 use crate::digest::canonical_json;
+use crate::operation::{OperationId, Owner};
 use jiff::{SignedDuration, Timestamp};
 use proptest::prelude::*;
 
