@@ -1,0 +1,172 @@
+//! Before a panel run: what the phase reviews (the pending candidate, or
+//! the plan awaiting a strategy review), every check that can refuse it
+//! (consent, invitations, attempts left), and the attempts already spent,
+//! for the driver's step. Writes nothing and spawns nothing. Not here:
+//! the run itself (`run.rs`).
+
+use super::config::{load_config, refused};
+use crate::focus::candidate::{self, family_of};
+use crate::focus::strategy;
+use crate::loop_dir::{LoopDir, Place};
+use crate::AppError;
+use loopx_core::digest::Digest;
+use loopx_core::driver::provider::Family;
+use loopx_core::driver::step::PanelBudget;
+use loopx_core::focus::candidate::Held;
+use loopx_core::focus::strategy::StrategyBrief;
+use loopx_core::ledger::vocabulary::GoalFocusMode;
+use loopx_core::panel::attempts::{AttemptOwner, Attempts, ATTEMPTS_STREAM};
+use loopx_core::panel::config;
+use loopx_core::panel::{
+    brief, consent, PanelConfig, PanelProblem, Phase, EGRESS_ENV, PROVIDERS_ENV,
+};
+use loopx_store::sqlite::Access;
+
+fn attempts(dir: &LoopDir) -> anyhow::Result<Attempts> {
+    Ok(dir
+        .authority()
+        .load::<AttemptOwner>(ATTEMPTS_STREAM)?
+        .state
+        .unwrap_or_default())
+}
+
+/// The panel's attempts in `phase` on `subject` (the pending candidate's
+/// fingerprint, or the fingerprint of the plan awaiting strategy review),
+/// for the driver's step.
+pub fn budget(dir: &LoopDir, phase: Phase, subject: &Digest) -> Result<PanelBudget, AppError> {
+    let max = load_config(dir)?.unwrap_or_default().max_attempts;
+    let used = attempts(dir)?.used(phase, subject);
+    Ok(PanelBudget { used, max })
+}
+
+/// What a phase reviews.
+pub(super) enum Subject {
+    /// The pending candidate.
+    Candidate(Box<Held>),
+    /// The plan awaiting a strategy review, as its brief shows it, and the
+    /// executor named on the command line (if any).
+    Direction {
+        brief: Box<StrategyBrief>,
+        executor: Option<String>,
+    },
+}
+
+impl Subject {
+    pub(super) fn fingerprint(&self) -> Digest {
+        match self {
+            Subject::Candidate(held) => held.fingerprint.clone(),
+            Subject::Direction { brief, .. } => brief.bind.current_plan.fingerprint.clone(),
+        }
+    }
+
+    pub(super) fn executor_family(&self) -> Family {
+        match self {
+            Subject::Candidate(held) => held.candidate.executor_family,
+            Subject::Direction { brief, .. } => brief.executor.family,
+        }
+    }
+
+    /// What `reviewer` is sent.
+    pub(super) fn brief(&self, reviewer: &str) -> String {
+        match self {
+            Subject::Candidate(held) => {
+                brief::result_review(&held.candidate, &held.fingerprint, reviewer)
+            }
+            Subject::Direction { brief, .. } => brief::strategy_review(brief, reviewer),
+        }
+    }
+}
+
+/// A panel run that passed every check and has written nothing yet.
+pub struct Prepared {
+    pub(super) dir: LoopDir,
+    pub(super) phase: Phase,
+    pub(super) subject: Subject,
+    pub(super) config: PanelConfig,
+    pub(super) invitation: config::Invitation,
+    /// The attempt ledger as it stood when the run began: the attempts
+    /// already spent on the subject, and how long reviews took lately.
+    pub(super) attempts: Attempts,
+}
+
+impl Prepared {
+    /// The loop it runs on.
+    pub fn dir(&self) -> &LoopDir {
+        &self.dir
+    }
+}
+
+/// The pending candidate, or why no result review can run.
+fn pending_candidate(dir: &LoopDir, mode: GoalFocusMode) -> Result<Held, AppError> {
+    let slot = candidate::slot(dir)?.unwrap_or_default();
+    if let Some(q) = &slot.quarantine {
+        return Err(AppError::refused(format!(
+            "candidate {} is quarantined: no reviewer runs on it until a person releases it (`loopx goal-focus recover-quarantine`)",
+            q.fingerprint
+        )));
+    }
+    slot.pending.ok_or_else(|| {
+        let why = match mode {
+            GoalFocusMode::Enforce => "nothing is pending",
+            _ => "only an enforce-mode loop stages candidates",
+        };
+        AppError::refused(format!(
+            "no candidate awaits a result review in {} ({why}): `loopx goal-focus status` shows the candidate stream",
+            dir.display()
+        ))
+    })
+}
+
+/// Check that `phase` can run on the loop at `root`, writing nothing and
+/// spawning nothing: refused when nothing awaits that review (no pending
+/// candidate; no plan awaiting a strategy review, or an unknown executor),
+/// panel.json is invalid, enforce mode lacks the egress consent, nobody
+/// can be invited, or no attempt is left. `executor` names the executor's
+/// provider for a strategy review when no driver has.
+pub fn prepare(
+    root: Place<'_>,
+    phase: Phase,
+    executor: Option<&str>,
+) -> Result<Prepared, AppError> {
+    let dir = LoopDir::open(root, Access::ReadWrite)?;
+    let mode = dir.read()?.ledger.config.goal_focus_mode;
+    let subject = match phase {
+        Phase::ResultReview => Subject::Candidate(Box::new(pending_candidate(&dir, mode)?)),
+        Phase::StrategyReview => Subject::Direction {
+            brief: Box::new(strategy::brief(root, executor)?.brief),
+            executor: executor.map(str::to_owned),
+        },
+    };
+    let config = load_config(&dir)?.unwrap_or_default();
+    consent(mode, std::env::var(EGRESS_ENV).ok().as_deref()).map_err(refused)?;
+    let invitation = config::invite(
+        &config,
+        std::env::var(PROVIDERS_ENV).ok().as_deref(),
+        subject.executor_family(),
+        family_of,
+        mode == GoalFocusMode::Enforce,
+    )
+    .map_err(refused)?;
+    if invitation.invited.is_empty() {
+        return Err(refused(PanelProblem::NobodyInvited(
+            invitation.why_nobody(),
+        )));
+    }
+    let fingerprint = subject.fingerprint();
+    let attempts = attempts(&dir)?;
+    if attempts.used(phase, &fingerprint) >= config.max_attempts {
+        return Err(refused(PanelProblem::Exhausted {
+            phase: phase.name(),
+            subject: fingerprint.to_string(),
+            max: config.max_attempts,
+        }));
+    }
+    Ok(Prepared {
+        dir,
+        phase,
+        subject,
+        config,
+        invitation,
+        attempts,
+    })
+}
