@@ -112,11 +112,27 @@ impl StoreAudit {
 pub struct Place<'a> {
     pub dir: &'a Path,
     pub store: Option<&'a str>,
+    /// The loop (its run id) the caller is bound to, if any: a store that
+    /// now holds another loop (a database swapped under a long-lived
+    /// server) is refused rather than served.
+    pub run_id: Option<&'a str>,
 }
 
 impl<'a> Place<'a> {
     pub fn new(dir: &'a Path, store: Option<&'a str>) -> Self {
-        Place { dir, store }
+        Place {
+            dir,
+            store,
+            run_id: None,
+        }
+    }
+
+    /// The same place, opened only while it holds the loop `run_id`.
+    pub fn bound_to(self, run_id: &'a str) -> Self {
+        Place {
+            run_id: Some(run_id),
+            ..self
+        }
     }
 
     /// The store's locator, parsed; `None` for the directory's own file.
@@ -137,19 +153,27 @@ pub fn store_locator(store: Option<&str>) -> Result<Option<Locator>> {
 impl LoopDir {
     /// Open an existing loop at `place`. Never creates anything.
     pub fn open(place: Place<'_>, access: Access) -> Result<Self> {
-        match place.locator()? {
-            Some(locator) => Self::open_at(place.dir, &locator, access),
-            None => Self::open_own_database(place.dir, access),
+        let dir = match place.locator()? {
+            Some(locator) => Self::open_at(place.dir, &locator, access)?,
+            None => Self::open_own_database(place.dir, access)?,
+        };
+        if let Some(expected) = place.run_id {
+            let found = dir.read()?.ledger.run_id;
+            if found != expected {
+                return Err(crate::AppError::refused(format!(
+                    "the store at {} now holds loop {found}, not loop {expected} this process was started for (was the database replaced?); nothing was read or written: restart the process to serve the loop that is there now",
+                    dir.store_location()
+                ))
+                .into());
+            }
         }
+        Ok(dir)
     }
 
     /// Where this loop is, as it was opened: to open it again (a use case
     /// that needs another access mode).
     pub fn place(&self) -> Place<'_> {
-        Place {
-            dir: &self.root,
-            store: self.store_text.as_deref(),
-        }
+        Place::new(&self.root, self.store_text.as_deref())
     }
 
     /// Open the loop whose state is the directory's own `loopx.sqlite`

@@ -641,3 +641,43 @@ fn every_line_gets_a_reply_whatever_it_holds() {
         TOOLS.len()
     );
 }
+
+#[tokio::test]
+async fn a_server_refuses_a_database_swapped_under_it_for_another_loop() {
+    let f = setup();
+    let client = f.mcp("a").await;
+    let before = ok(&client, "status", json!({})).await;
+    // Another loop's database, moved into this loop's place while the
+    // server runs (as a restore from the wrong backup would).
+    let other = Fixture::new();
+    other.init(5, &[]);
+    for name in ["loopx.sqlite", "loopx.sqlite-wal", "loopx.sqlite-shm"] {
+        let _ = std::fs::remove_file(f.dir.join(name));
+        if other.dir.join(name).exists() {
+            std::fs::copy(other.dir.join(name), f.dir.join(name)).unwrap();
+        }
+    }
+    let swapped = common::fingerprint(&f.dir);
+    for (tool, arguments) in [
+        ("status", json!({})),
+        (
+            "claim_todo",
+            json!({"todo_id": "t1", "ttl_seconds": 600, "operation_id": "c1"}),
+        ),
+        (
+            "append_iteration",
+            json!({"mode": "monitor", "objective": "o", "decision": "continue", "operation_id": "a1"}),
+        ),
+    ] {
+        let body = failed(&client, tool, arguments, "refused").await;
+        let error = body["error"].as_str().unwrap_or_default();
+        assert!(error.contains("not loop"), "{tool}: {body}");
+        assert!(
+            error.contains(before["run_id"].as_str().unwrap()),
+            "{tool}: {body} / {before}"
+        );
+    }
+    // Nothing of the other loop was read into, or written to.
+    assert_eq!(common::fingerprint(&f.dir), swapped);
+    client.cancel().await.unwrap();
+}

@@ -39,6 +39,7 @@ pub fn mcp(args: &McpArgs, store: Option<&str>) -> Result<Reply> {
         actor: args.goal.actor()?,
         dispatch_id: args.dispatch_id.clone(),
         executor_provider: args.executor_provider.clone(),
+        run_id: std::sync::OnceLock::new(),
     })?;
     Ok(Reply::ok(
         serde_json::json!({"status": "ok", "action": "mcp"}),

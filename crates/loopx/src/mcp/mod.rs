@@ -15,7 +15,9 @@ mod stdio;
 mod tools;
 
 use anyhow::{Context as _, Result};
+use loopx_app::loop_dir::{LoopDir, Place};
 use loopx_core::goal::Actor;
+use loopx_store::sqlite::Access;
 use rmcp::ServiceExt as _;
 use std::path::PathBuf;
 
@@ -34,12 +36,28 @@ pub struct Binding {
     pub dispatch_id: String,
     /// The agent provider that runs this turn, recorded with iterations.
     pub executor_provider: String,
+    /// The loop's run id, read when a tool first finds the loop: from then
+    /// on the server serves that loop only, whatever is put in its place.
+    pub run_id: std::sync::OnceLock<String>,
 }
 
 impl Binding {
-    /// The loop this server is bound to.
-    pub fn place(&self) -> loopx_app::loop_dir::Place<'_> {
-        loopx_app::loop_dir::Place::new(&self.dir, self.store.as_deref())
+    /// The loop this server is bound to: the first call that finds it
+    /// there fixes which loop that is (its run id), and every later one is
+    /// refused if the store now holds another.
+    pub fn place(&self) -> anyhow::Result<Place<'_>> {
+        let place = Place::new(&self.dir, self.store.as_deref());
+        if self.run_id.get().is_none() {
+            let run_id = LoopDir::open(place, Access::ReadOnly)?
+                .read()?
+                .ledger
+                .run_id;
+            let _ = self.run_id.set(run_id);
+        }
+        Ok(match self.run_id.get() {
+            Some(run_id) => place.bound_to(run_id),
+            None => place,
+        })
     }
 }
 

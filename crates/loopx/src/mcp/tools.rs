@@ -176,7 +176,10 @@ impl Tools {
     /// A read-only use case on the bound loop.
     fn read<T: Serialize>(&self, case: impl FnOnce(&LoopDir) -> Result<T>) -> ToolResult {
         tool_result(
-            LoopDir::open(self.binding.place(), Access::ReadOnly).and_then(|dir| case(&dir)),
+            self.binding
+                .place()
+                .and_then(|place| LoopDir::open(place, Access::ReadOnly))
+                .and_then(|dir| case(&dir)),
         )
     }
 
@@ -192,7 +195,7 @@ impl Tools {
         tool_result((|| {
             let input = check()?;
             let op = operation::given_or_generated(Some(operation_id))?;
-            let dir = LoopDir::open(self.binding.place(), Access::ReadWrite)?;
+            let dir = LoopDir::open(self.binding.place()?, Access::ReadWrite)?;
             let target = GoalTarget {
                 goal_id: self.binding.goal_id.clone(),
                 actor: self.binding.actor.clone(),
@@ -411,7 +414,7 @@ impl Tools {
                 dispatch_id: self.binding.dispatch_id.clone(),
             })?;
             Ok(ledger::append_or_stage(
-                self.binding.place(),
+                self.binding.place()?,
                 Some(&operation_id),
                 report,
                 // An agent states no executor: its dispatch names it.
