@@ -337,7 +337,7 @@ fn on_a_full_disk_a_command_exits_zero_if_and_only_if_it_committed() {
     let _tmpfs = match Tmpfs::mount(&mount, "3m") {
         Ok(tmpfs) => tmpfs,
         Err(why) => {
-            println!("skipped: cannot mount a tmpfs here ({why})");
+            common::skipped_without(&format!("cannot mount a tmpfs here ({why})"));
             return;
         }
     };
@@ -823,7 +823,7 @@ fn reads_work_in_a_read_only_directory_as_another_user() {
     std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).unwrap();
     let probe = as_nobody(&binary, "--version");
     if !probe.status.success() {
-        println!("skipped: cannot run as nobody ({})", stderr(&probe));
+        common::skipped_without(&format!("cannot run as nobody ({})", stderr(&probe)));
         return;
     }
     let chown = Command::new("chown")

@@ -438,7 +438,7 @@ fn inspector() -> Option<std::path::PathBuf> {
 #[test]
 fn the_official_inspector_lists_calls_and_replays() {
     let Some(inspector) = inspector() else {
-        eprintln!("mcp-inspector not installed (set LOOPX_MCP_INSPECTOR): skipped");
+        common::skipped_without("mcp-inspector is not installed (set LOOPX_MCP_INSPECTOR)");
         return;
     };
     let f = setup();

@@ -169,10 +169,10 @@ fn openssl(here: &Path, args: &[&str]) {
 }
 
 /// Start a receiver in `mode` (ok, drop_first, redirect); `None` (the test
-/// prints SKIPPED) when python3 or openssl is missing.
+/// says it skipped) when python3 or openssl is missing.
 fn receiver(here: &Path, mode: &str) -> Option<Receiver> {
     if !have("python3") || !have("openssl") {
-        eprintln!("SKIPPED: python3 and openssl are needed for the HTTPS receiver");
+        common::skipped_without("python3 and openssl are needed for the HTTPS receiver");
         return None;
     }
     std::fs::create_dir_all(here).unwrap();

@@ -496,7 +496,7 @@ fn an_explicit_token_overrides_the_file_and_writes_none() {
 /// printed) when this machine cannot.
 fn as_nobody(script: &str) -> Option<std::process::Output> {
     let unavailable = |why: &str| {
-        eprintln!("SKIPPED: the other-uid check needs {why}");
+        common::skipped_without(&format!("the other-uid check needs {why}"));
         None
     };
     if !std::path::Path::new("/usr/bin/curl").exists() {
