@@ -12,6 +12,7 @@
 //! authority (`loopx-store`). Platform detail (process groups, locks,
 //! randomness) is fenced in [`platform`].
 
+pub mod agent_cmd;
 pub mod all_loops;
 pub mod arming;
 pub mod backup;

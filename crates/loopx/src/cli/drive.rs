@@ -6,6 +6,7 @@ use super::Reply;
 use crate::process::Plain;
 use anyhow::Result;
 use clap::Args;
+use loopx_app::agent_cmd::{agent_commands, Asked, ProviderCommand};
 use loopx_app::driver;
 use loopx_app::driver::options::{Options, Progress, Target};
 use loopx_app::driver::run::{self as drive, Misdirected};
@@ -283,110 +284,98 @@ fn bad_arguments_of(action: &str, message: String) -> Reply {
 }
 
 pub fn agent_cmd(args: &AgentCmdArgs, store: Option<&str>) -> Result<Reply> {
-    let known: Vec<&provider::Provider> = if args.provider == "all" {
-        provider::PROVIDERS.iter().collect()
-    } else if let Some(one) = provider::find(&args.provider) {
-        vec![one]
-    } else {
-        let message = format!(
-            "unknown provider {:?}; known: {}, or all",
-            args.provider,
-            provider::names().join(", ")
-        );
-        return Ok(bad_arguments_of("agent-cmd", message));
+    let asked = match args.provider.as_str() {
+        "all" => Asked::All,
+        name if provider::find(name).is_none() => {
+            let message = format!(
+                "unknown provider {name:?}; known: {}, or all",
+                provider::names().join(", ")
+            );
+            return Ok(bad_arguments_of("agent-cmd", message));
+        }
+        name => Asked::One(name),
     };
     let dir = LoopDir::open(args.dir.at(store), Access::ReadOnly)?;
     let root = args.root.clone().unwrap_or(std::env::current_dir()?);
-    let root = root.display().to_string();
-    let prompt = dir.task_body(goal::DEFAULT_GOAL_ID, &Actor::Agent("agent".into()))?;
-    let env = |name: &str| std::env::var(name).ok();
-    let mut entries = serde_json::Map::new();
-    let mut lines = Vec::new();
-    for each in &known {
-        let family = provider::family(each, env);
-        let resolved = loopx_app::launchers::installed_launcher(each);
-        let wanted: Vec<&str> = each.launchers.iter().map(|l| l.binary).collect();
-        let error = format!("none of {} is on PATH", wanted.join(", "));
-        let launcher = match resolved {
-            Some(launcher) => launcher,
-            // Printing a command and its prompt runs nothing, so it needs
-            // no binary: show the first launcher's command with a warning.
-            None if args.print_prompt => {
-                eprintln!(
-                    "warning: provider {} unavailable: {error}; `loopx drive --provider {}` would exit {} until one is installed",
-                    each.name, each.name, Exit::ProviderUnavailable.code()
-                );
-                &each.launchers[0]
-            }
-            None => {
-                lines.push(format!(
-                    "# {} ({}): unavailable: {error}",
-                    each.name,
-                    family.name()
-                ));
-                entries.insert(
-                    each.name.into(),
-                    json!({"binary_found": false, "family": family, "exit_code": Exit::ProviderUnavailable.code(), "error": error}),
-                );
-                continue;
-            }
-        };
-        let argv = launcher.argv("<prompt>", &root);
-        let quoted: Vec<String> = std::iter::once(launcher.binary.to_owned())
-            .chain(argv.iter().map(|a| {
-                if a.contains(' ') || a.contains('<') || a.contains('"') {
-                    format!("'{a}'")
-                } else {
-                    a.clone()
-                }
-            }))
-            .collect();
-        lines.push(if known.len() == 1 {
-            quoted.join(" ")
-        } else {
-            format!("# {} ({})\n{}", each.name, family.name(), quoted.join(" "))
-        });
-        let found = resolved.is_some();
-        entries.insert(
-            each.name.into(),
-            json!({"binary_found": found, "binary": loopx_app::platform::which(launcher.binary), "argv": argv,
-                   "family": family, "warning": (!found).then_some(&error)}),
-        );
-    }
-    let mut text = lines.join("\n");
-    if args.print_prompt {
-        text.push_str(&format!("\n\n{prompt}"));
-    }
-    let prompt_json = args.print_prompt.then_some(prompt.clone());
-    if let [only] = known.as_slice() {
-        let entry = &entries[only.name];
-        if entry["binary_found"] == false && !args.print_prompt {
-            let mut json = entry.clone();
+    let view = agent_commands(&dir, asked, &root, args.print_prompt)?;
+    let prompt_json = args.print_prompt.then_some(view.prompt.as_str());
+    if let [only] = view.providers.as_slice() {
+        let mut json = serde_json::to_value(only)?;
+        if let (Some(error), false) = (&only.error, only.available()) {
             json["status"] = "failed".into();
             json["action"] = "agent-cmd".into();
-            json["provider"] = only.name.into();
+            json["provider"] = only.provider.into();
+            let text = format!("provider {} unavailable: {error}", only.provider);
             return Ok(Reply {
                 json,
-                text: format!(
-                    "provider {} unavailable: {}",
-                    only.name,
-                    entry["error"].as_str().unwrap_or("")
-                ),
+                text,
                 code: Exit::ProviderUnavailable.code(),
             });
         }
-        let json = json!({
-            "status": "ok", "action": "agent-cmd", "provider": only.name, "binary": entry["binary"],
-            "argv": entry["argv"], "family": entry["family"], "warning": entry["warning"],
-            "prompt_bytes": prompt.len(), "prompt": prompt_json,
-        });
+        if let Some(warning) = &only.warning {
+            eprintln!(
+                "warning: provider {} unavailable: {warning}; `loopx drive --provider {}` would exit {} until one is installed",
+                only.provider,
+                only.provider,
+                Exit::ProviderUnavailable.code()
+            );
+        }
+        json["status"] = "ok".into();
+        json["action"] = "agent-cmd".into();
+        json["provider"] = only.provider.into();
+        json["prompt_bytes"] = view.prompt.len().into();
+        json["prompt"] = prompt_json.into();
+        let mut text = shell_line(only);
+        if args.print_prompt {
+            text.push_str(&format!("\n\n{}", view.prompt));
+        }
         return Ok(Reply::ok(json, text));
+    }
+    let mut entries = serde_json::Map::new();
+    let mut lines = Vec::new();
+    for each in &view.providers {
+        entries.insert(each.provider.into(), serde_json::to_value(each)?);
+        lines.push(match &each.error {
+            Some(error) => format!(
+                "# {} ({}): unavailable: {error}",
+                each.provider,
+                each.family.name()
+            ),
+            None => format!(
+                "# {} ({})\n{}",
+                each.provider,
+                each.family.name(),
+                shell_line(each)
+            ),
+        });
+    }
+    let mut text = lines.join("\n");
+    if args.print_prompt {
+        text.push_str(&format!("\n\n{}", view.prompt));
     }
     let json = json!({
         "status": "ok", "action": "agent-cmd", "provider": "all", "providers": entries,
-        "prompt_bytes": prompt.len(), "prompt": prompt_json,
+        "prompt_bytes": view.prompt.len(), "prompt": prompt_json,
     });
     Ok(Reply::ok(json, text))
+}
+
+/// A provider's command as a person would paste it into a shell.
+fn shell_line(command: &ProviderCommand) -> String {
+    let argv = command.argv.iter().flatten().map(|a| {
+        if a.contains(' ') || a.contains('<') || a.contains('"') {
+            format!("'{a}'")
+        } else {
+            a.clone()
+        }
+    });
+    command
+        .program
+        .map(str::to_owned)
+        .into_iter()
+        .chain(argv)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 pub fn recover(args: &RecoverArgs, store: Option<&str>) -> Result<Reply> {
