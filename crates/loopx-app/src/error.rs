@@ -8,48 +8,10 @@
 //! adapter-specific hints (a CLI flag, an HTTP header) are the adapter's to
 //! add.
 
-use loopx_core::driver::DriverError;
-use loopx_core::focus::candidate::CandidateError;
-use loopx_core::focus::FocusError;
-use loopx_core::goal::GoalError;
-use loopx_core::ledger::LedgerError;
-use loopx_store::{AuthorityError, StoreError};
-use serde::Serialize;
+use loopx_store::{Classified, StoreError};
 use serde_json::Value;
 
-/// What kind of failure this is, from the caller's point of view.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorClass {
-    /// The request was understood and refused by a rule; nothing was
-    /// written. Retrying the same request is refused again.
-    Refused,
-    /// The operation id was already used for a different request.
-    Conflict,
-    /// The request was prepared against a revision that is no longer
-    /// current: read again, then retry.
-    Stale,
-    /// The loop, goal, iteration or file asked for does not exist.
-    NotFound,
-    /// The store could not be reached or is busy; retrying later may work
-    /// and loses nothing.
-    Unavailable,
-    /// A bug or a damaged store: a person should look.
-    Internal,
-}
-
-impl ErrorClass {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorClass::Refused => "refused",
-            ErrorClass::Conflict => "conflict",
-            ErrorClass::Stale => "stale",
-            ErrorClass::NotFound => "not_found",
-            ErrorClass::Unavailable => "unavailable",
-            ErrorClass::Internal => "internal",
-        }
-    }
-}
+pub use loopx_core::error_class::{Classify, ErrorClass};
 
 /// A failed use case.
 #[derive(Debug, thiserror::Error)]
@@ -115,64 +77,11 @@ impl From<anyhow::Error> for AppError {
     }
 }
 
-fn of_store(error: &StoreError) -> ErrorClass {
-    match error {
-        StoreError::StaleRevision { .. } | StoreError::FenceMoved { .. } => ErrorClass::Stale,
-        StoreError::DuplicateOperation { .. } => ErrorClass::Conflict,
-        StoreError::Missing { .. } => ErrorClass::NotFound,
-        StoreError::TooOld { .. }
-        | StoreError::TooNew { .. }
-        | StoreError::NotMigrated { .. }
-        | StoreError::Unsupported { .. }
-        | StoreError::OrphanedLog { .. } => ErrorClass::Refused,
-        StoreError::Corrupt { .. } => ErrorClass::Internal,
-        StoreError::BadLocator { .. } | StoreError::Exists { .. } | StoreError::Occupied { .. } => {
-            ErrorClass::Refused
-        }
-        StoreError::Unavailable { .. } | StoreError::Backend(_) => ErrorClass::Unavailable,
-    }
-}
-
-fn of_authority<E>(error: &AuthorityError<E>) -> (ErrorClass, Option<Value>) {
-    match error {
-        AuthorityError::Rejected(_) => (ErrorClass::Refused, None),
-        AuthorityError::Conflict { .. } => (
-            ErrorClass::Conflict,
-            Some(serde_json::json!({"reason": "operation_conflict"})),
-        ),
-        AuthorityError::StaleBase { actual, .. } => (
-            ErrorClass::Stale,
-            Some(serde_json::json!({"reason": "stale", "current_revision": actual})),
-        ),
-        AuthorityError::Contended { .. } => (ErrorClass::Unavailable, None),
-        AuthorityError::PartiallyCommitted { .. } => (
-            ErrorClass::Conflict,
-            Some(serde_json::json!({"reason": "partially_committed"})),
-        ),
-        AuthorityError::Unreadable { .. } => (ErrorClass::Internal, None),
-        AuthorityError::Store(store) => (of_store(store), None),
-    }
-}
-
-/// The store error an error carries, directly or inside any owner's
-/// authority error, if any.
+/// The store error an error carries, under whatever wrapped it.
 fn store_cause(error: &anyhow::Error) -> Option<&StoreError> {
-    fn inside<'a, E: std::error::Error + Send + Sync + 'static>(
-        cause: &'a (dyn std::error::Error + 'static),
-    ) -> Option<&'a StoreError> {
-        match cause.downcast_ref::<AuthorityError<E>>()? {
-            AuthorityError::Store(store) => Some(store),
-            _ => None,
-        }
-    }
-    error.chain().find_map(|cause| {
-        cause
-            .downcast_ref::<StoreError>()
-            .or_else(|| inside::<LedgerError>(cause))
-            .or_else(|| inside::<GoalError>(cause))
-            .or_else(|| inside::<DriverError>(cause))
-            .or_else(|| inside::<loopx_store::Either<LedgerError, DriverError>>(cause))
-    })
+    error
+        .chain()
+        .find_map(|cause| cause.downcast_ref::<StoreError>())
 }
 
 /// The store was unreachable (a server down or restarting), as against
@@ -183,62 +92,30 @@ pub fn store_outage(error: &anyhow::Error) -> Option<&StoreError> {
     store_cause(error).filter(|e| matches!(e, StoreError::Unavailable { .. }))
 }
 
-/// Decide the class of an error from the typed causes it carries. Errors
-/// with no typed cause are internal: a use case that means "refused" says
-/// so with [`AppError::refused`].
+/// A refusal by an owner, returned by a use case without going through
+/// the authority (a check before anything is opened): carried with its
+/// class, as the authority's own errors are.
+pub fn refusal<E>(error: E) -> anyhow::Error
+where
+    E: Classify + std::fmt::Display + std::fmt::Debug + Send + Sync + 'static,
+{
+    anyhow::Error::new(Classified::new(error))
+}
+
+/// The class of an error: the one its first classified cause gave itself
+/// (an authority's or a store's failure, an owner's refusal). An error
+/// nothing classified is internal: a use case that means "refused" says so
+/// with [`AppError::refused`].
 fn classify(error: &anyhow::Error) -> (ErrorClass, Option<Value>) {
     for cause in error.chain() {
-        if let Some(e) = cause.downcast_ref::<AuthorityError<LedgerError>>() {
-            let (class, details) = of_authority(e);
-            let details = match e {
-                AuthorityError::Rejected(refusal) => refusal.details(),
-                _ => details,
-            };
-            return (class, details);
+        if let Some(classified) = cause.downcast_ref::<Classified>() {
+            return (classified.class(), classified.details().cloned());
         }
-        if let Some(e) = cause.downcast_ref::<AuthorityError<GoalError>>() {
-            return of_authority(e);
+        if let Some(store) = cause.downcast_ref::<StoreError>() {
+            return (store.class(), None);
         }
-        if let Some(e) = cause.downcast_ref::<AuthorityError<DriverError>>() {
-            return of_authority(e);
-        }
-        // The driver's charge and settlement, committed as one pair.
-        if let Some(e) =
-            cause.downcast_ref::<AuthorityError<loopx_store::Either<LedgerError, DriverError>>>()
-        {
-            return of_authority(e);
-        }
-        if let Some(e) = cause.downcast_ref::<AuthorityError<FocusError>>() {
-            return of_authority(e);
-        }
-        // A replan: its plan and its decision, committed as one pair.
-        if let Some(e) =
-            cause.downcast_ref::<AuthorityError<loopx_store::Either<FocusError, FocusError>>>()
-        {
-            return of_authority(e);
-        }
-        // Staging, quarantine and release; a finalization's ledger row
-        // and archive, committed as one pair.
-        if let Some(e) = cause.downcast_ref::<AuthorityError<CandidateError>>() {
-            return of_authority(e);
-        }
-        if let Some(e) =
-            cause.downcast_ref::<AuthorityError<loopx_store::Either<LedgerError, CandidateError>>>()
-        {
-            return of_authority(e);
-        }
-        if let Some(e) = cause.downcast_ref::<StoreError>() {
-            return (of_store(e), None);
-        }
-        if let Some(e) = cause.downcast_ref::<LedgerError>() {
-            return (ErrorClass::Refused, e.details());
-        }
-        if cause.downcast_ref::<GoalError>().is_some()
-            || cause.downcast_ref::<DriverError>().is_some()
-            || cause.downcast_ref::<FocusError>().is_some()
-            || cause.downcast_ref::<CandidateError>().is_some()
-        {
-            return (ErrorClass::Refused, None);
+        if let Some(found) = loopx_core::error_class::classify_refusal(cause) {
+            return found;
         }
     }
     (ErrorClass::Internal, None)
@@ -247,6 +124,9 @@ fn classify(error: &anyhow::Error) -> (ErrorClass, Option<Value>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use loopx_core::goal::GoalError;
+    use loopx_core::ledger::LedgerError;
+    use loopx_store::AuthorityError;
 
     #[test]
     fn a_stale_base_is_stale_with_the_current_revision() {
@@ -255,7 +135,7 @@ mod tests {
             expected: 3,
             actual: 5,
         };
-        let app = AppError::from(anyhow::Error::new(error));
+        let app = AppError::from(anyhow::Error::from(error));
         assert_eq!(app.class, ErrorClass::Stale);
         assert_eq!(app.details.unwrap()["current_revision"], 5);
     }
@@ -273,6 +153,28 @@ mod tests {
             AppError::from(anyhow::anyhow!("boom")).class,
             ErrorClass::Internal
         );
+    }
+
+    #[test]
+    fn a_refusal_keeps_its_class_and_details_through_context_and_a_store_outage_is_found() {
+        let refused: AuthorityError<LedgerError> =
+            AuthorityError::Rejected(LedgerError::EarlyStopWithoutEvidence);
+        let error = anyhow::Error::from(refused).context("append-iteration");
+        let app = AppError::from(error);
+        assert_eq!(app.class, ErrorClass::Refused);
+        assert!(app.details.is_some(), "the rule that refused is named");
+        let direct = AppError::from(refusal(LedgerError::EarlyStopWithoutEvidence));
+        assert_eq!(
+            (direct.class, direct.details.is_some()),
+            (ErrorClass::Refused, true)
+        );
+        let down: AuthorityError<GoalError> = AuthorityError::Store(StoreError::Unavailable {
+            location: "postgres://db".into(),
+            reason: "connection refused".into(),
+        });
+        let error = anyhow::Error::from(down).context("claim");
+        assert!(store_outage(&error).is_some());
+        assert_eq!(AppError::from(error).class, ErrorClass::Unavailable);
     }
 
     #[test]

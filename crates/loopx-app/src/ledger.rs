@@ -72,7 +72,7 @@ pub fn init(
         operation_id: &operation_id,
         files: &NoFiles,
     };
-    LedgerOwner::decide(None, &request, &precheck).map_err(anyhow::Error::new)?;
+    LedgerOwner::decide(None, &request, &precheck).map_err(crate::error::refusal)?;
     let dir = if root.dir.join(DATABASE).is_file() {
         LoopDir::open(root, Access::ReadWrite)?
     } else {
@@ -132,7 +132,7 @@ pub fn append_or_stage(
             crate::focus::candidate::stage(&dir, &operation_id, report, staging)
                 .map(Recorded::Staged)
         }
-        Err(refused) => Err(anyhow::Error::new(refused).into()),
+        Err(refused) => Err(anyhow::Error::from(refused).into()),
     }
 }
 
@@ -149,7 +149,7 @@ pub fn preview_append(root: Place<'_>, report: IterationReport) -> Result<Append
     let decided = dir
         .authority()
         .preview::<LedgerOwner>(STREAM, &request, &context)
-        .map_err(anyhow::Error::new)?;
+        .map_err(anyhow::Error::from)?;
     let Appended {
         iteration,
         decision,
@@ -194,7 +194,7 @@ fn commit(
     request: &LedgerRequest,
     now: Timestamp,
 ) -> Result<(Receipt<LedgerReceipt>, Vec<String>), AppError> {
-    try_commit(dir, operation_id, request, now).map_err(|e| anyhow::Error::new(e).into())
+    try_commit(dir, operation_id, request, now).map_err(|e| anyhow::Error::from(e).into())
 }
 
 /// [`commit`], with the refusal still typed.

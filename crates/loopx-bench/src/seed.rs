@@ -73,7 +73,9 @@ fn execute(
         operation_id: op_id,
         files: &NoFiles,
     };
-    authority.execute::<LedgerOwner>(STREAM, op_id, request, &context, now)?;
+    authority
+        .execute::<LedgerOwner>(STREAM, op_id, request, &context, now)
+        .map_err(|e| e.to_string())?;
     Ok(())
 }
 

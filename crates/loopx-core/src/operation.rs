@@ -120,7 +120,8 @@ pub trait Owner {
     /// What the caller gets back; stored so a replay returns it verbatim.
     type Receipt: Serialize + DeserializeOwned;
     /// Why a request was refused. Nothing is written when this is returned.
-    type Error;
+    /// It says what kind of refusal it is, so no adapter has to guess.
+    type Error: crate::error_class::Classify;
     /// Facts the adapter gathered for the owner (clock, evidence lookups).
     type Context<'a>;
 

@@ -3,9 +3,11 @@
 use crate::{Commit, Fence, Store, StoreError, Stream};
 use jiff::Timestamp;
 use loopx_core::digest::canonical_json;
+use loopx_core::error_class::{Classify, ErrorClass};
 use loopx_core::operation::{request_digest, Decided, OperationId, Owner, Replay};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::collections::hash_map::RandomState;
+use std::fmt;
 use std::hash::BuildHasher;
 use std::time::Duration;
 
@@ -116,40 +118,203 @@ pub type GroupResult<A, B> = Result<
     AuthorityError<Either<<A as Owner>::Error, <B as Owner>::Error>>,
 >;
 
-#[derive(Debug, thiserror::Error)]
+/// Why an operation was not applied. Not a `std::error::Error` on purpose:
+/// it becomes an `anyhow::Error` only as a [`Classified`] (see the `From`
+/// below), so its class goes wherever it goes and no caller has to guess
+/// it from the owner's type.
+#[derive(Debug)]
 pub enum AuthorityError<E> {
     /// The owner refused the request; nothing was written.
-    #[error(transparent)]
     Rejected(E),
-    #[error("operation id {operation_id} was already used for a different request (committed at revision {revision}); choose a new --operation-id, or repeat the original request exactly to get its receipt")]
     Conflict {
         operation_id: OperationId,
         revision: u64,
     },
-    #[error("stale base revision: the request was prepared against revision {expected} of {stream}, which is now at {actual}; read it again (e.g. `loopx goal-acceptance inspect`) and retry with the new revision")]
     StaleBase {
         stream: String,
         expected: u64,
         actual: u64,
     },
-    #[error("gave up after {attempts} attempts: other writers kept committing to {stream}; retry with the same --operation-id")]
-    Contended { stream: String, attempts: u32 },
-    #[error("stored {what} of {stream} at revision {revision} does not parse ({reason}); run `loopx validate` and inspect the database")]
+    Contended {
+        stream: String,
+        attempts: u32,
+    },
     Unreadable {
         stream: String,
         revision: u64,
         what: &'static str,
         reason: String,
     },
-    #[error("operation {committed} is already committed on {committed_stream}, but its pair {missing} on {missing_stream} is not: the two were once written apart; inspect both streams, then send the missing half alone or use new operation ids for both")]
     PartiallyCommitted {
         committed: OperationId,
         committed_stream: String,
         missing: OperationId,
         missing_stream: String,
     },
-    #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(StoreError),
+}
+
+impl<E: fmt::Display> fmt::Display for AuthorityError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AuthorityError::Rejected(refusal) => refusal.fmt(f),
+            AuthorityError::Conflict {
+                operation_id,
+                revision,
+            } => write!(f, "operation id {operation_id} was already used for a different request (committed at revision {revision}); choose a new --operation-id, or repeat the original request exactly to get its receipt"),
+            AuthorityError::StaleBase {
+                stream,
+                expected,
+                actual,
+            } => write!(f, "stale base revision: the request was prepared against revision {expected} of {stream}, which is now at {actual}; read it again (e.g. `loopx goal-acceptance inspect`) and retry with the new revision"),
+            AuthorityError::Contended { stream, attempts } => write!(f, "gave up after {attempts} attempts: other writers kept committing to {stream}; retry with the same --operation-id"),
+            AuthorityError::Unreadable {
+                stream,
+                revision,
+                what,
+                reason,
+            } => write!(f, "stored {what} of {stream} at revision {revision} does not parse ({reason}); run `loopx validate` and inspect the database"),
+            AuthorityError::PartiallyCommitted {
+                committed,
+                committed_stream,
+                missing,
+                missing_stream,
+            } => write!(f, "operation {committed} is already committed on {committed_stream}, but its pair {missing} on {missing_stream} is not: the two were once written apart; inspect both streams, then send the missing half alone or use new operation ids for both"),
+            AuthorityError::Store(store) => store.fmt(f),
+        }
+    }
+}
+
+impl<E> From<StoreError> for AuthorityError<E> {
+    fn from(error: StoreError) -> Self {
+        AuthorityError::Store(error)
+    }
+}
+
+impl<E: Classify> Classify for AuthorityError<E> {
+    fn class(&self) -> ErrorClass {
+        match self {
+            AuthorityError::Rejected(refusal) => refusal.class(),
+            AuthorityError::Conflict { .. } | AuthorityError::PartiallyCommitted { .. } => {
+                ErrorClass::Conflict
+            }
+            AuthorityError::StaleBase { .. } => ErrorClass::Stale,
+            AuthorityError::Contended { .. } => ErrorClass::Unavailable,
+            AuthorityError::Unreadable { .. } => ErrorClass::Internal,
+            AuthorityError::Store(store) => store.class(),
+        }
+    }
+
+    fn details(&self) -> Option<serde_json::Value> {
+        match self {
+            AuthorityError::Rejected(refusal) => refusal.details(),
+            AuthorityError::Conflict { .. } => {
+                Some(serde_json::json!({"reason": "operation_conflict"}))
+            }
+            AuthorityError::StaleBase { actual, .. } => {
+                Some(serde_json::json!({"reason": "stale", "current_revision": actual}))
+            }
+            AuthorityError::PartiallyCommitted { .. } => {
+                Some(serde_json::json!({"reason": "partially_committed"}))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl<A: Classify, B: Classify> Classify for Either<A, B> {
+    fn class(&self) -> ErrorClass {
+        match self {
+            Either::First(a) => a.class(),
+            Either::Second(b) => b.class(),
+        }
+    }
+
+    fn details(&self) -> Option<serde_json::Value> {
+        match self {
+            Either::First(a) => a.details(),
+            Either::Second(b) => b.details(),
+        }
+    }
+}
+
+/// An [`AuthorityError`] on its way through `anyhow`: its text, its class
+/// and details as it gave them, the store error under it (for a caller
+/// that waits out an unreachable store), and the typed error itself for a
+/// caller that knows which owner it asked ([`Classified::original`]).
+#[derive(Debug)]
+pub struct Classified {
+    message: String,
+    class: ErrorClass,
+    details: Option<serde_json::Value>,
+    store: Option<StoreError>,
+    original: Box<dyn std::any::Any + Send + Sync>,
+}
+
+impl Classified {
+    /// Any classified error, carried the same way (an owner's refusal that
+    /// did not go through the authority).
+    pub fn new<E>(error: E) -> Classified
+    where
+        E: Classify + fmt::Display + fmt::Debug + Send + Sync + 'static,
+    {
+        Classified {
+            message: error.to_string(),
+            class: error.class(),
+            details: error.details(),
+            store: None,
+            original: Box::new(error),
+        }
+    }
+
+    pub fn class(&self) -> ErrorClass {
+        self.class
+    }
+
+    pub fn details(&self) -> Option<&serde_json::Value> {
+        self.details.as_ref()
+    }
+
+    /// The error as the authority returned it, if it was a `T`.
+    pub fn original<T: 'static>(&self) -> Option<&T> {
+        self.original.downcast_ref()
+    }
+}
+
+impl fmt::Display for Classified {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Classified {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.store.as_ref().map(|store| store as _)
+    }
+}
+
+/// The only way an [`AuthorityError`] becomes an `anyhow::Error`: with its
+/// class, so the owner's type never has to be guessed again.
+impl<E> From<AuthorityError<E>> for anyhow::Error
+where
+    E: Classify + fmt::Display + fmt::Debug + Send + Sync + 'static,
+{
+    fn from(error: AuthorityError<E>) -> anyhow::Error {
+        let (message, class, details) = (error.to_string(), error.class(), error.details());
+        // A store failure goes under it as its source, where a caller
+        // that waits out an unreachable store looks for it.
+        let (store, original): (_, Box<dyn std::any::Any + Send + Sync>) = match error {
+            AuthorityError::Store(store) => (Some(store), Box::new(())),
+            other => (None, Box::new(other)),
+        };
+        anyhow::Error::new(Classified {
+            message,
+            class,
+            details,
+            store,
+            original,
+        })
+    }
 }
 
 /// The one place operations are applied: replay check, pure decide, CAS.

@@ -20,8 +20,8 @@ pub mod postgres;
 pub mod sqlite;
 
 pub use authority::{
-    decide_at, Authority, AuthorityError, Committed, Either, Executed, ExecutedWithState,
-    GroupResult, Loaded, PairResult, Preview, Receipt, Step,
+    decide_at, Authority, AuthorityError, Classified, Committed, Either, Executed,
+    ExecutedWithState, GroupResult, Loaded, PairResult, Preview, Receipt, Step,
 };
 pub use locator::Locator;
 
@@ -180,6 +180,27 @@ pub enum StoreError {
     Exists { path: String },
     #[error("storage error: {0}")]
     Backend(String),
+}
+
+impl loopx_core::error_class::Classify for StoreError {
+    fn class(&self) -> loopx_core::error_class::ErrorClass {
+        use loopx_core::error_class::ErrorClass;
+        match self {
+            StoreError::StaleRevision { .. } | StoreError::FenceMoved { .. } => ErrorClass::Stale,
+            StoreError::DuplicateOperation { .. } => ErrorClass::Conflict,
+            StoreError::Missing { .. } => ErrorClass::NotFound,
+            StoreError::TooOld { .. }
+            | StoreError::TooNew { .. }
+            | StoreError::NotMigrated { .. }
+            | StoreError::Unsupported { .. }
+            | StoreError::OrphanedLog { .. }
+            | StoreError::BadLocator { .. }
+            | StoreError::Exists { .. }
+            | StoreError::Occupied { .. } => ErrorClass::Refused,
+            StoreError::Corrupt { .. } => ErrorClass::Internal,
+            StoreError::Unavailable { .. } | StoreError::Backend(_) => ErrorClass::Unavailable,
+        }
+    }
 }
 
 /// A durable, transactional home for snapshots and their journal.

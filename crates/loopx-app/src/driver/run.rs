@@ -28,7 +28,7 @@ use loopx_core::driver::session::{Exit, Next, Session, StopSignal, TurnResult};
 use loopx_core::driver::step::Step;
 use loopx_core::driver::{DriverError, RecoveryPlan, Registration, Waiting};
 use loopx_core::panel::Phase;
-use loopx_store::AuthorityError;
+use loopx_store::{AuthorityError, Classified};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -84,7 +84,9 @@ pub fn drive(
     let root_identity = super::workspace(&options.root);
     super::register(dir, registration, root_identity.root.clone()).map_err(|error| {
         let mismatch = matches!(
-            error.downcast_ref::<AuthorityError<DriverError>>(),
+            error
+                .downcast_ref::<Classified>()
+                .and_then(Classified::original::<AuthorityError<DriverError>>),
             Some(AuthorityError::Rejected(
                 DriverError::WorkspaceMismatch { .. }
             ))

@@ -138,17 +138,17 @@ pub fn stage(
         &report.executor_provider,
         stated_executor,
     )
-    .map_err(anyhow::Error::new)?;
+    .map_err(crate::error::refusal)?;
     // The row banked from it records the executor the dispatch names.
     report.executor_provider = executor.clone();
     let now = clock::now();
-    admit(&ledger, &report, now, dir, true).map_err(anyhow::Error::new)?;
-    let executor_family =
-        candidate::known_executor(&executor, family_of(&executor)).map_err(anyhow::Error::new)?;
-    let claims = candidate::claims(&report, &pairs).map_err(anyhow::Error::new)?;
+    admit(&ledger, &report, now, dir, true).map_err(crate::error::refusal)?;
+    let executor_family = candidate::known_executor(&executor, family_of(&executor))
+        .map_err(crate::error::refusal)?;
+    let claims = candidate::claims(&report, &pairs).map_err(crate::error::refusal)?;
     let obligation_ids = nonblank(&report.direction.obligation_ids);
     let obligation_targets =
-        candidate::obligation_targets(&obligation_ids, &targets).map_err(anyhow::Error::new)?;
+        candidate::obligation_targets(&obligation_ids, &targets).map_err(crate::error::refusal)?;
     let mut evidence: Vec<Evidence> = Vec::new();
     for claim in &claims {
         let path = &claim.evidence_path;
@@ -161,8 +161,8 @@ pub fn stage(
                 path: path.as_str().to_owned(),
                 problem: problem.describe(),
             })
-            .map_err(anyhow::Error::new)?;
-        evidence.push(Evidence::of(path.clone(), bytes).map_err(anyhow::Error::new)?);
+            .map_err(crate::error::refusal)?;
+        evidence.push(Evidence::of(path.clone(), bytes).map_err(crate::error::refusal)?);
     }
     let candidate = Candidate {
         schema: candidate::SCHEMA.to_owned(),
@@ -207,7 +207,7 @@ fn execute(
     let receipt = dir
         .authority()
         .execute::<CandidateOwner>(CANDIDATE_STREAM, operation_id, request, &Clock { now }, now)
-        .map_err(anyhow::Error::new)?;
+        .map_err(anyhow::Error::from)?;
     let warnings = match receipt.replayed {
         true => Vec::new(),
         false => dir.refresh_views(),
@@ -259,7 +259,7 @@ pub fn review(
     let Loaded { revision, state } = dir
         .authority()
         .load::<CandidateOwner>(CANDIDATE_STREAM)
-        .map_err(anyhow::Error::new)?;
+        .map_err(anyhow::Error::from)?;
     let slot = state.unwrap_or_default();
     // The candidate this review banked already: only an exact retry of
     // that review gets an answer (its receipt), and nothing is written.
@@ -303,7 +303,7 @@ pub fn review(
         Some(last) => dir
             .authority()
             .replay::<LedgerOwner>(&bank_step)
-            .map_err(anyhow::Error::new)?
+            .map_err(anyhow::Error::from)?
             .ok_or_else(|| {
                 AppError::refused(format!(
                     "candidate {given} was already finalized ({}); nothing is banked twice (to see its receipt, repeat the review with the --operation-id it was banked under)",
@@ -327,7 +327,7 @@ pub fn review(
             };
             dir.authority()
                 .execute_pair::<LedgerOwner, CandidateOwner>(&bank_step, &archive_step, now)
-                .map_err(anyhow::Error::new)?
+                .map_err(anyhow::Error::from)?
                 .0
         }
     };
@@ -363,14 +363,14 @@ pub fn review(
 /// The pending candidate `given` names, or why there is none to decide.
 fn pending<'s>(slot: &'s Slot, given: &Digest) -> Result<&'s candidate::Held, AppError> {
     if let Some(q) = &slot.quarantine {
-        return Err(anyhow::Error::new(CandidateError::Quarantined {
+        return Err(crate::error::refusal(CandidateError::Quarantined {
             fingerprint: q.fingerprint.clone(),
         })
         .into());
     }
     match &slot.pending {
         Some(held) if &held.fingerprint == given => Ok(held),
-        Some(held) => Err(anyhow::Error::new(CandidateError::WrongFingerprint {
+        Some(held) => Err(crate::error::refusal(CandidateError::WrongFingerprint {
             what: "pending",
             given: given.clone(),
             actual: held.fingerprint.clone(),
@@ -381,7 +381,7 @@ fn pending<'s>(slot: &'s Slot, given: &Digest) -> Result<&'s candidate::Held, Ap
                 "candidate {given} was already finalized ({:?} at {}); nothing is banked twice",
                 last.outcome, last.at
             ))),
-            _ => Err(anyhow::Error::new(CandidateError::NothingPending).into()),
+            _ => Err(crate::error::refusal(CandidateError::NothingPending).into()),
         },
     }
 }

@@ -618,7 +618,7 @@ pub fn replan(
             &request,
             &reading.plan_context(now),
         )
-        .map_err(anyhow::Error::new)?;
+        .map_err(crate::error::refusal)?;
         return Ok(ReplanView {
             status: "ok",
             action: "goal-focus replan",
@@ -737,7 +737,7 @@ where
     let (plan, decision) = match committed {
         Ok(pair) => pair,
         Err(AuthorityError::Store(moved @ StoreError::FenceMoved { .. })) => return Ok(Err(moved)),
-        Err(other) => return Err(anyhow::Error::new(other).into()),
+        Err(other) => return Err(anyhow::Error::from(other).into()),
     };
     let warnings = match plan.replayed {
         true => Vec::new(),
@@ -767,7 +767,7 @@ pub fn revise(
     let dir = LoopDir::open(root, Access::ReadWrite)?;
     let Reading { ledger, .. } = dir.read()?;
     if ledger.config.goal_focus_mode == GoalFocusMode::Off {
-        return Err(anyhow::Error::new(FocusError::Off).into());
+        return Err(crate::error::refusal(FocusError::Off).into());
     }
     let now = clock::now();
     let clock = Clock { now };
@@ -799,7 +799,7 @@ pub fn revise(
             )
         }
     }
-    .map_err(anyhow::Error::new)?;
+    .map_err(anyhow::Error::from)?;
     let warnings = match receipt.replayed || receipt.unchanged {
         true => Vec::new(),
         false => dir.refresh_views(),

@@ -51,7 +51,7 @@ fn read(dir: &LoopDir) -> anyhow::Result<(FocusReading, Option<String>)> {
 }
 
 fn refused(problem: strategy::AdviceProblem) -> AppError {
-    anyhow::Error::new(FocusError::from(problem)).into()
+    crate::error::refusal(FocusError::from(problem)).into()
 }
 
 /// The executor named by the driver or by `explicit`, with its family.

@@ -136,7 +136,7 @@ fn short(digest: &Digest) -> String {
 fn of_authority(error: AuthorityError<PanelProblem>) -> AppError {
     match error {
         AuthorityError::Rejected(problem) => refused(problem),
-        other => anyhow::Error::new(other).into(),
+        other => anyhow::Error::from(other).into(),
     }
 }
 
@@ -309,7 +309,7 @@ impl Prepared {
         let finished = op(".end").and_then(|id| {
             dir.authority()
                 .execute::<AttemptOwner>(ATTEMPTS_STREAM, &id, &finish, &Clock { now }, now)
-                .map_err(anyhow::Error::new)
+                .map_err(anyhow::Error::from)
         });
         let warning = finished.err().map(|error| {
             format!(
