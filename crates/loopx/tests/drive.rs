@@ -163,6 +163,22 @@ grep -q 'one-iteration contract' || { echo "no prompt on stdin"; exit 9; }"#;
     assert_eq!(d.status()["driver"]["running"], false);
 }
 
+#[test]
+fn an_agent_following_the_prompt_finishes_cleanly_at_the_iteration_cap() {
+    let d = Drive::new(2);
+    // The agent records `continue` unless its prompt tells it to stop.
+    let agent = d.script(
+        "agent",
+        r#"if grep -q -- '--decision stop' ; then D=stop; else D=continue; fi
+loopx append-iteration --mode bounded-research --objective turn --decision $D --stop-reason loops_reached >/dev/null"#,
+    );
+    let (code, stderr) = d.run(&["--cmd", &agent]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(d.iterations(), 2);
+    assert_eq!(d.status()["state_status"], "stopped");
+    assert!(!stderr.contains("failed"), "{stderr}");
+}
+
 impl Drive {
     fn run_with_env(&self, args: &[&str], key: &str, value: &str) -> (i32, String) {
         let output = self.command(args).env(key, value).output().unwrap();

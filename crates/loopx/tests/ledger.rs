@@ -210,6 +210,38 @@ fn the_final_iteration_must_end_the_loop_and_nothing_follows() {
 }
 
 #[test]
+fn the_final_turns_prompt_names_the_decisions_it_accepts_and_how_to_record_them() {
+    let f = Fixture::new();
+    f.init(2, &[]);
+    let body = |f: &Fixture| {
+        let out = f
+            .loopx()
+            .args(["task-body", "--dir", f.d()])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let first = body(&f);
+    assert!(!first.contains("Final turn"), "{first}");
+    f.append("continue", &[]).success();
+    let last = body(&f);
+    assert!(
+        last.contains("Budget: iteration 2 of 2")
+            && last.contains("accepts only decision stop or blocked")
+            && last.contains(
+                "`loopx append-iteration --mode bounded-research --objective \"<what this turn did>\" --decision stop --stop-reason loops_reached"
+            )
+            && last.contains("--decision blocked")
+            && last.contains("--decision stop|blocked"),
+        "{last}"
+    );
+    // The command it names is accepted as printed.
+    f.append("stop", &["--stop-reason", "loops_reached"])
+        .success();
+    f.assert_valid();
+}
+
+#[test]
 fn an_exact_replay_returns_the_receipt_and_writes_nothing() {
     let f = Fixture::new();
     f.init(5, &["--operation-id", "init-1"]);

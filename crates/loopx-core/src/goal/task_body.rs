@@ -7,7 +7,8 @@
 use super::continuation::ShouldRun;
 use super::gap::requirement_states;
 use super::{objective, Goal};
-use crate::ledger::{view, Ledger};
+use crate::ledger::budget::Exhausted;
+use crate::ledger::{final_decisions, next_is_final, view, Ledger};
 use std::fmt::Write as _;
 
 /// The default body stays under this many bytes.
@@ -25,6 +26,34 @@ fn clip(text: &str, max: usize) -> String {
     } else {
         format!("{}…", line.chars().take(max).collect::<String>())
     }
+}
+
+fn decision_choices() -> String {
+    final_decisions()
+        .map(|d| d.as_str())
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+/// What the final allowed iteration must record, so that an agent following
+/// the contract is not refused (the rule is the ledger guard's).
+fn final_turn(w: &mut String, ledger: &Ledger) {
+    let accepted: Vec<&str> = final_decisions().map(|d| d.as_str()).collect();
+    let _ = writeln!(
+        w,
+        "- Final turn: this is the last iteration the cap allows, so `append-iteration` accepts only decision {}; a continuing decision is refused. Record this turn with:",
+        accepted.join(" or ")
+    );
+    let _ = writeln!(
+        w,
+        "  `loopx append-iteration --mode {} --objective \"<what this turn did>\" --decision stop --stop-reason {} [--next-action \"<what is left>\"]`",
+        ledger.config.default_mode,
+        Exhausted::Iterations.reason_code()
+    );
+    let _ = writeln!(
+        w,
+        "  or, when only a person can unblock the goal, the same with `--decision blocked --stop-reason \"<what blocks it>\"`."
+    );
 }
 
 pub fn render(dir: &str, ledger: &Ledger, goal: &Goal, decision: &ShouldRun) -> String {
@@ -102,6 +131,10 @@ pub fn render(dir: &str, ledger: &Ledger, goal: &Goal, decision: &ShouldRun) -> 
         None => {
             let _ = writeln!(w, "- Next action: {}", clip(&decision.next_action, 300));
         }
+    }
+    let last_turn = next_is_final(ledger);
+    if last_turn {
+        final_turn(w, ledger);
     }
     if let Some(last) = ledger.last_record() {
         let _ = writeln!(w, "- Last iteration: {}", clip(&view::one_line(last), 300));
@@ -189,7 +222,11 @@ pub fn render(dir: &str, ledger: &Ledger, goal: &Goal, decision: &ShouldRun) -> 
     );
     let _ = writeln!(w, "2. Do the one action above, within the goal's non-goals and permissions; verify it independently.");
     let _ = writeln!(w, "3. Write back: `loopx refresh-state --note ... [--complete TODO] [--goal-outcome-update-json FILE]`.");
-    let _ = writeln!(w, "4. Record exactly one iteration: `loopx append-iteration --mode ... --objective ... --decision ...`.");
+    if last_turn {
+        let _ = writeln!(w, "4. Record exactly one iteration, ending the loop: `loopx append-iteration --mode ... --objective ... --decision {}` (see Final turn above).", decision_choices());
+    } else {
+        let _ = writeln!(w, "4. Record exactly one iteration: `loopx append-iteration --mode ... --objective ... --decision ...`.");
+    }
     let _ = writeln!(w, "5. Stop. The next turn is a fresh session.");
     out
 }

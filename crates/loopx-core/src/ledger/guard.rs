@@ -5,7 +5,7 @@
 //! written by `decide`. Not here: what an admitted request writes
 //! (`owner.rs`, `append.rs`).
 
-use super::budget::{is_budget_number, Exhausted};
+use super::budget::is_budget_number;
 use super::error::LedgerError;
 use super::proof::{artifact_problems, EvidenceFiles};
 use super::record::IterationRecord;
@@ -102,9 +102,7 @@ pub fn append_guard(
     if decision.is_continuing() {
         return match exhausted.first() {
             None => Ok(()),
-            Some(_) if exhausted.contains(&Exhausted::Iterations) => {
-                Err(LedgerError::ContinueOnFinal { decision })
-            }
+            Some(_) if next_is_final(ledger) => Err(LedgerError::ContinueOnFinal { decision }),
             Some(budget) => Err(LedgerError::ContinueOnExhausted {
                 budget: budget.describe(),
                 decision,
@@ -119,6 +117,19 @@ pub fn append_guard(
         Decision::Blocked => Err(LedgerError::EarlyBlocked),
         _ => early_stop_guard(report, files),
     }
+}
+
+/// Whether the next append is the final one the iteration cap allows:
+/// the one rule for "final allowed iteration", which both guards apply
+/// and the task body announces. There only [`final_decisions`] are
+/// accepted; `blocked` is accepted nowhere else.
+pub fn next_is_final(ledger: &Ledger) -> bool {
+    ledger.spent.iterations.checked_add(1) == Some(ledger.config.budget.max_iterations)
+}
+
+/// The decisions an append on the final allowed iteration may use.
+pub fn final_decisions() -> impl Iterator<Item = Decision> {
+    Decision::ALL.iter().copied().filter(|d| !d.is_continuing())
 }
 
 /// Whether `record`, from another runtime's ledger, may be imported into
@@ -185,7 +196,7 @@ pub fn import_guard(ledger: &Ledger, record: &IterationRecord) -> Result<(), Led
     ledger
         .spent
         .plus(record.budget_delta.tokens, record.budget_delta.usd)?;
-    let last = expected == max;
+    let last = next_is_final(ledger);
     match record.decision {
         decision if decision.is_continuing() && last => {
             Err(LedgerError::ContinueOnFinal { decision })

@@ -40,7 +40,7 @@ mod state;
 
 pub use error::LedgerError;
 pub use event::LedgerEvent;
-pub use guard::{admit, append_guard, import_guard, Guarded};
+pub use guard::{admit, append_guard, final_decisions, import_guard, next_is_final, Guarded};
 pub use owner::LedgerOwner;
 pub use record::{redacted, Bank, BankStatus, BudgetDelta, CheckRun, ClaimState, IterationRecord};
 pub use report::{nonblank, Direction, EvidenceChecked, IterationReport};
