@@ -253,10 +253,10 @@ test('the health line follows the driver, and budgets, chart and timeline match 
     assert.match(await page.getByTestId('budget-tokens').innerText(), /unlimited/);
     assert.match(await page.getByTestId('budget-wall_time_hours').innerText(), /\d+s of 1h · exhausted in 5\dm at this rate/);
     const turns = JSON.parse(loopx(loop.dir, ['cost'])).rows;
-    assert.equal(turns.length, 3);
+    assert.equal(turns.length, 4, 'the hand-written iteration is a turn too');
     assert.equal(await page.getByTestId('turn-bar').count(), turns.length);
     assert.equal(await page.getByTestId('turn-tokens').count(), turns.length);
-    assert.deepEqual(await page.getByTestId('turn-bar').evaluateAll((bars) => bars.map((b) => b.dataset.outcome)), ['failed:quota', 'advanced', 'advanced']);
+    assert.deepEqual(await page.getByTestId('turn-bar').evaluateAll((bars) => bars.map((b) => b.dataset.outcome)), ['recorded', 'failed:quota', 'advanced', 'advanced']);
     // The timeline: newest first, relative time with the exact one on hover.
     const rows = page.getByTestId('iteration-row');
     assert.equal(await rows.count(), 3);

@@ -1,20 +1,31 @@
-//! The `cost` use case: the driver's settlements read from the journal
-//! (each carries the usage the agent's structured output reported, once
-//! per dispatch), with the ledger's budget and spend, into the core's
-//! cost report. Shared by `loopx cost`, `GET /api/cost` and the dashboard.
+//! The `cost` use case: the ledger's charges (every iteration's own
+//! figures, however it was recorded, and the driver's charge per dispatch)
+//! and the driver's settlements, read from the journal, with the ledger's
+//! budget and spend, into the core's cost report. Shared by `loopx cost`,
+//! `GET /api/cost` and the dashboard.
 
 use crate::clock;
 use crate::error::AppError;
 use crate::loop_dir::LoopDir;
-use loopx_core::cost::{report, By, CostReport};
+use loopx_core::cost::{report, By, Charge, CostReport};
 use loopx_core::driver::{self, DriverEvent, Settlement};
+use loopx_core::ledger::{self, LedgerEvent};
 
 /// The cost report of the loop in `dir`, rows grouped `by`.
 pub fn cost(dir: &LoopDir, by: By) -> Result<CostReport, AppError> {
     let ledger = dir.read()?.ledger;
+    let store = dir.authority().store();
+    let mut charges: Vec<Charge> = Vec::new();
+    store
+        .journal_rows(ledger::STREAM, 0, &mut |row| {
+            if let Ok(event) = LedgerEvent::from_journal(row.event) {
+                charges.extend(Charge::of(&event));
+            }
+            Ok(())
+        })
+        .map_err(anyhow::Error::new)?;
     let mut settlements: Vec<Settlement> = Vec::new();
-    dir.authority()
-        .store()
+    store
         .journal(driver::STREAM, 0, &mut |entry| {
             if let Ok(DriverEvent::Settled { settlement }) = serde_json::from_str(&entry.event) {
                 settlements.push(*settlement);
@@ -23,6 +34,7 @@ pub fn cost(dir: &LoopDir, by: By) -> Result<CostReport, AppError> {
         })
         .map_err(anyhow::Error::new)?;
     Ok(report(
+        &charges,
         &settlements,
         by,
         &ledger.config.budget,

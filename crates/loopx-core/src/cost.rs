@@ -1,14 +1,21 @@
-//! The cost report: what each turn, day and provider used (tokens and USD
-//! from the driver's settlements, which carry the usage the agent's
-//! structured output reported), what each budget has left, the burn rate
-//! and when, at that rate, each budget runs out.
+//! The cost report: what each turn, day and provider used, what each
+//! budget has left, the burn rate and when, at that rate, each budget runs
+//! out.
 //!
-//! Pure: the settlements, the ledger's budget and spend and the clock
-//! arrive as arguments. Reading the journal is the application layer's
-//! (`loopx_app::cost`).
+//! Every figure is the ledger's: the rows are its [`Charge`]s (each
+//! iteration's own figures, however it was recorded, and the driver's
+//! charge for each dispatch), labelled with the driver's settlements where
+//! a turn was driven, and the totals are the ledger's spend, the one sum
+//! the budgets are judged by. So the table, its total and the budget lines
+//! can never disagree.
+//!
+//! Pure: the charges, settlements, the ledger's budget and spend and the
+//! clock arrive as arguments. Reading the journal is the application
+//! layer's (`loopx_app::cost`).
 
 use crate::driver::{Settlement, TurnOutcome};
 use crate::ledger::budget::{Budget, Spent};
+use crate::ledger::LedgerEvent;
 use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -77,7 +84,8 @@ pub struct BudgetLine {
 pub struct CostReport {
     pub by: By,
     pub rows: Vec<Row>,
-    /// The settled turns together.
+    /// The turns together (driven or recorded by hand); tokens and USD
+    /// are the ledger's spend.
     pub turns: u64,
     pub tokens: u64,
     pub usd: f64,
@@ -88,9 +96,113 @@ pub struct CostReport {
 
 const SECONDS_PER_HOUR: f64 = 3600.0;
 
-/// The report of `settlements` grouped `by`, with the loop's budgets
-/// projected from `spent` over the time since `created_at`.
+/// What the provider column says of an iteration recorded outside a
+/// driven turn that named no executor.
+pub const BY_HAND: &str = "by hand";
+
+/// One charge to the ledger's spend, as its journal holds it: an iteration
+/// record's own figures (appended by hand, by an agent, banked or
+/// imported) or the driver's measured charge for a dispatch beyond what
+/// its records reported. Their sum is the ledger's spend.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Charge {
+    /// The dispatch it belongs to; empty for a record made outside one.
+    pub dispatch_id: String,
+    /// The iteration, for a record's own figures.
+    pub iteration: Option<u64>,
+    /// Who the record names as executor (empty when none).
+    pub provider: String,
+    pub at: Timestamp,
+    pub tokens: u64,
+    pub usd: f64,
+}
+
+impl Charge {
+    /// The charge a ledger journal event makes, if it makes one.
+    pub fn of(event: &LedgerEvent) -> Option<Charge> {
+        match event {
+            LedgerEvent::IterationAppended { record }
+            | LedgerEvent::IterationImported { record } => Some(Charge {
+                dispatch_id: record.dispatch_id.clone(),
+                iteration: Some(record.iteration),
+                provider: record.executor_provider.clone(),
+                at: record.timestamp,
+                tokens: record.budget_delta.tokens,
+                usd: record.budget_delta.usd,
+            }),
+            LedgerEvent::Charged {
+                dispatch_id,
+                tokens,
+                usd,
+                at,
+            } => Some(Charge {
+                dispatch_id: dispatch_id.clone(),
+                iteration: None,
+                provider: String::new(),
+                at: *at,
+                tokens: *tokens,
+                usd: *usd,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// One row per turn: each settled dispatch with every charge made for it,
+/// then each charge made outside a settled dispatch (a record made by
+/// hand or by an agent outside `drive`), in time order.
+fn turn_rows(charges: &[Charge], settlements: &[Settlement]) -> Vec<Row> {
+    let mut rows: Vec<Row> = settlements
+        .iter()
+        .map(|s| Row {
+            key: s.iteration.to_string(),
+            provider: Some(s.provider.clone()),
+            settled_at: Some(s.settled_at),
+            outcome: Some(s.outcome),
+            turns: 1,
+            tokens: 0,
+            usd: 0.0,
+        })
+        .collect();
+    for charge in charges {
+        let settled = (!charge.dispatch_id.is_empty())
+            .then(|| {
+                settlements
+                    .iter()
+                    .position(|s| s.dispatch_id == charge.dispatch_id)
+            })
+            .flatten();
+        match settled {
+            Some(index) => {
+                rows[index].tokens = rows[index].tokens.saturating_add(charge.tokens);
+                rows[index].usd += charge.usd;
+            }
+            None => rows.push(Row {
+                key: charge
+                    .iteration
+                    .map_or_else(|| charge.dispatch_id.clone(), |i| i.to_string()),
+                provider: Some(if charge.provider.trim().is_empty() {
+                    BY_HAND.to_owned()
+                } else {
+                    charge.provider.clone()
+                }),
+                settled_at: Some(charge.at),
+                outcome: None,
+                turns: 1,
+                tokens: charge.tokens,
+                usd: charge.usd,
+            }),
+        }
+    }
+    rows.sort_by_key(|row| row.settled_at);
+    rows
+}
+
+/// The report of the ledger's `charges` grouped `by` (turns labelled by
+/// the driver's `settlements`), with the loop's budgets projected from
+/// `spent` over the time since `created_at`. The totals are `spent`.
 pub fn report(
+    charges: &[Charge],
     settlements: &[Settlement],
     by: By,
     budget: &Budget,
@@ -98,25 +210,19 @@ pub fn report(
     created_at: Timestamp,
     now: Timestamp,
 ) -> CostReport {
+    let turns = turn_rows(charges, settlements);
+    let turn_count = turns.len() as u64;
     let rows = match by {
-        By::Turn => settlements
-            .iter()
-            .map(|s| Row {
-                key: s.iteration.to_string(),
-                provider: Some(s.provider.clone()),
-                settled_at: Some(s.settled_at),
-                outcome: Some(s.outcome),
-                turns: 1,
-                tokens: s.usage.tokens,
-                usd: s.usage.usd,
-            })
-            .collect(),
+        By::Turn => turns,
         By::Day | By::Provider => {
             let mut groups: BTreeMap<String, Row> = BTreeMap::new();
-            for s in settlements {
+            for turn in turns {
                 let key = match by {
-                    By::Day => s.settled_at.strftime("%Y-%m-%d").to_string(),
-                    _ => s.provider.clone(),
+                    By::Day => turn
+                        .settled_at
+                        .map(|at| at.strftime("%Y-%m-%d").to_string())
+                        .unwrap_or_default(),
+                    _ => turn.provider.unwrap_or_default(),
                 };
                 let row = groups.entry(key.clone()).or_insert(Row {
                     key,
@@ -128,8 +234,8 @@ pub fn report(
                     usd: 0.0,
                 });
                 row.turns += 1;
-                row.tokens += s.usage.tokens;
-                row.usd += s.usage.usd;
+                row.tokens = row.tokens.saturating_add(turn.tokens);
+                row.usd += turn.usd;
             }
             groups.into_values().collect()
         }
@@ -183,10 +289,9 @@ pub fn report(
     CostReport {
         by,
         rows,
-        turns: settlements.len() as u64,
-        tokens: settlements.iter().map(|s| s.usage.tokens).sum(),
-        // Not `sum()`: an empty f64 sum is -0.0, which prints as "-0".
-        usd: settlements.iter().fold(0.0, |total, s| total + s.usage.usd),
+        turns: turn_count,
+        tokens: spent.tokens,
+        usd: spent.usd,
         hours,
         budgets,
     }
@@ -197,8 +302,23 @@ mod tests {
     use super::*;
     use crate::driver::classify::Usage;
 
-    fn settled(iteration: u64, provider: &str, at: &str, tokens: u64, usd: f64) -> Settlement {
-        Settlement {
+    /// A driven turn: its settlement and the driver's charge for it.
+    fn settled(
+        iteration: u64,
+        provider: &str,
+        at: &str,
+        tokens: u64,
+        usd: f64,
+    ) -> (Settlement, Charge) {
+        let charge = Charge {
+            dispatch_id: format!("d{iteration}"),
+            iteration: None,
+            provider: String::new(),
+            at: at.parse().unwrap(),
+            tokens,
+            usd,
+        };
+        let settlement = Settlement {
             dispatch_id: format!("d{iteration}"),
             iteration,
             provider: provider.into(),
@@ -211,37 +331,76 @@ mod tests {
             },
             settled_at: at.parse().unwrap(),
             note: String::new(),
+        };
+        (settlement, charge)
+    }
+
+    /// Ten iterations, no wall-time limit, these token and USD limits.
+    fn budget(max_tokens: u64, max_usd: f64) -> Budget {
+        Budget {
+            max_iterations: 10,
+            max_wall_time_seconds: 0,
+            max_tokens,
+            max_usd,
+        }
+    }
+
+    fn spent(iterations: u64, tokens: u64, usd: f64) -> Spent {
+        Spent {
+            iterations,
+            tokens,
+            usd,
+        }
+    }
+
+    /// A record appended by hand (no dispatch) with these figures.
+    fn by_hand(iteration: u64, at: &str, tokens: u64, usd: f64) -> Charge {
+        Charge {
+            dispatch_id: String::new(),
+            iteration: Some(iteration),
+            provider: String::new(),
+            at: at.parse().unwrap(),
+            tokens,
+            usd,
         }
     }
 
     #[test]
     fn rows_group_by_turn_day_and_provider_and_budgets_project_their_end() {
-        let settlements = [
+        let (settlements, charges): (Vec<_>, Vec<_>) = [
             settled(1, "claude", "2026-12-01T10:00:00Z", 1000, 0.5),
             settled(2, "codex", "2026-12-01T23:00:00Z", 500, 0.25),
             settled(3, "claude", "2026-12-02T01:00:00Z", 1500, 0.25),
-        ];
-        let budget = Budget {
-            max_iterations: 10,
-            max_wall_time_seconds: 0,
-            max_tokens: 0,
-            max_usd: 2.0,
-        };
-        let spent = Spent {
-            iterations: 3,
-            tokens: 3000,
-            usd: 1.0,
-        };
+        ]
+        .into_iter()
+        .unzip();
+        let (budget, spent) = (budget(0, 2.0), spent(3, 3000, 1.0));
         let created: Timestamp = "2026-12-01T00:00:00Z".parse().unwrap();
         let now: Timestamp = "2026-12-02T00:00:00Z".parse().unwrap();
-        let by_day = report(&settlements, By::Day, &budget, &spent, created, now);
+        let by_day = report(
+            &charges,
+            &settlements,
+            By::Day,
+            &budget,
+            &spent,
+            created,
+            now,
+        );
         let days: Vec<_> = by_day
             .rows
             .iter()
             .map(|r| (r.key.as_str(), r.turns))
             .collect();
         assert_eq!(days, [("2026-12-01", 2), ("2026-12-02", 1)]);
-        let by_provider = report(&settlements, By::Provider, &budget, &spent, created, now);
+        let by_provider = report(
+            &charges,
+            &settlements,
+            By::Provider,
+            &budget,
+            &spent,
+            created,
+            now,
+        );
         assert_eq!(by_provider.rows[0].tokens, 2500);
         let usd = &by_provider.budgets[1];
         assert_eq!((usd.remaining, usd.per_hour), (Some(1.0), 1.0 / 24.0));
@@ -254,5 +413,43 @@ mod tests {
             by_day.budgets[0].remaining, None,
             "an unlimited budget has no end"
         );
+    }
+
+    #[test]
+    fn iterations_recorded_by_hand_are_charges_and_the_totals_are_the_ledgers_spend() {
+        let (settlement, mut charges) = {
+            let (s, c) = settled(2, "claude", "2026-12-01T11:00:00Z", 1000, 0.05);
+            (s, vec![c])
+        };
+        charges.insert(0, by_hand(1, "2026-12-01T10:00:00Z", 4200, 0.17));
+        // The agent of the driven turn reported part of it itself.
+        let mut own = by_hand(2, "2026-12-01T10:59:00Z", 200, 0.01);
+        own.dispatch_id = "d2".into();
+        charges.push(own);
+        let (budget, spent) = (budget(3000, 0.15), spent(2, 5400, 0.23));
+        let created: Timestamp = "2026-12-01T09:00:00Z".parse().unwrap();
+        let now: Timestamp = "2026-12-01T12:00:00Z".parse().unwrap();
+        let cost = report(
+            &charges,
+            &[settlement],
+            By::Turn,
+            &budget,
+            &spent,
+            created,
+            now,
+        );
+        let rows: Vec<_> = cost
+            .rows
+            .iter()
+            .map(|r| (r.key.as_str(), r.provider.as_deref(), r.tokens))
+            .collect();
+        assert_eq!(
+            rows,
+            [("1", Some(BY_HAND), 4200), ("2", Some("claude"), 1200)]
+        );
+        assert_eq!((cost.turns, cost.tokens, cost.usd), (2, 5400, 0.23));
+        assert_eq!(cost.rows.iter().map(|r| r.tokens).sum::<u64>(), cost.tokens);
+        assert_eq!(cost.budgets[0].used, cost.tokens as f64);
+        assert_eq!(cost.budgets[1].used, cost.usd);
     }
 }

@@ -133,11 +133,67 @@ fn the_cost_view_is_served_and_charted_on_the_overview() {
     let cost = server.get("/api/cost?by=provider").json();
     assert_eq!(
         (cost["by"].as_str(), cost["turns"].as_u64()),
-        (Some("provider"), Some(0))
+        (Some("provider"), Some(1)),
+        "the iteration recorded by hand is a turn"
     );
     assert!(cost["budgets"].as_array().is_some_and(|b| !b.is_empty()));
     assert_eq!(server.get("/api/cost?by=week").status, 400);
     assert!(server.get("/").body.contains("Cost per turn"));
+}
+
+#[test]
+fn iterations_recorded_by_hand_are_charged_alike_in_every_cost_view() {
+    let f = Fixture::new();
+    f.init(10, &["--max-tokens", "3000", "--max-usd", "0.15"]);
+    f.append("continue", &["--tokens", "1200", "--usd", "0.05"])
+        .success();
+    f.append("continue", &["--tokens", "3000", "--usd", "0.12"])
+        .failure();
+    f.append("stop", &["--tokens", "3000", "--usd", "0.12"])
+        .success();
+    let cost = f.json(&["cost", "--dir", f.d()]);
+    let budgets = cost["budgets"].as_array().unwrap();
+    let used = |name: &str| budgets.iter().find(|b| b["name"] == name).unwrap()["used"].as_f64();
+    assert_eq!(
+        (cost["turns"].as_u64(), cost["tokens"].as_u64()),
+        (Some(2), Some(4200))
+    );
+    assert!(
+        (cost["usd"].as_f64().unwrap() - 0.17).abs() < 1e-9,
+        "{cost}"
+    );
+    assert_eq!(
+        (used("tokens"), used("usd")),
+        (Some(4200.0), cost["usd"].as_f64())
+    );
+    let row = |r: &Value| (r["key"].clone(), r["provider"].clone(), r["tokens"].clone());
+    let rows: Vec<_> = cost["rows"].as_array().unwrap().iter().map(row).collect();
+    assert_eq!(
+        rows,
+        [
+            (json!("1"), json!("by hand"), json!(1200)),
+            (json!("2"), json!("by hand"), json!(3000))
+        ]
+    );
+    let text = f.loopx().args(["cost", "--dir", f.d()]).output().unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    let total = text.lines().find(|l| l.starts_with("total")).unwrap();
+    assert_eq!(
+        total.split_whitespace().collect::<Vec<_>>(),
+        ["total", "2", "4200", "0.1700"],
+        "{text}"
+    );
+    let server = serve(&f, &[]);
+    let api = server.get("/api/cost").json();
+    for field in ["turns", "tokens", "usd", "rows"] {
+        assert_eq!(api[field], cost[field], "{field}");
+    }
+    let page = server.get("/").body;
+    assert!(
+        page.contains("2 turns · $0.1700 · 4200 tokens")
+            && !page.contains("No turn has settled yet"),
+        "{page}"
+    );
 }
 
 #[test]

@@ -13,8 +13,10 @@ use std::path::PathBuf;
 /// Tokens and USD per turn, day or provider, the budgets left, the burn
 /// rate and when each budget runs out at that rate.
 ///
-/// Usage comes from the driver's settlements: what each agent's structured
-/// output reported, counted once per dispatch.
+/// Every figure is the ledger's: each iteration's own --tokens/--usd
+/// (recorded by hand, by an agent or by the driver) and the driver's
+/// measured charge per dispatch, counted once. The total is what the
+/// budgets are judged by.
 #[derive(Debug, Args)]
 pub struct CostArgs {
     /// The loop directory.

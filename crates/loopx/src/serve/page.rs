@@ -461,7 +461,7 @@ fn cost_chart(report: &CostReport) -> Markup {
                 svg class="chart" role="img" aria-label="cost (bars) and tokens (dots) per turn" data-testid="turn-chart" viewBox=(format!("0 0 {WIDTH} {HEIGHT}")) {
                     @for (i, row) in rows.iter().enumerate() {
                         @let h = height(row.usd, peak_usd);
-                        @let label = row.outcome.map_or("settled".to_owned(), |o| o.label());
+                        @let label = row.outcome.map_or("recorded".to_owned(), |o| o.label());
                         rect data-testid="turn-bar" data-outcome=(label) x=(format!("{:.1}", i as f64 * slot)) y=(format!("{:.1}", HEIGHT - h)) width=(format!("{:.1}", slot * 0.8)) height=(format!("{h:.1}")) fill=(outcome_colour(row.outcome)) {
                             title { "iteration " (row.key) " · " (row.provider.as_deref().unwrap_or("?")) " · " (label) ": $" (format!("{:.4}", row.usd)) ", " (row.tokens) " tokens" }
                         }
@@ -513,7 +513,7 @@ fn timeline(s: &Snapshot) -> Markup {
                         tr data-testid="iteration-row" {
                             td { a href={"iterations/" (r.iteration)} { "#" (r.iteration) } }
                             td { (when(r.timestamp, s.now)) }
-                            td { (settled.and_then(|t| t.provider.as_deref()).unwrap_or("by hand")) }
+                            td { (settled.and_then(|t| t.provider.as_deref()).unwrap_or(loopx_core::cost::BY_HAND)) }
                             td data-testid="turn-duration" data-seconds=[ran.and_then(|t| t.seconds)] title=[ran.map(|t| format!("started {}", t.started_at))] {
                                 (ran.and_then(|t| t.seconds).map_or("—".to_owned(), |seconds| format!("took {}", words::duration(seconds))))
                             }
