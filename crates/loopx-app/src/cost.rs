@@ -1,19 +1,22 @@
 //! The `cost` use case: the ledger's charges (every iteration's own
 //! figures, however it was recorded, and the driver's charge per dispatch)
 //! and the driver's settlements, read from the journal, with the ledger's
-//! budget and spend, into the core's cost report. Shared by `loopx cost`,
-//! `GET /api/cost` and the dashboard.
+//! budget and spend and whether the loop is done, into the core's cost
+//! report. Shared by `loopx cost`, `GET /api/cost`, the dashboard and the
+//! all-loops page.
 
 use crate::clock;
 use crate::error::AppError;
 use crate::loop_dir::LoopDir;
-use loopx_core::cost::{report, By, Charge, CostReport};
+use loopx_core::cost::{report, By, Charge, CostReport, Period};
 use loopx_core::driver::{self, DriverEvent, Settlement};
+use loopx_core::ledger::arbiter::arbitrate;
 use loopx_core::ledger::{self, LedgerEvent};
 
 /// The cost report of the loop in `dir`, rows grouped `by`.
 pub fn cost(dir: &LoopDir, by: By) -> Result<CostReport, AppError> {
     let ledger = dir.read()?.ledger;
+    let now = clock::now();
     let store = dir.authority().store();
     let mut charges: Vec<Charge> = Vec::new();
     store
@@ -39,7 +42,10 @@ pub fn cost(dir: &LoopDir, by: By) -> Result<CostReport, AppError> {
         by,
         &ledger.config.budget,
         &ledger.spent,
-        ledger.created_at,
-        clock::now(),
+        Period {
+            since: ledger.created_at,
+            now,
+            finished: arbitrate(&ledger, dir.sentinels(), now).done,
+        },
     ))
 }

@@ -1,6 +1,8 @@
 //! The cost report: what each turn, day and provider used, what each
 //! budget has left, the burn rate and when, at that rate, each budget runs
-//! out.
+//! out. A burn rate is forecast only from enough history
+//! ([`FORECAST_MIN_TURNS`] turns over [`FORECAST_MIN_SECONDS`]) and never
+//! for a finished loop: a rate from a two-second sample is noise.
 //!
 //! Every figure is the ledger's: the rows are its [`Charge`]s (each
 //! iteration's own figures, however it was recorded, and the driver's
@@ -64,7 +66,8 @@ pub struct Row {
 }
 
 /// One budget: its cap, what is used and left, the burn rate per hour
-/// since the loop began, and when it runs out at that rate.
+/// since the loop began, and when it runs out at that rate (the last two
+/// only when the report forecasts).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BudgetLine {
     pub name: &'static str,
@@ -73,11 +76,16 @@ pub struct BudgetLine {
     pub used: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remaining: Option<f64>,
-    pub per_hour: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_hour: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hours_to_exhaust: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exhausts_at: Option<Timestamp>,
+    /// Why this line forecasts no end; absent when it does (or when its
+    /// budget is not burning).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_forecast: Option<NoForecast>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -92,6 +100,71 @@ pub struct CostReport {
     /// Hours since the loop was created: the burn rates' window.
     pub hours: f64,
     pub budgets: Vec<BudgetLine>,
+}
+
+/// A burn rate is forecast only after this many turns...
+pub const FORECAST_MIN_TURNS: u64 = 3;
+/// ...and this much time since the loop began.
+pub const FORECAST_MIN_SECONDS: u64 = 600;
+
+/// Why a report forecasts no budget's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoForecast {
+    /// The loop is done or stopped: nothing burns any more.
+    Finished,
+    /// Fewer turns or less time than a rate can be read from.
+    TooLittleHistory,
+}
+
+impl NoForecast {
+    /// Why, in words every view prints.
+    pub fn describe(self) -> String {
+        match self {
+            NoForecast::Finished => "the loop is finished".to_owned(),
+            NoForecast::TooLittleHistory => format!(
+                "no forecast before {FORECAST_MIN_TURNS} turns and {}",
+                crate::words::duration(FORECAST_MIN_SECONDS)
+            ),
+        }
+    }
+
+    fn of(finished: bool, turns: u64, elapsed_seconds: f64) -> Option<NoForecast> {
+        if finished {
+            Some(NoForecast::Finished)
+        } else if turns < FORECAST_MIN_TURNS || elapsed_seconds < FORECAST_MIN_SECONDS as f64 {
+            Some(NoForecast::TooLittleHistory)
+        } else {
+            None
+        }
+    }
+}
+
+/// The time a report covers: from the loop's creation to now, and whether
+/// the loop has finished (done or stopped) by then.
+#[derive(Debug, Clone, Copy)]
+pub struct Period {
+    pub since: Timestamp,
+    pub now: Timestamp,
+    pub finished: bool,
+}
+
+impl BudgetLine {
+    /// `value` of this budget as every view prints it: dollars with cents,
+    /// wall time as a duration, counts as whole numbers.
+    pub fn figure(&self, value: f64) -> String {
+        match self.name {
+            "usd" => format!("${value:.2}"),
+            "wall_time_hours" => crate::words::duration((value * SECONDS_PER_HOUR) as u64),
+            _ => format!("{}", value as u64),
+        }
+    }
+
+    /// What every view says instead of a forecast when there is none.
+    pub fn without_forecast(&self) -> String {
+        self.no_forecast
+            .map_or_else(|| "not burning".to_owned(), NoForecast::describe)
+    }
 }
 
 const SECONDS_PER_HOUR: f64 = 3600.0;
@@ -200,16 +273,17 @@ fn turn_rows(charges: &[Charge], settlements: &[Settlement]) -> Vec<Row> {
 
 /// The report of the ledger's `charges` grouped `by` (turns labelled by
 /// the driver's `settlements`), with the loop's budgets projected from
-/// `spent` over the time since `created_at`. The totals are `spent`.
+/// `spent` over `period` when there is enough of it. The totals are
+/// `spent`.
 pub fn report(
     charges: &[Charge],
     settlements: &[Settlement],
     by: By,
     budget: &Budget,
     spent: &Spent,
-    created_at: Timestamp,
-    now: Timestamp,
+    period: Period,
 ) -> CostReport {
+    let Period { since, now, .. } = period;
     let turns = turn_rows(charges, settlements);
     let turn_count = turns.len() as u64;
     let rows = match by {
@@ -240,14 +314,15 @@ pub fn report(
             groups.into_values().collect()
         }
     };
-    let elapsed = now.duration_since(created_at).as_secs_f64().max(0.0);
+    let elapsed = now.duration_since(since).as_secs_f64().max(0.0);
     let hours = elapsed / SECONDS_PER_HOUR;
+    let no_forecast = NoForecast::of(period.finished, turn_count, elapsed);
     let line = |name: &'static str, max: f64, used: f64| {
-        let per_hour = if hours > 0.0 { used / hours } else { 0.0 };
+        let per_hour = (no_forecast.is_none() && hours > 0.0).then(|| used / hours);
         let remaining = (max > 0.0).then(|| (max - used).max(0.0));
         let hours_to_exhaust = remaining
-            .filter(|_| per_hour > 0.0)
-            .map(|left| left / per_hour);
+            .zip(per_hour.filter(|rate| *rate > 0.0))
+            .map(|(left, rate)| left / rate);
         BudgetLine {
             name,
             max,
@@ -259,6 +334,7 @@ pub fn report(
                 now.checked_add(SignedDuration::from_secs_f64(h * SECONDS_PER_HOUR))
                     .ok()
             }),
+            no_forecast,
         }
     };
     let mut budgets = vec![
@@ -270,20 +346,26 @@ pub fn report(
             spent.iterations as f64,
         ),
     ];
-    // Wall time burns at one hour per hour, whatever the agents do.
+    // Wall time burns at one hour per hour, whatever the agents do: it
+    // needs no history, only a loop that still runs.
     if budget.max_wall_time_seconds > 0 {
         let max = budget.max_wall_time_seconds as f64 / SECONDS_PER_HOUR;
         let left = (max - hours).max(0.0);
+        let running = !period.finished;
         budgets.push(BudgetLine {
             name: "wall_time_hours",
             max,
             used: hours,
             remaining: Some(left),
-            per_hour: 1.0,
-            hours_to_exhaust: Some(left),
-            exhausts_at: now
-                .checked_add(SignedDuration::from_secs_f64(left * SECONDS_PER_HOUR))
-                .ok(),
+            per_hour: running.then_some(1.0),
+            hours_to_exhaust: running.then_some(left),
+            exhausts_at: running
+                .then(|| {
+                    now.checked_add(SignedDuration::from_secs_f64(left * SECONDS_PER_HOUR))
+                        .ok()
+                })
+                .flatten(),
+            no_forecast: period.finished.then_some(NoForecast::Finished),
         });
     }
     CostReport {
@@ -335,6 +417,14 @@ mod tests {
         (settlement, charge)
     }
 
+    fn running(since: Timestamp, now: Timestamp) -> Period {
+        Period {
+            since,
+            now,
+            finished: false,
+        }
+    }
+
     /// Ten iterations, no wall-time limit, these token and USD limits.
     fn budget(max_tokens: u64, max_usd: f64) -> Budget {
         Budget {
@@ -383,8 +473,7 @@ mod tests {
             By::Day,
             &budget,
             &spent,
-            created,
-            now,
+            running(created, now),
         );
         let days: Vec<_> = by_day
             .rows
@@ -398,12 +487,11 @@ mod tests {
             By::Provider,
             &budget,
             &spent,
-            created,
-            now,
+            running(created, now),
         );
         assert_eq!(by_provider.rows[0].tokens, 2500);
         let usd = &by_provider.budgets[1];
-        assert_eq!((usd.remaining, usd.per_hour), (Some(1.0), 1.0 / 24.0));
+        assert_eq!((usd.remaining, usd.per_hour), (Some(1.0), Some(1.0 / 24.0)));
         assert_eq!(usd.hours_to_exhaust, Some(24.0));
         assert_eq!(
             usd.exhausts_at,
@@ -435,8 +523,7 @@ mod tests {
             By::Turn,
             &budget,
             &spent,
-            created,
-            now,
+            running(created, now),
         );
         let rows: Vec<_> = cost
             .rows
@@ -451,5 +538,67 @@ mod tests {
         assert_eq!(cost.rows.iter().map(|r| r.tokens).sum::<u64>(), cost.tokens);
         assert_eq!(cost.budgets[0].used, cost.tokens as f64);
         assert_eq!(cost.budgets[1].used, cost.usd);
+    }
+
+    #[test]
+    fn burn_rates_are_forecast_only_from_three_turns_over_ten_minutes_and_never_for_a_finished_loop(
+    ) {
+        let charges: Vec<Charge> = (1..=3)
+            .map(|i| by_hand(i, "2026-12-01T10:00:00Z", 100, 0.1))
+            .collect();
+        let mut budget = budget(1000, 1.0);
+        budget.max_wall_time_seconds = 7200;
+        let spent = spent(3, 300, 0.3);
+        let since: Timestamp = "2026-12-01T10:00:00Z".parse().unwrap();
+        let at = |minutes: i64| since + SignedDuration::from_mins(minutes);
+        let cost =
+            |charges: &[Charge], period| report(charges, &[], By::Turn, &budget, &spent, period);
+        let line = |report: &CostReport, name: &str| {
+            report
+                .budgets
+                .iter()
+                .find(|b| b.name == name)
+                .unwrap()
+                .clone()
+        };
+        let forecast = |report: &CostReport, name: &str| {
+            let line = line(report, name);
+            (line.per_hour.is_some(), line.exhausts_at.is_some())
+        };
+        let early = cost(&charges, running(since, at(9)));
+        assert_eq!(
+            line(&early, "usd").no_forecast,
+            Some(NoForecast::TooLittleHistory)
+        );
+        assert_eq!(forecast(&early, "tokens"), (false, false));
+        assert_eq!(
+            forecast(&early, "wall_time_hours"),
+            (true, true),
+            "wall time needs no history"
+        );
+        let few = cost(&charges[..2], running(since, at(60)));
+        assert_eq!(
+            line(&few, "tokens").no_forecast,
+            Some(NoForecast::TooLittleHistory)
+        );
+        let enough = cost(&charges, running(since, at(10)));
+        assert_eq!(line(&enough, "tokens").no_forecast, None);
+        assert_eq!(forecast(&enough, "usd"), (true, true));
+        let finished = Period {
+            finished: true,
+            ..running(since, at(60))
+        };
+        let done = cost(&charges, finished);
+        for line in &done.budgets {
+            assert_eq!(forecast(&done, line.name), (false, false), "{}", line.name);
+            assert_eq!(line.without_forecast(), "the loop is finished");
+        }
+        assert_eq!(
+            line(&early, "tokens").without_forecast(),
+            "no forecast before 3 turns and 10m"
+        );
+        let iterations = &done.budgets[2];
+        assert_eq!(iterations.figure(iterations.used), "3");
+        assert_eq!(done.budgets[1].figure(0.3), "$0.30");
     }
 }

@@ -197,6 +197,38 @@ fn iterations_recorded_by_hand_are_charged_alike_in_every_cost_view() {
 }
 
 #[test]
+fn no_burn_rate_is_forecast_from_one_turn_nor_for_a_finished_loop_and_counts_print_whole() {
+    let f = Fixture::new();
+    f.init(10, &["--max-tokens", "3000"]);
+    f.append("continue", &["--tokens", "1200"]).success();
+    let text = |f: &Fixture| {
+        let out = f.loopx().args(["cost", "--dir", f.d()]).output().unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let early = text(&f);
+    assert!(
+        early.contains("tokens: 1200 used, 1800 of 3000 left; no forecast before 3 turns and 10m")
+            && early.contains("iterations: 1 used, 9 of 10 left;")
+            && !early.contains("/h"),
+        "{early}"
+    );
+    // The operator ends the loop.
+    std::fs::write(f.dir.join("STOP_REQUESTED"), "").unwrap();
+    let finished = text(&f);
+    assert!(
+        finished.contains("iterations: 1 used, 9 of 10 left; the loop is finished")
+            && !finished.contains("runs out"),
+        "{finished}"
+    );
+    let server = serve(&f, &[]);
+    let page = server.get("/").body;
+    assert!(
+        page.contains("the loop is finished") && !page.contains("at this rate"),
+        "{page}"
+    );
+}
+
+#[test]
 fn out_of_range_and_non_numeric_iteration_ids_are_404_not_a_crash() {
     let f = loop_with_outcome();
     let server = serve(&f, &[]);

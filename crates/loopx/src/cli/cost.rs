@@ -6,12 +6,14 @@ use clap::Args;
 use loopx_app::driver::env;
 use loopx_app::loop_dir::{LoopDir, Place};
 use loopx_core::cost::{By, CostReport};
+use loopx_core::words;
 use loopx_store::sqlite::Access;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 /// Tokens and USD per turn, day or provider, the budgets left, the burn
-/// rate and when each budget runs out at that rate.
+/// rate and when each budget runs out at that rate (forecast only after 3
+/// turns and 10 minutes, and never for a finished loop).
 ///
 /// Every figure is the ledger's: each iteration's own --tokens/--usd
 /// (recorded by hand, by an agent or by the driver) and the driver's
@@ -62,18 +64,24 @@ fn text(report: &CostReport) -> String {
     );
     for b in &report.budgets {
         let left = match b.remaining {
-            Some(left) => format!("{left:.2} of {:.2} left", b.max),
+            Some(left) => format!("{} of {} left", b.figure(left), b.figure(b.max)),
             None => "unlimited".into(),
         };
-        let end = match (b.hours_to_exhaust, b.exhausts_at) {
-            (Some(h), Some(at)) => format!("; runs out in {h:.1}h ({at})"),
+        let end = match (b.per_hour, b.hours_to_exhaust, b.exhausts_at) {
+            (Some(rate), Some(h), Some(at)) => {
+                // Wall time always burns an hour an hour: no rate to show.
+                let rate = if b.name == "wall_time_hours" {
+                    String::new()
+                } else {
+                    format!(", {}/h", b.figure(rate))
+                };
+                let left = words::duration((h * 3600.0) as u64);
+                format!("{rate}; runs out in {left} ({at})")
+            }
+            _ if b.max > 0.0 => format!("; {}", b.without_forecast()),
             _ => String::new(),
         };
-        let _ = writeln!(
-            out,
-            "{}: {:.2} used, {left}, {:.2}/h{end}",
-            b.name, b.used, b.per_hour
-        );
+        let _ = writeln!(out, "{}: {} used, {left}{end}", b.name, b.figure(b.used));
     }
     out
 }

@@ -390,11 +390,6 @@ fn budgets(lines: &[BudgetLine], now: Timestamp) -> Markup {
 /// all-loops page alike.
 fn budget_rows(lines: &[BudgetLine], now: Timestamp) -> Markup {
     let named = |name: &str| lines.iter().find(|b| b.name == name);
-    let figure = |name: &str, value: f64| match name {
-        "usd" => format!("${value:.2}"),
-        "wall_time_hours" => words::duration((value * 3600.0) as u64),
-        _ => format!("{}", value as u64),
-    };
     let row = |label: &str, name: &str, line: Option<&BudgetLine>| match line
         .filter(|b| b.max > 0.0)
     {
@@ -403,14 +398,14 @@ fn budget_rows(lines: &[BudgetLine], now: Timestamp) -> Markup {
                 span { (label) } (bar(b.used, b.max))
                 span {}
                 span class="muted" {
-                    (figure(name, b.used)) " of " (figure(name, b.max))
-                    @match b.exhausts_at { Some(at) => { " · exhausted " (when(at, now)) " at this rate" }, None => { " · not burning" } }
+                    (b.figure(b.used)) " of " (b.figure(b.max))
+                    @match b.exhausts_at { Some(at) => { " · exhausted " (when(at, now)) " at this rate" }, None => { " · " (b.without_forecast()) } }
                 }
             }
         },
         None => html! {
             div class="budget" data-testid={"budget-" (name)} data-max="0" {
-                span { (label) } span class="muted" { (line.map_or(String::new(), |b| figure(name, b.used))) " · unlimited" }
+                span { (label) } span class="muted" { (line.map_or(String::new(), |b| b.figure(b.used))) " · unlimited" }
             }
         },
     };
