@@ -128,3 +128,38 @@ fn a_missing_loop_is_class_not_found_for_every_read() {
     }
     assert!(!f.dir.exists(), "a read created the loop directory");
 }
+
+#[test]
+fn bad_budget_flags_say_what_was_wrong_and_what_is_accepted_and_create_nothing() {
+    let f = Fixture::new();
+    for (flags, says) in [
+        (
+            &["--max-iterations", "-5"][..],
+            "invalid value '-5' for '--max-iterations <MAX_ITERATIONS>': expected a whole number of iterations, 1 or more, such as 20",
+        ),
+        (
+            &["--max-tokens", "-5"][..],
+            "invalid value '-5' for '--max-tokens <MAX_TOKENS>': expected a whole number, 0 or more, such as 200000 (0 means unlimited)",
+        ),
+        (
+            &["--max-wall", "-1h"][..],
+            "a duration limit cannot be negative (got -1h); write e.g. 90m, 48h or 2d 12h (0 means unlimited)",
+        ),
+        (
+            &["--max-wall=-1h"][..],
+            "a duration limit cannot be negative (got -1h)",
+        ),
+    ] {
+        let output = f
+            .loopx()
+            .args(f.init_words())
+            .args(flags)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains(says), "{flags:?}: {stderr}");
+        assert!(!stderr.contains("invalid digit"), "{stderr}");
+        assert!(!f.dir.exists(), "{flags:?} created the loop");
+    }
+}

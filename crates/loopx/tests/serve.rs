@@ -6,6 +6,7 @@
 mod common;
 
 use common::{first_line, Fixture, Reply, Server};
+use predicates::prelude::PredicateBooleanExt as _;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -828,6 +829,23 @@ fn a_loop_that_does_not_exist_is_refused_before_binding() {
         .assert()
         .failure()
         .stderr(predicates::str::contains("no loop at"));
+}
+
+#[test]
+fn a_taken_port_says_to_pass_another_addr() {
+    let f = Fixture::new();
+    f.init(3, &[]);
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    f.loopx()
+        .args(["serve", "--dir", f.d(), "--addr", &addr])
+        .assert()
+        .failure()
+        .stderr(
+            predicates::str::contains(format!("cannot listen on {addr}: the port is taken")).and(
+                predicates::str::contains("pass --addr 127.0.0.1:0 for any free port"),
+            ),
+        );
 }
 
 #[test]

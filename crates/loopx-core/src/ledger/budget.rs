@@ -186,7 +186,8 @@ pub fn normalized(value: f64) -> f64 {
 /// than silently turned into something else.
 pub fn whole_seconds(span: jiff::SignedDuration) -> Result<u64, DurationError> {
     if span.is_negative() {
-        return Err(DurationError::Negative(format!("{span:#}")));
+        // `{:#}` of a negative span reads "1h ago": name it as written.
+        return Err(DurationError::Negative(format!("-{:#}", span.abs())));
     }
     if span.subsec_nanos() != 0 {
         return Err(DurationError::Fractional(format!("{span:#}")));
@@ -196,7 +197,7 @@ pub fn whole_seconds(span: jiff::SignedDuration) -> Result<u64, DurationError> {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DurationError {
-    #[error("a duration limit cannot be negative (got {0})")]
+    #[error("a duration limit cannot be negative (got {0}); write e.g. 90m, 48h or 2d 12h (0 means unlimited)")]
     Negative(String),
     #[error("a duration limit is counted in whole seconds (got {0}); write e.g. 1s, 90m or 2d 12h (0 means unlimited)")]
     Fractional(String),
@@ -266,7 +267,8 @@ mod tests {
             Err(DurationError::Fractional(_))
         ));
         assert!(whole_seconds(SignedDuration::from_millis(1500)).is_err());
-        assert!(whole_seconds(SignedDuration::from_secs(-5)).is_err());
+        let negative = whole_seconds(SignedDuration::from_secs(-3600)).unwrap_err();
+        assert!(negative.to_string().contains("(got -1h)"), "{negative}");
         assert_eq!(whole_seconds(SignedDuration::from_secs(90)), Ok(90));
         assert_eq!(normalized(-0.0).to_bits(), 0.0f64.to_bits());
     }

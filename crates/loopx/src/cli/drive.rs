@@ -62,13 +62,13 @@ pub struct DriveArgs {
     #[arg(long, default_value_t = 60)]
     pub quota_backoff: u64,
     /// The longest wait for a reported quota reset (e.g. 6h).
-    #[arg(long, default_value = "6h", value_parser = super::ledger::parse_duration)]
+    #[arg(long, default_value = "6h", value_parser = super::ledger::parse_duration, allow_hyphen_values = true)]
     pub max_quota_wait: u64,
     /// Kill a turn (its whole process group) after this many seconds.
     #[arg(long, default_value_t = 3600)]
     pub iteration_timeout: u64,
     /// Run at most this many turns in this run.
-    #[arg(long)]
+    #[arg(long, value_parser = super::ledger::iteration_cap)]
     pub max_iterations: Option<u64>,
     /// The agent id turns act as (LOOPX_AGENT_ID in the agent's environment).
     #[arg(long, default_value = "agent")]
@@ -242,6 +242,7 @@ pub fn drive(args: &DriveArgs, store: Option<&str>) -> Result<Reply> {
                 json,
                 text: format!("loopx drive: stopped by a runtime error: {message}"),
                 code: exit.code(),
+                report: false,
             });
         }
     };
@@ -260,6 +261,7 @@ pub fn drive(args: &DriveArgs, store: Option<&str>) -> Result<Reply> {
         json,
         text,
         code: ended.exit.code(),
+        report: false,
     })
 }
 
@@ -280,6 +282,7 @@ fn bad_arguments_of(action: &str, message: String) -> Reply {
         json: json!({"status": "failed", "action": action, "exit_code": exit.code(), "reason": exit.reason(), "error": message}),
         text: format!("error: {message}"),
         code: exit.code(),
+        report: false,
     }
 }
 
@@ -310,6 +313,7 @@ pub fn agent_cmd(args: &AgentCmdArgs, store: Option<&str>) -> Result<Reply> {
                 json,
                 text,
                 code: Exit::ProviderUnavailable.code(),
+                report: false,
             });
         }
         if let Some(warning) = &only.warning {
@@ -428,6 +432,7 @@ pub fn recover(args: &RecoverArgs, store: Option<&str>) -> Result<Reply> {
         json,
         text,
         code: exit.code(),
+        report: false,
     })
 }
 
@@ -458,6 +463,7 @@ pub fn verify(args: &VerifyArgs, store: Option<&str>) -> Result<Reply> {
         json: json!({"status": if code == 0 { "ok" } else { "failed" }, "action": "verify", "verified": outcome, "state_status": status}),
         text,
         code,
+        report: false,
     })
 }
 

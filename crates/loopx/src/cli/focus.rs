@@ -233,6 +233,7 @@ pub fn goal_focus(command: &GoalFocusCommand, store: Option<&str>) -> Result<Rep
             )?)?;
             Ok(Reply {
                 code: if view.is_valid() { 0 } else { 1 },
+                report: false,
                 ..Reply::view(&view, view.text())?
             })
         }

@@ -127,6 +127,7 @@ pub fn doctor(args: &DoctorArgs, store: Option<&str>) -> Result<Reply> {
     let view = doctor::doctor(args.dir.at(store), &places, &source);
     let mut reply = Reply::view(&view, render_doctor(&view))?;
     reply.code = u8::from(!view.ok);
+    reply.report = true;
     Ok(reply)
 }
 

@@ -52,16 +52,16 @@ pub struct InitArgs {
     #[arg(long, default_value = "bounded-research", value_parser = PossibleValuesParser::new(Mode::names()))]
     pub mode: String,
     /// Hard cap on iterations; the last allowed one must stop or block.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = iteration_cap)]
     pub max_iterations: u64,
     /// Wall-time budget in seconds from init (0 = unlimited).
-    #[arg(long, default_value_t = 3600, conflicts_with = "max_wall")]
+    #[arg(long, default_value_t = 3600, conflicts_with = "max_wall", value_parser = limit)]
     pub max_wall_time_seconds: u64,
     /// Wall-time budget as a duration: 90m, 48h, 2d 12h (0 = unlimited).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
     pub max_wall: Option<u64>,
     /// Token budget (0 = unlimited).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = limit)]
     pub max_tokens: u64,
     /// USD budget (0 = unlimited); finite and non-negative.
     #[arg(long, default_value = "0", value_parser = usd_amount)]
@@ -168,6 +168,27 @@ pub fn early_stop_help() -> String {
         ))
         .unwrap_or_default()
     )
+}
+
+/// A whole number for a flag, with what is accepted: for `-5` clap's own
+/// parser says only "invalid digit found in string".
+fn whole(text: &str, expected: &str) -> Result<u64, String> {
+    text.trim()
+        .parse()
+        .map_err(|_| format!("expected {expected}"))
+}
+
+/// A limit: a whole number, 0 meaning unlimited.
+pub fn limit(text: &str) -> Result<u64, String> {
+    whole(
+        text,
+        "a whole number, 0 or more, such as 200000 (0 means unlimited)",
+    )
+}
+
+/// An iteration cap: a whole number, 1 or more.
+pub fn iteration_cap(text: &str) -> Result<u64, String> {
+    whole(text, "a whole number of iterations, 1 or more, such as 20")
 }
 
 pub fn parse_duration(text: &str) -> Result<u64, String> {
@@ -279,6 +300,7 @@ pub fn validate(args: &DirArgs, store: Option<&str>) -> Result<Reply> {
     )?)?;
     Ok(Reply {
         code: if view.is_valid() { 0 } else { 1 },
+        report: false,
         ..Reply::view(&view, view.text())?
     })
 }

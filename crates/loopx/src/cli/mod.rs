@@ -136,6 +136,9 @@ pub struct Reply {
     pub json: Value,
     pub text: String,
     pub code: u8,
+    /// The text is a report (`doctor`): it goes to stdout whatever the
+    /// exit code, so it is read in one place whether or not all is well.
+    pub report: bool,
 }
 
 impl Reply {
@@ -144,6 +147,7 @@ impl Reply {
             json,
             text: text.into(),
             code: 0,
+            report: false,
         }
     }
 
@@ -401,8 +405,9 @@ fn emit(reply: &Reply, json: bool) {
     if !text.ends_with('\n') {
         text.push('\n');
     }
-    // A command that fails says why where errors go, even with --json.
-    if reply.code == 0 {
+    // A command that fails says why where errors go, even with --json;
+    // a report stays on stdout, where it is printed when all is well.
+    if reply.code == 0 || (reply.report && !json) {
         let _ = std::io::stdout().lock().write_all(text.as_bytes());
     } else {
         let _ = std::io::stderr().lock().write_all(text.as_bytes());

@@ -86,6 +86,7 @@ pub fn run() -> Result<Reply> {
         json,
         text,
         code: if failed.is_empty() { 0 } else { 1 },
+        report: false,
     })
 }
 

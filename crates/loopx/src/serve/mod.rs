@@ -16,7 +16,7 @@ mod api;
 mod auth;
 mod page;
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{bail, Result};
 use api::Failure;
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
@@ -246,7 +246,18 @@ pub fn serve(options: Options) -> Result<()> {
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(options.addr)
             .await
-            .with_context(|| format!("cannot listen on {}", options.addr))?;
+            .map_err(|error| {
+                let taken = error.kind() == std::io::ErrorKind::AddrInUse;
+                anyhow::Error::new(error).context(if taken {
+                    format!(
+                        "cannot listen on {}: the port is taken (another `loopx serve`?); pass --addr {} for any free port, or --addr with another port",
+                        options.addr,
+                        std::net::SocketAddr::new(options.addr.ip(), 0)
+                    )
+                } else {
+                    format!("cannot listen on {}", options.addr)
+                })
+            })?;
         let addr = listener.local_addr()?;
         let port = addr.port();
         let mut hosts = vec![
