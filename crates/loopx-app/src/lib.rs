@@ -41,6 +41,7 @@ pub mod panel;
 pub mod platform;
 pub mod receipt;
 pub mod registry;
+pub mod stop;
 pub mod turns;
 pub mod views;
 

@@ -179,6 +179,40 @@ loopx append-iteration --mode bounded-research --objective turn --decision $D --
     assert!(!stderr.contains("failed"), "{stderr}");
 }
 
+#[test]
+fn request_stop_ends_a_driven_loop_after_the_current_turn() {
+    let d = Drive::new(5);
+    let agent = d.script(
+        "agent",
+        &format!("loopx request-stop --reason 'seen enough' >/dev/null\n{APPEND}"),
+    );
+    let (code, stderr) = d.run(&["--cmd", &agent]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(d.iterations(), 1, "{stderr}");
+    let done = d.f.json(&["done", "--dir", d.f.d()]);
+    assert_eq!(done["reason"], "user_stop_requested", "{done}");
+}
+
+#[test]
+fn a_failed_turns_log_is_named_so_it_opens_from_where_drive_ran() {
+    let d = Drive::new(3);
+    let agent = d.script("agent", "echo broken; exit 1");
+    let (code, stderr) = d.run(&["--cmd", &agent, "--max-failures", "1"]);
+    assert_eq!(code, 3, "{stderr}");
+    let logs: Vec<&str> = stderr
+        .split("see ")
+        .skip(1)
+        .map(|rest| rest.split([';', ' ', '\n', ')']).next().unwrap())
+        .collect();
+    assert!(!logs.is_empty(), "{stderr}");
+    for log in logs {
+        assert!(
+            Path::new(log).is_file(),
+            "{log} does not open from here: {stderr}"
+        );
+    }
+}
+
 impl Drive {
     fn run_with_env(&self, args: &[&str], key: &str, value: &str) -> (i32, String) {
         let output = self.command(args).env(key, value).output().unwrap();
@@ -303,7 +337,8 @@ fn hard_failures_no_advance_and_timeouts_stop_after_max_failures() {
         // The summary speaks to a person: what happened and where to look.
         let summary = stderr.lines().last().unwrap_or("");
         assert!(
-            summary.contains(sentence) && summary.contains("; see driver_logs/d1-"),
+            summary.contains(sentence)
+                && summary.contains(&format!("; see {}/driver_logs/d1-", d.f.d())),
             "{name}: {summary}"
         );
         assert!(!stderr.contains("NoAdvance"), "{stderr}");

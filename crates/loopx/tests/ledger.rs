@@ -3,7 +3,9 @@
 mod common;
 
 use common::{artifact, Fixture};
+use predicates::prelude::PredicateBooleanExt as _;
 use predicates::str::contains;
+use serde_json::json;
 
 #[test]
 fn a_loop_runs_from_init_to_a_banked_proof() {
@@ -239,6 +241,64 @@ fn the_final_turns_prompt_names_the_decisions_it_accepts_and_how_to_record_them(
     f.append("stop", &["--stop-reason", "loops_reached"])
         .success();
     f.assert_valid();
+}
+
+#[test]
+fn request_stop_writes_the_sentinel_that_ends_the_loop_and_bad_input_writes_nothing() {
+    let f = Fixture::new();
+    // No loop there: nothing is created.
+    f.loopx()
+        .args(["request-stop", "--dir", f.d()])
+        .assert()
+        .failure()
+        .stderr(contains("no loop at"));
+    assert!(!f.dir.exists());
+    f.init(5, &[]);
+    let sentinel = f.dir.join("STOP_REQUESTED");
+    f.loopx()
+        .args(["request-stop", "--dir", f.d(), "--reason", "bad\u{1b}[2J"])
+        .assert()
+        .failure()
+        .stderr(contains("--reason"));
+    assert!(!sentinel.exists());
+    let body = f.json(&[
+        "request-stop",
+        "--dir",
+        f.d(),
+        "--reason",
+        "enough for today",
+    ]);
+    assert_eq!(
+        (&body["status"], &body["already_requested"]),
+        (&json!("ok"), &json!(false)),
+        "{body}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&sentinel).unwrap(),
+        "enough for today\n"
+    );
+    let done = f.json(&["done", "--dir", f.d()]);
+    assert_eq!(
+        (&done["done"], &done["reason"]),
+        (&json!(true), &json!("user_stop_requested")),
+        "{done}"
+    );
+    f.append("continue", &[]).success();
+    // Asking again keeps the first request; the text says how to undo it.
+    f.loopx()
+        .args(["request-stop", "--dir", f.d()])
+        .assert()
+        .success()
+        .stdout(contains("already requested").and(contains("rm ")));
+    assert_eq!(
+        std::fs::read_to_string(&sentinel).unwrap(),
+        "enough for today\n"
+    );
+    f.loopx()
+        .args(["request-stop", "--help"])
+        .assert()
+        .success()
+        .stdout(contains("SIGTERM").and(contains("--reason")));
 }
 
 #[test]

@@ -341,7 +341,8 @@ impl Run<'_> {
                     return Ok(self.ended(exit, reason))
                 }
                 Next::Exit { exit, reason } => {
-                    return Ok(self.ended(exit, format!("{reason}; see {}", turn.log)))
+                    let log = dir.path(&turn.log);
+                    return Ok(self.ended(exit, format!("{reason}; see {}", log.display())));
                 }
             }
         }

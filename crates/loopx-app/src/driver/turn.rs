@@ -318,7 +318,12 @@ pub fn run_turn(
     };
     let why = match result {
         TurnResult::Advanced => String::new(),
-        failed => format!(": {}; see {log_name}", failed.sentence()),
+        // Openable from where drive was run, not only from the loop dir.
+        failed => format!(
+            ": {}; see {}",
+            failed.sentence(),
+            dir.path(&log_name).display()
+        ),
     };
     progress.say(&format!(
         "iteration {iteration} [{provider_name}] {} in {:.1}s (exit {}{usd}){why}; {} left",

@@ -300,7 +300,6 @@ pub fn validate(args: &DirArgs, store: Option<&str>) -> Result<Reply> {
     )?)?;
     Ok(Reply {
         code: if view.is_valid() { 0 } else { 1 },
-        report: false,
         ..Reply::view(&view, view.text())?
     })
 }

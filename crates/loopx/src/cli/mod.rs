@@ -15,6 +15,7 @@ mod notify;
 mod panel;
 mod selftest;
 mod serve;
+mod stop;
 mod ticker;
 
 use anyhow::Result;
@@ -104,6 +105,7 @@ pub enum Command {
     /// Remove what `loopx install` added (same flags), giving back every file as it was.
     Uninstall(install::InstallArgs),
     Doctor(install::DoctorArgs),
+    RequestStop(stop::RequestStopArgs),
     Mcp(mcp::McpArgs),
     Migrate(migrate::MigrateArgs),
     Import(import::ImportArgs),
@@ -378,6 +380,7 @@ fn dispatch(command: Command, json: bool, store: Option<&str>) -> Result<Reply> 
         Command::Install(args) => install::install(&args),
         Command::Uninstall(args) => install::uninstall(&args),
         Command::Doctor(args) => install::doctor(&args, store),
+        Command::RequestStop(args) => stop::request_stop(&args, store),
         Command::Mcp(args) => mcp::mcp(&args, store),
         Command::Migrate(args) => migrate::migrate(&args, store),
         Command::Import(args) => import::import(&args, store),
