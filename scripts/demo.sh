@@ -9,11 +9,16 @@
 #   loopx drive --dir <loop> --provider claude     (or codex, opencode, ...)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# A cold build takes a few minutes on two cores: let cargo show its progress.
-echo "building loopx (release)..." >&2
+# A cold build takes minutes (about 8 on two cores), almost all of it
+# compiling dependencies once: say so, and let cargo show its progress.
+say() { printf '==> %s\n' "$*" >&2; }
+say "step 1 of 3: building loopx in release mode (a first build compiles every dependency"
+say "            once and takes several minutes; later runs take seconds)..."
 cargo build --release -p loopx
 target_dir=$(scripts/target-dir)
 export PATH="$target_dir/release:$PATH"
+say "built $target_dir/release/loopx"
+say "step 2 of 3: a real unattended loop: init, then loopx drive runs fresh turns of the demo agent"
 project="target/demo-project"
 rm -rf "$project"
 mkdir -p "$project"
@@ -37,3 +42,12 @@ run todo list --dir "$loop"
 run validate --dir "$loop"
 printf '\n%s:\n' "$project/demo-output/poem.txt"
 cat "$project/demo-output/poem.txt"
+
+# What to try next, pasteable from here (`cargo install --locked --path
+# crates/loopx` puts loopx on PATH for good).
+bin=$(printf '%q' "$target_dir/release/loopx")
+dir=$(printf '%q' "$PWD/$loop")
+printf '\n==> step 3 of 3: try next\n'
+printf '  %s status --dir %s        # the loop at a glance\n' "$bin" "$dir"
+printf '  %s serve --dir %s         # its dashboard in a browser (prints a login link)\n' "$bin" "$dir"
+printf '  %s install --target claude --dry-run   # what wiring loopx into Claude Code would change\n' "$bin"

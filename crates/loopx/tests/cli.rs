@@ -203,3 +203,57 @@ fn text_says_counts_in_good_grammar_and_times_as_people_read_them() {
         "{list}"
     );
 }
+
+/// The README's words about the command surface, read from the file.
+fn readme() -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    std::fs::read_to_string(path).unwrap()
+}
+
+#[test]
+fn what_the_readme_calls_not_implemented_is_not_and_what_it_says_is_implemented_is() {
+    let readme = readme();
+    let missing = readme
+        .split("- not yet implemented: ")
+        .nth(1)
+        .and_then(|rest| rest.split(".\n").next())
+        .expect("the README lists what is not implemented");
+    let (commands, flags) = missing
+        .split_once("commands, and `drive`'s")
+        .expect("commands, then drive's flags");
+    let names = |text: &str| -> Vec<String> {
+        text.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect()
+    };
+    let top = help(&[]);
+    for command in names(commands) {
+        assert!(
+            !top.contains(&format!("\n  {command} ")),
+            "the README says `{command}` is not implemented, but it is"
+        );
+    }
+    let drive = help(&["drive"]);
+    for flag in names(flags) {
+        assert!(
+            !drive.contains(&format!("{flag} ")),
+            "the README says drive's {flag} is not implemented, but it is"
+        );
+    }
+    // What it does say is there, is.
+    assert!(help(&["panel"]).contains("--smoke"));
+    assert!(help(&["notify-event"]).contains("--event"));
+    assert!(
+        readme.contains("panel") && !readme.contains("nor `--smoke`"),
+        "the README still says panel --smoke is missing"
+    );
+}
+
+#[test]
+fn the_readme_installs_with_the_locked_dependency_versions() {
+    for line in readme().lines().filter(|l| l.contains("cargo install")) {
+        assert!(line.contains("--locked"), "{line}");
+    }
+}
