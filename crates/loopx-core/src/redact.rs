@@ -28,6 +28,8 @@
 //! (`(555) 123-4567`, `555-123-4567`) form. [`redact_outbound_json`] applies
 //! it to every string of a JSON value, object keys included: a key is
 //! whatever the caller typed (`--extensions '{"<secret>": 1}'`).
+//! [`redact_object`] is the same walk with [`redact`] alone, for a JSON
+//! object an agent wrote into what loopx keeps.
 //!
 //! It is a hand-written single pass over the bytes (no regex engine):
 //! linear in the input and allocation-free when nothing matches. It is a
@@ -496,20 +498,7 @@ pub fn redact_outbound(text: &str, known: &[&str]) -> String {
 /// [`redact_outbound`] applied to every string inside `value`, at any
 /// depth, object keys as well as values.
 pub fn redact_outbound_json(value: &mut serde_json::Value, known: &[&str]) {
-    use serde_json::Value;
-    match value {
-        Value::String(text) => {
-            let clean = redact_outbound(text, known);
-            if clean != *text {
-                *text = clean;
-            }
-        }
-        Value::Array(items) => items
-            .iter_mut()
-            .for_each(|item| redact_outbound_json(item, known)),
-        Value::Object(map) => redact_outbound_object(map, known),
-        Value::Null | Value::Bool(_) | Value::Number(_) => {}
-    }
+    json_with(value, &|text| redact_outbound(text, known));
 }
 
 /// [`redact_outbound_json`] for an object: every key and every value. Keys
@@ -519,14 +508,44 @@ pub fn redact_outbound_object(
     map: &mut serde_json::Map<String, serde_json::Value>,
     known: &[&str],
 ) {
-    map.values_mut()
-        .for_each(|item| redact_outbound_json(item, known));
-    if map.keys().all(|key| redact_outbound(key, known) == *key) {
+    object_with(map, &|text| redact_outbound(text, known));
+}
+
+/// [`redact`] applied to every string inside an object, at any depth,
+/// keys as well as values, as [`redact_outbound_object`] does: the rule
+/// for a JSON object an agent wrote into what loopx keeps (a compute run).
+pub fn redact_object(map: &mut serde_json::Map<String, serde_json::Value>) {
+    object_with(map, &redact_owned);
+}
+
+/// `rule` applied to every string inside `value`, object keys included.
+fn json_with(value: &mut serde_json::Value, rule: &dyn Fn(&str) -> String) {
+    use serde_json::Value;
+    match value {
+        Value::String(text) => {
+            let clean = rule(text);
+            if clean != *text {
+                *text = clean;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|item| json_with(item, rule)),
+        Value::Object(map) => object_with(map, rule),
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
+/// `rule` applied to every key and value of `map`, keeping every entry.
+fn object_with(
+    map: &mut serde_json::Map<String, serde_json::Value>,
+    rule: &dyn Fn(&str) -> String,
+) {
+    map.values_mut().for_each(|item| json_with(item, rule));
+    if map.keys().all(|key| rule(key) == *key) {
         return;
     }
     let mut redacted = Vec::new();
     for (key, value) in std::mem::take(map) {
-        let clean = redact_outbound(&key, known);
+        let clean = rule(&key);
         if clean == key {
             map.insert(key, value);
         } else {

@@ -560,3 +560,68 @@ fn selftest_passes_offline() {
         .success()
         .stdout(contains(" passed, 0 failed"));
 }
+
+#[test]
+fn a_key_in_any_id_or_reference_flag_never_reaches_the_store() {
+    const KEY: &str = "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789_-abcdEFGH";
+    let f = Fixture::new();
+    f.init(3, &[]);
+    let glued = |name: &str| format!("{name}_{KEY}");
+    let (input, guard, source, evidence, claim, obligation) = (
+        glued("key"),
+        glued("guard"),
+        glued("src"),
+        glued("ev"),
+        glued("claim"),
+        glued("obl"),
+    );
+    f.append(
+        "continue",
+        &[
+            "--input-ref",
+            &input,
+            "--guard-ref",
+            &guard,
+            "--source-id",
+            &source,
+            "--evidence-id",
+            &evidence,
+            "--claim-id",
+            &claim,
+            "--obligation-id",
+            &obligation,
+            "--input-ref",
+            "notes/plan.md",
+        ],
+    )
+    .success();
+    // An honest evidence id still names its proof artifact.
+    f.write_proof("proof-1");
+    f.append(
+        "stop",
+        &["--stop-reason", "proof_found", "--evidence-id", "proof-1"],
+    )
+    .success();
+
+    let stored = common::stored_text(&f.dir);
+    assert!(stored.contains("[REDACTED]"), "nothing was redacted");
+    assert!(
+        !stored.contains("AbCdEfGhIjKlMnOp"),
+        "a key survived: {stored}"
+    );
+    let records = common::journal_events(&f.dir, "ledger.iteration_appended");
+    let first = &records[0]["record"];
+    assert_eq!(
+        first["input_refs"],
+        serde_json::json!(["key_[REDACTED]", "notes/plan.md"])
+    );
+    assert_eq!(
+        first["evidence_checked"]["evidence_ids"],
+        serde_json::json!(["ev_[REDACTED]"])
+    );
+    assert_eq!(
+        records[1]["record"]["evidence_checked"]["evidence_ids"],
+        serde_json::json!(["proof-1"])
+    );
+    f.assert_valid();
+}

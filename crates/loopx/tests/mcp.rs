@@ -373,6 +373,37 @@ async fn a_repeated_call_replays_and_a_changed_one_conflicts() {
 }
 
 #[tokio::test]
+async fn a_key_in_any_tool_input_never_reaches_the_store() {
+    const KEY: &str = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    let f = setup();
+    let client = f.mcp("a").await;
+    let note = json!({
+        "note": format!("the log showed token_{KEY}"),
+        "evidence_refs": [format!("log-{KEY}"), "deck.pdf#1"],
+        "operation_id": "ev-key"
+    });
+    ok(&client, "append_evidence", note).await;
+    let iteration = json!({
+        "mode": "bounded-research", "objective": "Build the deck",
+        "decision": "continue", "operation_id": "iter-key",
+        "input_refs": [format!("key_{KEY}")],
+        "source_ids": [format!("src_{KEY}")],
+        "guard_refs": [format!("guard_{KEY}")],
+        "evidence_ids": [format!("ev_{KEY}")],
+        "claim_ids": [format!("claim_{KEY}")]
+    });
+    ok(&client, "append_iteration", iteration).await;
+    client.cancel().await.unwrap();
+
+    let stored = common::stored_text(&f.dir);
+    assert!(stored.contains("[REDACTED]"), "nothing was redacted");
+    assert!(!stored.contains(KEY), "a key survived: {stored}");
+    // An honest reference is kept as given.
+    assert!(stored.contains("deck.pdf#1"), "{stored}");
+    f.assert_valid();
+}
+
+#[tokio::test]
 async fn a_foreign_agents_todo_and_routing_through_inputs_are_refused() {
     let f = setup();
     let client = f.mcp("a").await;

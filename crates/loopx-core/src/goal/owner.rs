@@ -77,12 +77,7 @@ pub(super) fn decide_todo(
         ensure_adopted(goal, actor)?;
     }
     let transition = todo::decide(todo, action, actor, now)?;
-    let note = (!note.trim().is_empty()).then(|| EvidenceNote {
-        at: now,
-        by: actor.name().to_owned(),
-        note: note.trim().to_owned(),
-        evidence_refs: vec![],
-    });
+    let note = (!note.trim().is_empty()).then(|| EvidenceNote::new(now, actor.name(), note, &[]));
     Ok((transition, note))
 }
 
@@ -382,12 +377,7 @@ fn decide_on(
             if !note.trim().is_empty() || !evidence_refs.is_empty() {
                 changes.push(Change::NoteRecorded {
                     todo: None,
-                    note: EvidenceNote {
-                        at: now,
-                        by: actor.name().to_owned(),
-                        note: note.trim().to_owned(),
-                        evidence_refs: evidence_refs.clone(),
-                    },
+                    note: EvidenceNote::new(now, actor.name(), note, evidence_refs),
                 });
                 effects.push("note_recorded");
             }

@@ -1052,3 +1052,47 @@ fn identities_follow_one_grammar_at_the_owner() {
     .unwrap();
     assert_eq!(todo, "t1");
 }
+
+#[test]
+fn notes_references_and_block_reasons_are_redacted_before_the_history() {
+    const KEY: &str = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    let mut h = Harness::new();
+    let todo = h.add_todo("Work");
+    let blocked = h.add_todo("Blocked work");
+    h.run(
+        Actor::Owner,
+        GoalRequest::Writeback {
+            note: format!("found the token_{KEY} in a log"),
+            evidence_refs: vec![format!("ref-{KEY}"), "deck.pdf#1".into()],
+            todos: vec![],
+        },
+    )
+    .unwrap();
+    h.run(
+        Actor::Owner,
+        GoalRequest::Todo {
+            id: todo.clone(),
+            action: TodoAction::Claim { ttl_seconds: 60 },
+            note: format!("claimed with {KEY}"),
+        },
+    )
+    .unwrap();
+    h.todo(
+        Actor::Owner,
+        &blocked,
+        TodoAction::Block {
+            reason: format!("waiting on password={KEY}"),
+        },
+    )
+    .unwrap();
+    let history = serde_json::to_string(h.goal()).unwrap();
+    assert!(!history.contains(KEY), "{history}");
+    let note = h.goal().notes.last().unwrap();
+    assert_eq!(note.note, "found the token_[REDACTED] in a log");
+    // An honest reference is kept exactly as given.
+    assert_eq!(note.evidence_refs, ["ref-[REDACTED]", "deck.pdf#1"]);
+    let claimed = h.goal().todo(&todo).unwrap();
+    assert_eq!(claimed.evidence[0].note, "claimed with [REDACTED]");
+    let reason = &h.goal().todo(&blocked).unwrap().blocked_reason;
+    assert_eq!(reason, "waiting on password=[REDACTED]");
+}

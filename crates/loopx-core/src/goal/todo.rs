@@ -57,6 +57,22 @@ pub struct EvidenceNote {
     pub evidence_refs: Vec<String>,
 }
 
+impl EvidenceNote {
+    /// The note `by` writes at `now`, its text and every reference passed
+    /// through the one redaction rule ([`crate::redact`]): the goal's
+    /// history is append-only, and an agent's note (`todo note`, MCP
+    /// `append_evidence`) is free text. Honest text is kept exactly.
+    pub fn new(at: Timestamp, by: &str, note: &str, evidence_refs: &[String]) -> EvidenceNote {
+        use crate::redact::redact_owned;
+        EvidenceNote {
+            at,
+            by: by.to_owned(),
+            note: redact_owned(note.trim()),
+            evidence_refs: evidence_refs.iter().map(|r| redact_owned(r)).collect(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Todo {
     pub id: String,
@@ -238,7 +254,7 @@ pub fn decide(
                 ));
             }
             Ok(TodoTransition::Block {
-                reason: reason.trim().to_owned(),
+                reason: crate::redact::redact_owned(reason.trim()),
             })
         }
         TodoAction::Defer { seconds } => {

@@ -1,7 +1,7 @@
 //! One banked iteration ([`IterationRecord`]) and what it carries: its
 //! cost, how a reviewed candidate was banked, a success claim and the
-//! check that settles it; and the one redaction rule for the free text an
-//! agent writes into a report or another runtime wrote into a record.
+//! check that settles it; and the redaction of every text an agent writes
+//! into a report or another runtime wrote into a record.
 //! Not here: building a record from a report (`append.rs`).
 
 use super::report::{Direction, EvidenceChecked, IterationReport};
@@ -123,49 +123,342 @@ pub struct BudgetDelta {
     pub wall_time_seconds: u64,
 }
 
-/// The report with every agent-written free-text field passed through
-/// the one redaction rule: the journal is append-only, so a credential an
-/// agent pastes into its report must not reach it (as a banked record or
-/// as a staged candidate).
+/// The report with every text it carries passed through the one
+/// redaction rule: the journal is append-only, so a credential an agent
+/// pastes into its report (a note, an id, a reference, a Direction field)
+/// must not reach it, as a banked record or as a staged candidate. An
+/// honest value is left exactly as it is, so an evidence id still names
+/// its `proof_artifacts/<id>.json`.
 pub fn redacted(report: &IterationReport) -> IterationReport {
     let mut report = report.clone();
-    redact_free_text(
-        [
-            &mut report.objective,
-            &mut report.output,
-            &mut report.completed_summary,
-            &mut report.current_summary,
-            &mut report.next_action,
+    // Spelled out field by field, without `..`: a field added to the
+    // report does not compile here until it is redacted or named as
+    // holding no text.
+    let IterationReport {
+        mode: _,
+        objective,
+        decision: _,
+        stop_reason,
+        evidence_checked,
+        input_refs,
+        actions_taken,
+        remaining_gaps,
+        output,
+        tokens: _,
+        usd: _,
+        wall_time_seconds: _,
+        completed_summary,
+        current_summary,
+        next_action,
+        executor_provider,
+        dispatch_id,
+        direction,
+    } = &mut report;
+    Texts {
+        texts: [
+            objective,
+            stop_reason,
+            output,
+            completed_summary,
+            current_summary,
+            next_action,
+            executor_provider,
+            dispatch_id,
         ],
-        [&mut report.actions_taken, &mut report.remaining_gaps],
-    );
+        lists: [input_refs, actions_taken, remaining_gaps],
+        evidence: evidence_checked,
+        direction,
+    }
+    .redact();
     report
 }
 
 /// [`redacted`] for a whole record another runtime wrote (`loopx import`):
-/// the same free-text fields, under their record names.
+/// the same texts, under their record names.
 pub(super) fn redacted_record(mut record: IterationRecord) -> IterationRecord {
-    redact_free_text(
-        [
-            &mut record.objective,
-            &mut record.output,
-            &mut record.completed_summary,
-            &mut record.current_summary,
-            &mut record.proposed_next_action,
+    let IterationRecord {
+        iteration: _,
+        timestamp: _,
+        // An identifier, checked as one; the owner replaces an imported
+        // record's with the import's own.
+        operation_id: _,
+        mode: _,
+        objective,
+        decision: _,
+        stop_reason,
+        evidence_checked,
+        input_refs,
+        actions_taken,
+        remaining_gaps,
+        output,
+        budget_delta: _,
+        completed_summary,
+        current_summary,
+        proposed_next_action,
+        executor_provider,
+        dispatch_id,
+        claim: _,
+        direction,
+        bank: _,
+    } = &mut record;
+    Texts {
+        texts: [
+            objective,
+            stop_reason,
+            output,
+            completed_summary,
+            current_summary,
+            proposed_next_action,
+            executor_provider,
+            dispatch_id,
         ],
-        [&mut record.actions_taken, &mut record.remaining_gaps],
-    );
+        lists: [input_refs, actions_taken, remaining_gaps],
+        evidence: evidence_checked,
+        direction,
+    }
+    .redact();
     record
 }
 
-/// The redaction rule applied to an iteration's free text: every text and
-/// every entry of every list.
-fn redact_free_text(texts: [&mut String; 5], lists: [&mut Vec<String>; 2]) {
-    use crate::redact::redact_owned;
-    for text in texts {
-        *text = redact_owned(text);
+/// Every text of an iteration, a report's or a record's: what the one
+/// redaction rule is applied to.
+struct Texts<'a> {
+    texts: [&'a mut String; 8],
+    lists: [&'a mut Vec<String>; 3],
+    evidence: &'a mut EvidenceChecked,
+    direction: &'a mut Direction,
+}
+
+impl Texts<'_> {
+    fn redact(self) {
+        let EvidenceChecked {
+            source_ids,
+            claim_ids,
+            evidence_ids,
+            guard_refs,
+        } = self.evidence;
+        let Direction {
+            global_delta,
+            campaign_delta,
+            obligation_ids,
+            compute_runs,
+            goal_contribution,
+            goal_contribution_detail,
+            campaign_id,
+            local_without_goal_delta: _,
+            local_without_goal_delta_tag,
+            residual_id,
+            scope_lock,
+        } = self.direction;
+        let texts = self.texts.into_iter().chain([
+            global_delta,
+            campaign_delta,
+            goal_contribution,
+            goal_contribution_detail,
+            campaign_id,
+            local_without_goal_delta_tag,
+            residual_id,
+            scope_lock,
+        ]);
+        let lists = self.lists.into_iter().chain([
+            source_ids,
+            claim_ids,
+            evidence_ids,
+            guard_refs,
+            obligation_ids,
+        ]);
+        for text in texts.chain(lists.flatten()) {
+            redact_in_place(text);
+        }
+        for run in compute_runs.iter_mut().flatten() {
+            crate::redact::redact_object(run);
+        }
     }
-    for text in lists.into_iter().flatten() {
-        *text = redact_owned(text);
+}
+
+/// `text` redacted, reallocated only when something was.
+fn redact_in_place(text: &mut String) {
+    if let std::borrow::Cow::Owned(clean) = crate::redact::redact(text) {
+        *text = clean;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::vocabulary::{Decision, Mode};
+
+    const KEY: &str = "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789_-abcdEFGH";
+
+    /// `name` with a key glued to it, as a hostile or careless agent
+    /// would pass it in any field.
+    fn planted(name: &str) -> String {
+        format!("{name}_{KEY}")
+    }
+
+    fn planted_list(name: &str) -> Vec<String> {
+        vec![planted(name), format!("plain {name}")]
+    }
+
+    /// A report with every field set (no `..`: a new field must be added
+    /// here to compile), each text carrying a key.
+    fn planted_report() -> IterationReport {
+        IterationReport {
+            mode: Some(Mode::BoundedResearch),
+            objective: planted("objective"),
+            decision: Some(Decision::Stop),
+            stop_reason: planted("stop"),
+            evidence_checked: EvidenceChecked {
+                source_ids: planted_list("source"),
+                claim_ids: planted_list("claim"),
+                evidence_ids: planted_list("evidence"),
+                guard_refs: planted_list("guard"),
+            },
+            input_refs: planted_list("input"),
+            actions_taken: planted_list("action"),
+            remaining_gaps: planted_list("gap"),
+            output: planted("output"),
+            tokens: 1,
+            usd: 0.5,
+            wall_time_seconds: 2,
+            completed_summary: planted("completed"),
+            current_summary: planted("current"),
+            next_action: planted("next"),
+            executor_provider: planted("provider"),
+            dispatch_id: planted("dispatch"),
+            direction: Box::new(Direction {
+                global_delta: planted("global"),
+                campaign_delta: planted("campaign"),
+                obligation_ids: planted_list("obligation"),
+                compute_runs: Some(vec![serde_json::json!({
+                    planted("key"): {"note": planted("note")},
+                    "list": [planted("item")],
+                })
+                .as_object()
+                .unwrap()
+                .clone()]),
+                goal_contribution: planted("contribution"),
+                goal_contribution_detail: planted("detail"),
+                campaign_id: planted("campaign_id"),
+                local_without_goal_delta: true,
+                local_without_goal_delta_tag: planted("tag"),
+                residual_id: planted("residual"),
+                scope_lock: planted("scope"),
+            }),
+        }
+    }
+
+    /// Every string of `value`, at any depth, and the object keys too
+    /// when `keys` (field names are not planted, a compute run's are).
+    fn strings(value: &serde_json::Value, keys: bool, out: &mut Vec<String>) {
+        match value {
+            serde_json::Value::String(text) => out.push(text.clone()),
+            serde_json::Value::Array(items) => items.iter().for_each(|v| strings(v, keys, out)),
+            serde_json::Value::Object(map) => {
+                for (key, value) in map {
+                    if keys {
+                        out.push(key.clone());
+                    }
+                    strings(value, keys, out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn texts_of<T: Serialize>(value: &T, keys: bool) -> Vec<String> {
+        let mut out = Vec::new();
+        strings(&serde_json::to_value(value).unwrap(), keys, &mut out);
+        out
+    }
+
+    /// Every text value of `value` carries a key, or is one of the
+    /// plain list entries beside them, or is not text an agent wrote (a
+    /// mode, a decision, a record's timestamp and operation id).
+    fn assert_planted_everywhere<T: Serialize>(value: &T) {
+        for text in texts_of(value, false) {
+            assert!(
+                text.contains(KEY)
+                    || text.starts_with("plain ")
+                    || [
+                        "stop",
+                        "bounded-research",
+                        "import-3",
+                        "2026-12-04T10:00:00Z"
+                    ]
+                    .contains(&text.as_str()),
+                "a text without a key: {text:?}"
+            );
+        }
+    }
+
+    fn assert_no_key_survives<T: Serialize>(value: &T) {
+        let texts = texts_of(value, true);
+        assert!(texts.iter().any(|text| text.contains("[REDACTED]")));
+        for text in texts {
+            assert!(!text.contains("AbCdEfGhIjKlMnOp"), "{text:?} survived");
+        }
+    }
+
+    #[test]
+    fn a_key_planted_in_every_text_of_a_report_survives_in_none() {
+        let report = planted_report();
+        assert_planted_everywhere(&report);
+        let clean = redacted(&report);
+        assert_no_key_survives(&clean);
+        assert_eq!(
+            clean.evidence_checked.evidence_ids[0],
+            "evidence_[REDACTED]"
+        );
+        assert_eq!(clean.evidence_checked.evidence_ids[1], "plain evidence");
+        assert_eq!((clean.tokens, clean.usd, clean.mode), (1, 0.5, report.mode));
+    }
+
+    #[test]
+    fn a_key_planted_in_every_text_of_an_imported_record_survives_in_none() {
+        let report = planted_report();
+        let record = IterationRecord {
+            iteration: 3,
+            timestamp: "2026-12-04T10:00:00Z".parse().unwrap(),
+            operation_id: OperationId::parse("import-3").unwrap(),
+            mode: Mode::BoundedResearch,
+            objective: report.objective.clone(),
+            decision: Decision::Stop,
+            stop_reason: report.stop_reason.clone(),
+            evidence_checked: report.evidence_checked.clone(),
+            input_refs: report.input_refs.clone(),
+            actions_taken: report.actions_taken.clone(),
+            remaining_gaps: report.remaining_gaps.clone(),
+            output: report.output.clone(),
+            budget_delta: BudgetDelta {
+                iterations: 1,
+                tokens: 1,
+                usd: 0.5,
+                wall_time_seconds: 2,
+            },
+            completed_summary: report.completed_summary.clone(),
+            current_summary: report.current_summary.clone(),
+            proposed_next_action: report.next_action.clone(),
+            executor_provider: report.executor_provider.clone(),
+            dispatch_id: report.dispatch_id.clone(),
+            claim: None,
+            direction: (*report.direction).clone(),
+            bank: None,
+        };
+        assert_planted_everywhere(&record);
+        assert_no_key_survives(&redacted_record(record));
+    }
+
+    #[test]
+    fn honest_ids_and_references_are_left_exactly_as_given() {
+        let mut report = IterationReport {
+            objective: "Prove lemma B; tokens: 1200".into(),
+            input_refs: vec!["notes/plan.md".into(), "sha256:9f86d081884c7d65".into()],
+            ..IterationReport::default()
+        };
+        report.evidence_checked.evidence_ids = vec!["proof-1".into(), "ev-0000001-a".into()];
+        report.evidence_checked.claim_ids = vec!["c1".into()];
+        report.direction.obligation_ids = vec!["obl-task-scheduler".into()];
+        assert_eq!(redacted(&report), report);
     }
 }

@@ -403,6 +403,24 @@ pub fn skipped_without(prerequisite: &str) {
     eprintln!("skipped: {prerequisite}");
 }
 
+/// Every row the loop's store keeps (journal events and receipts, and
+/// snapshots, of every stream), as one text: where a secret that reached
+/// the store would be found.
+pub fn stored_text(dir: &Path) -> String {
+    let conn = rusqlite::Connection::open_with_flags(
+        dir.join("loopx.sqlite"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let text = |sql: &str| -> String {
+        conn.query_row(sql, [], |row| row.get::<_, Option<String>>(0))
+            .unwrap()
+            .unwrap_or_default()
+    };
+    text("SELECT group_concat(event || receipt, char(10)) FROM journal")
+        + &text("SELECT group_concat(state, char(10)) FROM snapshots")
+}
+
 /// Fail the test by name when the binary under test cannot pause at a
 /// failpoint: they are compiled in only with the `failpoints` feature, and
 /// a crash test without them would wait for a pause that never comes.
