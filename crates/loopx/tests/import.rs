@@ -621,6 +621,16 @@ fn each_import_of_the_same_source_is_a_loop_with_its_own_run_id() {
             ]);
             let status = f.json(&["status", "--dir", dir.to_str().unwrap()]);
             assert_eq!(status["run_id"], view["run_id"], "{status}");
+            // The provenance is the loop's own state, not only the
+            // import's output: status reads it from the store.
+            assert_eq!(status["source_run_id"], source_run_id, "{status}");
+            f.loopx()
+                .args(["status", "--dir", dir.to_str().unwrap()])
+                .assert()
+                .success()
+                .stdout(predicates::str::contains(format!(
+                    "imported    from run {source_run_id}"
+                )));
             view
         })
         .collect();
@@ -642,4 +652,8 @@ fn each_import_of_the_same_source_is_a_loop_with_its_own_run_id() {
     ]);
     assert_eq!(dry["source_run_id"], source_run_id);
     assert_eq!(dry["run_id"], Value::Null);
+    // A loop made by init has no provenance, and its status no such field.
+    f.init(3, &[]);
+    let native = f.json(&["status", "--dir", f.d()]);
+    assert!(native.get("source_run_id").is_none(), "{native}");
 }

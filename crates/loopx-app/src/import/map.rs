@@ -60,6 +60,7 @@ impl Source {
         let (mode, source) = self.mode(default_mode);
         init.goal_focus_mode = mode;
         init.goal_focus_mode_source = Some(source);
+        init.source_run_id = self.state.run_id.clone();
         init
     }
 

@@ -275,7 +275,9 @@ fn check_init_text(init: &InitLoop) -> Result<(), crate::text::TextProblem> {
         limits::OBJECTIVE,
     )?;
     check_all("non_goals", &commitments.non_goals, limits::OBJECTIVE)?;
-    check_all("permissions", &commitments.permissions, limits::OBJECTIVE)
+    check_all("permissions", &commitments.permissions, limits::OBJECTIVE)?;
+    let source_run_id = init.source_run_id.as_deref().unwrap_or_default();
+    check("source_run_id", source_run_id, limits::LINE)
 }
 
 /// As [`check_init_text`], for what an agent reports about a turn. Kept

@@ -87,6 +87,13 @@ pub struct InitLoop {
     /// Root commitments of the loop's goal: no refinement changes them.
     #[serde(default)]
     pub commitments: crate::goal::RootCommitments,
+    /// For a loop made by `loopx import`: the run id of the loop it was
+    /// imported from, kept as provenance (the imported loop has its own
+    /// [`Ledger::run_id`], so two imports of one source never collide).
+    /// Absent otherwise, so every other loop's requests, journals and
+    /// digests are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_run_id: Option<String>,
 }
 
 impl InitLoop {
@@ -104,6 +111,7 @@ impl InitLoop {
             goal_focus_mode_source: Some(mode::ModeSource::DefaultWithoutPanel),
             budget,
             commitments: crate::goal::RootCommitments::default(),
+            source_run_id: None,
         }
     }
 }

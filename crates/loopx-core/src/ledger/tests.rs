@@ -694,3 +694,38 @@ fn an_accepted_continue_banks_as_the_budgets_stop_when_time_ran_out_during_revie
     ));
     assert!(h.audit().is_valid(), "{:?}", h.audit());
 }
+
+#[test]
+fn an_imported_loop_keeps_its_source_run_id_and_other_loops_are_unchanged() {
+    // A loop made by init: no field in its request or snapshot, so the
+    // request digests and journals of every existing loop stay the same.
+    let native = Harness::new(init_request(3));
+    let request = canonical_json(&init_request(3));
+    assert!(!request.contains("source_run_id"), "{request}");
+    let snapshot = canonical_json(native.state.as_ref().unwrap());
+    assert!(!snapshot.contains("source_run_id"), "{snapshot}");
+    // An init event written before the field existed still reads.
+    let old: InitLoop = serde_json::from_str(&request).unwrap();
+    assert_eq!(old.source_run_id, None);
+
+    let mut init = init_request(3);
+    init.source_run_id = Some("run-reference-123".into());
+    let imported = Harness::new(init);
+    let ledger = imported.state.as_ref().unwrap();
+    assert_eq!(
+        ledger.config.source_run_id.as_deref(),
+        Some("run-reference-123")
+    );
+    assert_ne!(ledger.run_id, "run-reference-123");
+    let verdict = arbitrate(ledger, Sentinels::default(), at(10));
+    let status = view::status_json(ledger, 1, &verdict);
+    assert_eq!(status["source_run_id"], "run-reference-123");
+    assert!(view::status_text(ledger, &verdict, at(10)).contains("from run run-reference-123"));
+
+    let mut hostile = init_request(3);
+    hostile.source_run_id = Some("run\u{1b}[2J".into());
+    let mut harness = Harness::new(init_request(3));
+    harness.state = None;
+    let refused = harness.apply(LedgerRequest::Init(hostile)).unwrap_err();
+    assert!(refused.to_string().contains("source_run_id"), "{refused}");
+}

@@ -145,6 +145,9 @@ pub struct Status<'a> {
     pub status: &'static str,
     pub action: &'static str,
     pub run_id: &'a str,
+    /// An imported loop's provenance: the run id of the loop it came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_run_id: Option<&'a str>,
     pub revision: u64,
     pub goal: &'a str,
     pub success_criteria: &'a str,
@@ -171,6 +174,7 @@ pub fn status<'a>(ledger: &'a Ledger, revision: u64, verdict: &'a Verdict) -> St
         status: "ok",
         action: "status",
         run_id: &ledger.run_id,
+        source_run_id: ledger.config.source_run_id.as_deref(),
         revision,
         goal: &ledger.config.goal,
         success_criteria: &ledger.config.success_criteria,
@@ -204,6 +208,9 @@ pub fn status_text(ledger: &Ledger, verdict: &Verdict, now: Timestamp) -> String
     let budget = &ledger.config.budget;
     let limits = limits(budget);
     let _ = writeln!(out, "loop {}: {}", ledger.run_id, ledger.config.goal);
+    if let Some(source) = &ledger.config.source_run_id {
+        let _ = writeln!(out, "  imported    from run {source}");
+    }
     let _ = writeln!(out, "  status      {}", ledger.status);
     let _ = writeln!(
         out,

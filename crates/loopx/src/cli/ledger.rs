@@ -219,6 +219,7 @@ pub fn init(args: &InitArgs, store: Option<&str>) -> Result<Reply> {
         },
         goal_focus_mode,
         goal_focus_mode_source: Some(goal_focus_mode_source),
+        source_run_id: None,
         budget: Budget {
             max_iterations: args.max_iterations,
             max_wall_time_seconds: args.max_wall.unwrap_or(args.max_wall_time_seconds),
