@@ -440,13 +440,23 @@ mod tests {
                 ..Default::default()
             }),
         );
-        for original in [init, appended] {
-            let text = canonical_json(&original);
-            assert_eq!(LedgerEvent::from_journal(&text).unwrap(), original);
-            assert_eq!(
-                LedgerEvent::from_journal(&text).unwrap(),
-                serde_json::from_str::<LedgerEvent>(&text).unwrap()
-            );
+        let LedgerEvent::IterationAppended { record } = &appended else {
+            panic!("an append writes an appended record")
+        };
+        let imported = LedgerEvent::IterationImported {
+            record: record.clone(),
+        };
+        for original in [init, appended, imported] {
+            // The canonical text (the fast read) and another spelling of
+            // it (the direct serde read, or the general one).
+            let pretty = serde_json::to_string_pretty(&original).unwrap();
+            for text in [canonical_json(&original), pretty] {
+                assert_eq!(LedgerEvent::from_journal(&text).unwrap(), original);
+                assert_eq!(
+                    LedgerEvent::from_journal(&text).unwrap(),
+                    serde_json::from_str::<LedgerEvent>(&text).unwrap()
+                );
+            }
         }
         // A record under another tag is read as that tag says, or refused.
         let text = canonical_json(&event(

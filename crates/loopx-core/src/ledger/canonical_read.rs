@@ -1,7 +1,10 @@
-//! The fast read of an appended iteration record, for `validate`.
+//! The fast read of an iteration record, appended or imported, for
+//! `validate`.
 //!
 //! Nearly every row of a long ledger journal is an `iteration_appended`
-//! event, and loopx writes every event as canonical JSON (keys sorted, no
+//! event (or, in a loop made by `loopx import`, an `iteration_imported`
+//! one: the same record under another tag), and loopx writes every event
+//! as canonical JSON (keys sorted, no
 //! whitespace: [`crate::digest::canonical_json`]). This module reads that
 //! one text shape field by field, in the order the keys must come, instead
 //! of through serde's generic machinery (which matches every key by name
@@ -26,9 +29,28 @@ use super::{Bank, BudgetDelta, Direction, EvidenceChecked, IterationRecord};
 use serde::de::value::{Error as ValueError, StrDeserializer};
 use serde::Deserialize;
 
-/// The record of an `iteration_appended` event written as canonical JSON,
-/// or `None` when `text` is anything else (read it the general way).
-pub(super) fn appended_record(text: &str) -> Option<IterationRecord> {
+/// Which event a record was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RecordEvent {
+    Appended,
+    Imported,
+}
+
+impl RecordEvent {
+    /// The event's tag, as `LedgerEvent`'s serde attributes spell it; the
+    /// tests hold the two together.
+    fn tag(self) -> &'static str {
+        match self {
+            RecordEvent::Appended => ",\"type\":\"iteration_appended\"}",
+            RecordEvent::Imported => ",\"type\":\"iteration_imported\"}",
+        }
+    }
+}
+
+/// The record of an `iteration_appended` or `iteration_imported` event
+/// written as canonical JSON, and which of the two it is; `None` when
+/// `text` is anything else (read it the general way).
+pub(super) fn iteration_record(text: &str) -> Option<(RecordEvent, IterationRecord)> {
     let mut cursor = Cursor {
         text,
         bytes: text.as_bytes(),
@@ -36,8 +58,10 @@ pub(super) fn appended_record(text: &str) -> Option<IterationRecord> {
     };
     cursor.literal("{\"record\":")?;
     let record = cursor.record()?;
-    cursor.literal(",\"type\":\"iteration_appended\"}")?;
-    (cursor.at == text.len()).then_some(record)
+    let event = [RecordEvent::Appended, RecordEvent::Imported]
+        .into_iter()
+        .find(|event| cursor.literal(event.tag()).is_some())?;
+    (cursor.at == text.len()).then_some((event, record))
 }
 
 struct Cursor<'t> {
@@ -333,7 +357,7 @@ mod tests {
         Bank, BankStatus, BudgetDelta, ClaimState, Direction, EvidenceChecked, IterationRecord,
         LedgerEvent,
     };
-    use super::appended_record;
+    use super::{iteration_record, RecordEvent};
     use crate::digest::{canonical_json, Digest};
     use crate::operation::OperationId;
     use proptest::prelude::*;
@@ -389,16 +413,34 @@ mod tests {
         }
     }
 
-    fn appended(record: IterationRecord) -> String {
-        canonical_json(&LedgerEvent::IterationAppended {
-            record: Box::new(record),
+    const BOTH: [RecordEvent; 2] = [RecordEvent::Appended, RecordEvent::Imported];
+
+    /// `record` in the event `event`, as loopx writes it to the journal.
+    fn written(event: RecordEvent, record: IterationRecord) -> String {
+        let record = Box::new(record);
+        canonical_json(&match event {
+            RecordEvent::Appended => LedgerEvent::IterationAppended { record },
+            RecordEvent::Imported => LedgerEvent::IterationImported { record },
         })
     }
 
+    fn appended(record: IterationRecord) -> String {
+        written(RecordEvent::Appended, record)
+    }
+
+    /// The fast read of an appended record.
+    fn appended_record(text: &str) -> Option<IterationRecord> {
+        match iteration_record(text) {
+            Some((RecordEvent::Appended, record)) => Some(record),
+            _ => None,
+        }
+    }
+
     /// What serde reads of `text`, as the fast read would return it.
-    fn serde_read(text: &str) -> Option<IterationRecord> {
+    fn serde_read(text: &str) -> Option<(RecordEvent, IterationRecord)> {
         match serde_json::from_str::<LedgerEvent>(text) {
-            Ok(LedgerEvent::IterationAppended { record }) => Some(*record),
+            Ok(LedgerEvent::IterationAppended { record }) => Some((RecordEvent::Appended, *record)),
+            Ok(LedgerEvent::IterationImported { record }) => Some((RecordEvent::Imported, *record)),
             _ => None,
         }
     }
@@ -420,10 +462,13 @@ mod tests {
                 123456789.125,
                 f64::MIN_POSITIVE,
             ] {
-                let full = record(text, usd);
-                let json = appended(full.clone());
-                assert_eq!(appended_record(&json).as_ref(), Some(&full), "{json}");
-                assert_eq!(serde_read(&json).as_ref(), Some(&full), "{json}");
+                for event in BOTH {
+                    let full = record(text, usd);
+                    let json = written(event, full.clone());
+                    let read = Some((event, full));
+                    assert_eq!(iteration_record(&json), read, "{json}");
+                    assert_eq!(serde_read(&json), read, "{json}");
+                }
             }
         }
         // And with every optional field left out.
@@ -434,9 +479,11 @@ mod tests {
             bank: None,
             ..record("bare", 0.5)
         };
-        let json = appended(bare.clone());
-        assert!(!json.contains("\"bank\"") && !json.contains("\"direction\""));
-        assert_eq!(appended_record(&json), Some(bare));
+        for event in BOTH {
+            let json = written(event, bare.clone());
+            assert!(!json.contains("\"bank\"") && !json.contains("\"direction\""));
+            assert_eq!(iteration_record(&json), Some((event, bare.clone())));
+        }
     }
 
     #[test]
@@ -455,6 +502,8 @@ mod tests {
             json.replacen("\"output\":\"x\"", "\"output\":\"\u{7}\"", 1),
             json.replacen("\"decision\":\"stop\"", "\"decision\":\"halt\"", 1),
             json.replacen("iteration_appended", "charged", 1),
+            json.replacen("iteration_appended", "iteration_importe", 1),
+            json.replacen("iteration_appended", "iteration_imported\",\"x\":\"", 1),
             format!("{json} "),
             json[..json.len() - 1].to_owned(),
         ];
@@ -496,11 +545,12 @@ mod tests {
             text in any::<String>(),
             usd in prop_oneof![Just(0.0), 0.0..1e6f64, 0.0..f64::MAX],
             tokens in any::<u64>(),
+            event in prop::sample::select(BOTH.to_vec()),
         ) {
             let mut full = record(&text, usd);
             full.budget_delta.tokens = tokens;
-            let json = appended(full.clone());
-            prop_assert_eq!(appended_record(&json), Some(full));
+            let json = written(event, full.clone());
+            prop_assert_eq!(iteration_record(&json), Some((event, full)));
         }
 
         /// A text changed anywhere is either left to the general read or
@@ -514,8 +564,9 @@ mod tests {
                 prop::sample::select(vec!['"', '\\', '{', '}', '[', ']', ',', ':', '0', '1', '9', '-', '.', 'e', ' ', 'a', '\u{0}', 'n']).prop_map(Some),
             ],
             insert in any::<bool>(),
+            event in prop::sample::select(BOTH.to_vec()),
         ) {
-            let json = appended(record("some text", 0.0125));
+            let json = written(event, record("some text", 0.0125));
             let chars: Vec<char> = json.chars().collect();
             let at = at.index(chars.len());
             let mut changed = chars.clone();
@@ -525,7 +576,7 @@ mod tests {
                 (Some(c), false) => changed[at] = c,
             }
             let changed: String = changed.into_iter().collect();
-            if let Some(fast) = appended_record(&changed) {
+            if let Some(fast) = iteration_record(&changed) {
                 prop_assert_eq!(Some(fast), serde_read(&changed), "{}", changed);
             }
         }

@@ -40,32 +40,38 @@ pub enum LedgerEvent {
 }
 
 impl LedgerEvent {
-    /// Read one event as the journal holds it. Iteration records, nearly
-    /// every entry of a long journal, are read straight into their
-    /// variant: first by the fast read of the canonical text loopx writes
-    /// ([`canonical_read`]), then by serde into the variant (`LedgerEvent`
-    /// is tagged by a field, and serde reads such an enum by first
-    /// buffering the whole object into an intermediate tree). Anything
-    /// neither direct read accepts as exactly that variant goes the general
-    /// way, so what is accepted, and every error, is the same.
+    /// Read one event as the journal holds it. Iteration records, appended
+    /// or imported, nearly every entry of a long journal, are read straight
+    /// into their variant: first by the fast read of the canonical text
+    /// loopx writes ([`canonical_read`]), then by serde into the variant
+    /// (`LedgerEvent` is tagged by a field, and serde reads such an enum by
+    /// first buffering the whole object into an intermediate tree).
+    /// Anything neither direct read accepts as exactly one of those
+    /// variants goes the general way, so what is accepted, and every
+    /// error, is the same.
     pub fn from_journal(text: &str) -> Result<LedgerEvent, serde_json::Error> {
-        if let Some(record) = canonical_read::appended_record(text) {
-            return Ok(LedgerEvent::IterationAppended {
-                record: Box::new(record),
-            });
+        use canonical_read::RecordEvent;
+        let event = |kind, record| match kind {
+            RecordEvent::Appended => LedgerEvent::IterationAppended { record },
+            RecordEvent::Imported => LedgerEvent::IterationImported { record },
+        };
+        if let Some((kind, record)) = canonical_read::iteration_record(text) {
+            return Ok(event(kind, Box::new(record)));
         }
         #[derive(Deserialize)]
-        struct Appended<'a> {
+        struct Record<'a> {
             #[serde(rename = "type", borrow)]
             tag: std::borrow::Cow<'a, str>,
             record: Box<IterationRecord>,
         }
-        // The variant's tag as the serde attributes above spell it; the
+        // The variants' tags as the serde attributes above spell them; the
         // test `the_direct_read_of_a_record_agrees_with_the_general_one`
         // holds the two together.
-        if let Ok(Appended { tag, record }) = serde_json::from_str::<Appended<'_>>(text) {
-            if tag == "iteration_appended" {
-                return Ok(LedgerEvent::IterationAppended { record });
+        if let Ok(Record { tag, record }) = serde_json::from_str::<Record<'_>>(text) {
+            match tag.as_ref() {
+                "iteration_appended" => return Ok(event(RecordEvent::Appended, record)),
+                "iteration_imported" => return Ok(event(RecordEvent::Imported, record)),
+                _ => {}
             }
         }
         serde_json::from_str(text)
