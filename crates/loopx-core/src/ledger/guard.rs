@@ -9,34 +9,61 @@ use super::budget::is_budget_number;
 use super::error::LedgerError;
 use super::proof::{artifact_problems, EvidenceFiles};
 use super::record::IterationRecord;
-use super::report::IterationReport;
+use super::report::{EvidenceChecked, IterationReport};
 use super::state::{InitLoop, Ledger};
 use super::vocabulary::{
     is_success_stop_reason, Decision, GoalFocusMode, Mode, SUCCESS_STOP_REASONS,
 };
 use jiff::Timestamp;
 
-/// What [`append_guard`] reads of a report: borrowed, so that the audit
-/// re-checks a stored record without copying it back into a report.
+/// What [`append_guard`] and the text limits read of a report: borrowed,
+/// so that the audit re-checks a stored record without copying it back
+/// into a report.
 #[derive(Debug, Clone, Copy)]
 pub struct Guarded<'a> {
     pub objective: &'a str,
     pub stop_reason: &'a str,
-    pub evidence_ids: &'a [String],
+    pub evidence: &'a EvidenceChecked,
+    pub input_refs: &'a [String],
+    pub actions_taken: &'a [String],
+    pub remaining_gaps: &'a [String],
+    pub output: &'a str,
+    pub completed_summary: &'a str,
+    pub current_summary: &'a str,
+    pub next_action: &'a str,
+    pub executor_provider: &'a str,
+    pub dispatch_id: &'a str,
     pub tokens: u64,
     pub usd: f64,
+}
+
+/// A [`Guarded`] borrowed from `$from`, a report or a record: the texts
+/// have the same names in both, and the rest are given.
+macro_rules! guarded {
+    ($from:expr, next_action: $next:expr, tokens: $tokens:expr, usd: $usd:expr) => {
+        Guarded {
+            objective: &$from.objective,
+            stop_reason: &$from.stop_reason,
+            evidence: &$from.evidence_checked,
+            input_refs: &$from.input_refs,
+            actions_taken: &$from.actions_taken,
+            remaining_gaps: &$from.remaining_gaps,
+            output: &$from.output,
+            completed_summary: &$from.completed_summary,
+            current_summary: &$from.current_summary,
+            next_action: $next,
+            executor_provider: &$from.executor_provider,
+            dispatch_id: &$from.dispatch_id,
+            tokens: $tokens,
+            usd: $usd,
+        }
+    };
 }
 
 impl IterationReport {
     /// What [`append_guard`] reads of this report.
     pub fn guarded(&self) -> Guarded<'_> {
-        Guarded {
-            objective: &self.objective,
-            stop_reason: &self.stop_reason,
-            evidence_ids: &self.evidence_checked.evidence_ids,
-            tokens: self.tokens,
-            usd: self.usd,
-        }
+        guarded!(self, next_action: &self.next_action, tokens: self.tokens, usd: self.usd)
     }
 }
 
@@ -44,13 +71,8 @@ impl IterationRecord {
     /// What [`append_guard`] reads of the report this record was banked
     /// from (as [`IterationRecord::as_report`] gives it, without a copy).
     pub fn guarded(&self) -> Guarded<'_> {
-        Guarded {
-            objective: &self.objective,
-            stop_reason: &self.stop_reason,
-            evidence_ids: &self.evidence_checked.evidence_ids,
-            tokens: self.budget_delta.tokens,
-            usd: self.budget_delta.usd,
-        }
+        let cost = &self.budget_delta;
+        guarded!(self, next_action: &self.proposed_next_action, tokens: cost.tokens, usd: cost.usd)
     }
 }
 
@@ -148,7 +170,7 @@ pub fn final_decisions() -> impl Iterator<Item = Decision> {
 ///
 /// [`LedgerOwner::decide`]: super::LedgerOwner#method.decide
 pub fn import_guard(ledger: &Ledger, record: &IterationRecord) -> Result<(), LedgerError> {
-    check_report_text(&record.as_report())?;
+    check_report_text(&record.guarded())?;
     let appended = ledger.spent.iterations - ledger.imported.min(ledger.spent.iterations);
     if appended > 0 {
         return Err(LedgerError::ImportAfterAppend { appended });
@@ -213,7 +235,7 @@ fn early_stop_guard(report: &Guarded<'_>, files: &dyn EvidenceFiles) -> Result<(
             accepted: SUCCESS_STOP_REASONS.join(", "),
         });
     }
-    let ids = report.evidence_ids;
+    let ids = &report.evidence.evidence_ids;
     if ids.is_empty() {
         return Err(LedgerError::EarlyStopWithoutEvidence);
     }
@@ -283,32 +305,32 @@ fn check_init_text(init: &InitLoop) -> Result<(), crate::text::TextProblem> {
 /// As [`check_init_text`], for what an agent reports about a turn. Kept
 /// out of [`append_guard`] so that `validate` still reads records banked
 /// before these limits existed.
-fn check_report_text(report: &IterationReport) -> Result<(), crate::text::TextProblem> {
+fn check_report_text(report: &Guarded<'_>) -> Result<(), crate::text::TextProblem> {
     use crate::text::{check, check_all, limits};
-    check("--objective", &report.objective, limits::NOTE)?;
-    check("--stop-reason", &report.stop_reason, limits::LINE)?;
-    let evidence = &report.evidence_checked;
+    check("--objective", report.objective, limits::NOTE)?;
+    check("--stop-reason", report.stop_reason, limits::LINE)?;
+    let evidence = report.evidence;
     check_all("--evidence-id", &evidence.evidence_ids, limits::LINE)?;
     check_all("--claim-id", &evidence.claim_ids, limits::LINE)?;
     check_all("--source-id", &evidence.source_ids, limits::LINE)?;
     check_all("--guard-ref", &evidence.guard_refs, limits::LINE)?;
-    check_all("--input-ref", &report.input_refs, limits::LINE)?;
-    check_all("--action-taken", &report.actions_taken, limits::NOTE)?;
-    check_all("--remaining-gap", &report.remaining_gaps, limits::NOTE)?;
-    check("--output", &report.output, limits::OUTPUT)?;
+    check_all("--input-ref", report.input_refs, limits::LINE)?;
+    check_all("--action-taken", report.actions_taken, limits::NOTE)?;
+    check_all("--remaining-gap", report.remaining_gaps, limits::NOTE)?;
+    check("--output", report.output, limits::OUTPUT)?;
     check(
         "--completed-summary",
-        &report.completed_summary,
+        report.completed_summary,
         limits::NOTE,
     )?;
-    check("--current-summary", &report.current_summary, limits::NOTE)?;
-    check("--next-action", &report.next_action, limits::NOTE)?;
+    check("--current-summary", report.current_summary, limits::NOTE)?;
+    check("--next-action", report.next_action, limits::NOTE)?;
     check(
         "--executor-provider",
-        &report.executor_provider,
+        report.executor_provider,
         limits::LINE,
     )?;
-    check("dispatch id", &report.dispatch_id, limits::LINE)
+    check("dispatch id", report.dispatch_id, limits::LINE)
 }
 
 fn required<T: Copy>(
@@ -333,9 +355,10 @@ pub fn admit(
     files: &dyn EvidenceFiles,
     reviewed: bool,
 ) -> Result<(Mode, Decision), LedgerError> {
-    check_report_text(report)?;
+    let guarded = report.guarded();
+    check_report_text(&guarded)?;
     let mode = required(report.mode, "mode", Mode::names())?;
     let decision = required(report.decision, "decision", Decision::names())?;
-    append_guard(ledger, &report.guarded(), decision, now, files, reviewed)?;
+    append_guard(ledger, &guarded, decision, now, files, reviewed)?;
     Ok((mode, decision))
 }
