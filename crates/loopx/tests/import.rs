@@ -657,3 +657,46 @@ fn each_import_of_the_same_source_is_a_loop_with_its_own_run_id() {
     let native = f.json(&["status", "--dir", f.d()]);
     assert!(native.get("source_run_id").is_none(), "{native}");
 }
+
+/// Another runtime's records are redacted as an agent's report is: a key
+/// in any of their texts (a reference, an id, an output) never reaches
+/// the store, and the honest values beside it are kept.
+#[test]
+fn a_key_in_any_text_of_an_imported_record_never_reaches_the_store() {
+    const KEY: &str = "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789_-abcdEFGH";
+    let f = Fixture::new();
+    let from = source(&f, "full");
+    let ledger = from.join("iterations.jsonl");
+    let text = std::fs::read_to_string(&ledger).unwrap();
+    let planted = text
+        .replace(
+            "\"recovery.md\"",
+            &format!("\"recovery.md\", \"key_{KEY}\""),
+        )
+        .replace("\"iteration 1 output\"", &format!("\"token={KEY}\""))
+        .replace(
+            "\"guard_refs\": []",
+            &format!("\"guard_refs\": [\"g-{KEY}\"]"),
+        );
+    assert_ne!(planted, text, "nothing was planted");
+    std::fs::write(&ledger, planted).unwrap();
+    import_ok(&f, &from, &["--apply"]);
+
+    let stored = common::stored_text(&f.dir);
+    assert!(
+        !stored.contains("AbCdEfGhIjKlMnOp"),
+        "a key survived: {stored}"
+    );
+    let first = &imported_records(&f.dir)[0];
+    assert_eq!(
+        first["input_refs"],
+        serde_json::json!(["recovery.md", "key_[REDACTED]"]),
+        "{first}"
+    );
+    assert_eq!(first["output"], "token=[REDACTED]");
+    assert_eq!(
+        first["evidence_checked"]["guard_refs"],
+        serde_json::json!(["g-[REDACTED]"])
+    );
+    f.assert_valid();
+}
