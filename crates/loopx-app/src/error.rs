@@ -114,7 +114,7 @@ fn classify(error: &anyhow::Error) -> (ErrorClass, Option<Value>) {
         if let Some(store) = cause.downcast_ref::<StoreError>() {
             return (store.class(), None);
         }
-        if let Some(found) = loopx_core::error_class::classify_refusal(cause) {
+        if let Some(found) = loopx_core::refusals::classify_refusal(cause) {
             return found;
         }
     }

@@ -5,8 +5,9 @@
 //!
 //! An owner's error must classify itself to be an owner's error at all
 //! (`crate::operation::Owner::Error: Classify`), so a new one can never
-//! pass unclassified as an internal error. What each class means for the
-//! caller is said on its variant.
+//! pass unclassified as an internal error; the owners' errors are listed
+//! in [`crate::refusals`]. What each class means for the caller is said
+//! on its variant.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -54,58 +55,5 @@ pub trait Classify {
     /// HTTP error bodies).
     fn details(&self) -> Option<Value> {
         None
-    }
-}
-
-/// The owners' errors, each a refusal (a rule said no, and nothing was
-/// written), listed once: their [`Classify`], and [`classify_refusal`],
-/// which finds one behind a `dyn Error` (an owner's refusal a use case
-/// returns before anything reaches the authority).
-macro_rules! owner_errors {
-    ($($error:ty $(=> $details:path)?),+ $(,)?) => {
-        $(impl Classify for $error {
-            fn class(&self) -> ErrorClass {
-                ErrorClass::Refused
-            }
-            $(fn details(&self) -> Option<Value> {
-                $details(self)
-            })?
-        })+
-
-        /// The class and details of `error` when it is one of the owners'
-        /// errors.
-        pub fn classify_refusal(
-            error: &(dyn std::error::Error + 'static),
-        ) -> Option<(ErrorClass, Option<Value>)> {
-            $(if let Some(refusal) = error.downcast_ref::<$error>() {
-                return Some((refusal.class(), refusal.details()));
-            })+
-            None
-        }
-    };
-}
-
-owner_errors!(
-    crate::goal::GoalError,
-    crate::driver::DriverError,
-    crate::focus::FocusError,
-    crate::focus::candidate::CandidateError,
-    crate::panel::PanelProblem,
-    crate::ledger::LedgerError => crate::ledger::LedgerError::details,
-);
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_owners_refusal_is_found_behind_a_dyn_error_with_its_details() {
-        let refused = crate::ledger::LedgerError::EarlyStopWithoutEvidence;
-        let (class, details) = classify_refusal(&refused).expect("an owner's error");
-        assert_eq!(class, ErrorClass::Refused);
-        assert!(details.is_some(), "the ledger names the rule that refused");
-        assert_eq!(details, refused.details());
-        let unknown = std::io::Error::other("disk on fire");
-        assert!(classify_refusal(&unknown).is_none());
     }
 }

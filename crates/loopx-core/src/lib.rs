@@ -22,6 +22,7 @@ pub mod operation;
 pub mod panel;
 pub mod path;
 pub mod redact;
+pub mod refusals;
 pub mod text;
 pub mod window;
 pub mod words;
