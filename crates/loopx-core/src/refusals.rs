@@ -37,8 +37,8 @@ macro_rules! owner_errors {
 owner_errors!(
     crate::goal::GoalError,
     crate::driver::DriverError,
-    crate::focus::FocusError,
-    crate::focus::candidate::CandidateError,
+    crate::focus::FocusError => crate::focus::FocusError::details,
+    crate::focus::candidate::CandidateError => crate::focus::candidate::CandidateError::details,
     crate::panel::PanelProblem,
     crate::ledger::LedgerError => crate::ledger::LedgerError::details,
 );

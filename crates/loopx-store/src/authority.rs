@@ -161,13 +161,13 @@ impl<E: fmt::Display> fmt::Display for AuthorityError<E> {
             AuthorityError::Conflict {
                 operation_id,
                 revision,
-            } => write!(f, "operation id {operation_id} was already used for a different request (committed at revision {revision}); choose a new --operation-id, or repeat the original request exactly to get its receipt"),
+            } => write!(f, "operation id {operation_id} was already used for a different request (committed at revision {revision}); choose a new operation_id, or repeat the original request exactly to get its receipt"),
             AuthorityError::StaleBase {
                 stream,
                 expected,
                 actual,
             } => write!(f, "stale base revision: the request was prepared against revision {expected} of {stream}, which is now at {actual}; read it again (e.g. `loopx goal-acceptance inspect`) and retry with the new revision"),
-            AuthorityError::Contended { stream, attempts } => write!(f, "gave up after {attempts} attempts: other writers kept committing to {stream}; retry with the same --operation-id"),
+            AuthorityError::Contended { stream, attempts } => write!(f, "gave up after {attempts} attempts: other writers kept committing to {stream}; retry with the same operation_id"),
             AuthorityError::Unreadable {
                 stream,
                 revision,

@@ -280,7 +280,12 @@ fn every_refusal_leaves_the_loop_directory_byte_for_byte_unchanged() {
     // Nothing fires: a replan needs a named trigger.
     let refused = f.focus_refused(&["replan"]);
     assert_eq!(refused["class"], "refused");
+    // The core names the field; the CLI's hint names its flag.
     assert!(refused["error"]
+        .as_str()
+        .unwrap()
+        .contains("name the trigger manual"));
+    assert!(refused["hint"]
         .as_str()
         .unwrap()
         .contains("--trigger manual"));

@@ -220,7 +220,7 @@ pub enum DriverError {
         dispatch_id: String,
         open: Option<String>,
     },
-    #[error("this loop was driven in workspace {recorded}, not {found}: drive it from --root {recorded}, or start a new loop for this workspace")]
+    #[error("this loop was driven in workspace {recorded}, not {found}: drive it from the project root {recorded}, or start a new loop for this workspace")]
     WorkspaceMismatch { recorded: String, found: String },
     #[error("driver pid {pid} is not this loop's registered driver")]
     NotRegistered { pid: u32 },

@@ -453,11 +453,11 @@ pub enum CandidateError {
         given: Digest,
         actual: Digest,
     },
-    #[error("claim {claim_id:?} has no evidence path: every material claim needs --claim-evidence {claim_id}=PATH (a file below the loop directory)")]
+    #[error("claim {claim_id:?} has no evidence path: every material claim needs a claim_evidence entry {claim_id}=PATH (a file below the loop directory)")]
     ClaimWithoutEvidence { claim_id: String },
-    #[error("--claim-evidence names claim {claim_id:?}, which the report does not make: add --claim-id {claim_id}")]
+    #[error("claim_evidence names claim {claim_id:?}, which the report does not make: add {claim_id} to its claim_ids")]
     EvidenceWithoutClaim { claim_id: String },
-    #[error("claim {claim_id:?} has two evidence paths: give one --claim-evidence per claim")]
+    #[error("claim {claim_id:?} has two evidence paths: give one claim_evidence entry per claim")]
     ClaimTwice { claim_id: String },
     #[error("executor provider {provider:?} has no verified family (unknown to the provider table, or an endpoint override is set): enforce mode fails closed; use a provider from `loopx drive --help` without endpoint overrides")]
     ExecutorUnverified { provider: String },
@@ -469,7 +469,7 @@ pub enum CandidateError {
     TooMuchEvidence { count: usize },
     #[error("the quarantine reason must not be empty")]
     EmptyReason,
-    #[error("no driver dispatch is open, so no dispatch names the executor: an iteration staged by hand in enforce mode names it with --executor PROVIDER (`loopx goal-focus recover-dispatch` shows the driver's dispatch)")]
+    #[error("no driver dispatch is open, so no dispatch names the executor: an iteration staged by hand in enforce mode names it as the executor (a provider) (`loopx goal-focus recover-dispatch` shows the driver's dispatch)")]
     NoOpenDispatch,
     #[error("{}", match open {
         Some(open) if given.is_empty() => format!("driver dispatch {open} is open: an iteration staged now belongs to its turn and must run under it (LOOPX_DISPATCH_ID={open}); if that turn is over, `loopx goal-focus recover-dispatch` settles it"),
@@ -483,12 +483,23 @@ pub enum CandidateError {
         provider: String,
         by: String,
     },
-    #[error("--obligation-target names obligation {obligation_id:?}, which the report does not move: add --obligation-id {obligation_id}")]
+    #[error("obligation_targets names obligation {obligation_id:?}, which the report does not move: add {obligation_id} to its obligation_ids")]
     TargetWithoutObligation { obligation_id: String },
-    #[error("obligation {obligation_id:?} has two target statuses: give one --obligation-target per obligation")]
+    #[error("obligation {obligation_id:?} has two target statuses: give one obligation_targets entry per obligation")]
     TargetTwice { obligation_id: String },
     #[error("dispatch {dispatch_id} already staged a candidate: one candidate per dispatch")]
     DispatchUsed { dispatch_id: String },
+}
+
+impl CandidateError {
+    /// Which input, left out, would have let the request through (the
+    /// adapter names its own spelling of it).
+    pub fn details(&self) -> Option<serde_json::Value> {
+        match self {
+            CandidateError::NoOpenDispatch => Some(serde_json::json!({ "missing": "executor" })),
+            _ => None,
+        }
+    }
 }
 
 pub struct CandidateOwner;

@@ -107,11 +107,11 @@ pub enum FocusError {
     IneligibleWithoutReason { approach: String, status: String },
     #[error("the goal contract needs a non-empty goal")]
     EmptyGoal,
-    #[error("Goal Focus is off for this loop: there is no direction to plan; create a loop with --goal-focus-mode monitor or enforce to use it")]
+    #[error("Goal Focus is off for this loop: there is no direction to plan; create a loop in goal_focus_mode monitor or enforce to use it")]
     Off,
     #[error("the current plan moved from revision {read} to {now} while this replan was prepared: run it again to decide against the new plan")]
     PlanMoved { read: u64, now: u64 },
-    #[error("nothing calls for a replan: no replan trigger fires (`loopx goal-focus status` lists them); pass --trigger manual, or another trigger, to replan anyway")]
+    #[error("nothing calls for a replan: no replan trigger fires (`loopx goal-focus status` lists them); name the trigger manual, or another, to replan anyway")]
     NothingToReplan,
     #[error("{0}")]
     Advice(#[from] strategy::AdviceProblem),
@@ -119,4 +119,17 @@ pub enum FocusError {
         "the imported plan selects approach {approach:?}, which cannot be selected here: {reason}"
     )]
     ImportedSelection { approach: String, reason: String },
+}
+
+impl FocusError {
+    /// Which input, left out, would have let the request through (the
+    /// adapter names its own spelling of it).
+    pub fn details(&self) -> Option<serde_json::Value> {
+        let missing = match self {
+            FocusError::NothingToReplan => "trigger",
+            FocusError::Advice(strategy::AdviceProblem::ExecutorUnknown) => "executor",
+            _ => return None,
+        };
+        Some(serde_json::json!({ "missing": missing }))
+    }
 }

@@ -138,9 +138,9 @@ pub enum AdviceProblem {
         revision: u64,
         actual: Digest,
     },
-    #[error("the executor is unknown: no driver has named its provider for this loop; name it with --executor PROVIDER (enforce mode fails closed)")]
+    #[error("the executor is unknown: no driver has named its provider for this loop; name it as the executor, a provider (enforce mode fails closed)")]
     ExecutorUnknown,
-    #[error("--executor {given:?} is not the driver's provider {driver:?}: the reviewer must be independent of the family that will run the turns")]
+    #[error("executor {given:?} is not the driver's provider {driver:?}: the reviewer must be independent of the family that will run the turns")]
     ExecutorMismatch { given: String, driver: String },
     #[error("executor provider {provider:?} has no verified family (unknown to the provider table, or an endpoint override is set): enforce mode fails closed")]
     ExecutorUnverified { provider: String },

@@ -14,9 +14,9 @@ pub enum GoalError {
     },
     #[error("this request was made for goal instance {expected}, but the current instance is {current}: a successor lifetime does not accept its predecessor's operations; read the goal again")]
     LifetimeMismatch { expected: String, current: String },
-    #[error("{what} needs an agent: pass --agent-id or set LOOPX_AGENT_ID")]
+    #[error("{what} needs an agent: act as one (an agent_id, or LOOPX_AGENT_ID)")]
     AgentRequired { what: &'static str },
-    #[error("only the goal's owner may {what}; agent {agent} cannot (run it without --agent-id / LOOPX_AGENT_ID)")]
+    #[error("only the goal's owner may {what}; agent {agent} cannot (act as the owner, with no agent_id)")]
     OwnerOnly { what: &'static str, agent: String },
     #[error("agent {agent} has not adopted objective revision {revision}: read `loopx goal-acceptance inspect --agent-id {agent}`, then `loopx goal-acceptance adopt-objective` before taking new work")]
     NotAdopted { agent: String, revision: u64 },

@@ -10,7 +10,7 @@ use jiff::Timestamp;
 /// Everything the ledger refuses, each saying what to do instead.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LedgerError {
-    #[error("this directory already holds loop {run_id}; loopx never overwrites a ledger: choose a new --dir")]
+    #[error("this directory already holds loop {run_id}; loopx never overwrites a ledger: choose a new loop directory")]
     AlreadyInitialized { run_id: String },
     #[error("no loop is initialized here: run `loopx init --dir <DIR> --goal ... --success-criteria ...` first")]
     NotInitialized,
@@ -20,18 +20,18 @@ pub enum LedgerError {
     NotABudgetNumber { field: &'static str, value: f64 },
     #[error(transparent)]
     TotalOutOfRange(#[from] budget::OutOfRange),
-    #[error("max_iterations must be at least 1 (got 0): a loop with no iterations could never record one; pass --max-iterations 1 or more")]
+    #[error("max_iterations must be at least 1 (got 0): a loop with no iterations could never record one; set max_iterations to 1 or more")]
     NoIterations,
-    #[error("--{field} is required (one of: {choices})")]
+    #[error("{field} is required (one of: {choices})")]
     Missing {
         field: &'static str,
         choices: String,
     },
-    #[error("Goal-Focus enforce mode requires a live host dispatch intent: in enforce mode only the host driver banks iterations; to append by hand, use a loop created with --goal-focus-mode monitor")]
+    #[error("Goal-Focus enforce mode requires a live host dispatch intent: in enforce mode only the host driver banks iterations; to append by hand, use a loop created in goal_focus_mode monitor")]
     EnforceNeedsDispatch,
     #[error("only an enforce-mode loop banks reviewed candidates; this loop is in {mode} mode, where append-iteration banks directly")]
     NotEnforced { mode: GoalFocusMode },
-    #[error("cannot append iteration after loop status is {status}: the loop has ended; start a new loop in a new --dir to continue the work")]
+    #[error("cannot append iteration after loop status is {status}: the loop has ended; start a new loop in a new directory to continue the work")]
     AfterTerminal { status: LoopStatus },
     #[error(
         "cannot append iteration because max_iterations is exhausted ({max} of {max} recorded)"
@@ -46,9 +46,9 @@ pub enum LedgerError {
     },
     #[error("early blocked before max_iterations is not a valid stop under the enforcement policy: record the blocker and continue with decision revise or delegate")]
     EarlyBlocked,
-    #[error("early stop before max_iterations requires a success/proof stop_reason (got {got:?}; accepted: {accepted}); put detail in --output")]
+    #[error("early stop before max_iterations requires a success/proof stop_reason (got {got:?}; accepted: {accepted}); put detail in the output")]
     EarlyStopReason { got: String, accepted: String },
-    #[error("early stop before max_iterations requires at least one proof artifact evidence_id (--evidence-id <id> resolving to proof_artifacts/<id>.json)")]
+    #[error("early stop before max_iterations requires at least one proof artifact evidence_id (an evidence_id <id> naming proof_artifacts/<id>.json)")]
     EarlyStopWithoutEvidence,
     #[error("early stop before max_iterations requires at least one evidence_id with a valid proof artifact: {}", problems.join("; "))]
     EarlyStopWithoutProof { problems: Vec<String> },
@@ -56,7 +56,7 @@ pub enum LedgerError {
     ClaimPending { iteration: u64 },
     #[error("no success claim is pending for iteration {iteration}")]
     NoClaim { iteration: u64 },
-    #[error("cannot import a record into a loop that already has {appended} appended here: imported history must come before the loop's own records; import into a new --dir")]
+    #[error("cannot import a record into a loop that already has {appended} appended here: imported history must come before the loop's own records; import into a new directory")]
     ImportAfterAppend { appended: u64 },
     #[error("imported records must be numbered consecutively from 1: expected iteration {expected}, found iteration {found}")]
     ImportOutOfOrder { expected: u64, found: u64 },

@@ -332,6 +332,12 @@ fn hint(error: &AppError) -> Option<String> {
             "pass --dir or --run-id (`loopx active` lists the armed loops)".into()
         }
         (_, Some(arming::SEVERAL_COVER)) => "pass --dir or --run-id to say which".into(),
+        _ if detail("missing") == Some("executor") => {
+            "pass --executor PROVIDER: the provider that ran the turn".into()
+        }
+        _ if detail("missing") == Some("trigger") => {
+            "pass --trigger manual (or another trigger) to replan anyway".into()
+        }
         (ErrorClass::Conflict, _) => "this --operation-id was already used for a different request: choose a new one, or repeat the original command to see its receipt".into(),
         (ErrorClass::Stale, _) => "read the current state again, then retry the command".into(),
         (ErrorClass::Unavailable, _) => {
