@@ -300,19 +300,17 @@ where
     E: Classify + fmt::Display + fmt::Debug + Send + Sync + 'static,
 {
     fn from(error: AuthorityError<E>) -> anyhow::Error {
-        let (message, class, details) = (error.to_string(), error.class(), error.details());
-        // A store failure goes under it as its source, where a caller
-        // that waits out an unreachable store looks for it.
-        let (store, original): (_, Box<dyn std::any::Any + Send + Sync>) = match error {
-            AuthorityError::Store(store) => (Some(store), Box::new(())),
-            other => (None, Box::new(other)),
-        };
-        anyhow::Error::new(Classified {
-            message,
-            class,
-            details,
-            store,
-            original,
+        anyhow::Error::new(match error {
+            // A store failure goes under it as its source, where a caller
+            // that waits out an unreachable store looks for it.
+            AuthorityError::Store(store) => Classified {
+                message: store.to_string(),
+                class: store.class(),
+                details: None,
+                store: Some(store),
+                original: Box::new(()),
+            },
+            other => Classified::new(other),
         })
     }
 }

@@ -77,10 +77,14 @@ pub fn secret_hex(bytes: usize) -> std::io::Result<String> {
     Ok(buffer.iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// How often whatever waits looks at the stop signal (a sleep, a running
+/// process's watch): the longest a stop waits to be noticed.
+pub const STOP_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Sleep up to `duration`, waking early when a stop signal comes (see
 /// [`catch_stop_signals`]). Returns whether one came.
 pub fn pause(duration: std::time::Duration) -> bool {
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
     let until = Instant::now() + duration;
     loop {
         if stop_signal().is_some() {
@@ -90,6 +94,6 @@ pub fn pause(duration: std::time::Duration) -> bool {
         if left.is_zero() {
             return false;
         }
-        std::thread::sleep(left.min(Duration::from_millis(50)));
+        std::thread::sleep(left.min(STOP_POLL));
     }
 }

@@ -43,9 +43,9 @@ impl TurnRunner for Plain {
 /// before it is killed.
 pub const GRACE: Duration = Duration::from_secs(5);
 
-/// How often a running process's clock and the stop signal are looked at.
-/// An exit is seen at once, whatever this is.
-const WATCH: Duration = Duration::from_millis(50);
+/// How often a running process's clock and the stop signal are looked at
+/// (the platform's stop poll). An exit is seen at once, whatever this is.
+const WATCH: Duration = platform::STOP_POLL;
 
 /// How long the capture may take to drain once the process group is
 /// gone: only a writer that escaped both the group and the subreaper
