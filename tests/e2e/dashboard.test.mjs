@@ -276,8 +276,8 @@ test('the health line follows the driver, and budgets, chart and timeline match 
     await health(page, 'paused');
     assert.equal(await page.getByTestId('health-command').innerText(), `rm ${loop.dir}/PAUSE`);
     writeFileSync(join(loop.dir, 'STOP_REQUESTED'), '');
-    await health(page, 'stopped');
-    assert.match(await page.getByTestId('health').innerText(), /stopped: user_stop_requested/);
+    await health(page, 'stopped_by_user');
+    assert.match(await page.getByTestId('health').innerText(), /stopped by the user \(STOP_REQUESTED\)/);
     assert.equal(await page.getByTestId('health-command').innerText(), `rm ${loop.dir}/STOP_REQUESTED`);
   });
 });
@@ -349,6 +349,7 @@ test('the all-loops page lists two loops and a gone one, and opens each behind o
     assert.equal(await lost.getByTestId('loop-link').count(), 0, 'a gone loop links nowhere');
     const driven = rows.filter({ hasText: 'Write the talk' });
     assert.match(await driven.getByTestId('health').innerText(), /not driven/);
+    assert.equal(await driven.getByTestId('health').getAttribute('data-tone'), 'neutral');
     assert.equal(await driven.getByTestId('last-activity').innerText(), 'just now');
     assert.equal(await driven.getByTestId('budget-iterations').locator('.fill').getAttribute('style'), 'width: 30.0%');
     const armed = rows.filter({ hasText: 'Review the paper' });
@@ -396,6 +397,108 @@ test('the all-loops page lists two loops and a gone one, and opens each behind o
       await stranger.close();
     }
     assert.ok(!existsSync(join(first.dir, 'serve.token')) && !existsSync(join(second, 'serve.token')), 'no loop got a token of its own');
+  } finally {
+    await context.close();
+    server.child.kill();
+  }
+});
+
+// One loop for each way a loop ends, all in one registry: each overview's
+// health line and the all-loops table say the same verdict in the same
+// colour, the budgets equal the ledger's sums, and a finished loop has no
+// forecast.
+test('every verdict reads the same, in its colour, on its overview and on the all-loops table', async () => {
+  const root = mkdtempSync(join(tmpdir(), 'loopx-e2e-'));
+  const registry = join(root, 'registry');
+  const made = (name, extra) => {
+    const dir = join(root, name);
+    loopx(dir, ['init', '--goal', `Loop that ${name.replace(/-/g, ' ')}`, '--success-criteria', 'done', ...extra]);
+    return dir;
+  };
+  const succeeded = made('succeeded', ['--max-iterations', '5']);
+  mkdirSync(join(succeeded, 'proofs'));
+  writeFileSync(join(succeeded, 'proofs', 'lemma.lean'), 'theorem b : True := trivial\n');
+  writeFileSync(join(succeeded, 'proof_artifacts', 'q.json'), JSON.stringify({ schema_version: '1.0', id: 'q', artifact_type: 'lean', machine_checkable: true, target: 'lemma B', proof_path: 'proofs/lemma.lean', checker: { name: 'lean', status: 'passed' } }));
+  loopx(succeeded, ['append-iteration', '--mode', 'bounded-research', '--objective', 'Prove it', '--decision', 'stop', '--stop-reason', 'proof_found', '--evidence-id', 'q', '--tokens', '1200', '--usd', '0.05']);
+  const byUser = made('was-stopped', ['--max-iterations', '5']);
+  writeFileSync(join(byUser, 'STOP_REQUESTED'), '');
+  const spent = made('ran-out-of-tokens', ['--max-iterations', '5', '--max-tokens', '3000', '--max-usd', '0.15']);
+  loopx(spent, ['append-iteration', '--mode', 'bounded-research', '--objective', 'Spend', '--decision', 'continue', '--tokens', '1200', '--usd', '0.05']);
+  loopx(spent, ['append-iteration', '--mode', 'bounded-research', '--objective', 'Spend more', '--decision', 'stop', '--stop-reason', 'budget', '--tokens', '3000', '--usd', '0.12']);
+  const blocked = made('is-blocked', ['--max-iterations', '1']);
+  loopx(blocked, ['append-iteration', '--mode', 'bounded-research', '--objective', 'Try', '--decision', 'blocked', '--stop-reason', 'no access to the dataset']);
+  // A driver that gives up: three turns that record nothing.
+  const failed = made('failed', ['--max-iterations', '5']);
+  const idle = join(root, 'idle-agent.sh');
+  writeFileSync(idle, '#!/bin/sh\necho all done\n', { mode: 0o755 });
+  mkdirSync(join(root, 'project'));
+  const env = { ...process.env, LOOPX_REGISTRY_DIR: registry };
+  delete env.LOOPX_DIR;
+  delete env.AUTOLOOP_DRIVER;
+  const gaveUp = await new Promise((resolve) => spawn(LOOPX, ['drive', '--dir', failed, '--root', join(root, 'project'), '--cmd', idle, '--max-failures', '3'], { env, stdio: 'ignore' }).on('exit', resolve));
+  assert.equal(gaveUp, 3);
+
+  const expected = [
+    [succeeded, 'succeeded', 'good', /succeeded: iteration 1 stopped with a valid proof artifact/],
+    [byUser, 'stopped_by_user', 'neutral', /stopped by the user \(STOP_REQUESTED\)/],
+    [spent, 'budget_exhausted', 'attention', /budget exhausted: the (token|USD) budget is used up/],
+    [blocked, 'needs_person', 'bad', /needs a person: the agent reported itself blocked on iteration 1 \(no access to the dataset\)/],
+    [failed, 'failed', 'bad', /failed: the driver gave up after 3 turns \(exit 3\)/],
+  ];
+  const colours = { good: 'rgb(47, 158, 85)', attention: 'rgb(217, 164, 0)', bad: 'rgb(197, 48, 48)', neutral: 'rgb(138, 150, 163)' };
+  for (const [dir, state, tone, words] of expected) {
+    const ending = JSON.parse(loopx(dir, ['status'])).ending;
+    assert.equal(ending.tone, tone, dir);
+    await withServer({ root, dir }, async (page) => {
+      await health(page, state);
+      const line = page.getByTestId('health');
+      assert.match(await line.innerText(), words);
+      assert.equal(await line.getAttribute('data-tone'), tone);
+      assert.equal(await line.evaluate((el) => getComputedStyle(el).borderLeftColor), colours[tone]);
+      assert.match(await line.innerText(), new RegExp(ending.words.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')), 'the page and status say the same words');
+      // Budgets are the ledger's sums, and a finished loop forecasts nothing.
+      const status = JSON.parse(loopx(dir, ['status']));
+      assert.equal(Number(await page.getByTestId('budget-iterations').getAttribute('data-used')), status.spent.iterations);
+      if (status.budget.max_tokens > 0) {
+        assert.equal(Number(await page.getByTestId('budget-tokens').getAttribute('data-used')), status.spent.tokens);
+      }
+      if (state !== 'failed') {
+        assert.doesNotMatch(await page.locator('#live').innerText(), /at this rate/, 'a finished loop has no forecast');
+      }
+      if (state === 'failed') {
+        const failedTurns = page.getByTestId('failed-turn-row');
+        assert.equal(await failedTurns.count(), 3, 'the turns that recorded nothing are on the timeline');
+        assert.match(await failedTurns.first().innerText(), /no_advance/);
+        assert.match(await page.getByTestId('driver').innerText(), /its last run ended with exit 3 \(max_failures\)/);
+      }
+      await page.screenshot({ path: join(SHOTS, `verdict-${state}-desktop.png`), fullPage: true });
+      await page.setViewportSize({ width: 390, height: 844 });
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      assert.ok(overflow <= 0, `${state}: the narrow layout scrolls sideways by ${overflow}px`);
+      await page.screenshot({ path: join(SHOTS, `verdict-${state}-phone.png`), fullPage: true });
+    });
+  }
+
+  // The all-loops table: one row a loop, every loop `init` made here.
+  const server = await serveAll(registry);
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const page = await context.newPage();
+  try {
+    assert.equal((await page.goto(server.login)).status(), 200);
+    const rows = page.locator('table.loops tbody tr[data-testid="loop-row"]');
+    assert.equal(await rows.count(), expected.length);
+    assert.deepEqual(await page.locator('table.loops thead th').allInnerTexts(), ['Loop', 'Verdict', 'Last activity', 'Iterations', 'Cost']);
+    for (const [dir, state, tone, words] of expected) {
+      const row = rows.filter({ hasText: dir });
+      const cell = row.getByTestId('health');
+      assert.equal(await cell.getAttribute('data-state'), state, dir);
+      assert.equal(await cell.getAttribute('data-tone'), tone, dir);
+      assert.match(await cell.innerText(), words);
+    }
+    assert.match(await rows.filter({ hasText: succeeded }).getByTestId('loop-cost').innerText(), /\$0\.05/);
+    await page.screenshot({ path: join(SHOTS, 'all-loops-verdicts-desktop.png'), fullPage: true });
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.screenshot({ path: join(SHOTS, 'all-loops-verdicts-phone.png'), fullPage: true });
   } finally {
     await context.close();
     server.child.kill();

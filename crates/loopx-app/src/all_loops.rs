@@ -18,7 +18,7 @@ use crate::error::AppError;
 use crate::health::{self, Health};
 use crate::loop_dir::LoopDir;
 use crate::platform::effective_uid;
-use crate::registry::{DrivenLoop, Registry, Source};
+use crate::registry::{NotedLoop, Registry, Source};
 use crate::{clock, cost, platform, turns};
 use jiff::Timestamp;
 use loopx_core::cost::{BudgetLine, By};
@@ -147,15 +147,19 @@ pub fn find(registry: &Registry, id: &str) -> Result<PathBuf, AppError> {
     }
 }
 
-/// Record in this user's registry that a driver runs the loop in `dir`.
-pub fn note_driven(dir: &LoopDir) -> anyhow::Result<PathBuf> {
+/// Record in this user's registry that `source` (`init`, a driver) noted
+/// the loop in `dir`, so the all-loops page lists it.
+pub fn note(dir: &LoopDir, source: Source) -> anyhow::Result<PathBuf> {
     let registry = Registry::from_env()?;
     let run_id = dir.read()?.ledger.run_id;
-    registry.note_driven(&DrivenLoop {
-        run_id,
-        loop_dir: dir.display(),
-        driven_at: clock::now(),
-    })
+    registry.note(
+        source,
+        &NotedLoop {
+            run_id,
+            loop_dir: dir.display(),
+            noted_at: clock::now(),
+        },
+    )
 }
 
 /// Whether the registered directory `dir` may be opened: it exists, is a
@@ -240,7 +244,7 @@ fn forget(row: &LoopRow, registry: &Registry) -> String {
         .iter()
         .map(|source| match source {
             Source::Armed => format!("loopx disarm --run-id {}", row.run_id),
-            Source::Driven => format!("rm {}", registry.driven_entry(&row.run_id).display()),
+            noted => format!("rm {}", registry.noted_entry(*noted, &row.run_id).display()),
         })
         .collect::<Vec<_>>()
         .join(" and ")

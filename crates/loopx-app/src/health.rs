@@ -1,13 +1,15 @@
-//! The `health` use case: the loop's state in one line, with the one
-//! command that acts on it, decided once from the status read (the stop
-//! verdict and the driver summary) and the continuation decision. The
-//! dashboard's health line and any CLI line that wants the same answer
-//! call [`health`]; the decision itself is [`decide`], pure, so every
+//! The `health` use case: the loop's state in one line, with its tone and
+//! the one command that acts on it, decided once from the status read
+//! (the stop verdict, how the loop ended, the driver summary) and the
+//! continuation decision. The dashboard's health line and the all-loops
+//! page call [`health`]; the decision itself is [`decide`], pure, so every
 //! state is tested without a loop on disk.
 //!
-//! Does not own: the stop rules (`loopx_core::ledger::arbiter`), whether a
-//! turn should run (`loopx_core::goal::continuation`), or the driver's
-//! bookkeeping (`loopx_core::driver`); it only ranks what they say.
+//! Does not own: the stop rules (`loopx_core::ledger::arbiter`), the words
+//! for how a loop ended (`loopx_core::ending`, which `status`, `done` and
+//! notifications read too), whether a turn should run
+//! (`loopx_core::goal::continuation`), or the driver's bookkeeping
+//! (`loopx_core::driver`); it only ranks what they say.
 
 use crate::clock;
 use crate::continuation::NextTurn;
@@ -16,6 +18,7 @@ use crate::loop_dir::LoopDir;
 use crate::platform;
 use jiff::Timestamp;
 use loopx_core::driver::{self, classify::FailureClass, DriverSummary, TurnOutcome};
+use loopx_core::ending::{ending, Ending, Tone};
 use loopx_core::focus::candidate::Hold;
 use loopx_core::focus::mode::dispatch_unresolved;
 use loopx_core::focus::signals::Signal;
@@ -30,10 +33,21 @@ use serde::Serialize;
 #[serde(rename_all = "snake_case")]
 pub enum State {
     /// Nothing proceeds until a person acts (an ambiguous open dispatch,
-    /// a provider whose login is dead, a quarantined candidate).
+    /// a provider whose login is dead, a quarantined candidate, an agent
+    /// that declared itself blocked).
     NeedsPerson,
-    /// The stop arbiter says the loop is over (or an operator stopped it).
-    Stopped,
+    /// The loop ended on a proven success.
+    Succeeded,
+    /// A person ended it with `STOP_REQUESTED` or `BLOCKED`.
+    StoppedByUser,
+    /// A token, USD or wall-time budget ended it.
+    BudgetExhausted,
+    /// Every allowed iteration is recorded.
+    IterationCap,
+    /// The agent stopped for a reason none of the above names.
+    StoppedByAgent,
+    /// The loop goes on, but the driver gave up on it.
+    Failed,
     /// `PAUSE` holds the loop without ending it.
     Paused,
     /// The driver sleeps until a provider's quota resets.
@@ -46,10 +60,37 @@ pub enum State {
     NotDriven,
 }
 
+impl State {
+    /// The state an ending puts the loop in.
+    fn of(ending: &Ending) -> State {
+        match ending {
+            Ending::Succeeded { .. } => State::Succeeded,
+            Ending::StoppedByUser { .. } => State::StoppedByUser,
+            Ending::BudgetExhausted { .. } => State::BudgetExhausted,
+            Ending::IterationCap { .. } => State::IterationCap,
+            Ending::NeedsPerson { .. } => State::NeedsPerson,
+            Ending::StoppedByAgent { .. } => State::StoppedByAgent,
+            Ending::Failed { .. } => State::Failed,
+        }
+    }
+
+    /// The colour of a state no ending decided.
+    fn tone(self) -> Tone {
+        match self {
+            State::Running => Tone::Good,
+            State::WaitingForReset | State::WaitingForWork => Tone::Attention,
+            State::NeedsPerson | State::Failed => Tone::Bad,
+            _ => Tone::Neutral,
+        }
+    }
+}
+
 /// The health line: the state, why, and the one command that acts on it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Health {
     pub state: State,
+    /// How a view colours it.
+    pub tone: Tone,
     /// One sentence a person reads at a glance.
     pub line: String,
     /// The command (or file operation) that acts on this state, if any.
@@ -65,6 +106,8 @@ pub struct Inputs<'a> {
     /// The loop directory as commands should name it.
     pub dir: &'a str,
     pub verdict: &'a Verdict,
+    /// How the loop ended, or how its last driver run gave up.
+    pub ending: Option<&'a Ending>,
     pub driver: &'a DriverSummary,
     pub should_run: bool,
     /// should-run's reason when it backs off.
@@ -90,9 +133,11 @@ pub fn health(dir: &LoopDir) -> Result<Health, AppError> {
 /// The health from reads a caller already made (the dashboard reads the
 /// turn and the driver once for the whole page).
 pub fn of_turn(dir: &str, turn: &NextTurn, driver: &DriverSummary, now: Timestamp) -> Health {
+    let ending = ending(&turn.reading.ledger, &turn.verdict, driver);
     decide(&Inputs {
         dir,
         verdict: &turn.verdict,
+        ending: ending.as_ref(),
         driver,
         should_run: turn.should_run.should_run,
         backoff_reason: &turn.should_run.scheduler_hint.reason,
@@ -107,8 +152,9 @@ pub fn of_turn(dir: &str, turn: &NextTurn, driver: &DriverSummary, now: Timestam
 /// itself, and a stop outranks any wait.
 pub fn decide(i: &Inputs<'_>) -> Health {
     let dir = i.dir;
-    let health = |state, line: String, command: Option<String>| Health {
+    let health = |state: State, line: String, command: Option<String>| Health {
         state,
+        tone: state.tone(),
         line,
         command,
         until: None,
@@ -163,14 +209,25 @@ pub fn decide(i: &Inputs<'_>) -> Health {
             )),
         );
     }
-    if i.verdict.done {
-        let reason = i.verdict.reason.unwrap_or("done");
-        let command = match reason {
-            "user_stop_requested" => Some(format!("rm {dir}/STOP_REQUESTED")),
-            "operator_blocked" => Some(format!("rm {dir}/BLOCKED")),
+    let ended = |ending: &Ending| Health {
+        state: State::of(ending),
+        tone: ending.tone(),
+        line: ending.words(),
+        command: match ending {
+            Ending::StoppedByUser { sentinel } => Some(format!("rm {dir}/{sentinel}")),
+            Ending::NeedsPerson { .. } => Some(format!("loopx status --dir {dir}")),
+            Ending::Failed { turn, .. } => Some(format!(
+                "loopx drive --dir {dir} --provider {}",
+                turn.as_ref().map_or("<name>", |t| t.provider.as_str())
+            )),
             _ => None,
-        };
-        return health(State::Stopped, format!("stopped: {reason}"), command);
+        },
+        until: None,
+    };
+    if i.verdict.done {
+        if let Some(ending) = i.ending {
+            return ended(ending);
+        }
     }
     if i.verdict.paused {
         return health(
@@ -191,6 +248,10 @@ pub fn decide(i: &Inputs<'_>) -> Health {
         );
     }
     if !i.driver.running {
+        // Not done, so an ending here is a driver run that gave up.
+        if let Some(ending) = i.ending {
+            return ended(ending);
+        }
         return health(
             State::NotDriven,
             "not driven: no driver process runs this loop".to_owned(),
@@ -201,6 +262,7 @@ pub fn decide(i: &Inputs<'_>) -> Health {
         let left = waiting.until.duration_since(i.now).as_secs().max(0) as u64;
         return Health {
             state: State::WaitingForReset,
+            tone: State::WaitingForReset.tone(),
             line: format!(
                 "waiting for a quota reset until {} UTC (in {})",
                 waiting.until.strftime("%H:%M"),
@@ -246,6 +308,7 @@ mod tests {
             paused,
             reason,
             conditions: reason.into_iter().collect(),
+            deciding: None,
         }
     }
 
@@ -259,24 +322,22 @@ mod tests {
             waiting: None,
             dispatches: 2,
             last: None,
+            last_run: None,
         }
     }
 
     fn stopped_driver() -> DriverSummary {
         DriverSummary {
-            running: false,
-            pid: None,
-            provider: None,
-            since: None,
-            iteration: None,
-            ..running()
+            dispatches: 2,
+            ..DriverSummary::default()
         }
     }
 
-    fn decide_with(verdict: &Verdict, driver: &DriverSummary, should_run: bool) -> Health {
-        decide(&Inputs {
+    fn inputs<'a>(verdict: &'a Verdict, driver: &'a DriverSummary, should_run: bool) -> Inputs<'a> {
+        Inputs {
             dir: "/l",
             verdict,
+            ending: None,
             driver,
             should_run,
             backoff_reason: "no open todo",
@@ -284,7 +345,11 @@ mod tests {
             candidate: None,
             enforce: false,
             direction: &[],
-        })
+        }
+    }
+
+    fn decide_with(verdict: &Verdict, driver: &DriverSummary, should_run: bool) -> Health {
+        decide(&inputs(verdict, driver, should_run))
     }
 
     fn settled(outcome: TurnOutcome) -> Settlement {
@@ -317,6 +382,7 @@ mod tests {
             let h = decide(&Inputs {
                 dir: "/l",
                 verdict: &stopped,
+                ending: None,
                 driver: &running(),
                 should_run: true,
                 backoff_reason: "",
@@ -369,22 +435,64 @@ mod tests {
     }
 
     #[test]
-    fn a_stop_says_why_and_outranks_pause() {
-        let h = decide_with(
-            &verdict(true, true, Some("user_stop_requested")),
-            &running(),
-            false,
-        );
-        assert_eq!(h.state, State::Stopped);
-        assert_eq!(h.line, "stopped: user_stop_requested");
+    fn an_ending_says_why_in_its_words_and_tone_and_outranks_pause() {
+        let done = verdict(true, true, Some("user_stop_requested"));
+        let by_user = Ending::StoppedByUser {
+            sentinel: "STOP_REQUESTED",
+        };
+        let h = decide(&Inputs {
+            ending: Some(&by_user),
+            ..inputs(&done, &running(), false)
+        });
+        assert_eq!(h.state, State::StoppedByUser);
+        assert_eq!(h.tone, Tone::Neutral);
+        assert_eq!(h.line, "stopped by the user (STOP_REQUESTED)");
         assert_eq!(h.command.as_deref(), Some("rm /l/STOP_REQUESTED"));
-        let budget = decide_with(
-            &verdict(true, false, Some("max_iterations")),
-            &stopped_driver(),
-            false,
+        let success = Ending::Succeeded {
+            iteration: 3,
+            checked: true,
+        };
+        let h = decide(&Inputs {
+            ending: Some(&success),
+            ..inputs(&done, &stopped_driver(), false)
+        });
+        assert_eq!((h.state, h.tone), (State::Succeeded, Tone::Good));
+        assert_eq!(h.command, None);
+    }
+
+    #[test]
+    fn a_driver_that_gave_up_is_a_failure_that_names_its_provider() {
+        let gave_up = Ending::Failed {
+            run: loopx_core::driver::RunEnded {
+                exit: loopx_core::driver::session::Exit::MaxFailures,
+                reason: "3 consecutive failed turns".into(),
+                turns: 3,
+                at: now(),
+            },
+            turn: Some(settled(TurnOutcome::NoAdvance)),
+        };
+        let open = verdict(false, false, None);
+        let h = decide(&Inputs {
+            ending: Some(&gave_up),
+            ..inputs(&open, &stopped_driver(), true)
+        });
+        assert_eq!((h.state, h.tone), (State::Failed, Tone::Bad));
+        assert!(
+            h.line
+                .starts_with("failed: the driver gave up after 3 turns"),
+            "{}",
+            h.line
         );
-        assert_eq!(budget.state, State::Stopped);
-        assert_eq!(budget.command, None);
+        assert_eq!(
+            h.command.as_deref(),
+            Some("loopx drive --dir /l --provider codex")
+        );
+        // A driver running again is what matters now.
+        let h = decide(&Inputs {
+            ending: Some(&gave_up),
+            ..inputs(&open, &running(), true)
+        });
+        assert_eq!(h.state, State::Running);
     }
 
     #[test]
@@ -405,6 +513,7 @@ mod tests {
         let enforce = decide(&Inputs {
             dir: "/l",
             verdict: &verdict(false, false, None),
+            ending: None,
             driver: &driver,
             should_run: true,
             backoff_reason: "",
@@ -455,6 +564,7 @@ mod tests {
             let h = decide(&Inputs {
                 dir: "/l",
                 verdict: &verdict(false, false, None),
+                ending: None,
                 driver,
                 should_run: true,
                 backoff_reason: "",
@@ -478,6 +588,7 @@ mod tests {
         let done = decide(&Inputs {
             dir: "/l",
             verdict: &verdict(true, false, Some("loops_reached")),
+            ending: Some(&Ending::IterationCap { iterations: 4 }),
             driver: &stopped,
             should_run: false,
             backoff_reason: "",
@@ -486,6 +597,6 @@ mod tests {
             enforce: true,
             direction: &signals,
         });
-        assert_eq!(done.state, State::Stopped);
+        assert_eq!(done.state, State::IterationCap);
     }
 }

@@ -14,6 +14,7 @@ use crate::receipt::ReceiptView;
 use crate::{clock, platform, AppError};
 use jiff::Timestamp;
 use loopx_core::driver::{self, DriverSummary};
+use loopx_core::ending::{ending, Ending, EndingView};
 use loopx_core::ledger::arbiter::Verdict;
 use loopx_core::ledger::proof::NoFiles;
 use loopx_core::ledger::vocabulary::{Decision, LoopStatus};
@@ -78,7 +79,14 @@ pub fn init(
     } else {
         LoopDir::create(root)?
     };
-    let (receipt, warnings) = commit(&dir, &operation_id, &request, now)?;
+    let (receipt, mut warnings) = commit(&dir, &operation_id, &request, now)?;
+    // `loopx serve --all` lists every loop made here. A registry that
+    // cannot be written costs that listing, never the loop just made.
+    if let Err(error) = crate::all_loops::note(&dir, crate::registry::Source::Created) {
+        warnings.push(format!(
+            "cannot record this loop in the registry ({error:#}); `loopx serve --all` will not list it"
+        ));
+    }
     Ok(ReceiptView::new("init", receipt, |body| match body {
         LedgerReceipt::Init {
             run_id,
@@ -237,6 +245,8 @@ pub struct StatusView {
     pub ledger: Ledger,
     pub verdict: Verdict,
     pub driver: DriverSummary,
+    /// How the loop ended, or how its last driver run gave up.
+    pub ending: Option<Ending>,
     pub now: Timestamp,
 }
 
@@ -248,11 +258,14 @@ impl Serialize for StatusView {
             ledger: view::Status<'a>,
             dir: &'a str,
             driver: &'a DriverSummary,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            ending: Option<EndingView>,
         }
         Wire {
             ledger: view::status(&self.ledger, self.revision, &self.verdict),
             dir: &self.dir,
             driver: &self.driver,
+            ending: self.ending.clone().map(EndingView::from),
         }
         .serialize(serializer)
     }
@@ -261,7 +274,8 @@ impl Serialize for StatusView {
 impl StatusView {
     /// The status for people: the ledger's lines, then the driver's.
     pub fn text(&self) -> String {
-        let mut text = view::status_text(&self.ledger, &self.verdict, self.now);
+        let mut text =
+            view::status_text(&self.ledger, &self.verdict, self.ending.as_ref(), self.now);
         text.push_str(&format!("  driver      {}\n", self.driver.line()));
         text
     }
@@ -272,10 +286,12 @@ pub fn status(dir: &LoopDir) -> Result<StatusView, AppError> {
     let now = clock::now();
     let verdict = dir.verdict(&ledger, now);
     let (_, driver) = dir.driver()?;
+    let driver = driver::summary(&driver, platform::alive);
     Ok(StatusView {
         dir: dir.display(),
         revision,
-        driver: driver::summary(&driver, platform::alive),
+        ending: ending(&ledger, &verdict, &driver),
+        driver,
         ledger,
         verdict,
         now,
@@ -290,11 +306,19 @@ pub struct DoneView {
     pub dir: String,
     #[serde(flatten)]
     pub verdict: Verdict,
+    /// How the loop ended (or its last driver run gave up), in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ending: Option<EndingView>,
 }
 
 impl DoneView {
+    /// The ending's words first, then the arbiter's code, which scripts
+    /// and the reference runtime's readers know.
     pub fn text(&self) -> String {
-        view::verdict_text(&self.verdict)
+        match &self.ending {
+            Some(ending) => format!("{} [{}]", ending.words, view::verdict_text(&self.verdict)),
+            None => view::verdict_text(&self.verdict),
+        }
     }
 }
 
@@ -302,11 +326,14 @@ pub fn done(dir: &LoopDir) -> Result<DoneView, AppError> {
     let Reading { ledger, .. } = dir
         .read()
         .map_err(|e| AppError::from(e.context("the done arbiter needs a readable ledger")))?;
+    let verdict = dir.verdict(&ledger, clock::now());
+    let driver = driver::summary(&dir.driver()?.1, platform::alive);
     Ok(DoneView {
         status: "ok",
         action: "done",
         dir: dir.display(),
-        verdict: dir.verdict(&ledger, clock::now()),
+        ending: ending(&ledger, &verdict, &driver).map(EndingView::from),
+        verdict,
     })
 }
 

@@ -20,7 +20,9 @@ use crate::error::AppError;
 use crate::loop_dir::LoopDir;
 use crate::{clock, platform};
 use loopx_core::digest::Digest;
+use loopx_core::driver;
 use loopx_core::driver::session::{Exit, TurnResult};
+use loopx_core::ending::ending;
 use loopx_core::ledger::vocabulary::GoalFocusMode;
 use loopx_core::ledger::Ledger;
 use loopx_core::notify::{
@@ -340,8 +342,14 @@ fn complete_facts(
         usd_used: ledger.spent.usd,
         goal: std::mem::take(&mut facts.progress.goal),
     };
+    // How the loop ended, in the words every view uses; else its status.
+    let verdict = dir.verdict(ledger, clock::now());
+    let driver = driver::summary(&dir.driver()?.1, platform::alive);
     facts.status = Status {
-        loop_status: ledger.status.as_str().to_owned(),
+        loop_status: ending(ledger, &verdict, &driver).map_or_else(
+            || ledger.status.as_str().to_owned(),
+            |ending| ending.words(),
+        ),
         ..facts.status.clone()
     };
     Ok(())

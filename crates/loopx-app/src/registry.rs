@@ -1,7 +1,8 @@
 //! The per-user loop registry under the user's state directory
 //! (`$XDG_STATE_HOME/loopx/`, else `~/.local/state/loopx/`), never inside
-//! a project: one JSON file per armed loop in `armed/`, and one per loop a
-//! driver ran on this machine in `driven/`.
+//! a project: one JSON file per armed loop in `armed/`, one per loop
+//! `init` created on this machine in `created/`, and one per loop a driver
+//! ran here in `driven/`.
 //!
 //! Owns: where the registry is, its files, and which of them a listing may
 //! trust (a directory or file another user could have written is not read).
@@ -23,16 +24,17 @@ pub const REGISTRY_DIR_ENV: &str = "LOOPX_REGISTRY_DIR";
 /// written by loopx and is not read.
 const MAX_ENTRY_BYTES: u64 = 64 * 1024;
 
-/// A loop a driver ran on this machine: written when `loopx drive` starts,
-/// kept after it ends, so the all-loops page lists loops that are not
-/// armed too.
+/// A loop `init` created or a driver ran on this machine: written when
+/// `loopx init` creates it and each time `loopx drive` starts on it, kept
+/// after, so the all-loops page lists every loop made here, armed or not.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DrivenLoop {
+pub struct NotedLoop {
     pub run_id: String,
     /// Absolute, resolved loop directory.
     pub loop_dir: String,
-    /// When a driver last started on it.
-    pub driven_at: Timestamp,
+    /// When it was created, or when a driver last started on it.
+    #[serde(alias = "driven_at")]
+    pub noted_at: Timestamp,
 }
 
 /// How a loop came to be registered.
@@ -40,6 +42,7 @@ pub struct DrivenLoop {
 #[serde(rename_all = "snake_case")]
 pub enum Source {
     Armed,
+    Created,
     Driven,
 }
 
@@ -102,7 +105,7 @@ impl Registry {
     }
 
     fn armed_dir(&self) -> PathBuf {
-        self.base.join("armed")
+        self.noted_dir(Source::Armed)
     }
 
     fn entry_path(&self, run_id: &str) -> PathBuf {
@@ -165,30 +168,34 @@ impl Registry {
         fsutil::write_durable(&path, serde_json::to_string(streak)?.as_bytes())
     }
 
-    fn driven_dir(&self) -> PathBuf {
-        self.base.join("driven")
+    /// The directory of the entries a source other than arming writes.
+    fn noted_dir(&self, source: Source) -> PathBuf {
+        self.base.join(match source {
+            Source::Armed => "armed",
+            Source::Created => "created",
+            Source::Driven => "driven",
+        })
     }
 
-    /// The file that records that a driver ran `run_id`.
-    pub fn driven_entry(&self, run_id: &str) -> PathBuf {
-        self.driven_dir().join(format!("{run_id}.json"))
+    /// The file that records that `source` (init, a driver) noted `run_id`.
+    pub fn noted_entry(&self, source: Source, run_id: &str) -> PathBuf {
+        self.noted_dir(source).join(format!("{run_id}.json"))
     }
 
-    /// Record that a driver runs the loop `run_id` at `loop_dir` (absolute
-    /// and resolved). Rewriting it on every start keeps `driven_at` fresh.
-    pub fn note_driven(&self, entry: &DrivenLoop) -> Result<PathBuf> {
-        let dir = self.driven_dir();
+    /// Record that `source` noted the loop `run_id` at `loop_dir` (absolute
+    /// and resolved). Rewriting it on every drive keeps `noted_at` fresh.
+    pub fn note(&self, source: Source, entry: &NotedLoop) -> Result<PathBuf> {
         fsutil::create_private_dir(&self.base)?;
-        fsutil::create_private_dir(&dir)?;
-        let path = self.driven_entry(&entry.run_id);
+        fsutil::create_private_dir(&self.noted_dir(source))?;
+        let path = self.noted_entry(source, &entry.run_id);
         let mut text = serde_json::to_string_pretty(entry)?;
         text.push('\n');
         fsutil::write_durable(&path, text.as_bytes())?;
         Ok(path)
     }
 
-    /// The armed and driven entries a listing may show, armed first, each
-    /// kind in file-name order.
+    /// The armed, created and driven entries a listing may show, in that
+    /// order, each kind in file-name order.
     ///
     /// Another local user must not be able to add a loop to this list: a
     /// registry directory that is not this user's, or that others may
@@ -197,10 +204,8 @@ impl Registry {
     /// refusal is named in `passed_over`; none fails the listing.
     pub fn listing(&self) -> Listing {
         let mut listing = Listing::default();
-        for (source, dir) in [
-            (Source::Armed, self.armed_dir()),
-            (Source::Driven, self.driven_dir()),
-        ] {
+        for source in [Source::Armed, Source::Created, Source::Driven] {
+            let dir = self.noted_dir(source);
             let names = match trusted_dir_files(&dir) {
                 Ok(names) => names,
                 Err(problem) => {
@@ -213,7 +218,7 @@ impl Registry {
                     Source::Armed => serde_json::from_slice::<ArmedLoop>(&bytes)
                         .map(|e| (e.run_id, e.loop_dir))
                         .map_err(|e| format!("{}: not a registry entry ({e})", path.display())),
-                    Source::Driven => serde_json::from_slice::<DrivenLoop>(&bytes)
+                    Source::Created | Source::Driven => serde_json::from_slice::<NotedLoop>(&bytes)
                         .map(|e| (e.run_id, e.loop_dir))
                         .map_err(|e| format!("{}: not a registry entry ({e})", path.display())),
                 });

@@ -287,6 +287,7 @@ mod tests {
             done: false,
             paused: false,
             reason: None,
+            deciding: None,
             conditions: vec![],
         };
         assert!(verdict(Some(&entry), read(open.clone(), None)).block);

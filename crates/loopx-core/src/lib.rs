@@ -11,6 +11,7 @@ pub mod backoff;
 pub mod cost;
 pub mod digest;
 pub mod driver;
+pub mod ending;
 pub mod error_class;
 pub mod focus;
 pub mod goal;

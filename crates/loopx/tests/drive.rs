@@ -344,6 +344,34 @@ fn hard_failures_no_advance_and_timeouts_stop_after_max_failures() {
         assert!(!stderr.contains("NoAdvance"), "{stderr}");
         assert_eq!(d.iterations(), 0, "{name}");
         d.assert_one_result_per_dispatch();
+        // Once the driver is gone, every view says it gave up, and how.
+        let status = d.status();
+        assert_eq!(status["ending"]["kind"], "failed", "{name}: {status}");
+        assert_eq!(status["ending"]["tone"], "bad", "{name}");
+        assert_eq!(status["ending"]["run"]["exit"], "max_failures", "{name}");
+        assert_eq!(status["driver"]["last_run"]["turns"], 3, "{name}");
+        let text =
+            d.f.loopx()
+                .args(["status", "--dir", d.f.d()])
+                .output()
+                .unwrap();
+        let text = String::from_utf8_lossy(&text.stdout);
+        assert!(
+            text.contains("status      failed: the driver gave up after 3 turns (exit 3): 3 consecutive failed turns")
+                && text.contains("driver      not running; its last run ended with exit 3 (max_failures) after 3 turns"),
+            "{name}: {text}"
+        );
+        let done =
+            d.f.loopx()
+                .args(["done", "--dir", d.f.d()])
+                .output()
+                .unwrap();
+        assert!(
+            String::from_utf8_lossy(&done.stdout)
+                .starts_with("failed: the driver gave up after 3 turns"),
+            "{name}: {}",
+            String::from_utf8_lossy(&done.stdout)
+        );
         if name == "timeout" {
             assert!(
                 started.elapsed() < Duration::from_secs(15),

@@ -493,7 +493,7 @@ fn done_names_the_condition_that_holds() {
         .args(["done", "--dir", f.d()])
         .assert()
         .success()
-        .stdout("done: user_stop_requested (paused)\n");
+        .stdout("stopped by the user (STOP_REQUESTED) [done: user_stop_requested (paused)]\n");
     assert_eq!(
         f.json(&["status", "--dir", f.d()])["budget"]["max_wall_time_seconds"],
         172800

@@ -139,7 +139,11 @@ fn the_cost_view_is_served_and_charted_on_the_overview() {
     );
     assert!(cost["budgets"].as_array().is_some_and(|b| !b.is_empty()));
     assert_eq!(server.get("/api/cost?by=week").status, 400);
-    assert!(server.get("/").body.contains("Cost per turn"));
+    // Nothing cost anything: the chart draws durations and says why.
+    let overview = server.get("/").body;
+    assert!(overview.contains("Time per turn"), "{overview}");
+    assert!(overview.contains("No turn shown reported a cost"));
+    assert!(!overview.contains("Cost per turn"));
 }
 
 #[test]
@@ -1015,7 +1019,10 @@ fn the_health_line_names_the_state_and_the_command_that_acts_on_it() {
     let health = server.get("/api/health").json();
     assert_eq!(
         (health["state"].as_str(), health["line"].as_str()),
-        (Some("stopped"), Some("stopped: user_stop_requested"))
+        (
+            Some("stopped_by_user"),
+            Some("stopped by the user (STOP_REQUESTED)")
+        )
     );
     assert_eq!(server.get("/api/health").status, 200);
 }
@@ -1093,7 +1100,7 @@ fn serve_all_lists_every_registered_loop_and_opens_each_behind_one_token() {
 
     let first = row_of(&loops, &driven);
     assert_eq!(first["reach"], "readable", "{first}");
-    assert_eq!(first["sources"], json!(["driven"]));
+    assert_eq!(first["sources"], json!(["created", "driven"]));
     assert_eq!(first["health"]["state"], "not_driven", "{first}");
     assert!(first["last_activity"].is_string(), "{first}");
     let iterations = first["budgets"]
@@ -1110,7 +1117,7 @@ fn serve_all_lists_every_registered_loop_and_opens_each_behind_one_token() {
     let second = row_of(&loops, &armed);
     assert_eq!(
         (second["reach"].as_str(), second["sources"].clone()),
-        (Some("readable"), json!(["armed"]))
+        (Some("readable"), json!(["armed", "created"]))
     );
     assert_eq!(second["goal"], "Goal of second");
 
@@ -1272,11 +1279,13 @@ fn serve_all_never_follows_a_planted_entry_or_symlink_out() {
         "{loops}"
     );
 
-    // A registry directory others may write is not read at all.
+    // A registry directory others may write is not read at all: the
+    // real loop is listed only because `init` noted it.
     let armed = f.registry.join("armed");
     std::fs::set_permissions(&armed, std::fs::Permissions::from_mode(0o777)).unwrap();
     let loops = server.get("/api/loops").json();
-    assert_eq!(loops["count"], 0, "{loops}");
+    assert_eq!(loops["count"], 1, "{loops}");
+    assert_eq!(row_of(&loops, &real)["sources"], json!(["created"]));
     assert!(
         loops["passed_over"][0]
             .as_str()
@@ -1299,34 +1308,52 @@ fn serve_all_never_follows_a_planted_entry_or_symlink_out() {
     }
 }
 
+/// `loopx serve` over `f`'s registry from `cwd`, with `LOOPX_DIR` set to
+/// `loopx_dir` or unset.
+fn serve_from(
+    f: &Fixture,
+    which: &[&str],
+    loopx_dir: Option<&str>,
+    cwd: &std::path::Path,
+) -> Server {
+    let mut serve = Command::new(common::loopx_path());
+    serve
+        .arg("serve")
+        .args(which)
+        .args(["--addr", "127.0.0.1:0", "--json"])
+        .env("LOOPX_REGISTRY_DIR", &f.registry)
+        .env_remove("LOOPX_DIR")
+        .env_remove("LOOPX_SERVE_TOKEN")
+        .current_dir(cwd)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    if let Some(dir) = loopx_dir {
+        serve.env("LOOPX_DIR", dir);
+    }
+    Server::started(serve.spawn().unwrap())
+}
+
 #[test]
 fn serve_without_a_dir_lists_every_loop_and_all_overrides_loopx_dir() {
     let f = Fixture::new();
     f.init(10, &[]);
     let armed = armed_loop(&f, "second");
-    let with_loopx_dir = |which: &[&str]| {
-        let mut serve = Command::new(common::loopx_path());
-        serve
-            .arg("serve")
-            .args(which)
-            .args(["--addr", "127.0.0.1:0", "--json"])
-            .env("LOOPX_REGISTRY_DIR", &f.registry)
-            .env("LOOPX_DIR", f.d())
-            .env_remove("LOOPX_SERVE_TOKEN")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        Server::started(serve.spawn().unwrap())
-    };
+    let with_loopx_dir = |which: &[&str]| serve_from(&f, which, Some(f.d()), f.temp.path());
 
-    // Neither --dir nor LOOPX_DIR: the all-loops page, as with --all.
+    // Neither --dir, LOOPX_DIR nor ./.loopx: the all-loops page, as with
+    // --all, with every loop `init` made here, armed or not.
     let loops = Server::started(common::spawn_serve(&f, &[], &["--json"]))
         .get("/api/loops")
         .json();
-    assert_eq!(loops["count"], 1, "{loops}");
+    assert_eq!(loops["count"], 2, "{loops}");
     assert_eq!(row_of(&loops, &armed)["reach"], "readable");
+    assert_eq!(
+        row_of(&loops, &f.dir.canonicalize().unwrap())["sources"],
+        json!(["created"])
+    );
     // LOOPX_DIR names one loop; --all still lists them all.
     let loops = with_loopx_dir(&["--all"]).get("/api/loops").json();
-    assert_eq!(loops["count"], 1, "{loops}");
+    assert_eq!(loops["count"], 2, "{loops}");
     // LOOPX_DIR alone serves that loop.
     let status = with_loopx_dir(&[]).get("/api/status").json();
     assert_eq!(
@@ -1334,6 +1361,26 @@ fn serve_without_a_dir_lists_every_loop_and_all_overrides_loopx_dir() {
         Some(f.dir.as_path()),
         "{status}"
     );
+    // In a project with a `.loopx`, that loop, as every other command;
+    // --all there is every loop again.
+    let project = f.temp.path().join("project");
+    f.loopx()
+        .current_dir(f.temp.path())
+        .args([
+            "init",
+            "--dir",
+            "project/.loopx",
+            "--goal",
+            "Goal of the project",
+        ])
+        .args(["--success-criteria", "done", "--max-iterations", "3"])
+        .assert()
+        .success();
+    let in_project = |which: &[&str]| serve_from(&f, which, None, &project);
+    let status = in_project(&[]).get("/api/status").json();
+    assert_eq!(status["goal"], "Goal of the project", "{status}");
+    let loops = in_project(&["--all"]).get("/api/loops").json();
+    assert_eq!(loops["count"], 3, "{loops}");
 }
 
 #[test]

@@ -43,7 +43,7 @@ use loopx_core::driver::session::Session;
 use loopx_core::driver::step::{self, Situation, Step};
 use loopx_core::driver::{
     self, DriverOwner, DriverRequest, DriverState, DriverSummary, Intent, Liveness, Observed,
-    RecoveryPlan, Registration, Settlement, TurnOutcome, Waiting, Workspace,
+    RecoveryPlan, Registration, RunEnded, Settlement, TurnOutcome, Waiting, Workspace,
 };
 use loopx_core::focus::candidate::Hold;
 use loopx_core::focus::plan::PlanState;
@@ -188,11 +188,13 @@ pub fn register(dir: &LoopDir, registration: Registration, workspace_root: Strin
     )
 }
 
-pub fn unregister(dir: &LoopDir, pid: u32) -> Result<()> {
+/// Say goodbye: the driver `pid` no longer runs this loop, and how its
+/// run ended (what views show once it is gone).
+pub fn unregister(dir: &LoopDir, pid: u32, ended: Option<RunEnded>) -> Result<()> {
     write(
         dir,
         &op("unregister", &format!("{pid}-{}", platform::nonce()))?,
-        &DriverRequest::Unregister { pid },
+        &DriverRequest::Unregister { pid, ended },
     )
 }
 

@@ -26,7 +26,7 @@ use crate::{clock, platform};
 use anyhow::{Context as _, Result};
 use loopx_core::driver::session::{Exit, Next, Session, StopSignal, TurnResult};
 use loopx_core::driver::step::Step;
-use loopx_core::driver::{DriverError, RecoveryPlan, Registration, Waiting};
+use loopx_core::driver::{DriverError, RecoveryPlan, Registration, RunEnded, Waiting};
 use loopx_core::panel::Phase;
 use loopx_store::{AuthorityError, Classified};
 use std::path::Path;
@@ -99,7 +99,7 @@ pub fn drive(
     })?;
     // `loopx serve --all` lists loops driven here. A registry that cannot
     // be written costs that listing, never the run.
-    if let Err(error) = crate::all_loops::note_driven(dir) {
+    if let Err(error) = crate::all_loops::note(dir, crate::registry::Source::Driven) {
         progress.say(&format!("cannot record this loop in the registry ({error:#}); `loopx serve --all` will not list it"));
     }
     let mut run = Run {
@@ -121,7 +121,29 @@ pub fn drive(
         },
         ended => ended,
     };
-    let _ = super::unregister(dir, pid);
+    // The goodbye says how the run ended, so a view after it is gone can
+    // tell a finished loop from one the driver gave up on; an error that
+    // ended the run is an ending too.
+    let record = match &ended {
+        Ok(ended) => RunEnded {
+            exit: ended.exit,
+            reason: ended.reason.clone(),
+            turns: ended.turns,
+            at: clock::now(),
+        },
+        Err(error) => RunEnded {
+            exit: Exit::RuntimeError,
+            reason: format!("{error:#}"),
+            turns: run.turns,
+            at: clock::now(),
+        },
+    };
+    let _ = super::unregister(dir, pid, Some(record));
+    // After the goodbye, so the notification reads the run's ending as
+    // every view does.
+    if let Ok(ended) = &ended {
+        crate::notify::stopped(dir, ended.exit, &ended.reason);
+    }
     ended
 }
 
@@ -144,7 +166,6 @@ struct Run<'a> {
 
 impl Run<'_> {
     fn ended(&self, exit: Exit, reason: String) -> Ended {
-        crate::notify::stopped(self.dir, exit, &reason);
         Ended {
             exit,
             reason,

@@ -100,6 +100,12 @@ pub fn turn_advanced(
 
 impl TurnOutcome {
     /// `advanced`, `failed:quota`, ...
+    /// Whether the turn recorded its iteration (at once, or as found by a
+    /// later driver's recovery).
+    pub fn advanced(self) -> bool {
+        matches!(self, TurnOutcome::Advanced | TurnOutcome::RecoveredAdvanced)
+    }
+
     pub fn label(self) -> String {
         match self {
             TurnOutcome::Advanced => "advanced".into(),
@@ -147,6 +153,31 @@ pub struct DriverState {
     pub recent: Vec<Settlement>,
     /// The repository root first driven; a later driver must find the same.
     pub workspace_root: Option<String>,
+    /// How the last drive run that said goodbye ended. Absent until one
+    /// has, so older journals read the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<RunEnded>,
+}
+
+/// How one drive run ended: its exit, why in words, and how many turns it
+/// ran. What a view says after the driver is gone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunEnded {
+    pub exit: session::Exit,
+    pub reason: String,
+    pub turns: u64,
+    pub at: Timestamp,
+}
+
+impl RunEnded {
+    /// Whether the run gave up on the loop (rather than finishing it or
+    /// being told to stop): the loop did not end, and nothing drives it.
+    pub fn gave_up(&self) -> bool {
+        !matches!(
+            self.exit,
+            session::Exit::Done | session::Exit::Interrupted | session::Exit::Terminated
+        )
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -158,6 +189,9 @@ pub enum DriverRequest {
     },
     Unregister {
         pid: u32,
+        /// How the run ended, when it ended on its own terms.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ended: Option<RunEnded>,
     },
     Intend {
         intent: Box<Intent>,
@@ -184,7 +218,10 @@ pub enum DriverEvent {
         workspace_root: String,
         reclaimed_from: Option<u32>,
     },
-    Unregistered,
+    Unregistered {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ended: Option<RunEnded>,
+    },
     Intended {
         intent: Box<Intent>,
     },
@@ -285,9 +322,11 @@ impl Owner for DriverOwner {
                     r,
                 ))
             }
-            DriverRequest::Unregister { pid } => match &state.registration {
+            DriverRequest::Unregister { pid, ended } => match &state.registration {
                 Some(r) if r.pid == *pid => Ok(Decided::write(
-                    DriverEvent::Unregistered,
+                    DriverEvent::Unregistered {
+                        ended: ended.clone(),
+                    },
                     receipt("unregistered", None),
                 )),
                 _ => Ok(Decided::unchanged(receipt("not_registered", None))),
@@ -379,9 +418,12 @@ impl Owner for DriverOwner {
                 state.waiting = None;
                 state.current_provider = registration.providers.first().cloned();
             }
-            DriverEvent::Unregistered => {
+            DriverEvent::Unregistered { ended } => {
                 state.registration = None;
                 state.waiting = None;
+                if ended.is_some() {
+                    state.last_run = ended.clone();
+                }
             }
             DriverEvent::Intended { intent } => {
                 state.current_provider = Some(intent.provider.clone());
@@ -421,7 +463,7 @@ impl Owner for DriverOwner {
     fn event_kind(event: &DriverEvent) -> &'static str {
         match event {
             DriverEvent::Registered { .. } => "driver.registered",
-            DriverEvent::Unregistered => "driver.unregistered",
+            DriverEvent::Unregistered { .. } => "driver.unregistered",
             DriverEvent::Intended { .. } => "driver.intended",
             DriverEvent::Settled { .. } => "driver.settled",
             DriverEvent::Cancelled { .. } => "driver.cancelled",
@@ -526,6 +568,41 @@ mod tests {
         assert!(!turn_advanced(3, 3, Some(&old), Some(&old)));
         assert!(!turn_advanced(3, 3, Some(&old), None));
         assert!(!turn_advanced(3, 3, None, None));
+    }
+
+    #[test]
+    fn a_goodbye_keeps_how_the_run_ended_and_older_journals_still_read() {
+        // Written before goodbyes said how a run ended.
+        let old: DriverEvent = serde_json::from_str(r#"{"type":"unregistered"}"#).unwrap();
+        assert_eq!(old, DriverEvent::Unregistered { ended: None });
+        assert_eq!(
+            serde_json::to_string(&old).unwrap(),
+            r#"{"type":"unregistered"}"#,
+            "an event without an ending serializes as it always did"
+        );
+        let ended = RunEnded {
+            exit: session::Exit::MaxFailures,
+            reason: "3 consecutive failed turns".into(),
+            turns: 3,
+            at: Timestamp::UNIX_EPOCH,
+        };
+        let state = DriverOwner::evolve(
+            None,
+            &DriverEvent::Unregistered {
+                ended: Some(ended.clone()),
+            },
+        );
+        // A goodbye without an ending (an older driver) keeps the last one.
+        let state = DriverOwner::evolve(Some(state), &old);
+        assert_eq!(state.last_run, Some(ended));
+        let view = summary(&state, |_| false);
+        assert!(
+            view.line().starts_with(
+                "not running; its last run ended with exit 3 (max_failures) after 3 turns"
+            ),
+            "{}",
+            view.line()
+        );
     }
 
     fn workspace(changes: &str) -> Workspace {
@@ -712,8 +789,8 @@ mod tests {
     }
 }
 
-/// What `status` shows of the driver.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// What `status` shows of the driver (the default: none has run).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct DriverSummary {
     pub running: bool,
     pub pid: Option<u32>,
@@ -724,6 +801,9 @@ pub struct DriverSummary {
     pub waiting: Option<Waiting>,
     pub dispatches: u64,
     pub last: Option<Settlement>,
+    /// How the last run ended; absent while one runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<RunEnded>,
 }
 
 /// The driver as `alive` says its registered pid is.
@@ -746,6 +826,7 @@ pub fn summary(state: &DriverState, alive: impl Fn(u32) -> bool) -> DriverSummar
         waiting: state.waiting.clone().filter(|_| running),
         dispatches: state.dispatches,
         last: state.recent.last().cloned(),
+        last_run: state.last_run.clone().filter(|_| !running),
     }
 }
 
@@ -773,7 +854,16 @@ impl DriverSummary {
                 "not running; dispatch for iteration {} is open (`loopx recover` shows what to do, `loopx recover --apply` does it)",
                 self.iteration.unwrap_or(0)
             ),
-            (false, _) => format!("not running ({} dispatches so far)", self.dispatches),
+            (false, _) => match &self.last_run {
+                Some(run) => format!(
+                    "not running; its last run ended with exit {} ({}) after {}: {}",
+                    run.exit.code(),
+                    run.exit.reason(),
+                    crate::words::count(run.turns, "turn"),
+                    run.reason
+                ),
+                None => format!("not running ({} dispatches so far)", self.dispatches),
+            },
         }
     }
 }

@@ -53,6 +53,10 @@ pub struct Verdict {
     pub reason: Option<&'static str>,
     /// Every condition that holds, deciding one first.
     pub conditions: Vec<&'static str>,
+    /// The deciding condition itself, for the views that say in words why
+    /// the loop ended (`crate::ending`); its code is `reason`.
+    #[serde(skip)]
+    pub deciding: Option<StopCondition>,
 }
 
 /// Checked in the reference runtime's order; the first that holds decides.
@@ -80,6 +84,7 @@ pub fn arbitrate(ledger: &Ledger, sentinels: Sentinels, now: Timestamp) -> Verdi
         done: matches!(deciding, Some(condition) if condition != StopCondition::AwaitingUserStop),
         paused: sentinels.paused,
         reason: deciding.map(StopCondition::code),
+        deciding,
         conditions: holding.into_iter().map(StopCondition::code).collect(),
     }
 }

@@ -100,6 +100,13 @@ pub enum Exhausted {
 }
 
 impl Exhausted {
+    pub const ALL: [Exhausted; 4] = [
+        Exhausted::Usd,
+        Exhausted::Tokens,
+        Exhausted::WallTime,
+        Exhausted::Iterations,
+    ];
+
     /// The reason code the reference `done` arbiter prints.
     pub fn reason_code(self) -> &'static str {
         match self {

@@ -720,7 +720,9 @@ fn an_imported_loop_keeps_its_source_run_id_and_other_loops_are_unchanged() {
     let verdict = arbitrate(ledger, Sentinels::default(), at(10));
     let status = view::status_json(ledger, 1, &verdict);
     assert_eq!(status["source_run_id"], "run-reference-123");
-    assert!(view::status_text(ledger, &verdict, at(10)).contains("from run run-reference-123"));
+    assert!(
+        view::status_text(ledger, &verdict, None, at(10)).contains("from run run-reference-123")
+    );
 
     let mut hostile = init_request(3);
     hostile.source_run_id = Some("run\u{1b}[2J".into());

@@ -203,7 +203,15 @@ pub fn status_json(ledger: &Ledger, revision: u64, verdict: &Verdict) -> Value {
 }
 
 /// The human `status` text.
-pub fn status_text(ledger: &Ledger, verdict: &Verdict, now: Timestamp) -> String {
+///
+/// `ending` is how the loop ended, in the words every view uses
+/// (`crate::ending`); the status line says it instead of the bare status.
+pub fn status_text(
+    ledger: &Ledger,
+    verdict: &Verdict,
+    ending: Option<&crate::ending::Ending>,
+    now: Timestamp,
+) -> String {
     let mut out = String::new();
     let budget = &ledger.config.budget;
     let limits = limits(budget);
@@ -211,7 +219,14 @@ pub fn status_text(ledger: &Ledger, verdict: &Verdict, now: Timestamp) -> String
     if let Some(source) = &ledger.config.source_run_id {
         let _ = writeln!(out, "  imported    from run {source}");
     }
-    let _ = writeln!(out, "  status      {}", ledger.status);
+    match ending {
+        Some(ending) => {
+            let _ = writeln!(out, "  status      {}", ending.words());
+        }
+        None => {
+            let _ = writeln!(out, "  status      {}", ledger.status);
+        }
+    }
     let _ = writeln!(
         out,
         "  iterations  {} of {} ({} left)",
@@ -266,6 +281,7 @@ mod tests {
             paused,
             reason,
             conditions: reason.into_iter().collect(),
+            deciding: None,
         }
     }
 

@@ -6,12 +6,18 @@ use clap::Args;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-/// Serve the HTTP JSON API and the web dashboard for the loop in --dir, or,
-/// without --dir (or with --all), for every loop registered on this machine
-/// (`dashboard` also opens a browser).
+/// Where every command looks for a loop when told nowhere else.
+const DEFAULT_DIR: &str = ".loopx";
+
+/// Serve the HTTP JSON API and the web dashboard for the loop in --dir
+/// (default: LOOPX_DIR, else `.loopx` when it exists here, as every other
+/// command), or with --all (or where there is no loop to default to) for
+/// every loop registered on this machine (`dashboard` also opens a
+/// browser).
 ///
-/// The all-loops page lists each loop `loopx drive` ran here or `loopx arm` armed, with
-/// its health, last activity and budgets, and serves each one's own
+/// The all-loops page lists each loop `loopx init` created here, `loopx
+/// drive` ran or `loopx arm` armed, one row each with its verdict, last
+/// activity, iterations and cost, and serves each one's own
 /// dashboard under /loops/<id>/, all behind one credential: the token in
 /// serve.token beside the registry (not any loop's own). Registry files
 /// and loop directories that are not this user's are never read.
@@ -27,8 +33,8 @@ use std::path::PathBuf;
 /// login_url), never the token.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// The loop directory to serve (default: LOOPX_DIR); without either,
-    /// every registered loop.
+    /// The loop directory to serve (default: LOOPX_DIR, else `.loopx` when
+    /// it exists); without any of them, every registered loop.
     #[arg(long)]
     pub dir: Option<PathBuf>,
     /// Every registered loop, even where LOOPX_DIR names one.
@@ -56,14 +62,16 @@ pub fn serve(
     store: Option<&str>,
 ) -> Result<Reply> {
     crate::serve::serve(crate::serve::Options {
-        // LOOPX_DIR is read here rather than by clap so that --all can
-        // override it while still refusing an explicit --dir.
+        // LOOPX_DIR and `.loopx` are looked for here rather than by clap
+        // so that --all can override them while still refusing an
+        // explicit --dir.
         dir: match args.all {
             true => None,
             false => args
                 .dir
                 .clone()
-                .or_else(|| std::env::var_os(loopx_app::driver::env::LOOP_DIR).map(PathBuf::from)),
+                .or_else(|| std::env::var_os(loopx_app::driver::env::LOOP_DIR).map(PathBuf::from))
+                .or_else(|| Some(PathBuf::from(DEFAULT_DIR)).filter(|dir| dir.is_dir())),
         },
         registry_dir: args.registry.registry_dir.clone(),
         addr: args.addr,

@@ -16,7 +16,7 @@ use loopx_app::continuation::NextTurn;
 use loopx_app::goal::acceptance::GoalInspection;
 use loopx_app::health::{self, Health};
 use loopx_app::loop_dir::{LoopDir, Reading};
-use loopx_app::turns::{self, Turns};
+use loopx_app::turns::{self, Turn, Turns};
 use loopx_app::{clock, iterations, ErrorClass};
 use loopx_core::cost::{BudgetLine, By, CostReport};
 use loopx_core::driver::classify::FailureClass;
@@ -28,6 +28,7 @@ use loopx_core::goal::todo::TodoStatus;
 use loopx_core::goal::{self, Actor};
 use loopx_core::ledger::arbiter::Verdict;
 use loopx_core::ledger::view;
+use loopx_core::ledger::IterationRecord;
 use loopx_core::words;
 use loopx_store::sqlite::Access;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
@@ -107,8 +108,10 @@ button { font: inherit; padding: .35rem .8rem; margin-top: .6rem; cursor: pointe
 .message.error { color: #9b1c1c; } .message.ok { color: #17632f; }
 pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f7f9; padding: .6rem; border-radius: 6px; font-size: .8rem; max-height: 30rem; overflow-y: auto; }
 .health { font-size: 1.05rem; border-left: 6px solid #8a96a3; }
-.health.running { border-color: #2f9e55; } .health.waiting_for_reset, .health.waiting_for_work { border-color: #d9a400; }
-.health.paused, .health.not_driven { border-color: #8a96a3; } .health.stopped, .health.needs_person { border-color: #c53030; }
+.health.tone-good { border-color: #2f9e55; background: #f1faf4; } .health.tone-attention { border-color: #d9a400; background: #fffaeb; }
+.health.tone-bad { border-color: #c53030; background: #fdf2f2; } .health.tone-neutral { border-color: #8a96a3; }
+.health-cell { border-left: 4px solid #8a96a3; } .health-cell.tone-good { border-left-color: #2f9e55; } .health-cell.tone-attention { border-left-color: #d9a400; } .health-cell.tone-bad { border-left-color: #c53030; }
+table.loops th, table.loops td.nowrap { white-space: nowrap; } table.loops .bar { margin: .2rem 0; min-width: 5rem; }
 .health code, .command { background: #eef1f4; padding: 0 .3rem; border-radius: 4px; font-size: .85rem; overflow-wrap: anywhere; }
 .budget { display: grid; grid-template-columns: 7rem 1fr; gap: .2rem .6rem; align-items: center; margin: .3rem 0; }
 .bar { display: flex; height: .8rem; background: #eef1f4; border-radius: 4px; overflow: hidden; min-width: 0; }
@@ -222,7 +225,7 @@ fn live_section(s: &Snapshot, readback: &Readback<'_>) -> Markup {
         div id="live" data-src="fragment/live" data-revision=(readback.provider_revision) {
             (health_line(&s.health))
             (budgets(&s.cost.budgets, s.now))
-            (cost_chart(&s.cost))
+            (cost_chart(&s.cost, &s.turns))
             section {
                 h2 { "Goal" }
                 div class="grid" {
@@ -291,6 +294,9 @@ fn live_section(s: &Snapshot, readback: &Readback<'_>) -> Markup {
             }
             section {
                 h2 { "Todos" }
+                @if s.goal.reading.goal.todos.is_empty() {
+                    p class="muted" data-testid="no-todos" { "No todo yet. Todos appear here by status once someone adds one: `loopx todo add --title \"...\"` on the command line, or an agent's `todo_add` MCP tool." }
+                }
                 div class="board" {
                     @for status in [TodoStatus::Open, TodoStatus::Claimed, TodoStatus::Blocked, TodoStatus::Deferred, TodoStatus::Done] {
                         div data-column=(status.as_str()) {
@@ -357,8 +363,9 @@ fn wire_name(value: impl serde::Serialize) -> String {
 /// The health line: the state, why, and the command that acts on it.
 fn health_line(health: &Health) -> Markup {
     let state = wire_name(health.state);
+    let tone = wire_name(health.tone);
     html! {
-        section class={"health " (state)} data-testid="health" data-state=(state) {
+        section class={"health " (state) " tone-" (tone)} data-testid="health" data-state=(state) data-tone=(tone) {
             strong title=[health.until.map(|until| until.to_string())] { (health.line) }
             @if let Some(command) = &health.command { p class="muted" { "To act: " code data-testid="health-command" { (command) } } }
         }
@@ -430,14 +437,28 @@ fn outcome_colour(outcome: Option<TurnOutcome>) -> &'static str {
 
 /// Cost (bars) and tokens (dots) per turn over the last turns, one bar per
 /// turn whatever it cost, coloured by outcome so failed turns and quota
-/// waits sit on the same axis. Server-rendered SVG, no script; the full
-/// table is `loopx cost` and `GET /api/cost`.
-fn cost_chart(report: &CostReport) -> Markup {
+/// waits sit on the same axis. When no turn shown reported a cost, the
+/// bars are the turns' durations instead, and the caption says why.
+/// Server-rendered SVG, no script; the full table is `loopx cost` and
+/// `GET /api/cost`.
+fn cost_chart(report: &CostReport, turns: &Turns) -> Markup {
     const BARS: usize = 40;
     const WIDTH: f64 = 600.0;
     const HEIGHT: f64 = 90.0;
     let rows = &report.rows[report.rows.len().saturating_sub(BARS)..];
+    let seconds = |row: &loopx_core::cost::Row| {
+        row.key
+            .parse()
+            .ok()
+            .and_then(|iteration| turns.for_iteration(iteration))
+            .and_then(|t| t.seconds)
+            .unwrap_or(0) as f64
+    };
     let peak_usd = rows.iter().map(|r| r.usd).fold(0.0, f64::max);
+    // Without a cost to draw, a bar is the turn's duration.
+    let by_cost = peak_usd > 0.0;
+    let measure = |row: &loopx_core::cost::Row| if by_cost { row.usd } else { seconds(row) };
+    let peak = rows.iter().map(measure).fold(0.0, f64::max);
     let peak_tokens = rows.iter().map(|r| r.tokens).max().unwrap_or(0) as f64;
     let slot = WIDTH / BARS as f64;
     let height = |value: f64, peak: f64| {
@@ -449,21 +470,24 @@ fn cost_chart(report: &CostReport) -> Markup {
     };
     html! {
         section {
-            h2 { "Cost per turn, and tokens" }
+            h2 { @if by_cost { "Cost per turn, and tokens" } @else { "Time per turn, and tokens" } }
             @if rows.is_empty() {
-                p class="muted" { "No turn has settled yet." }
+                p class="muted" data-testid="no-turns" { "No turn has settled yet. Each turn the driver runs, and each iteration recorded by hand, appears here as a bar coloured by how it ended." }
             } @else {
-                svg class="chart" role="img" aria-label="cost (bars) and tokens (dots) per turn" data-testid="turn-chart" viewBox=(format!("0 0 {WIDTH} {HEIGHT}")) {
+                svg class="chart" role="img" aria-label={@if by_cost { "cost" } @else { "duration" } " (bars) and tokens (dots) per turn"} data-testid="turn-chart" data-measure=(if by_cost { "usd" } else { "seconds" }) viewBox=(format!("0 0 {WIDTH} {HEIGHT}")) {
                     @for (i, row) in rows.iter().enumerate() {
-                        @let h = height(row.usd, peak_usd);
+                        @let h = height(measure(row), peak);
                         @let label = row.outcome.map_or("recorded".to_owned(), |o| o.label());
                         rect data-testid="turn-bar" data-outcome=(label) x=(format!("{:.1}", i as f64 * slot)) y=(format!("{:.1}", HEIGHT - h)) width=(format!("{:.1}", slot * 0.8)) height=(format!("{h:.1}")) fill=(outcome_colour(row.outcome)) {
-                            title { "iteration " (row.key) " · " (row.provider.as_deref().unwrap_or("?")) " · " (label) ": $" (format!("{:.4}", row.usd)) ", " (row.tokens) " tokens" }
+                            title { "iteration " (row.key) " · " (row.provider.as_deref().unwrap_or("?")) " · " (label) ": $" (format!("{:.4}", row.usd)) ", " (row.tokens) " tokens, " (words::duration(seconds(row) as u64)) }
                         }
                         circle data-testid="turn-tokens" cx=(format!("{:.1}", (i as f64 + 0.4) * slot)) cy=(format!("{:.1}", HEIGHT - height(row.tokens as f64, peak_tokens))) r="2.5" fill="#1d232b" {}
                     }
                 }
-                p class="muted" { (report.turns) " turns · $" (format!("{:.4}", report.usd)) " · " (report.tokens) " tokens · blue advanced, amber quota wait, red failed, grey no advance" }
+                p class="muted" data-testid="chart-caption" {
+                    (words::count(report.turns, "turn")) " · $" (format!("{:.4}", report.usd)) " · " (report.tokens) " tokens · blue advanced, amber quota wait, red failed, grey no advance"
+                    @if !by_cost { br; "No turn shown reported a cost (the agent reported no USD, or ran under a plan without per-turn prices), so the bars are each turn's duration." }
+                }
             }
         }
     }
@@ -487,35 +511,92 @@ fn coverage<'a>(states: impl Iterator<Item = &'a str>) -> Markup {
     }
 }
 
+/// A row of the timeline: a recorded iteration, or a turn that ended
+/// without recording one (it failed, timed out, or was cancelled), so a
+/// run that gave up shows what it tried.
+enum Row<'a> {
+    Recorded(&'a IterationRecord),
+    Unrecorded(&'a Turn),
+}
+
+impl Row<'_> {
+    fn at(&self) -> Timestamp {
+        match self {
+            Row::Recorded(r) => r.timestamp,
+            Row::Unrecorded(t) => t.ended_at.unwrap_or(t.started_at),
+        }
+    }
+}
+
 /// Each recorded iteration with when, who, how long its turn took, what it
-/// decided, how the turn ended and what it cost, newest first, linking to
-/// its record and log.
+/// decided, how the turn ended and what it cost, and each turn that ended
+/// without a record, newest first, linking to its record and log.
 fn timeline(s: &Snapshot) -> Markup {
     let ledger = &s.ledger.ledger;
     let turn = |iteration: u64| {
         let key = iteration.to_string();
         s.cost.rows.iter().rev().find(|row| row.key == key)
     };
+    // Unrecorded turns as far back as the records shown (all of them when
+    // no record is), so the two lists cover the same stretch of time.
+    let since = ledger.recent.first().map(|r| r.timestamp);
+    let mut rows: Vec<Row<'_>> = ledger.recent.iter().map(Row::Recorded).collect();
+    rows.extend(
+        s.turns
+            .turns
+            .iter()
+            .filter(|t| t.outcome.is_some_and(|o| !o.advanced()))
+            .filter(|t| since.is_none_or(|since| t.ended_at.unwrap_or(t.started_at) >= since))
+            .map(Row::Unrecorded),
+    );
+    rows.sort_by_key(|row| std::cmp::Reverse(row.at()));
+    let duration = |ran: Option<&Turn>| {
+        html! {
+            td data-testid="turn-duration" data-seconds=[ran.and_then(|t| t.seconds)] title=[ran.map(|t| format!("started {}", t.started_at))] {
+                (ran.and_then(|t| t.seconds).map_or("—".to_owned(), |seconds| format!("took {}", words::duration(seconds))))
+            }
+        }
+    };
     html! {
         section {
             h2 { "Iterations" }
-            @if ledger.recent.is_empty() { p class="muted" { "No iteration recorded yet." } }
-            div class="table timeline" {
-                table {
-                    @for r in ledger.recent.iter().rev() {
-                        @let settled = turn(r.iteration);
-                        @let ran = s.turns.for_iteration(r.iteration);
-                        tr data-testid="iteration-row" {
-                            td { a href={"iterations/" (r.iteration)} { "#" (r.iteration) } }
-                            td { (when(r.timestamp, s.now)) }
-                            td { (settled.and_then(|t| t.provider.as_deref()).unwrap_or(loopx_core::cost::BY_HAND)) }
-                            td data-testid="turn-duration" data-seconds=[ran.and_then(|t| t.seconds)] title=[ran.map(|t| format!("started {}", t.started_at))] {
-                                (ran.and_then(|t| t.seconds).map_or("—".to_owned(), |seconds| format!("took {}", words::duration(seconds))))
+            @if rows.is_empty() {
+                p class="muted" data-testid="no-iterations" { "No iteration recorded yet. Each turn's record appears here, newest first: the agent records it with `loopx append-iteration` (the driver's turns do this), and turns that end without one show here too." }
+            } @else {
+                div class="table timeline" {
+                    table {
+                        thead { tr { th { "Iteration" } th { "When" } th { "By" } th { "Took" } th { "Decision" } th { "Turn" } th { "Cost" } th class="wide" { "Objective" } } }
+                        tbody {
+                            @for row in &rows {
+                                @match row {
+                                    Row::Recorded(r) => {
+                                        @let settled = turn(r.iteration);
+                                        tr data-testid="iteration-row" {
+                                            td { a href={"iterations/" (r.iteration)} { "#" (r.iteration) } }
+                                            td { (when(r.timestamp, s.now)) }
+                                            td { (settled.and_then(|t| t.provider.as_deref()).unwrap_or(loopx_core::cost::BY_HAND)) }
+                                            (duration(s.turns.for_iteration(r.iteration)))
+                                            td { (r.decision) @if let Some(claim) = r.claim { " " (state_tag(&format!("{claim:?}").to_lowercase())) } }
+                                            td data-testid="turn-outcome" { (settled.and_then(|t| t.outcome).map_or("—".to_owned(), |o| o.label())) }
+                                            td { "$" (format!("{:.4}", r.budget_delta.usd)) " · " (r.budget_delta.tokens) " tok" }
+                                            td class="wide" { (r.objective) }
+                                        }
+                                    }
+                                    Row::Unrecorded(t) => {
+                                        @let outcome = t.outcome.map_or("—".to_owned(), |o| o.label());
+                                        tr data-testid="failed-turn-row" class="failed-turn" {
+                                            td { "#" (t.iteration) span class="muted" { " not recorded" } }
+                                            td { (when(t.ended_at.unwrap_or(t.started_at), s.now)) }
+                                            td { (t.provider) }
+                                            (duration(Some(t)))
+                                            td { "—" }
+                                            td data-testid="turn-outcome" { span class="tag unmet" { (outcome) } }
+                                            td { "—" }
+                                            td class="wide muted" { "dispatch " (t.dispatch_id) }
+                                        }
+                                    }
+                                }
                             }
-                            td { (r.decision) @if let Some(claim) = r.claim { " " (state_tag(&format!("{claim:?}").to_lowercase())) } }
-                            td data-testid="turn-outcome" { (settled.and_then(|t| t.outcome).map_or("—".to_owned(), |o| o.label())) }
-                            td { "$" (format!("{:.4}", r.budget_delta.usd)) " · " (r.budget_delta.tokens) " tok" }
-                            td class="wide" { (r.objective) }
                         }
                     }
                 }
@@ -609,7 +690,8 @@ pub async fn iteration(
     .await
 }
 
-/// Every registered loop, one row each, redrawn live like an overview.
+/// Every registered loop, one row each in one table, redrawn live like an
+/// overview: a page that holds many loops stays a page to scan.
 fn loops_section(view: &AllLoops, now: Timestamp) -> Markup {
     html! {
         div id="live" data-src="fragment/loops" {
@@ -617,10 +699,16 @@ fn loops_section(view: &AllLoops, now: Timestamp) -> Markup {
                 h2 { "Loops" }
                 p class="muted" data-testid="loop-count" { (words::count(view.count as u64, "loop")) " registered in " (view.registry) }
                 @if view.loops.is_empty() {
-                    p data-testid="no-loops" class="muted" { "No loop is registered yet: `loopx drive` registers the loop it runs, `loopx arm` the loop it arms." }
+                    p data-testid="no-loops" class="muted" { "No loop is registered yet: `loopx init` registers the loop it creates, `loopx drive` the loop it runs, `loopx arm` the loop it arms." }
+                } @else {
+                    div class="table" {
+                        table class="loops" {
+                            thead { tr { th { "Loop" } th { "Verdict" } th { "Last activity" } th { "Iterations" } th { "Cost" } } }
+                            tbody { @for row in &view.loops { (loop_row(row, now)) } }
+                        }
+                    }
                 }
             }
-            @for row in &view.loops { (loop_row(row, now)) }
             @if !view.passed_over.is_empty() {
                 section data-testid="passed-over" {
                     h2 { "Registry files passed over" }
@@ -631,27 +719,42 @@ fn loops_section(view: &AllLoops, now: Timestamp) -> Markup {
     }
 }
 
-/// One loop: a link into its own dashboard, its health line, last
-/// activity and budgets; or, when it cannot be read, why.
+/// One loop: a link into its own dashboard, its verdict in words and
+/// colour (the command that acts on it on hover), last activity, its
+/// iterations as a bar and what it cost; or, when it cannot be read, why.
 fn loop_row(row: &LoopRow, now: Timestamp) -> Markup {
     let reach = wire_name(row.reach);
+    let named = |name: &str| row.budgets.iter().find(|b| b.name == name);
     html! {
-        section data-testid="loop-row" data-id=(row.id) data-reach=(reach) {
-            @if row.reach == Reach::Readable {
-                h2 { a href={"loops/" (row.id) "/"} data-testid="loop-link" { (row.goal.as_deref().unwrap_or(&row.loop_dir)) } }
-            } @else {
-                h2 { (row.loop_dir) }
+        tr data-testid="loop-row" data-id=(row.id) data-reach=(reach) {
+            td {
+                @if row.reach == Reach::Readable {
+                    a href={"loops/" (row.id) "/"} data-testid="loop-link" { (row.goal.as_deref().unwrap_or(&row.loop_dir)) }
+                } @else {
+                    (row.loop_dir)
+                }
+                br;
+                span class="muted" title=(row.sources.iter().map(wire_name).collect::<Vec<_>>().join(", ")) { (row.loop_dir) }
             }
-            p class="muted" {
-                "loop " (row.run_id) " · " (row.loop_dir) " · "
-                (row.sources.iter().map(wire_name).collect::<Vec<_>>().join(", "))
+            @match &row.health {
+                Some(health) => {
+                    @let state = wire_name(health.state);
+                    @let tone = wire_name(health.tone);
+                    td class={"health-cell tone-" (tone)} data-testid="health" data-state=(state) data-tone=(tone) title=[health.command.as_deref()] { (health.line) }
+                }
+                None => td data-testid="loop-problem" { (state_tag(&reach)) " " (row.problem.as_deref().unwrap_or_default()) },
             }
-            @if let Some(health) = &row.health { (health_line(health)) }
-            @if let Some(at) = row.last_activity { p { "Last activity " span data-testid="last-activity" { (when(at, now)) } } }
-            @if row.reach == Reach::Readable {
-                (budget_rows(&row.budgets, now))
-            } @else {
-                p data-testid="loop-problem" { (state_tag(&reach)) " " (row.problem.as_deref().unwrap_or_default()) }
+            td class="nowrap" { @if let Some(at) = row.last_activity { span data-testid="last-activity" { (when(at, now)) } } @else { "—" } }
+            td class="nowrap" {
+                @if let Some(b) = named("iterations").filter(|b| b.max > 0.0) {
+                    div data-testid="budget-iterations" data-used=(b.used) data-max=(b.max) { (bar(b.used, b.max)) span class="muted" { (b.figure(b.used)) " of " (b.figure(b.max)) } }
+                } @else { "—" }
+            }
+            td class="nowrap" data-testid="loop-cost" {
+                @match named("usd") {
+                    Some(b) => { (b.figure(b.used)) @if b.max > 0.0 { span class="muted" { " of " (b.figure(b.max)) } } },
+                    None => "—",
+                }
             }
         }
     }

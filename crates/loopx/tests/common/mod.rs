@@ -510,6 +510,8 @@ pub fn spawn_serve(f: &Fixture, which: &[&str], extra: &[&str]) -> std::process:
         .env("LOOPX_REGISTRY_DIR", &f.registry)
         .env_remove("LOOPX_DIR")
         .env_remove("LOOPX_SERVE_TOKEN")
+        // No `.loopx` there, so no loop is served by default.
+        .current_dir(f.temp.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
