@@ -198,7 +198,14 @@ impl LoopDir {
         // The store first: one this build cannot open is the error to
         // report, whatever the directory holds.
         let store = locator.open(access)?;
-        let root = dir.canonicalize().map_err(|_| missing_loop(dir))?;
+        let root = dir.canonicalize().map_err(|_| {
+            // A second host of a shared store: the loop may well exist,
+            // in the store, before its directory does here.
+            match store.revision(loopx_core::ledger::STREAM) {
+                Ok(revision) if revision > 0 => missing_dir_of_stored_loop(dir, locator),
+                _ => missing_loop(dir),
+            }
+        })?;
         Ok(LoopDir {
             root,
             store,
@@ -525,12 +532,54 @@ pub(crate) fn view_warning(view: &str, error: anyhow::Error) -> String {
 }
 
 fn missing_loop(dir: &Path) -> anyhow::Error {
+    let create = format!(
+        "create one with `loopx init --dir {} --goal ... --success-criteria ...`",
+        dir.display()
+    );
+    let way_out = match nearest_loop(dir) {
+        Some(near) => format!("did you mean --dir {}? Or {create}", near.display()),
+        None => create,
+    };
     crate::AppError::not_found(format!(
-        "no loop at {}: there is no {DATABASE} there; create one with `loopx init --dir {} --goal ... --success-criteria ...`",
-        dir.display(),
+        "no loop at {}: there is no {DATABASE} there; {way_out}",
         dir.display()
     ))
     .into()
+}
+
+fn missing_dir_of_stored_loop(dir: &Path, locator: &Locator) -> anyhow::Error {
+    crate::AppError::not_found(format!(
+        "the loop directory {} does not exist on this host, but the store ({}) holds its loop: the loop is read from the store, and its directory keeps this host's logs, proof artifacts and sentinel files; create it with `mkdir -p {}` (not `loopx init`: the loop exists)",
+        dir.display(),
+        locator,
+        dir.display()
+    ))
+    .into()
+}
+
+/// The existing loop directory whose name is nearest to `dir`'s among
+/// its would-be siblings (a typo's likely target), if one is close.
+fn nearest_loop(dir: &Path) -> Option<PathBuf> {
+    let name = dir.file_name()?.to_str()?;
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    // Bounded: a typo in a huge directory costs at most this many names.
+    const LOOKED_AT: usize = 4096;
+    std::fs::read_dir(parent)
+        .ok()?
+        .take(LOOKED_AT)
+        .filter_map(|entry| entry.ok())
+        .filter_map(|entry| {
+            let candidate = entry.file_name().into_string().ok()?;
+            let distance = loopx_core::words::edit_distance(name, &candidate);
+            (distance <= name.chars().count().div_ceil(3).max(2)
+                && entry.path().join(DATABASE).is_file())
+            .then(|| (distance, parent.join(candidate)))
+        })
+        .min()
+        .map(|(_, path)| path)
 }
 
 /// Files named by state or by an agent: the only way to read them, each

@@ -43,9 +43,37 @@ pub fn relative(then: jiff::Timestamp, now: jiff::Timestamp) -> String {
     }
 }
 
+/// How many single-character edits turn `a` into `b` (Levenshtein): how
+/// near a mistyped name is to one that exists.
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    // One row of the table at a time: row[j] is the distance from the
+    // prefix of `a` read so far to b[..j].
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substituted = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substituted.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn edit_distance_counts_single_character_edits() {
+        assert_eq!(edit_distance(".loopx", ".loopx"), 0);
+        assert_eq!(edit_distance(".lopx", ".loopx"), 1);
+        assert_eq!(edit_distance(".looxp", ".loopx"), 2);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
 
     #[test]
     fn one_thing_is_singular_and_every_other_count_plural() {

@@ -127,6 +127,22 @@ fn a_missing_loop_is_class_not_found_for_every_read() {
         );
     }
     assert!(!f.dir.exists(), "a read created the loop directory");
+    // A typo names the loop it probably meant, not `init` at the typo.
+    f.init(3, &[]);
+    let typo = f.dir.with_file_name("rnu");
+    let (_, body, _) = failing(&f, &["status", "--dir", typo.to_str().unwrap()]);
+    let message = body["error"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("did you mean --dir {}?", f.d())),
+        "{message}"
+    );
+    let far = f.dir.with_file_name("something-else");
+    let (_, body, _) = failing(&f, &["status", "--dir", far.to_str().unwrap()]);
+    let message = body["error"].as_str().unwrap();
+    assert!(
+        !message.contains("did you mean") && message.contains("loopx init --dir"),
+        "{message}"
+    );
 }
 
 #[test]

@@ -152,6 +152,38 @@ fn a_postgres_loop_keeps_no_state_in_its_directory_and_never_shows_the_password(
         "{stderr}"
     );
     assert_eq!(l.f.fingerprint(), before);
+
+    // A second host, whose loop directory does not exist yet: told the
+    // loop is in the store and to make the directory, not to `init`.
+    let elsewhere = l.f.temp.path().join("second-host/.loopx");
+    let out =
+        l.f.loopx()
+            .args(["status", "--dir", elsewhere.to_str().unwrap()])
+            .env("LOOPX_STORE", l.store.as_deref().unwrap())
+            .output()
+            .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && stderr.contains("does not exist on this host, but the store")
+            && stderr.contains(&format!("mkdir -p {}", elsewhere.display()))
+            && stderr.contains("not `loopx init`: the loop exists")
+            && !stderr.contains(pg_server::PASSWORD),
+        "{stderr}"
+    );
+    assert!(!elsewhere.exists(), "a read created the directory");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let out =
+        l.f.loopx()
+            .args(["status", "--json", "--dir", elsewhere.to_str().unwrap()])
+            .env("LOOPX_STORE", l.store.as_deref().unwrap())
+            .output()
+            .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
