@@ -319,10 +319,8 @@ mod tests {
             provider: Some("claude".into()),
             since: Some(now()),
             iteration: Some(3),
-            waiting: None,
             dispatches: 2,
-            last: None,
-            last_run: None,
+            ..DriverSummary::default()
         }
     }
 

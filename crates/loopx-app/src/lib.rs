@@ -17,6 +17,7 @@ pub mod all_loops;
 pub mod arming;
 pub mod backup;
 pub mod clock;
+pub mod containment;
 pub mod continuation;
 pub mod cost;
 pub mod doctor;

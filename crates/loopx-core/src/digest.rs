@@ -39,11 +39,29 @@ impl TryFrom<String> for Digest {
     }
 }
 
+/// A digest fed in pieces (a file read in chunks), for what is too large
+/// to hold in memory at once.
+#[derive(Default)]
+pub struct Hasher(Sha256);
+
+impl Hasher {
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    pub fn finish(self) -> Digest {
+        Digest::of_hash(&self.0.finalize())
+    }
+}
+
 impl Digest {
     /// The digest of raw bytes.
     pub fn of_bytes(bytes: &[u8]) -> Self {
+        Self::of_hash(&Sha256::digest(bytes))
+    }
+
+    fn of_hash(hash: &[u8]) -> Self {
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        let hash = Sha256::digest(bytes);
         let mut hex = String::with_capacity(7 + 64);
         hex.push_str("sha256:");
         for byte in hash {

@@ -8,6 +8,7 @@
 //! place for storage, processes or rendering to a terminal.
 
 pub mod backoff;
+pub mod containment;
 pub mod cost;
 pub mod digest;
 pub mod driver;

@@ -34,6 +34,8 @@ pub struct Options {
     pub panel: Switch,
     /// The most of a turn's (and a success check's) output its log keeps.
     pub output_cap: OutputCap,
+    /// `--transport`, as given (`crate::containment::prepare` resolves it).
+    pub transport: Option<String>,
 }
 
 /// What the driver tells a person while it runs; the adapter renders it.

@@ -33,6 +33,7 @@ pub fn run_reviewer(runner: &dyn TurnRunner, logs: &Path, launch: &Launch) -> Re
             logs: logs.to_path_buf(),
             name: launch.name.clone(),
         },
+        confinement: None,
     });
     let _ = std::fs::remove_file(super::record_path(logs, &launch.name));
     let ran = ran?;

@@ -21,12 +21,16 @@ use super::options::{Options, Progress, Target};
 use super::outage::through_outages;
 use super::runner::TurnRunner;
 use super::turn::{run_turn, verify_claim, TurnContext};
+use crate::containment::Containment;
 use crate::loop_dir::LoopDir;
 use crate::{clock, platform};
 use anyhow::{Context as _, Result};
+use loopx_core::containment::Role;
+use loopx_core::driver::provider;
 use loopx_core::driver::session::{Exit, Next, Session, StopSignal, TurnResult};
 use loopx_core::driver::step::Step;
 use loopx_core::driver::{DriverError, RecoveryPlan, Registration, RunEnded, Waiting};
+use loopx_core::ledger::vocabulary::GoalFocusMode;
 use loopx_core::panel::Phase;
 use loopx_store::{AuthorityError, Classified};
 use std::path::Path;
@@ -67,6 +71,25 @@ pub fn drive(
         root,
         ..options.clone()
     };
+    // The transport is decided, and every pinned provider attested, before
+    // the driver takes the loop or registers: a refusal changes nothing
+    // and starts nothing.
+    let enforce = dir.read()?.ledger.config.goal_focus_mode == GoalFocusMode::Enforce;
+    let provider_names: Vec<&str> = match &options.target {
+        Target::Providers(names) => names
+            .iter()
+            .map(|name| provider::find(name).map_or(name.as_str(), |p| p.name))
+            .collect(),
+        Target::Command(_) => Vec::new(),
+    };
+    let containment = crate::containment::prepare(
+        Role::Primary,
+        options.transport.as_deref(),
+        enforce,
+        &provider_names,
+        matches!(options.target, Target::Command(_)),
+    )
+    .map_err(|error| anyhow::Error::from(error).context(Misdirected("provider transport")))?;
     let _lock = super::take_lock(dir)?;
     let logs = super::log_dir(dir)?;
     let panel = crate::panel::enabled(dir, options.panel)?;
@@ -80,6 +103,11 @@ pub fn drive(
         started_at: clock::now(),
         providers: providers.clone(),
         command,
+        transport: Some(containment.transport()),
+        limits: match &containment {
+            Containment::TrustedLocal(contained) => Some(contained.limits),
+            Containment::Unconfined => None,
+        },
     };
     let root_identity = super::workspace(&options.root);
     super::register(dir, registration, root_identity.root.clone()).map_err(|error| {
@@ -106,6 +134,7 @@ pub fn drive(
         dir,
         options,
         logs: &logs,
+        containment: &containment,
         runner,
         progress,
         session: Session::new(providers, options.limits),
@@ -157,6 +186,7 @@ struct Run<'a> {
     dir: &'a LoopDir,
     options: &'a Options,
     logs: &'a Path,
+    containment: &'a Containment,
     runner: &'a dyn TurnRunner,
     progress: &'a dyn Progress,
     session: Session,
@@ -292,7 +322,15 @@ impl Run<'_> {
             let launcher = match &options.target {
                 Target::Command(_) => None,
                 Target::Providers(_) => {
-                    match crate::launchers::installed_launcher_named(&provider_name) {
+                    // Under trusted-local the pinned binary runs, not
+                    // whatever PATH finds.
+                    let found = match self.containment {
+                        Containment::TrustedLocal(contained) => contained.launcher(&provider_name),
+                        Containment::Unconfined => {
+                            crate::launchers::installed_launcher_named(&provider_name)
+                        }
+                    };
+                    match found {
                         Some(launcher) => Some(launcher),
                         None => {
                             match self
@@ -321,6 +359,7 @@ impl Run<'_> {
                 dir,
                 options,
                 logs: self.logs,
+                containment: self.containment,
                 runner: self.runner,
                 progress,
             };

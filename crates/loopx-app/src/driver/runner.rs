@@ -32,6 +32,9 @@ pub struct Process {
     /// directory) and under which name (the dispatch id), so a restarted
     /// driver can tell whether it still runs.
     pub record: Record,
+    /// Under trusted-local: its scope, limits and sandbox. `None`: it
+    /// runs unconfined (a process group and the timeout).
+    pub confinement: Option<crate::containment::Confinement>,
 }
 
 /// Where a process's output goes.

@@ -17,6 +17,7 @@ use super::env;
 use super::options::{Options, Progress, Target};
 use super::outage::through_outages;
 use super::runner::{Output, Process, Record, TurnRunner};
+use crate::containment::{Confinement, Containment};
 use crate::loop_dir::{LoopDir, Reading, DRIVER_LOGS};
 use crate::{clock, platform};
 use anyhow::{Context as _, Result};
@@ -75,6 +76,7 @@ pub fn verify_claim(
             logs: logs.clone(),
             name: name.clone(),
         },
+        confinement: None,
     });
     let _ = std::fs::remove_file(super::record_path(&logs, &name));
     let ran = ran?;
@@ -157,6 +159,8 @@ pub struct TurnContext<'a> {
     pub dir: &'a LoopDir,
     pub options: &'a Options,
     pub logs: &'a Path,
+    /// How the run's provider processes are contained.
+    pub containment: &'a Containment,
     pub runner: &'a dyn TurnRunner,
     pub progress: &'a dyn Progress,
 }
@@ -172,6 +176,7 @@ pub fn run_turn(
         dir,
         options,
         logs,
+        containment,
         runner,
         progress,
     } = context;
@@ -185,6 +190,20 @@ pub fn run_turn(
         through_outages(dir, on, "reading the candidate", progress, || staged(dir))?;
     let dispatch_id = crate::operation::fresh_name(&format!("d{iteration}"));
     let log_name = format!("{DRIVER_LOGS}/{dispatch_id}.log");
+    // Under trusted-local the provider on disk is checked against its pins
+    // and the closure attested at the start, and its scope made, before
+    // the intent: a refusal leaves no open dispatch behind.
+    let contained = match containment {
+        Containment::Unconfined => None,
+        Containment::TrustedLocal(contained) => {
+            let attested = contained.provider(provider_name).ok_or_else(|| {
+                anyhow::anyhow!("trusted-local did not attest {provider_name}; nothing was started")
+            })?;
+            attested.revalidate()?;
+            let confinement = Confinement::new(contained, &dispatch_id, options.iteration_timeout)?;
+            Some((attested, confinement))
+        }
+    };
     failpoint::reached("drive.before_intent");
     // Recorded before the intent: an open intent without a record means
     // someone removed it, never that the agent had not started.
@@ -213,6 +232,13 @@ pub fn run_turn(
         .with_context(|| format!("cannot create {log_name}"))?;
     writeln!(log, "{prompt}\n{END_OF_PROMPT}")?;
     let (program, args, stdin) = match (launcher, &options.target) {
+        // The pinned binary and model, never what PATH finds.
+        (Some(launcher), _) if contained.is_some() => {
+            let (attested, _) = contained.as_ref().expect("matched");
+            let mut args = launcher.argv(&prompt, &root.display().to_string());
+            args.extend(["--model".to_owned(), attested.pin.model.clone()]);
+            (attested.pin.bin.clone().into(), args, None)
+        }
         (Some(launcher), _) => (
             launcher.binary.into(),
             launcher.argv(&prompt, &root.display().to_string()),
@@ -224,6 +250,12 @@ pub fn run_turn(
             Some(prompt.clone()),
         ),
         (None, Target::Providers(_)) => unreachable!("a provider turn has a launcher"),
+    };
+    // A contained turn's output is bounded by its limits.
+    let cap = match &contained {
+        Some((_, confinement)) => OutputCap::parse(&confinement.limits.output_bytes.to_string())
+            .unwrap_or(options.output_cap),
+        None => options.output_cap,
     };
     progress.say(&format!(
         "iteration {iteration} [{provider_name}] started ({dispatch_id})"
@@ -238,21 +270,19 @@ pub fn run_turn(
         env: agent_env(dir, options, &dispatch_id, provider_name)?,
         env_removed: &[],
         stdin,
-        output: Output::Log {
-            file: log,
-            cap: options.output_cap,
-        },
+        output: Output::Log { file: log, cap },
         timeout: options.iteration_timeout,
         record: Record {
             logs: logs.to_path_buf(),
             name: dispatch_id.clone(),
         },
+        confinement: contained.map(|(_, confinement)| confinement),
     });
     progress.running(None);
     let ran = ran?;
     failpoint::reached("drive.after_agent");
     let truncation = (ran.dropped > 0).then(|| {
-        let note = options.output_cap.truncation_note(ran.dropped, &log_name);
+        let note = cap.truncation_note(ran.dropped, &log_name);
         progress.say(&format!("iteration {iteration} [{provider_name}]: {note}"));
         note
     });

@@ -12,9 +12,12 @@
 
 #[cfg(not(target_os = "linux"))]
 mod fallback;
+mod limits;
 #[cfg(target_os = "linux")]
 mod linux;
 mod unix;
+
+pub use limits::{check_inherited_limits, limit_before_exec};
 
 #[cfg(not(target_os = "linux"))]
 use fallback as os;
@@ -23,8 +26,9 @@ use linux as os;
 
 pub use unix::{
     alive, append_private, catch_stop_signals, create_private, effective_uid, exists, free_bytes,
-    group_alive, in_new_group, kill_adopted, kill_group, make_private_dir, open_child,
-    open_untrusted, spawn_recorded, stop_is_urgent, stop_signal, sync_dir, terminate_group, which,
+    group_alive, in_new_group, kill_adopted, kill_group, kill_pid, make_private_dir, may_write,
+    open_child, open_untrusted, spawn_recorded, stop_is_urgent, stop_signal, sync_dir,
+    terminate_group, which,
 };
 
 /// When process `pid` started (clock ticks since boot), where the platform

@@ -158,6 +158,27 @@ pub fn kill_group(pgid: u32) {
     }
 }
 
+/// SIGKILL the one process `pid`; one that is gone is not an error.
+pub fn kill_pid(pid: i32) {
+    if pid > 0 {
+        // SAFETY: kill(2) with a positive pid signals that process; it
+        // reads no memory of ours.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+}
+
+/// Whether this user may create entries in the directory `dir`.
+pub fn may_write(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: access(2) reads the NUL-terminated path we own.
+    unsafe { libc::access(path.as_ptr(), libc::W_OK | libc::X_OK) == 0 }
+}
+
 /// SIGTERM every process in group `pgid`: asks them to end, which they
 /// may take a moment to do (see [`kill_group`] for the end that cannot be
 /// refused). A group that is already gone is not an error.

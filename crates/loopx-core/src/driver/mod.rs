@@ -36,6 +36,13 @@ pub struct Registration {
     pub started_at: Timestamp,
     pub providers: Vec<String>,
     pub command: Option<String>,
+    /// How its provider processes run; absent in journals from before
+    /// the transport was recorded, which ran unconfined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<crate::containment::Transport>,
+    /// Under trusted-local, the limits in force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<crate::containment::limits::Limits>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -804,6 +811,12 @@ pub struct DriverSummary {
     /// How the last run ended; absent while one runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_run: Option<RunEnded>,
+    /// How the running driver's provider processes run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transport: Option<crate::containment::Transport>,
+    /// Under trusted-local, the limits in force.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<crate::containment::limits::Limits>,
 }
 
 /// The driver as `alive` says its registered pid is.
@@ -827,10 +840,34 @@ pub fn summary(state: &DriverState, alive: impl Fn(u32) -> bool) -> DriverSummar
         dispatches: state.dispatches,
         last: state.recent.last().cloned(),
         last_run: state.last_run.clone().filter(|_| !running),
+        transport: state.registration.as_ref().filter(|_| running).map(|r| {
+            r.transport
+                .unwrap_or(crate::containment::Transport::Unconfined)
+        }),
+        limits: state
+            .registration
+            .as_ref()
+            .filter(|_| running)
+            .and_then(|r| r.limits),
     }
 }
 
 impl DriverSummary {
+    /// How the running driver's processes run, as views say it:
+    /// `unconfined (process group and timeout only)`, or
+    /// `trusted-local: 4 GiB memory, ...`.
+    pub fn transport_words(&self) -> String {
+        match (self.transport, &self.limits) {
+            (Some(crate::containment::Transport::TrustedLocal), Some(limits)) => {
+                format!("trusted-local: {limits}")
+            }
+            (Some(transport), _) => {
+                format!("{transport} (a process group and a timeout; no containment)")
+            }
+            (None, _) => String::new(),
+        }
+    }
+
     /// One line for `loopx status`.
     pub fn line(&self) -> String {
         match (self.running, &self.waiting) {
@@ -842,13 +879,14 @@ impl DriverSummary {
                 waiting.until
             ),
             (true, None) => format!(
-                "running (pid {}, {}, since {}){}",
+                "running (pid {}, {}, since {}){}; {}",
                 self.pid.unwrap_or(0),
                 self.provider.as_deref().unwrap_or("?"),
                 self.since.map(|s| s.to_string()).unwrap_or_default(),
                 self.iteration
                     .map(|i| format!(", on iteration {i}"))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                self.transport_words()
             ),
             (false, _) if self.iteration.is_some() => format!(
                 "not running; dispatch for iteration {} is open (`loopx recover` shows what to do, `loopx recover --apply` does it)",

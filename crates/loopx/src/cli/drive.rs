@@ -90,6 +90,15 @@ pub struct DriveArgs {
     /// are kept (older ones are removed after each turn).
     #[arg(long, value_name = "BYTES")]
     pub max_turn_output: Option<String>,
+    /// How provider processes run: trusted-local (an explicit opt-in:
+    /// attested claude/codex binaries, each turn in its own cgroup scope
+    /// under bubblewrap with memory, task, CPU and POSIX limits; see
+    /// `loopx attest`) or strict-isolated (not available yet: refused
+    /// before anything starts). Default: AAS_AUTOLOOP_PROVIDER_TRANSPORT;
+    /// without either, unconfined (a process group and a timeout) outside
+    /// Goal Focus enforce mode, and refused in it.
+    #[arg(long, value_name = "TRANSPORT")]
+    pub transport: Option<String>,
 }
 
 /// `--panel`.
@@ -213,6 +222,7 @@ pub fn drive(args: &DriveArgs, store: Option<&str>) -> Result<Reply> {
         pause_poll: Duration::from_secs(5),
         panel: args.panel.into(),
         output_cap,
+        transport: args.transport.clone(),
     };
     let dir = match LoopDir::open(args.dir.at(store), Access::ReadWrite) {
         Ok(dir) => dir,

@@ -1,6 +1,7 @@
 //! Command-line definitions and the rendering every command shares.
 
 mod backup;
+mod contain;
 mod cost;
 mod drive;
 mod focus;
@@ -110,6 +111,9 @@ pub enum Command {
     Migrate(migrate::MigrateArgs),
     Import(import::ImportArgs),
     Panel(panel::PanelArgs),
+    Attest(contain::AttestArgs),
+    #[command(hide = true)]
+    ContainGate(contain::GateArgs),
 }
 
 /// The ledger's commands, which an agent runs on every turn: each is
@@ -391,6 +395,8 @@ fn dispatch(command: Command, json: bool, store: Option<&str>) -> Result<Reply> 
         Command::Migrate(args) => migrate::migrate(&args, store),
         Command::Import(args) => import::import(&args, store),
         Command::Panel(args) => panel::panel(&args, store),
+        Command::Attest(args) => contain::attest(&args),
+        Command::ContainGate(args) => contain::gate(&args),
     }
 }
 

@@ -96,8 +96,26 @@ fn run_bounded(process: Process) -> Result<ProcessOutcome> {
         );
     }
     let started = Instant::now();
-    let mut command = Command::new(&process.program);
-    command.args(&process.args).current_dir(&process.cwd);
+    // Contained: the scope's prefix, the gate (this binary), bubblewrap,
+    // then the program; its POSIX limits are set before the first exec
+    // and inherited by all of them.
+    let mut command = match &process.confinement {
+        None => {
+            let mut command = Command::new(&process.program);
+            command.args(&process.args);
+            command
+        }
+        Some(confinement) => {
+            let gate = std::env::current_exe()
+                .context("cannot find the loopx binary to gate a contained process")?;
+            let line = confinement.command_line(&gate, &process.program, &process.args);
+            let mut command = Command::new(&line[0]);
+            command.args(&line[1..]);
+            platform::limit_before_exec(&mut command, &confinement.limits, confinement.cpu_seconds);
+            command
+        }
+    };
+    command.current_dir(&process.cwd);
     for (name, value) in &process.env {
         command.env(name, value);
     }
@@ -135,9 +153,17 @@ fn run_bounded(process: Process) -> Result<ProcessOutcome> {
     // check, or a process that never ran.
     let logs = process.record.logs.clone();
     let name = process.record.name.clone();
+    let confinement = process.confinement;
+    // Joined to its scope while still held, so nothing of it runs outside;
+    // the gate checks from inside that it got there.
+    let joiner = confinement.as_ref().map(|c| c.scope.joiner());
     let mut child = platform::spawn_recorded(&mut command, move |pgid| {
         failpoint::reached("drive.agent_held");
-        write_record(&logs, &name, &agent_identity(pgid))
+        write_record(&logs, &name, &agent_identity(pgid))?;
+        match &joiner {
+            Some(joiner) => joiner.join(pgid),
+            None => Ok(()),
+        }
     })
     .with_context(|| {
         format!(
@@ -213,6 +239,8 @@ fn run_bounded(process: Process) -> Result<ProcessOutcome> {
     // group or detached from it.
     platform::kill_group(pgid);
     platform::kill_adopted(&[]);
+    // Whatever left the group inside the scope (setsid) goes with it.
+    drop(confinement);
     if let Some(drained) = drained {
         let _ = drained.recv_timeout(DRAIN);
     }
