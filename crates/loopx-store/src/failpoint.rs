@@ -13,9 +13,9 @@
 //! arm them, never the environment.
 
 #[cfg(any(test, feature = "failpoints"))]
-pub use armed::{hold, reached};
+pub use armed::{hold, injected_providers, reached};
 #[cfg(not(any(test, feature = "failpoints")))]
-pub use inert::{hold, reached};
+pub use inert::{hold, injected_providers, reached};
 
 #[cfg(not(any(test, feature = "failpoints")))]
 mod inert {
@@ -24,11 +24,25 @@ mod inert {
 
     #[inline(always)]
     pub fn hold(_name: &str) {}
+
+    #[inline(always)]
+    pub fn injected_providers() -> bool {
+        false
+    }
 }
 
 #[cfg(any(test, feature = "failpoints"))]
 mod armed {
     use std::sync::OnceLock;
+
+    /// Whether the provider processes of this test run are injected
+    /// stand-ins (`LOOPX_INJECTED_PROVIDERS=1`): offline contract tests of
+    /// enforce mode drive fake provider scripts, which the provider
+    /// transport would otherwise refuse as real primaries. A released
+    /// binary has no such switch.
+    pub fn injected_providers() -> bool {
+        std::env::var("LOOPX_INJECTED_PROVIDERS").as_deref() == Ok("1")
+    }
 
     /// Pause here for good when `LOOPX_FAILPOINTS` names `name`.
     pub fn reached(name: &str) {

@@ -389,6 +389,7 @@ fn an_omitted_transport_is_refused_in_enforce_mode_and_unconfined_outside_it() {
         .loopx()
         .args(["drive", "--dir", f.d(), "--provider", "claude"])
         .env_remove("AAS_AUTOLOOP_PROVIDER_TRANSPORT")
+        .env_remove("LOOPX_INJECTED_PROVIDERS")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));

@@ -130,6 +130,8 @@ impl Panel {
             .env("PATH", format!("{}:/usr/bin:/bin", self.bin.display()))
             .env("LOOPX_REGISTRY_DIR", &self.f.registry)
             .env(CONSENT, "allow")
+            // Fake provider scripts stand in for real ones (a test build only).
+            .env("LOOPX_INJECTED_PROVIDERS", "1")
             .env_remove("LOOPX_DIR")
             .env_remove("AUTOLOOP_DRIVER")
             .env_remove("AAS_AUTOLOOP_PANEL")

@@ -194,8 +194,15 @@ pub fn prepare(
     providers: &[&str],
     command_override: bool,
 ) -> Result<Containment, AppError> {
-    let transport =
-        rules::resolve(flag, var(rules::TRANSPORT_ENV).as_deref(), enforce).map_err(refused)?;
+    // Offline contract tests drive stand-in providers in enforce mode; only
+    // a test build lets them (see `failpoint::injected_providers`).
+    let isolation_required = enforce && !loopx_store::failpoint::injected_providers();
+    let transport = rules::resolve(
+        flag,
+        var(rules::TRANSPORT_ENV).as_deref(),
+        isolation_required,
+    )
+    .map_err(refused)?;
     if transport == Transport::Unconfined {
         return Ok(Containment::Unconfined);
     }

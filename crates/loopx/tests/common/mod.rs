@@ -16,6 +16,8 @@ pub fn loopx(registry: &Path) -> Command {
     let mut command = Command::new(loopx_path());
     command
         .env("LOOPX_REGISTRY_DIR", registry)
+        // Fake provider scripts stand in for real ones (a test build only).
+        .env("LOOPX_INJECTED_PROVIDERS", "1")
         .env_remove("LOOPX_DIR")
         .env_remove("AAS_AUTOLOOP_PANEL")
         .env_remove("AUTOLOOP_DISABLE")
@@ -250,6 +252,7 @@ impl Fixture {
             .env("PATH", path)
             .env("LOOPX_REGISTRY_DIR", &self.registry)
             .env("LOOPX_FAILPOINTS", "drive.after_intent")
+            .env("LOOPX_INJECTED_PROVIDERS", "1")
             .env_remove("LOOPX_DIR")
             .env_remove("AUTOLOOP_DRIVER")
             .stdout(std::process::Stdio::null())
