@@ -282,11 +282,17 @@ pub fn decide(i: &Inputs<'_>) -> Health {
     health(
         State::Running,
         format!(
-            "running: {} on iteration {}",
+            "running: {} on iteration {}{}",
             i.driver.provider.as_deref().unwrap_or("an agent"),
             i.driver
                 .iteration
-                .map_or("next".to_owned(), |n| n.to_string())
+                .map_or("next".to_owned(), |n| n.to_string()),
+            // Which transport its processes run under, so nobody mistakes
+            // an unconfined run for a contained one.
+            i.driver
+                .transport
+                .map(|transport| format!(" ({transport})"))
+                .unwrap_or_default()
         ),
         None,
     )
@@ -396,11 +402,17 @@ mod tests {
     }
 
     #[test]
-    fn a_running_driver_with_work_is_running() {
+    fn a_running_driver_with_work_is_running_under_its_transport() {
         let h = decide_with(&verdict(false, false, None), &running(), true);
         assert_eq!(h.state, State::Running);
         assert_eq!(h.line, "running: claude on iteration 3");
         assert_eq!(h.command, None);
+        let contained = DriverSummary {
+            transport: Some(loopx_core::containment::Transport::TrustedLocal),
+            ..running()
+        };
+        let h = decide_with(&verdict(false, false, None), &contained, true);
+        assert_eq!(h.line, "running: claude on iteration 3 (trusted-local)");
     }
 
     #[test]
