@@ -23,6 +23,7 @@ pub mod notify;
 pub mod operation;
 pub mod panel;
 pub mod path;
+pub mod pii;
 pub mod redact;
 pub mod refusals;
 pub mod text;

@@ -23,9 +23,10 @@
 //! What leaves the host (a notification, its dry run) goes through
 //! [`redact_outbound`] instead: the same rule, plus the secrets the operator
 //! configured for a transport (matched literally wherever they appear) and
-//! common explicit personal data in values — e-mail addresses and phone
-//! numbers written in international (`+44 20 7946 0958`) or North-American
-//! (`(555) 123-4567`, `555-123-4567`) form. [`redact_outbound_json`] applies
+//! the personal data [`crate::pii`] recognises — e-mail addresses, phone
+//! numbers (`+44 20 7946 0958`, `(555) 123-4567`, `020 7946 0958`), payment
+//! card numbers, IBANs and national identity numbers, each replaced by the
+//! mark of its kind. [`redact_outbound_json`] applies
 //! it to every string of a JSON value, object keys included: a key is
 //! whatever the caller typed (`--extensions '{"<secret>": 1}'`).
 //! [`redact_object`] is the same walk with [`redact`] alone, for a JSON
@@ -38,6 +39,8 @@
 //! counts (`tokens: 1200`) and prose are left as they are.
 
 use std::borrow::Cow;
+
+use crate::pii::{self, Category, Span};
 
 /// What a redacted secret is replaced with.
 pub const MARK: &str = "[REDACTED]";
@@ -71,7 +74,16 @@ fn pass(text: &str, which: Pass) -> Cow<'_, str> {
         let found = match which {
             Pass::KeyBlocks => pem_block(bytes, i).map(|end| (i, end, PEM_MARK)),
             Pass::Tokens => secret_at(bytes, i, i == copied),
-            Pass::Personal => personal_at(bytes, i),
+            Pass::Personal => match pii::found_at(bytes, i) {
+                Some(Span::Personal(category, end)) => Some((i, end, personal_mark(category))),
+                // Shaped like personal data but failing its check: kept,
+                // and not read again from inside.
+                Some(Span::Shaped(end)) => {
+                    i = end;
+                    continue;
+                }
+                None => None,
+            },
         };
         let Some((start, end, mark)) = found else {
             i += 1;
@@ -135,7 +147,7 @@ fn starts_with_ignore_case(bytes: &[u8], at: usize, prefix: &str) -> bool {
 }
 
 /// How many bytes from `at` satisfy `class`.
-fn run(bytes: &[u8], at: usize, class: impl Fn(u8) -> bool) -> usize {
+pub(crate) fn run(bytes: &[u8], at: usize, class: impl Fn(u8) -> bool) -> usize {
     bytes[at.min(bytes.len())..]
         .iter()
         .take_while(|b| class(**b))
@@ -476,6 +488,22 @@ fn looks_like_credential(value: &[u8]) -> bool {
 pub const EMAIL_MARK: &str = "[REDACTED EMAIL]";
 /// What a phone number is replaced with.
 pub const PHONE_MARK: &str = "[REDACTED PHONE]";
+/// What a payment card number is replaced with.
+pub const CARD_MARK: &str = "[REDACTED CARD]";
+/// What an IBAN is replaced with.
+pub const IBAN_MARK: &str = "[REDACTED IBAN]";
+/// What a national identity number is replaced with.
+pub const NATIONAL_ID_MARK: &str = "[REDACTED ID]";
+
+fn personal_mark(category: Category) -> &'static str {
+    match category {
+        Category::Email => EMAIL_MARK,
+        Category::Phone => PHONE_MARK,
+        Category::PaymentCard => CARD_MARK,
+        Category::Iban => IBAN_MARK,
+        Category::NationalId => NATIONAL_ID_MARK,
+    }
+}
 
 /// Known secrets shorter than this are not matched literally: a
 /// three-letter "secret" would blank ordinary words.
@@ -483,7 +511,7 @@ const SHORTEST_KNOWN_SECRET: usize = 6;
 
 /// `text` as it may leave the host: every `known` secret (a configured
 /// webhook token, a bot key) replaced wherever it appears, then [`redact`],
-/// then e-mail addresses and phone numbers.
+/// then the personal data [`crate::pii`] recognises.
 pub fn redact_outbound(text: &str, known: &[&str]) -> String {
     let mut out = Cow::Borrowed(text);
     for secret in known {
@@ -561,109 +589,6 @@ fn object_with(
         }
         map.insert(key, value);
     }
-}
-
-/// Personal data found at `i`: an e-mail address or a phone number.
-fn personal_at(bytes: &[u8], i: usize) -> Option<(usize, usize, &'static str)> {
-    if i == 0 || !email_local(bytes[i - 1]) {
-        if let Some(end) = email(bytes, i) {
-            return Some((i, end, EMAIL_MARK));
-        }
-    }
-    if i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'+') {
-        if let Some(end) = phone(bytes, i) {
-            return Some((i, end, PHONE_MARK));
-        }
-    }
-    None
-}
-
-fn email_local(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'%' | b'+' | b'-')
-}
-
-/// `local@domain.tld`, the domain with at least one dot and a
-/// letters-only top-level label of two or more.
-fn email(bytes: &[u8], i: usize) -> Option<usize> {
-    let local = run(bytes, i, email_local);
-    if local == 0 || bytes.get(i + local) != Some(&b'@') {
-        return None;
-    }
-    let start = i + local + 1;
-    let domain = run(bytes, start, |b| {
-        b.is_ascii_alphanumeric() || b == b'-' || b == b'.'
-    });
-    // A sentence may end right after the address: the final dot is prose.
-    let text = bytes[start..start + domain]
-        .strip_suffix(b".")
-        .unwrap_or(&bytes[start..start + domain]);
-    let last_dot = text.iter().rposition(|b| *b == b'.')?;
-    let tld = &text[last_dot + 1..];
-    if last_dot == 0 || tld.len() < 2 || !tld.iter().all(u8::is_ascii_alphabetic) {
-        return None;
-    }
-    Some(start + text.len())
-}
-
-/// `+` and 8–15 digits in groups separated by single spaces, dashes, dots
-/// or parentheses; or the North-American `(ddd) ddd-dddd` and
-/// `ddd-ddd-dddd` (dates, `2026-12-03`, have other group sizes).
-fn phone(bytes: &[u8], i: usize) -> Option<usize> {
-    let followed_by_digit = |end: usize| bytes.get(end).is_some_and(u8::is_ascii_digit);
-    if bytes[i] == b'+' {
-        let mut end = i + 1;
-        let mut digits = 0;
-        let mut last_digit_end = end;
-        while end < bytes.len() {
-            let b = bytes[end];
-            if b.is_ascii_digit() {
-                digits += 1;
-                end += 1;
-                last_digit_end = end;
-            } else if matches!(b, b' ' | b'-' | b'.' | b'(' | b')')
-                && bytes
-                    .get(end + 1)
-                    .is_some_and(|n| n.is_ascii_digit() || *n == b'(')
-                && end > i + 1
-            {
-                end += 1;
-            } else {
-                break;
-            }
-        }
-        return ((8..=15).contains(&digits) && !followed_by_digit(last_digit_end))
-            .then_some(last_digit_end);
-    }
-    let group = |at: usize, n: usize| {
-        bytes
-            .get(at..at + n)
-            .is_some_and(|s| s.iter().all(u8::is_ascii_digit))
-    };
-    // (555) 123-4567
-    if bytes[i] == b'('
-        && group(i + 1, 3)
-        && bytes.get(i + 4) == Some(&b')')
-        && bytes.get(i + 5) == Some(&b' ')
-        && group(i + 6, 3)
-        && matches!(bytes.get(i + 9), Some(b'-' | b'.' | b' '))
-        && group(i + 10, 4)
-        && !followed_by_digit(i + 14)
-    {
-        return Some(i + 14);
-    }
-    // 555-123-4567, 555.123.4567
-    if group(i, 3) {
-        let sep = *bytes.get(i + 3)?;
-        if matches!(sep, b'-' | b'.')
-            && group(i + 4, 3)
-            && bytes.get(i + 7) == Some(&sep)
-            && group(i + 8, 4)
-            && !followed_by_digit(i + 12)
-        {
-            return Some(i + 12);
-        }
-    }
-    None
 }
 
 #[cfg(test)]
@@ -890,6 +815,20 @@ mod tests {
         assert_eq!(
             out,
             "hook [REDACTED]; mail [REDACTED EMAIL]. call [REDACTED PHONE] or [REDACTED PHONE] or [REDACTED PHONE]"
+        );
+    }
+
+    #[test]
+    fn outbound_redaction_hides_cards_ibans_and_national_ids_and_keeps_failed_checks() {
+        let out = redact_outbound(
+            "card 4111 1111 1111 1111, iban DE89 3704 0044 0532 0130 00, dni 12345678Z, \
+             typo DE89 3704 0044 0532 0130 01",
+            &[],
+        );
+        assert_eq!(
+            out,
+            "card [REDACTED CARD], iban [REDACTED IBAN], dni [REDACTED ID], \
+             typo DE89 3704 0044 0532 0130 01"
         );
     }
 
