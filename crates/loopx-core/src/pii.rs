@@ -137,6 +137,34 @@ impl Findings {
     }
 }
 
+/// The variable whose value approves one outbound text that holds
+/// personal data: the SHA-256 of its exact bytes.
+pub const APPROVAL_ENV: &str = "AAS_AUTOLOOP_EXTERNAL_PII_APPROVAL_SHA256";
+
+/// An outbound text held back for the personal data in it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the brief about to leave this machine holds personal data ({}), so it was not sent; review it, then approve exactly these bytes with {APPROVAL_ENV}={digest}, or remove the data", findings.summary())]
+pub struct Unapproved {
+    pub findings: Findings,
+    /// The digest that would approve it.
+    pub digest: crate::digest::Digest,
+}
+
+/// Whether `text` may leave the machine: it holds no personal data, or
+/// `approval` is the SHA-256 of its exact bytes. The refusal names the
+/// categories and counts, never the values.
+pub fn outbound(text: &str, approval: Option<&str>) -> Result<(), Unapproved> {
+    let findings = scan(text);
+    if findings.is_empty() {
+        return Ok(());
+    }
+    let digest = crate::digest::Digest::of_bytes(text.as_bytes());
+    if approval.map(str::trim) == Some(digest.as_str()) {
+        return Ok(());
+    }
+    Err(Unapproved { findings, digest })
+}
+
 /// The personal data in `text`, counted by category.
 pub fn scan(text: &str) -> Findings {
     let bytes = text.as_bytes();

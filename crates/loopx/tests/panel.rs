@@ -988,3 +988,39 @@ fn a_reviewers_control_characters_never_reach_the_terminal() {
     }
     assert!(text.contains("\\u{1b}[2J"), "{text}");
 }
+
+#[test]
+fn a_brief_with_personal_data_leaves_only_with_the_digest_of_its_exact_bytes() {
+    let p = Panel::new();
+    std::fs::write(
+        p.f.dir.join("notes/b.md"),
+        "lemma B holds for n <= 4; ask jane.doe@example.org\n",
+    )
+    .unwrap();
+    p.reviewer("codex", &answer("codex", "pass"));
+    let fingerprint = p.stage();
+    let (_, view, stderr) = p.panel(&[], &[(loopx_core_pii_env(), None)]);
+    assert_eq!(p.launches("codex"), 0, "the brief left: {view} {stderr}");
+    let said = view.to_string();
+    assert!(
+        said.contains("holds personal data (1 email address)") && !said.contains("jane.doe"),
+        "{said}"
+    );
+    // The operator reads the brief it kept, and approves those bytes.
+    let folder =
+        p.f.dir
+            .join("panel")
+            .join(&fingerprint[7..19])
+            .join("result_review");
+    let prompt = std::fs::read(folder.join("1-codex.prompt")).unwrap();
+    let digest = loopx_core::digest::Digest::of_bytes(&prompt);
+    assert!(said.contains(digest.as_str()), "{said}");
+    let (code, view, stderr) = p.panel(&[], &[(loopx_core_pii_env(), Some(digest.as_str()))]);
+    assert_eq!(code, 0, "{view} {stderr}");
+    assert_eq!(view["state"], "banked_accepted", "{view}");
+    assert_eq!(p.launches("codex"), 1);
+}
+
+fn loopx_core_pii_env() -> &'static str {
+    loopx_core::pii::APPROVAL_ENV
+}

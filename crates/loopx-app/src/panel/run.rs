@@ -353,6 +353,18 @@ impl Prepared {
             reviewer.prompt.as_bytes(),
         )?;
         artifacts.push(relative("prompt"));
+        // The brief leaves the machine: personal data in it goes only with
+        // the operator's approval of these exact bytes.
+        let approval = std::env::var(loopx_core::pii::APPROVAL_ENV).ok();
+        if let Err(unapproved) = loopx_core::pii::outbound(reviewer.prompt, approval.as_deref()) {
+            return Ok(Found {
+                outcome: AttemptOutcome::Refused,
+                detail: unapproved.to_string(),
+                decided: None,
+                elapsed_ms: 0,
+                exit_status: None,
+            });
+        }
         let launch = Launch {
             provider: reviewer.name.to_owned(),
             binary: reviewer.launcher.binary.to_owned(),

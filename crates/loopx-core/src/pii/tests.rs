@@ -275,3 +275,20 @@ proptest! {
         let _ = findings.summary();
     }
 }
+
+#[test]
+fn outbound_text_with_personal_data_needs_the_digest_of_its_exact_bytes() {
+    assert_eq!(outbound("review lemma B at 127.0.0.1:7878", None), Ok(()));
+    let brief = "ask jane.doe@example.org about lemma B";
+    let refused = outbound(brief, None).unwrap_err();
+    let words = refused.to_string();
+    assert!(
+        words.contains("1 email address") && !words.contains("jane.doe"),
+        "{words}"
+    );
+    let digest = crate::digest::Digest::of_bytes(brief.as_bytes());
+    assert!(words.contains(digest.as_str()), "{words}");
+    assert_eq!(outbound(brief, Some(digest.as_str())), Ok(()));
+    // An approval is for those bytes only.
+    assert!(outbound(&format!("{brief}."), Some(digest.as_str())).is_err());
+}
