@@ -1220,7 +1220,7 @@ fn usage_errors_exit_2_and_the_help_warns_about_autonomy() {
     for needle in [
         "full tool autonomy",
         "--dangerously-skip-permissions",
-        "--full-auto",
+        "--dangerously-bypass-approvals-and-sandbox",
         "--allow-all-tools",
         "--yolo",
         "one-hour wall-time budget",
@@ -1241,7 +1241,10 @@ fn usage_errors_exit_2_and_the_help_warns_about_autonomy() {
         .env("PATH", &path)
         .assert()
         .success()
-        .stdout(contains("opencode run '<prompt>'").and(contains("one bounded turn")))
+        .stdout(
+            contains("opencode run --format json --auto '<prompt>'")
+                .and(contains("one bounded turn")),
+        )
         .stderr(contains("warning: provider opencode unavailable"));
 }
 

@@ -67,6 +67,7 @@ pub fn drive(
         root,
         ..options.clone()
     };
+    check_endpoints(&options.target)?;
     let _lock = super::take_lock(dir)?;
     let logs = super::log_dir(dir)?;
     let panel = crate::panel::enabled(dir, options.panel)?;
@@ -111,6 +112,7 @@ pub fn drive(
         session: Session::new(providers, options.limits),
         panel,
         turns: 0,
+        warned: Vec::new(),
     };
     let ended = match run.go() {
         // Told to stop while waiting out an outage or a wait: the signal,
@@ -123,6 +125,33 @@ pub fn drive(
     };
     let _ = super::unregister(dir, pid);
     ended
+}
+
+/// Every endpoint setting of the run's providers is usable before a turn
+/// starts: a provider with no known way to change its endpoint, or a URL
+/// that is not one, is the caller's to fix (exit 2).
+fn check_endpoints(target: &Target) -> Result<()> {
+    let Target::Providers(names) = target else {
+        return Ok(());
+    };
+    for name in names {
+        let (Some(provider), Some(url)) = (
+            loopx_core::driver::provider::find(name),
+            super::env::base_url(name),
+        ) else {
+            continue;
+        };
+        loopx_core::driver::provider::endpoint_launch(
+            provider,
+            &provider.launchers[0],
+            "",
+            "",
+            Some(&url),
+        )
+        .map_err(anyhow::Error::msg)
+        .context(Misdirected("wrong endpoint setting"))?;
+    }
+    Ok(())
 }
 
 /// How often a driver held back by should-run looks at the store again:
@@ -140,6 +169,8 @@ struct Run<'a> {
     session: Session,
     panel: bool,
     turns: u64,
+    /// Providers whose CLI version warning was already said this run.
+    warned: Vec<String>,
 }
 
 impl Run<'_> {
@@ -268,28 +299,36 @@ impl Run<'_> {
                 }
                 Step::Run { provider } => provider,
             };
+            let mut running = None;
             let launcher = match &options.target {
                 Target::Command(_) => None,
-                Target::Providers(_) => {
-                    match crate::launchers::installed_launcher_named(&provider_name) {
-                        Some(launcher) => Some(launcher),
-                        None => {
-                            match self
-                                .session
-                                .after(TurnResult::Unavailable, None, clock::now())
-                            {
-                                Next::Switch { excluded, next, .. } => {
-                                    progress.say(&format!(
-                                        "{excluded} is not installed; switching to {next}"
-                                    ));
-                                    continue;
-                                }
-                                Next::Exit { exit, reason } => return Ok(self.ended(exit, reason)),
-                                _ => unreachable!("a missing binary excludes its provider"),
+                Target::Providers(_) => match crate::launchers::installed_named(&provider_name) {
+                    Some(installed) => {
+                        if let Some(warning) = installed.warning() {
+                            if !self.warned.contains(&provider_name) {
+                                progress.say(&format!("warning: {warning}"));
+                                self.warned.push(provider_name.clone());
                             }
                         }
+                        running = installed.version_line.and_then(Result::ok);
+                        Some(installed.choice.launcher)
                     }
-                }
+                    None => {
+                        match self
+                            .session
+                            .after(TurnResult::Unavailable, None, clock::now())
+                        {
+                            Next::Switch { excluded, next, .. } => {
+                                progress.say(&format!(
+                                    "{excluded} is not installed; switching to {next}"
+                                ));
+                                continue;
+                            }
+                            Next::Exit { exit, reason } => return Ok(self.ended(exit, reason)),
+                            _ => unreachable!("a missing binary excludes its provider"),
+                        }
+                    }
+                },
             };
             let on = Some(provider_name.as_str());
             through_outages(dir, on, "starting the turn", progress, || {
@@ -342,7 +381,18 @@ impl Run<'_> {
                 }
                 Next::Exit { exit, reason } => {
                     let log = dir.path(&turn.log);
-                    return Ok(self.ended(exit, format!("{reason}; see {}", log.display())));
+                    // A refused launch line: what the CLI refused, and which CLI.
+                    let refused = match (&turn.read.reported_error, exit) {
+                        (Some(refusal), Exit::BadArguments) => format!(
+                            " ({} {}: {refusal})",
+                            launcher.map_or("", |l| l.binary),
+                            running.as_deref().unwrap_or("of an unknown version")
+                        ),
+                        _ => String::new(),
+                    };
+                    return Ok(
+                        self.ended(exit, format!("{reason}{refused}; see {}", log.display()))
+                    );
                 }
             }
         }
