@@ -310,7 +310,7 @@ impl Run<'_> {
                                 self.warned.push(provider_name.clone());
                             }
                         }
-                        running = installed.version_line.and_then(Result::ok);
+                        running = installed.choice.version.map(|v| v.to_string());
                         Some(installed.choice.launcher)
                     }
                     None => {

@@ -308,6 +308,21 @@ pub fn read(output: &str, structured: Structured, now: Timestamp) -> Reading {
                 reading.class = reading.class.or(by_status).or(class_from_text(&message));
                 reading.reported_error = Some(message);
             }
+            (Structured::OpencodeJson, "step_finish") => {
+                let part = event.get("part").unwrap_or(&event);
+                if let Some(tokens) = part.get("tokens").and_then(|t| number(t, "total")) {
+                    reading.usage.tokens = reading.usage.tokens.saturating_add(tokens);
+                    reading.usage.tokens_provenance = Provenance::Reported;
+                }
+                if let Some(usd) = part
+                    .get("cost")
+                    .and_then(Value::as_f64)
+                    .filter(|u| u.is_finite() && *u >= 0.0)
+                {
+                    reading.usage.usd += usd;
+                    reading.usage.usd_provenance = Provenance::Reported;
+                }
+            }
             (Structured::CodexJson, "turn.failed" | "error") => {
                 let message = event
                     .pointer("/error/message")
@@ -523,5 +538,20 @@ mod tests {
             launch_refusal("error: invalid value 'bogus' for '--sandbox <SANDBOX_MODE>'"),
             Some("the CLI rejected the value bogus of --sandbox <SANDBOX_MODE>".into())
         );
+    }
+    #[test]
+    fn opencode_usage_and_cost_sum_over_its_steps() {
+        let reading = read(
+            &fixture("opencode-steps.jsonl"),
+            Structured::OpencodeJson,
+            now(),
+        );
+        assert_eq!(
+            (reading.usage.tokens, reading.usage.tokens_provenance),
+            (2070, Provenance::Reported)
+        );
+        assert!((reading.usage.usd - 0.00705).abs() < 1e-12, "{reading:?}");
+        assert_eq!(reading.usage.usd_provenance, Provenance::Reported);
+        assert_eq!(reading.class, None);
     }
 }

@@ -244,11 +244,14 @@ pub struct Launch {
 /// quotes, backslashes or control characters (it is written into a TOML
 /// or JSON string for some CLIs).
 pub fn check_base_url(url: &str) -> Result<(), String> {
-    let scheme = url.starts_with("http://") || url.starts_with("https://");
+    let host = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"));
+    let scheme = host.is_some_and(|rest| !rest.is_empty());
     let clean = !url
         .chars()
         .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '"' | '\\' | '\''));
-    if scheme && clean && url.len() > "https://".len() {
+    if scheme && clean {
         Ok(())
     } else {
         Err(format!(
@@ -278,6 +281,12 @@ pub fn endpoint_launch(
         });
     };
     let variable = base_url_variable(provider.name);
+    if provider.endpoint == Endpoint::None {
+        return Err(format!(
+            "{variable} is set, but loopx knows no way to point {} at another endpoint; unset it",
+            provider.name
+        ));
+    }
     check_base_url(url).map_err(|e| format!("{variable}: {e}"))?;
     let mut env = Vec::new();
     match provider.endpoint {
@@ -307,12 +316,8 @@ pub fn endpoint_launch(
             });
             env.push(("OPENCODE_CONFIG_CONTENT", config.to_string()));
         }
-        Endpoint::None => {
-            return Err(format!(
-            "{variable} is set, but loopx knows no way to point {} at another endpoint; unset it",
-            provider.name
-        ))
-        }
+        // Refused above.
+        Endpoint::None => {}
     }
     Ok(Launch { args, env })
 }
@@ -898,12 +903,26 @@ mod tests {
             "{refused}"
         );
         let provider = find("claude").unwrap();
-        for bad in ["ftp://x", "http://a b", "http://x\"y", "https://"] {
+        for bad in [
+            "ftp://x",
+            "http://a b",
+            "http://x\"y",
+            "https://",
+            "http://",
+        ] {
             assert!(
                 endpoint_launch(provider, &provider.launchers[0], "P", "/r", Some(bad)).is_err(),
                 "{bad}"
             );
         }
+        assert!(endpoint_launch(
+            provider,
+            &provider.launchers[0],
+            "P",
+            "/r",
+            Some("http://x")
+        )
+        .is_ok());
         let plain = endpoint_launch(provider, &provider.launchers[0], "P", "/r", None).unwrap();
         assert!(plain.env.is_empty());
     }
