@@ -1,0 +1,373 @@
+//! The hermetic suite: `loopx drive` runs the real agent CLIs (Claude Code,
+//! OpenCode; installed from npm at the versions the provider table
+//! qualifies) for real turns against a scripted stand-in model API on
+//! loopback (`agents/standin.rs`): no model, no network, no account.
+//!
+//! The CLIs are found in `LOOPX_AGENT_CLIS` (a `node_modules/.bin`, as
+//! `.ci/run` installs it); without it every test here says it skipped, and
+//! under `LOOPX_TESTS_REQUIRED=1` fails by name. Each drive runs with a
+//! scratch HOME, the stand-in as the provider's endpoint (through loopx's
+//! own `AAS_AUTOLOOP_<PROVIDER>_BASE_URL`) and a fake key.
+
+mod common;
+#[path = "agents/standin.rs"]
+mod standin;
+
+use common::{iteration_numbers, Fixture};
+use serde_json::Value;
+use standin::{Reply, StandIn, INPUT_TOKENS, OUTPUT_TOKENS};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// What the model runs to record its iteration (the driver puts this
+/// loopx first on the turn's PATH and sets `LOOPX_DIR`).
+const RECORD: &str =
+    "loopx append-iteration --mode bounded-research --objective 'stand-in turn' --decision continue";
+
+struct Agents {
+    f: Fixture,
+    root: PathBuf,
+    home: PathBuf,
+    clis: PathBuf,
+    /// Set in every process of a drive, to find any that outlived it.
+    mark: String,
+}
+
+impl Agents {
+    /// A loop of `max_iterations`, or `None` (skipped) without the CLIs.
+    fn new(cli: &str, max_iterations: u64) -> Option<Agents> {
+        let Some(clis) = std::env::var_os("LOOPX_AGENT_CLIS").map(PathBuf::from) else {
+            common::skipped_without(
+                "LOOPX_AGENT_CLIS is not set (a node_modules/.bin holding the pinned agent CLIs; see .ci/run)",
+            );
+            return None;
+        };
+        if !clis.join(cli).is_file() {
+            common::skipped_without(&format!("LOOPX_AGENT_CLIS has no {cli}"));
+            return None;
+        }
+        let f = Fixture::new();
+        f.init(max_iterations, &[]);
+        let root = f.temp.path().join("project");
+        let home = f.temp.path().join("home");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(home.join(".config/opencode")).unwrap();
+        // OpenCode's model, in the user's own config (the endpoint comes
+        // from loopx, merged over it).
+        std::fs::write(
+            home.join(".config/opencode/opencode.json"),
+            r#"{"model":"anthropic/claude-sonnet-4-5","autoupdate":false}"#,
+        )
+        .unwrap();
+        let mark = format!("agents-{}-{}", std::process::id(), f.temp.path().display());
+        Some(Agents {
+            f,
+            root,
+            home,
+            clis,
+            mark,
+        })
+    }
+
+    /// `drive --provider providers args` in the scratch environment, with
+    /// `env` added (an empty value removes the variable).
+    fn drive(&self, providers: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let path = format!(
+            "{}:{}",
+            self.clis.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut command = Command::new(common::loopx_path());
+        command
+            .args(["drive", "--dir", self.f.d(), "--root"])
+            .arg(&self.root)
+            .args(["--provider", providers])
+            .args(args)
+            .env_clear()
+            .env("PATH", path)
+            .env("HOME", &self.home)
+            .env("XDG_CONFIG_HOME", self.home.join(".config"))
+            .env("XDG_DATA_HOME", self.home.join(".local/share"))
+            .env("XDG_CACHE_HOME", self.home.join(".cache"))
+            .env("LOOPX_REGISTRY_DIR", &self.f.registry)
+            .env("LOOPX_AGENTS_MARK", &self.mark)
+            .env("ANTHROPIC_API_KEY", "sk-ant-standin-not-a-key")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("OPENCODE_DISABLE_AUTOUPDATE", "1");
+        if is_root() {
+            // Claude Code refuses --dangerously-skip-permissions as root
+            // unless told the machine is a sandbox, which this test's is.
+            command.env("IS_SANDBOX", "1");
+        }
+        for (name, value) in env {
+            match value {
+                // An empty value: the variable is not set at all.
+                &"" => command.env_remove(name),
+                value => command.env(name, value),
+            };
+        }
+        command.output().unwrap()
+    }
+
+    fn status(&self) -> Value {
+        self.f.json(&["status", "--dir", self.f.d()])
+    }
+
+    /// The settled outcomes of the driver's turns, in order.
+    fn outcomes(&self) -> Vec<String> {
+        common::journal_events(&self.f.dir, "driver.settled")
+            .iter()
+            .map(|e| e["settlement"]["outcome"].to_string())
+            .collect()
+    }
+
+    /// Every turn log's agent output, concatenated.
+    fn logs(&self) -> String {
+        let mut text = String::new();
+        for entry in std::fs::read_dir(self.f.dir.join("driver_logs")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "log") {
+                text.push_str(&std::fs::read_to_string(path).unwrap());
+            }
+        }
+        text
+    }
+
+    /// Processes still running with this test's mark in their environment.
+    fn survivors(&self) -> Vec<String> {
+        let needle = format!("LOOPX_AGENTS_MARK={}", self.mark);
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+                continue;
+            };
+            if environ
+                .split(|b| *b == 0)
+                .any(|var| var == needle.as_bytes())
+            {
+                let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+                found.push(String::from_utf8_lossy(&cmdline).replace('\0', " "));
+            }
+        }
+        found
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid(2) has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// The `result` event Claude Code printed last in `log`.
+fn claude_result(log: &str) -> Value {
+    log.lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["type"] == "result")
+        .unwrap_or_else(|| panic!("no result event in {log}"))
+}
+
+fn claude_endpoint(standin: &StandIn) -> [(&'static str, String); 1] {
+    [("AAS_AUTOLOOP_CLAUDE_BASE_URL", standin.url.clone())]
+}
+
+#[test]
+fn claude_records_its_iteration_through_bash_and_is_charged_what_it_reported() {
+    let Some(a) = Agents::new("claude", 10) else {
+        return;
+    };
+    let standin = StandIn::anthropic(vec![Reply::shell(RECORD), Reply::Text("Recorded.")]);
+    let [(name, url)] = claude_endpoint(&standin);
+    let output = a.drive("claude", &["--max-iterations", "1"], &[(name, &url)]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(iteration_numbers(&a.f.dir), [1]);
+    assert_eq!(standin.turns(), 2, "a tool call, then the closing text");
+    assert_eq!(a.outcomes(), ["\"advanced\""]);
+    // Charged once, from Claude Code's own result: its token sum of what
+    // the stand-in reported, and its own price for them.
+    let result = claude_result(&a.logs());
+    let usd = result["total_cost_usd"].as_f64().unwrap();
+    assert!(usd > 0.0, "{result}");
+    let spent = &a.status()["spent"];
+    assert_eq!(
+        spent["tokens"].as_u64(),
+        Some(2 * (INPUT_TOKENS + OUTPUT_TOKENS)),
+        "{spent}"
+    );
+    assert_eq!(spent["usd"].as_f64(), Some(usd), "{spent}");
+    a.f.assert_valid();
+}
+
+#[test]
+fn a_refused_key_is_auth_at_once_and_drive_goes_on_with_the_next_provider() {
+    let Some(a) = Agents::new("claude", 10) else {
+        return;
+    };
+    if !a.clis.join("opencode").is_file() {
+        common::skipped_without("LOOPX_AGENT_CLIS has no opencode");
+        return;
+    }
+    let refused = StandIn::anthropic(vec![Reply::Error {
+        status: 401,
+        headers: vec![("request-id", "req_standin")],
+        body: r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
+    }]);
+    let working = StandIn::anthropic(vec![Reply::shell(RECORD), Reply::Text("Recorded.")]);
+    // OpenCode's Anthropic provider takes the base URL with its /v1.
+    let opencode_url = format!("{}/v1", working.url);
+    let started = Instant::now();
+    let output = a.drive(
+        "claude,opencode",
+        // Two turns: claude's refused one, then opencode's.
+        &["--max-iterations", "2"],
+        &[
+            ("AAS_AUTOLOOP_CLAUDE_BASE_URL", &refused.url),
+            ("AAS_AUTOLOOP_OPENCODE_BASE_URL", &opencode_url),
+            // Claude Code retries a 401 by itself for minutes; until the
+            // driver reads the stream as it arrives, the suite turns that
+            // off (README: the hermetic suite).
+            ("CLAUDE_CODE_MAX_RETRIES", "0"),
+        ],
+    );
+    let stderr = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(90),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        stderr
+            .contains("claude excluded for this run (auth_or_session_dead); switching to opencode"),
+        "{stderr}"
+    );
+    assert_eq!(
+        a.outcomes(),
+        ["{\"failed\":\"auth\"}", "\"advanced\""],
+        "{stderr}"
+    );
+    assert_eq!(iteration_numbers(&a.f.dir), [1]);
+    assert_eq!(working.turns(), 2);
+    // OpenCode's own usage (its --format json steps) is what was charged.
+    let spent = &a.status()["spent"];
+    assert!(spent["tokens"].as_u64().unwrap() > 0, "{spent}");
+}
+
+#[test]
+fn a_turn_that_ends_without_recording_is_a_no_advance_failure() {
+    let Some(a) = Agents::new("claude", 10) else {
+        return;
+    };
+    let standin = StandIn::anthropic(vec![Reply::Text("All done, nothing to record.")]);
+    let [(name, url)] = claude_endpoint(&standin);
+    let output = a.drive("claude", &["--max-failures", "1"], &[(name, &url)]);
+    let stderr = stderr(&output);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("the agent exited 0 without recording an iteration"),
+        "{stderr}"
+    );
+    assert_eq!(a.outcomes(), ["\"no_advance\""]);
+    assert!(iteration_numbers(&a.f.dir).is_empty());
+    // What the turn cost is charged all the same.
+    assert!(a.status()["spent"]["usd"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn a_hanging_model_api_times_the_turn_out_and_kills_its_whole_process_group() {
+    let Some(a) = Agents::new("claude", 10) else {
+        return;
+    };
+    let standin = StandIn::anthropic(vec![Reply::Hang]);
+    let [(name, url)] = claude_endpoint(&standin);
+    let started = Instant::now();
+    let output = a.drive(
+        "claude",
+        &["--iteration-timeout", "8", "--max-failures", "1"],
+        &[(name, &url)],
+    );
+    let stderr = stderr(&output);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert!(stderr.contains("ran past --iteration-timeout"), "{stderr}");
+    assert_eq!(a.outcomes(), ["\"timed_out\""]);
+    assert_eq!(standin.turns(), 1, "the CLI reached the model API");
+    assert_eq!(a.survivors(), Vec::<String>::new());
+}
+
+#[test]
+fn claude_as_root_without_a_sandbox_is_a_configuration_error_saying_what_to_do() {
+    if !is_root() {
+        // Not root: Claude Code accepts its flags; nothing to refuse.
+        return;
+    }
+    let Some(a) = Agents::new("claude", 10) else {
+        return;
+    };
+    let standin = StandIn::anthropic(vec![]);
+    let [(name, url)] = claude_endpoint(&standin);
+    // No IS_SANDBOX: what a root machine that is not a sandbox has.
+    let output = a.drive("claude", &[], &[(name, &url), ("IS_SANDBOX", "")]);
+    let stderr = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("as root: run drive as another user, or set IS_SANDBOX=1"),
+        "{stderr}"
+    );
+    let version = format!("claude {}", cli_version(&a.clis.join("claude")));
+    assert!(stderr.contains(&version), "{version} in {stderr}");
+    assert_eq!(a.outcomes(), ["{\"failed\":\"configuration\"}"]);
+    assert_eq!(standin.turns(), 0);
+}
+
+/// The version `binary --version` prints first (`2.1.197 (Claude Code)`).
+fn cli_version(binary: &Path) -> String {
+    let output = Command::new(binary).arg("--version").output().unwrap();
+    String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_owned()
+}
+
+#[test]
+fn an_endpoint_setting_no_cli_can_honour_stops_drive_before_any_turn() {
+    // Needs no agent CLI: the setting is refused before one is looked for.
+    let f = Fixture::new();
+    f.init(3, &[]);
+    let before = f.fingerprint();
+    for (provider, variable, url, says) in [
+        (
+            "copilot",
+            "AAS_AUTOLOOP_COPILOT_BASE_URL",
+            "http://127.0.0.1:9",
+            "knows no way to point copilot at another endpoint",
+        ),
+        (
+            "claude",
+            "AAS_AUTOLOOP_CLAUDE_BASE_URL",
+            "127.0.0.1:9",
+            "is not an http:// or https:// URL",
+        ),
+    ] {
+        let output = f
+            .loopx()
+            .args(["drive", "--dir", f.d(), "--provider", provider])
+            .env(variable, url)
+            .output()
+            .unwrap();
+        let stderr = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains(variable) && stderr.contains(says),
+            "{stderr}"
+        );
+    }
+    // Refused before the driver registered: nothing changed.
+    assert_eq!(f.fingerprint(), before);
+}
