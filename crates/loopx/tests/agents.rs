@@ -35,15 +35,16 @@ struct Agents {
 }
 
 impl Agents {
-    /// A loop of `max_iterations`, or `None` (skipped) without the CLIs.
-    fn new(cli: &str, max_iterations: u64) -> Option<Agents> {
+    /// A loop of `max_iterations`, or `None` (skipped) without every one
+    /// of the CLIs `needs`.
+    fn new(needs: &[&str], max_iterations: u64) -> Option<Agents> {
         let Some(clis) = std::env::var_os("LOOPX_AGENT_CLIS").map(PathBuf::from) else {
             common::skipped_without(
                 "LOOPX_AGENT_CLIS is not set (a node_modules/.bin holding the pinned agent CLIs; see .ci/run)",
             );
             return None;
         };
-        if !clis.join(cli).is_file() {
+        if let Some(cli) = needs.iter().find(|cli| !clis.join(cli).is_file()) {
             common::skipped_without(&format!("LOOPX_AGENT_CLIS has no {cli}"));
             return None;
         }
@@ -178,10 +179,10 @@ fn claude_endpoint(standin: &StandIn) -> [(&'static str, String); 1] {
 
 #[test]
 fn claude_records_its_iteration_through_bash_and_is_charged_what_it_reported() {
-    let Some(a) = Agents::new("claude", 10) else {
+    let Some(a) = Agents::new(&["claude"], 10) else {
         return;
     };
-    let standin = StandIn::anthropic(vec![Reply::shell(RECORD), Reply::Text("Recorded.")]);
+    let standin = StandIn::new(vec![Reply::shell(RECORD), Reply::Text("Recorded.")]);
     let [(name, url)] = claude_endpoint(&standin);
     let output = a.drive("claude", &["--max-iterations", "1"], &[(name, &url)]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
@@ -205,19 +206,15 @@ fn claude_records_its_iteration_through_bash_and_is_charged_what_it_reported() {
 
 #[test]
 fn a_refused_key_is_auth_at_once_and_drive_goes_on_with_the_next_provider() {
-    let Some(a) = Agents::new("claude", 10) else {
+    let Some(a) = Agents::new(&["claude", "opencode"], 10) else {
         return;
     };
-    if !a.clis.join("opencode").is_file() {
-        common::skipped_without("LOOPX_AGENT_CLIS has no opencode");
-        return;
-    }
-    let refused = StandIn::anthropic(vec![Reply::Error {
+    let refused = StandIn::new(vec![Reply::Error {
         status: 401,
         headers: vec![("request-id", "req_standin")],
         body: r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
     }]);
-    let working = StandIn::anthropic(vec![Reply::shell(RECORD), Reply::Text("Recorded.")]);
+    let working = StandIn::new(vec![Reply::shell(RECORD), Reply::Text("Recorded.")]);
     // OpenCode's Anthropic provider takes the base URL with its /v1.
     let opencode_url = format!("{}/v1", working.url);
     let started = Instant::now();
@@ -259,11 +256,80 @@ fn a_refused_key_is_auth_at_once_and_drive_goes_on_with_the_next_provider() {
 }
 
 #[test]
-fn a_turn_that_ends_without_recording_is_a_no_advance_failure() {
-    let Some(a) = Agents::new("claude", 10) else {
+fn codex_records_its_iteration_through_exec_command_outside_a_git_repository() {
+    let Some(a) = Agents::new(&["codex"], 10) else {
         return;
     };
-    let standin = StandIn::anthropic(vec![Reply::Text("All done, nothing to record.")]);
+    let standin = StandIn::new(vec![Reply::shell(RECORD), Reply::Text("Recorded.")]);
+    // The project root is no git repository: the launch line's
+    // --skip-git-repo-check is what lets Codex 0.171 run there at all.
+    assert!(!a.root.join(".git").exists());
+    let url = format!("{}/v1", standin.url);
+    let output = a.drive(
+        "codex",
+        &["--max-iterations", "1"],
+        &[
+            ("AAS_AUTOLOOP_CODEX_BASE_URL", &url),
+            ("OPENAI_API_KEY", "sk-standin-not-a-key"),
+        ],
+    );
+    let stderr = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(iteration_numbers(&a.f.dir), [1]);
+    assert_eq!(standin.turns(), 2, "an exec call, then the closing text");
+    assert_eq!(a.outcomes(), ["\"advanced\""]);
+    // Codex reports tokens (its turn.completed usage), never a price.
+    let spent = &a.status()["spent"];
+    assert_eq!(
+        spent["tokens"].as_u64(),
+        Some(2 * (INPUT_TOKENS + OUTPUT_TOKENS)),
+        "{spent}"
+    );
+    assert_eq!(spent["usd"].as_f64(), Some(0.0), "{spent}");
+    assert!(!stderr.contains("warning:"), "a qualified codex: {stderr}");
+}
+
+#[test]
+fn codex_with_a_refused_key_is_auth_and_drive_goes_on_with_claude() {
+    let Some(a) = Agents::new(&["codex", "claude"], 10) else {
+        return;
+    };
+    let refused = StandIn::new(vec![
+        Reply::Error {
+            status: 401,
+            headers: vec![],
+            body: r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}"#,
+        };
+        // Codex reconnects five times before it gives up.
+        6
+    ]);
+    let working = StandIn::new(vec![Reply::shell(RECORD), Reply::Text("Recorded.")]);
+    let codex_url = format!("{}/v1", refused.url);
+    let output = a.drive(
+        "codex,claude",
+        &["--max-iterations", "2"],
+        &[
+            ("AAS_AUTOLOOP_CODEX_BASE_URL", &codex_url),
+            ("AAS_AUTOLOOP_CLAUDE_BASE_URL", &working.url),
+            ("OPENAI_API_KEY", "sk-standin-not-a-key"),
+        ],
+    );
+    let stderr = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("codex excluded for this run (auth_or_session_dead); switching to claude"),
+        "{stderr}"
+    );
+    assert_eq!(a.outcomes(), ["{\"failed\":\"auth\"}", "\"advanced\""]);
+    assert_eq!(iteration_numbers(&a.f.dir), [1]);
+}
+
+#[test]
+fn a_turn_that_ends_without_recording_is_a_no_advance_failure() {
+    let Some(a) = Agents::new(&["claude"], 10) else {
+        return;
+    };
+    let standin = StandIn::new(vec![Reply::Text("All done, nothing to record.")]);
     let [(name, url)] = claude_endpoint(&standin);
     let output = a.drive("claude", &["--max-failures", "1"], &[(name, &url)]);
     let stderr = stderr(&output);
@@ -280,10 +346,10 @@ fn a_turn_that_ends_without_recording_is_a_no_advance_failure() {
 
 #[test]
 fn a_hanging_model_api_times_the_turn_out_and_kills_its_whole_process_group() {
-    let Some(a) = Agents::new("claude", 10) else {
+    let Some(a) = Agents::new(&["claude"], 10) else {
         return;
     };
-    let standin = StandIn::anthropic(vec![Reply::Hang]);
+    let standin = StandIn::new(vec![Reply::Hang]);
     let [(name, url)] = claude_endpoint(&standin);
     let started = Instant::now();
     let output = a.drive(
@@ -306,10 +372,10 @@ fn claude_as_root_without_a_sandbox_is_a_configuration_error_saying_what_to_do()
         // Not root: Claude Code accepts its flags; nothing to refuse.
         return;
     }
-    let Some(a) = Agents::new("claude", 10) else {
+    let Some(a) = Agents::new(&["claude"], 10) else {
         return;
     };
-    let standin = StandIn::anthropic(vec![]);
+    let standin = StandIn::new(vec![]);
     let [(name, url)] = claude_endpoint(&standin);
     // No IS_SANDBOX: what a root machine that is not a sandbox has.
     let output = a.drive("claude", &[], &[(name, &url), ("IS_SANDBOX", "")]);

@@ -458,6 +458,8 @@ fn agent_cmd_prints_every_provider_pinned_with_its_family() {
                 "--ignore-user-config",
                 "-c",
                 "model_provider=\"openai\"",
+                "-c",
+                "allow_login_shell=false",
                 "--dangerously-bypass-approvals-and-sandbox",
                 "--skip-git-repo-check",
                 "--json",

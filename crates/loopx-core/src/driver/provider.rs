@@ -380,7 +380,9 @@ pub const PROVIDERS: &[Provider] = &[
         endpoint: Endpoint::CodexProvider,
         // 0.171 dropped `--full-auto`; outside a git repository (or a
         // project it trusts) exec refuses to run without
-        // `--skip-git-repo-check`.
+        // `--skip-git-repo-check`; its shell tool runs a login shell by
+        // default, whose profile (Debian's, as root) resets PATH and loses
+        // the loopx the driver puts first on it.
         launchers: &[Launcher {
             binary: "codex",
             qualified: Qualified::Versions {
@@ -392,6 +394,8 @@ pub const PROVIDERS: &[Provider] = &[
                 "--ignore-user-config",
                 "-c",
                 CODEX_OPENAI,
+                "-c",
+                "allow_login_shell=false",
                 "--dangerously-bypass-approvals-and-sandbox",
                 "--skip-git-repo-check",
                 "--json",
@@ -656,6 +660,8 @@ mod tests {
                 "--ignore-user-config",
                 "-c",
                 "model_provider=\"openai\"",
+                "-c",
+                "allow_login_shell=false",
                 "--skip-git-repo-check",
                 "P"
             ]
@@ -731,6 +737,8 @@ mod tests {
                 "--ignore-user-config",
                 "-c",
                 "model_provider=\"openai\"",
+                "-c",
+                "allow_login_shell=false",
                 "--dangerously-bypass-approvals-and-sandbox",
                 "--skip-git-repo-check",
                 "--json",

@@ -1,16 +1,16 @@
 //! A scripted stand-in for a model API, on loopback, written for these
-//! tests: no model, no network. It speaks the Anthropic Messages API with
-//! SSE streaming (what Claude Code and OpenCode's Anthropic provider
-//! call), enough for a real agent CLI to run a real turn against it: the
-//! model's replies are a script of tool calls, texts and errors (status,
+//! tests: no model, no network. It speaks, with SSE streaming, the
+//! Anthropic Messages API (`/v1/messages`: Claude Code, OpenCode's
+//! Anthropic provider) and the OpenAI Responses API (`/v1/responses`:
+//! Codex), enough for a real agent CLI to run a real turn against it: the
+//! model's replies are a script of shell calls, texts and errors (status,
 //! headers, body), or a hang.
 //!
-//! Each request that offers tools (a model turn of the agent) takes the
-//! next reply of the script; a request without tools (a CLI's side call:
-//! a session title, a summary) is answered with a short text and takes
-//! nothing. A script that runs out answers every further turn with a
-//! closing text. Not here: the OpenAI Responses API (Codex), which the
-//! suite does not run yet.
+//! Each model turn of the agent (a Messages request that offers tools;
+//! every Responses request) takes the next reply of the script; a Messages
+//! request without tools (a CLI's side call: a session title) is answered
+//! with a short text and takes nothing. A script that runs out answers
+//! every further turn with a closing text.
 
 use serde_json::{json, Value};
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
@@ -21,8 +21,10 @@ use std::time::Duration;
 /// One reply of the model.
 #[derive(Debug, Clone)]
 pub enum Reply {
-    /// The model calls tool `name` with `input`.
-    Tool { name: &'static str, input: Value },
+    /// The model runs `command` with the CLI's shell tool (Claude Code's
+    /// `Bash`, OpenCode's `bash`, Codex's `exec_command` through its
+    /// `exec` tool).
+    Shell(String),
     /// The model answers `text` and ends its turn.
     Text(&'static str),
     /// The API answers with this status, headers and body.
@@ -36,13 +38,8 @@ pub enum Reply {
 }
 
 impl Reply {
-    /// The model runs `command` with the shell tool (Claude Code's `Bash`,
-    /// OpenCode's `bash`: the name the request offers is used).
     pub fn shell(command: &str) -> Reply {
-        Reply::Tool {
-            name: "Bash",
-            input: json!({ "command": command, "description": "run a command" }),
-        }
+        Reply::Shell(command.to_owned())
     }
 }
 
@@ -66,7 +63,7 @@ pub struct StandIn {
 
 impl StandIn {
     /// Serve `script` on a free loopback port until the test ends.
-    pub fn anthropic(script: Vec<Reply>) -> StandIn {
+    pub fn new(script: Vec<Reply>) -> StandIn {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(Seen {
@@ -111,6 +108,11 @@ fn serve(stream: TcpStream, seen: &Mutex<Seen>) -> std::io::Result<()> {
     let mut body = vec![0; length];
     reader.read_exact(&mut body)?;
     let mut out = stream;
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    if request_line.starts_with("POST ") && request_line.contains("/v1/responses") {
+        let reply = next(seen);
+        return responses(&mut out, reply, seen);
+    }
     if !request_line.starts_with("POST ") || !request_line.contains("/v1/messages") {
         return respond(&mut out, 404, &[], "application/json", "{}");
     }
@@ -123,7 +125,6 @@ fn serve(stream: TcpStream, seen: &Mutex<Seen>) -> std::io::Result<()> {
             r#"{"input_tokens":1000}"#,
         );
     }
-    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let model = request["model"].as_str().unwrap_or("claude-sonnet-4-5");
     let tools: Vec<&str> = request["tools"]
         .as_array()
@@ -132,38 +133,104 @@ fn serve(stream: TcpStream, seen: &Mutex<Seen>) -> std::io::Result<()> {
     let reply = if tools.is_empty() {
         Reply::Text("Stand-in title")
     } else {
-        let mut seen = seen.lock().unwrap();
-        seen.turns += 1;
-        seen.script
-            .pop()
-            .unwrap_or(Reply::Text("The script has ended."))
+        next(seen)
     };
     let streaming = request["stream"].as_bool() == Some(true);
+    let block = match reply {
+        Reply::Hang | Reply::Error { .. } => return fail(&mut out, reply),
+        Reply::Text(text) => json!({ "type": "text", "text": text }),
+        Reply::Shell(command) => {
+            // The shell tool as the CLI names it (`Bash`, `bash`).
+            let name = tools
+                .iter()
+                .find(|t| t.eq_ignore_ascii_case("bash"))
+                .copied()
+                .unwrap_or("Bash");
+            let id = format!("toolu_standin_{}", seen.lock().unwrap().turns);
+            let input = json!({ "command": command, "description": "run a command" });
+            json!({ "type": "tool_use", "id": id, "name": name, "input": input })
+        }
+    };
+    let stop_reason = if block["type"] == "tool_use" {
+        "tool_use"
+    } else {
+        "end_turn"
+    };
+    message(&mut out, model, block, stop_reason, streaming)
+}
+
+/// The next reply of the script, counting a model turn.
+fn next(seen: &Mutex<Seen>) -> Reply {
+    let mut seen = seen.lock().unwrap();
+    seen.turns += 1;
+    seen.script
+        .pop()
+        .unwrap_or(Reply::Text("The script has ended."))
+}
+
+/// A reply that is not the model's: an error response, or none at all.
+fn fail(out: &mut TcpStream, reply: Reply) -> std::io::Result<()> {
     match reply {
-        Reply::Hang => loop {
-            std::thread::sleep(Duration::from_secs(60));
-        },
         Reply::Error {
             status,
             headers,
             body,
-        } => respond(&mut out, status, &headers, "application/json", body),
-        Reply::Text(text) => {
-            let block = json!({ "type": "text", "text": text });
-            message(&mut out, model, block, "end_turn", streaming)
-        }
-        Reply::Tool { name, input } => {
-            // The tool as the CLI names it (`Bash`, `bash`).
-            let name = tools
-                .iter()
-                .find(|t| t.eq_ignore_ascii_case(name))
-                .copied()
-                .unwrap_or(name);
-            let id = format!("toolu_standin_{}", seen.lock().unwrap().turns);
-            let block = json!({ "type": "tool_use", "id": id, "name": name, "input": input });
-            message(&mut out, model, block, "tool_use", streaming)
-        }
+        } => respond(out, status, &headers, "application/json", body),
+        _ => loop {
+            std::thread::sleep(Duration::from_secs(60));
+        },
     }
+}
+
+/// One Responses API turn, as the SSE events Codex reads: the item (a
+/// call of Codex's `exec` tool, whose JavaScript runs `exec_command`, or
+/// an assistant message) and the completed response with its usage.
+fn responses(out: &mut TcpStream, reply: Reply, seen: &Mutex<Seen>) -> std::io::Result<()> {
+    let turn = seen.lock().unwrap().turns;
+    let item = match reply {
+        Reply::Hang | Reply::Error { .. } => return fail(out, reply),
+        Reply::Text(text) => json!({
+            "type": "message", "role": "assistant", "id": format!("msg_standin_{turn}"),
+            "content": [{ "type": "output_text", "text": text }],
+        }),
+        Reply::Shell(command) => json!({
+            "type": "custom_tool_call", "id": format!("ctc_standin_{turn}"),
+            "call_id": format!("call_standin_{turn}"), "name": "exec", "status": "completed",
+            "input": format!(
+                "const r = await tools.exec_command({{cmd: {}}}); text(r.output);",
+                Value::from(command)
+            ),
+        }),
+    };
+    let id = format!("resp_standin_{turn}");
+    let usage = json!({
+        "input_tokens": INPUT_TOKENS, "input_tokens_details": { "cached_tokens": 0 },
+        "output_tokens": OUTPUT_TOKENS, "output_tokens_details": { "reasoning_tokens": 0 },
+        "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS,
+    });
+    let events = [
+        json!({ "type": "response.created", "response": { "id": id } }),
+        json!({ "type": "response.output_item.added", "output_index": 0, "item": item }),
+        json!({ "type": "response.output_item.done", "output_index": 0, "item": item }),
+        json!({ "type": "response.completed", "response": { "id": id, "usage": usage } }),
+    ];
+    stream_events(
+        out,
+        events.iter().map(|e| (e["type"].as_str().unwrap_or(""), e)),
+    )
+}
+
+/// A 200 SSE response of `(event, data)` pairs; the connection then closes.
+fn stream_events<'a>(
+    out: &mut TcpStream,
+    events: impl Iterator<Item = (&'a str, &'a Value)>,
+) -> std::io::Result<()> {
+    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n";
+    out.write_all(head.as_bytes())?;
+    for (event, data) in events {
+        out.write_all(format!("event: {event}\ndata: {data}\n\n").as_bytes())?;
+    }
+    out.flush()
 }
 
 fn respond(
@@ -240,10 +307,5 @@ fn message(
         json!({ "type": "message_delta", "delta": { "stop_reason": stop_reason, "stop_sequence": null }, "usage": { "output_tokens": OUTPUT_TOKENS } }),
     ));
     events.push(("message_stop", json!({ "type": "message_stop" })));
-    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n";
-    out.write_all(head.as_bytes())?;
-    for (event, data) in events {
-        out.write_all(format!("event: {event}\ndata: {data}\n\n").as_bytes())?;
-    }
-    out.flush()
+    stream_events(out, events.iter().map(|(event, data)| (*event, data)))
 }
