@@ -512,15 +512,20 @@ mod tests {
     }
 
     #[test]
-    fn a_refused_key_is_auth_in_every_cli_output() {
-        for (name, structured) in [
-            ("claude-401.jsonl", Structured::ClaudeStreamJson),
-            ("codex-401.jsonl", Structured::CodexJson),
-            ("opencode-401.jsonl", Structured::OpencodeJson),
-        ] {
-            let reading = read(&fixture(name), structured, now());
-            assert_eq!(reading.class, Some(FailureClass::Auth), "{name}");
-            assert!(reading.reported_error.is_some(), "{name}");
+    fn a_refused_key_is_auth_and_a_usage_limit_quota_in_every_cli_output() {
+        for (status, class) in [("401", FailureClass::Auth), ("429", FailureClass::Quota)] {
+            for (cli, structured) in [
+                ("claude", Structured::ClaudeStreamJson),
+                ("codex", Structured::CodexJson),
+                ("opencode", Structured::OpencodeJson),
+            ] {
+                let name = format!("{cli}-{status}.jsonl");
+                let reading = read(&fixture(&name), structured, now());
+                assert_eq!(reading.class, Some(class), "{name}");
+                assert!(reading.reported_error.is_some(), "{name}");
+                // None passes the API's reset time on: the driver backs off.
+                assert_eq!(reading.resets_at, None, "{name}");
+            }
         }
     }
 
