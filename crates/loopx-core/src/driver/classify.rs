@@ -69,6 +69,19 @@ pub struct Reading {
     pub resets_at: Option<Timestamp>,
 }
 
+impl Reading {
+    /// The structured output reported a failure: its class from the HTTP
+    /// status the model API answered, else from its words, unless an
+    /// earlier event already gave one.
+    fn failed(&mut self, status: Option<u64>, message: String) {
+        self.class = self
+            .class
+            .or(class_from_status(status))
+            .or(class_from_text(&message));
+        self.reported_error = Some(message);
+    }
+}
+
 /// The agent's part of a log: everything after the prompt sentinel.
 pub fn agent_output(log: &str) -> &str {
     match log.find(END_OF_PROMPT) {
@@ -170,6 +183,22 @@ pub fn launch_refusal(output: &str) -> Option<String> {
     })
 }
 
+/// A failure class from the HTTP status the model API answered.
+fn class_from_status(status: Option<u64>) -> Option<FailureClass> {
+    match status? {
+        401 | 403 => Some(FailureClass::Auth),
+        429 => Some(FailureClass::Quota),
+        _ => None,
+    }
+}
+
+/// A reported price in USD: a finite, non-negative number.
+fn usd(value: Option<&Value>) -> Option<f64> {
+    value
+        .and_then(Value::as_f64)
+        .filter(|u| u.is_finite() && *u >= 0.0)
+}
+
 /// A reset time in text: an RFC 3339 timestamp after "reset", or
 /// "resets in N minutes/hours".
 pub fn reset_from_text(output: &str, now: Timestamp) -> Option<Timestamp> {
@@ -246,11 +275,7 @@ pub fn read(output: &str, structured: Structured, now: Timestamp) -> Reading {
         let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
         match (structured, kind) {
             (Structured::ClaudeStreamJson, "result") => {
-                if let Some(usd) = event
-                    .get("total_cost_usd")
-                    .and_then(Value::as_f64)
-                    .filter(|u| u.is_finite() && *u >= 0.0)
-                {
+                if let Some(usd) = usd(event.get("total_cost_usd")) {
                     reading.usage.usd = usd;
                     reading.usage.usd_provenance = Provenance::Reported;
                 }
@@ -264,13 +289,8 @@ pub fn read(output: &str, structured: Structured, now: Timestamp) -> Reading {
                         .find_map(|k| event.get(*k).and_then(Value::as_str))
                         .unwrap_or("is_error")
                         .to_owned();
-                    let by_status = match event.get("api_error_status").and_then(Value::as_u64) {
-                        Some(401 | 403) => Some(FailureClass::Auth),
-                        Some(429) => Some(FailureClass::Quota),
-                        _ => None,
-                    };
-                    reading.class = reading.class.or(by_status).or(class_from_text(&reason));
-                    reading.reported_error = Some(reason);
+                    let status = event.get("api_error_status").and_then(Value::as_u64);
+                    reading.failed(status, reason);
                 }
             }
             (Structured::ClaudeStreamJson, "rate_limit_event") => {
@@ -300,13 +320,7 @@ pub fn read(output: &str, structured: Structured, now: Timestamp) -> Reading {
                     .and_then(Value::as_str)
                     .unwrap_or(kind)
                     .to_owned();
-                let by_status = match status {
-                    Some(401 | 403) => Some(FailureClass::Auth),
-                    Some(429) => Some(FailureClass::Quota),
-                    _ => None,
-                };
-                reading.class = reading.class.or(by_status).or(class_from_text(&message));
-                reading.reported_error = Some(message);
+                reading.failed(status, message);
             }
             (Structured::OpencodeJson, "step_finish") => {
                 let part = event.get("part").unwrap_or(&event);
@@ -314,11 +328,7 @@ pub fn read(output: &str, structured: Structured, now: Timestamp) -> Reading {
                     reading.usage.tokens = reading.usage.tokens.saturating_add(tokens);
                     reading.usage.tokens_provenance = Provenance::Reported;
                 }
-                if let Some(usd) = part
-                    .get("cost")
-                    .and_then(Value::as_f64)
-                    .filter(|u| u.is_finite() && *u >= 0.0)
-                {
+                if let Some(usd) = usd(part.get("cost")) {
                     reading.usage.usd += usd;
                     reading.usage.usd_provenance = Provenance::Reported;
                 }
@@ -330,8 +340,7 @@ pub fn read(output: &str, structured: Structured, now: Timestamp) -> Reading {
                     .and_then(Value::as_str)
                     .unwrap_or(kind)
                     .to_owned();
-                reading.class = reading.class.or(class_from_text(&message));
-                reading.reported_error = Some(message);
+                reading.failed(None, message);
             }
             _ => {}
         }
