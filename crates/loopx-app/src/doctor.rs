@@ -324,7 +324,14 @@ fn provider_check(provider: &provider::Provider) -> Option<Check> {
                 Fit::Unqualified => "loopx has not qualified any version of it".to_owned(),
                 _ => "not a qualified version".to_owned(),
             };
-            let warning = installed.warning();
+            let root = platform::effective_uid() == 0;
+            let warning = [
+                installed.warning(),
+                provider::root_refusal(provider, root, |name| std::env::var(name).ok()),
+            ]
+            .into_iter()
+            .flatten()
+            .reduce(|a, b| format!("{a}; {b}"));
             Check {
                 name,
                 ok: true,

@@ -49,6 +49,7 @@ impl Home {
             .env_remove("CODEX_HOME")
             .env_remove("LOOPX_DIR")
             .env_remove("LOOPX_REGISTRY_DIR")
+            .env_remove("IS_SANDBOX")
             // Only the test's own fake providers, and git for the
             // workspace probe.
             .env("PATH", format!("{}:/usr/bin:/bin", self.bin.display()));
@@ -575,13 +576,37 @@ fn doctor_names_the_providers_on_path_and_whether_each_version_is_qualified() {
     let (_, body) = h.doctor(&dir);
     let claude = check(&body, "provider.claude");
     assert_eq!(claude["ok"], true);
-    assert!(claude.get("warning").is_none(), "{claude}");
     assert!(
         claude["detail"]
             .as_str()
             .unwrap()
             .contains("a qualified version"),
         "{claude}"
+    );
+    // As root, Claude Code refuses its autonomy flag: doctor says what to
+    // do, and nothing once IS_SANDBOX says the machine is a sandbox.
+    // SAFETY: geteuid(2) has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let warning = claude["warning"].as_str().unwrap();
+        assert!(
+            warning.contains("IS_SANDBOX=1") && warning.contains("another user"),
+            "{warning}"
+        );
+    } else {
+        assert!(claude.get("warning").is_none(), "{claude}");
+    }
+    let sandboxed = h
+        .loopx()
+        .args(["doctor", "--json", "--dir", dir.to_str().unwrap()])
+        .env("IS_SANDBOX", "1")
+        .output()
+        .unwrap();
+    let sandboxed: serde_json::Value = serde_json::from_slice(&sandboxed.stdout).unwrap();
+    assert!(
+        check(&sandboxed, "provider.claude")
+            .get("warning")
+            .is_none(),
+        "{sandboxed}"
     );
     // The text report: one stream, with the warning marked.
     let newer = h.bin.join("codex");

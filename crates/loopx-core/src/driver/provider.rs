@@ -139,6 +139,9 @@ pub struct Provider {
     pub family: Family,
     /// How the CLI is pointed at another endpoint (see [`endpoint_launch`]).
     pub endpoint: Endpoint,
+    /// The CLI refuses its autonomy flag when run as root, unless this
+    /// variable says the machine is a sandbox (see [`root_refusal`]).
+    pub refuses_root_unless: Option<&'static str>,
     /// Tried in order; the first binary on PATH is used, with the row
     /// for its version ([`resolve`]).
     pub launchers: &'static [Launcher],
@@ -322,6 +325,24 @@ pub fn endpoint_launch(
     Ok(Launch { args, env })
 }
 
+/// What a person running `provider` as root must do first, when its CLI
+/// refuses its autonomy flag as root and `env(name)` does not already say
+/// the machine is a sandbox.
+pub fn root_refusal(
+    provider: &Provider,
+    root: bool,
+    env: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    let variable = provider.refuses_root_unless?;
+    let sandbox = env(variable).is_some_and(|v| !v.is_empty() && v != "0");
+    (root && !sandbox).then(|| {
+        format!(
+            "{} refuses its autonomy flag as root: run drive as another user, or set {variable}=1 where the machine really is a sandbox (a container or VM with nothing else to lose)",
+            provider.name
+        )
+    })
+}
+
 /// Stands for the project root (the agent's working directory) in a
 /// launcher's arguments.
 pub const ROOT: &str = "{root}";
@@ -358,6 +379,9 @@ pub const PROVIDERS: &[Provider] = &[
         name: "claude",
         family: Family::Anthropic,
         endpoint: Endpoint::Env("ANTHROPIC_BASE_URL"),
+        // "--dangerously-skip-permissions cannot be used with root/sudo
+        // privileges for security reasons" (2.1.197).
+        refuses_root_unless: Some("IS_SANDBOX"),
         launchers: &[Launcher {
             binary: "claude",
             qualified: Qualified::Versions {
@@ -378,6 +402,7 @@ pub const PROVIDERS: &[Provider] = &[
         name: "codex",
         family: Family::Openai,
         endpoint: Endpoint::CodexProvider,
+        refuses_root_unless: None,
         // 0.171 dropped `--full-auto`; outside a git repository (or a
         // project it trusts) exec refuses to run without
         // `--skip-git-repo-check`; its shell tool runs a login shell by
@@ -408,6 +433,7 @@ pub const PROVIDERS: &[Provider] = &[
         name: "deepseek",
         family: Family::Deepseek,
         endpoint: Endpoint::None,
+        refuses_root_unless: None,
         launchers: &[
             text("codewhale", DEEPSEEK_PINNED, &[]),
             text(
@@ -422,6 +448,7 @@ pub const PROVIDERS: &[Provider] = &[
         name: "opencode",
         family: Family::Unverified,
         endpoint: Endpoint::OpencodeConfig,
+        refuses_root_unless: None,
         // `--auto`: approve every permission not explicitly denied (an
         // unattended turn cannot answer a prompt).
         launchers: &[Launcher {
@@ -439,12 +466,14 @@ pub const PROVIDERS: &[Provider] = &[
         name: "copilot",
         family: Family::Unverified,
         endpoint: Endpoint::None,
+        refuses_root_unless: None,
         launchers: &[text("copilot", &["-p"], &["--allow-all-tools"])],
     },
     Provider {
         name: "antigravity",
         family: Family::Google,
         endpoint: Endpoint::None,
+        refuses_root_unless: None,
         launchers: &[
             text("agy", &["-p"], &["--dangerously-skip-permissions"]),
             text("gemini", &["--yolo", "-p"], &[]),
@@ -454,6 +483,7 @@ pub const PROVIDERS: &[Provider] = &[
         name: "grok",
         family: Family::Xai,
         endpoint: Endpoint::None,
+        refuses_root_unless: None,
         launchers: &[
             text("grok", &["-p"], &["--yolo"]),
             text("grok-remote", &["-p"], &["--yolo"]),
@@ -465,6 +495,7 @@ pub const PROVIDERS: &[Provider] = &[
         name: "kimi",
         family: Family::Unverified,
         endpoint: Endpoint::None,
+        refuses_root_unless: None,
         launchers: &[text("kimi", &["-p"], &["--auto"])],
     },
 ];
@@ -933,5 +964,19 @@ mod tests {
         .is_ok());
         let plain = endpoint_launch(provider, &provider.launchers[0], "P", "/r", None).unwrap();
         assert!(plain.env.is_empty());
+    }
+    #[test]
+    fn claude_as_root_outside_a_sandbox_is_told_what_to_do_and_nobody_else_is() {
+        let claude = find("claude").unwrap();
+        let unset = |_: &str| None;
+        let advice = root_refusal(claude, true, unset).unwrap();
+        assert!(
+            advice.contains("IS_SANDBOX=1") && advice.contains("another user"),
+            "{advice}"
+        );
+        let sandbox = |name: &str| (name == "IS_SANDBOX").then(|| "1".to_owned());
+        assert_eq!(root_refusal(claude, true, sandbox), None);
+        assert_eq!(root_refusal(claude, false, unset), None);
+        assert_eq!(root_refusal(find("codex").unwrap(), true, unset), None);
     }
 }
