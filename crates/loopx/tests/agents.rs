@@ -115,12 +115,26 @@ impl Agents {
         self.f.json(&["status", "--dir", self.f.d()])
     }
 
-    /// The settled outcomes of the driver's turns, in order.
+    /// The settled outcomes of the driver's turns, in order, as drive
+    /// prints them (`advanced`, `failed:auth`).
     fn outcomes(&self) -> Vec<String> {
         common::journal_events(&self.f.dir, "driver.settled")
             .iter()
-            .map(|e| e["settlement"]["outcome"].to_string())
+            .map(|e| match &e["settlement"]["outcome"] {
+                Value::Object(failed) => format!("failed:{}", failed["failed"].as_str().unwrap()),
+                outcome => outcome.as_str().unwrap().to_owned(),
+            })
             .collect()
+    }
+
+    /// `drive` exited `code` after turns that came to `outcomes` and left
+    /// the ledger with iterations `recorded`; its stderr, for more checks.
+    fn ended(&self, output: &Output, code: i32, outcomes: &[&str], recorded: &[u64]) -> String {
+        let stderr = stderr(output);
+        assert_eq!(output.status.code(), Some(code), "{stderr}");
+        assert_eq!(self.outcomes(), outcomes, "{stderr}");
+        assert_eq!(iteration_numbers(&self.f.dir), recorded, "{stderr}");
+        stderr
     }
 
     /// Every turn log's agent output, concatenated.
@@ -164,13 +178,17 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-/// The `result` event Claude Code printed last in `log`.
-fn claude_result(log: &str) -> Value {
-    log.lines()
-        .rev()
+/// The USD Claude Code's `result` events in `logs` reported, summed (one
+/// a turn).
+fn claude_reported_usd(logs: &str) -> f64 {
+    let results: Vec<f64> = logs
+        .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|e| e["type"] == "result")
-        .unwrap_or_else(|| panic!("no result event in {log}"))
+        .filter(|e| e["type"] == "result")
+        .map(|e| e["total_cost_usd"].as_f64().unwrap())
+        .collect();
+    assert!(!results.is_empty(), "no result event in {logs}");
+    results.iter().sum()
 }
 
 fn claude_endpoint(standin: &StandIn) -> [(&'static str, String); 1] {
@@ -185,15 +203,12 @@ fn claude_records_its_iteration_through_bash_and_is_charged_what_it_reported() {
     let standin = StandIn::new(vec![Reply::shell(RECORD), Reply::Text("Recorded.")]);
     let [(name, url)] = claude_endpoint(&standin);
     let output = a.drive("claude", &["--max-iterations", "1"], &[(name, &url)]);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    assert_eq!(iteration_numbers(&a.f.dir), [1]);
+    a.ended(&output, 0, &["advanced"], &[1]);
     assert_eq!(standin.turns(), 2, "a tool call, then the closing text");
-    assert_eq!(a.outcomes(), ["\"advanced\""]);
     // Charged once, from Claude Code's own result: its token sum of what
     // the stand-in reported, and its own price for them.
-    let result = claude_result(&a.logs());
-    let usd = result["total_cost_usd"].as_f64().unwrap();
-    assert!(usd > 0.0, "{result}");
+    let usd = claude_reported_usd(&a.logs());
+    assert!(usd > 0.0);
     let spent = &a.status()["spent"];
     assert_eq!(
         spent["tokens"].as_u64(),
@@ -231,8 +246,7 @@ fn a_refused_key_is_auth_at_once_and_drive_goes_on_with_the_next_provider() {
             ("CLAUDE_CODE_MAX_RETRIES", "0"),
         ],
     );
-    let stderr = stderr(&output);
-    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let stderr = a.ended(&output, 0, &["failed:auth", "advanced"], &[1]);
     assert!(
         started.elapsed() < Duration::from_secs(90),
         "{:?}",
@@ -243,12 +257,6 @@ fn a_refused_key_is_auth_at_once_and_drive_goes_on_with_the_next_provider() {
             .contains("claude excluded for this run (auth_or_session_dead); switching to opencode"),
         "{stderr}"
     );
-    assert_eq!(
-        a.outcomes(),
-        ["{\"failed\":\"auth\"}", "\"advanced\""],
-        "{stderr}"
-    );
-    assert_eq!(iteration_numbers(&a.f.dir), [1]);
     assert_eq!(working.turns(), 2);
     // OpenCode's own usage (its --format json steps) is what was charged.
     let spent = &a.status()["spent"];
@@ -273,11 +281,8 @@ fn codex_records_its_iteration_through_exec_command_outside_a_git_repository() {
             ("OPENAI_API_KEY", "sk-standin-not-a-key"),
         ],
     );
-    let stderr = stderr(&output);
-    assert_eq!(output.status.code(), Some(0), "{stderr}");
-    assert_eq!(iteration_numbers(&a.f.dir), [1]);
+    let stderr = a.ended(&output, 0, &["advanced"], &[1]);
     assert_eq!(standin.turns(), 2, "an exec call, then the closing text");
-    assert_eq!(a.outcomes(), ["\"advanced\""]);
     // Codex reports tokens (its turn.completed usage), never a price.
     let spent = &a.status()["spent"];
     assert_eq!(
@@ -314,14 +319,74 @@ fn codex_with_a_refused_key_is_auth_and_drive_goes_on_with_claude() {
             ("OPENAI_API_KEY", "sk-standin-not-a-key"),
         ],
     );
-    let stderr = stderr(&output);
-    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let stderr = a.ended(&output, 0, &["failed:auth", "advanced"], &[1]);
     assert!(
         stderr.contains("codex excluded for this run (auth_or_session_dead); switching to claude"),
         "{stderr}"
     );
-    assert_eq!(a.outcomes(), ["{\"failed\":\"auth\"}", "\"advanced\""]);
-    assert_eq!(iteration_numbers(&a.f.dir), [1]);
+}
+
+#[test]
+fn a_usage_limit_is_quota_and_the_driver_backs_off_then_resumes_charging_once() {
+    let Some(a) = Agents::new(&["claude"], 10) else {
+        return;
+    };
+    let standin = StandIn::new(vec![
+        Reply::Error {
+            status: 429,
+            headers: vec![
+                ("retry-after", "1"),
+                ("anthropic-ratelimit-requests-reset", "2030-01-01T00:00:00Z"),
+            ],
+            body: r#"{"type":"error","error":{"type":"rate_limit_error","message":"Number of requests has exceeded your rate limit"}}"#,
+        },
+        Reply::shell(RECORD),
+        Reply::Text("Recorded."),
+    ]);
+    let [(name, url)] = claude_endpoint(&standin);
+    let output = a.drive(
+        "claude",
+        &["--max-iterations", "2", "--quota-backoff", "1"],
+        // One attempt per turn: the driver, not the CLI, waits (below).
+        &[(name, &url), ("CLAUDE_CODE_MAX_RETRIES", "0")],
+    );
+    let stderr = a.ended(&output, 0, &["failed:quota", "advanced"], &[1]);
+    assert!(
+        stderr.contains("quota signal 1 from claude; backing off 1s"),
+        "{stderr}"
+    );
+    // Charged what each turn reported, once: nothing for the refused one.
+    let usd = claude_reported_usd(&a.logs());
+    assert!(usd > 0.0);
+    assert_eq!(a.status()["spent"]["usd"].as_f64(), Some(usd));
+}
+
+#[test]
+fn an_overload_mid_stream_is_retried_by_claude_code_within_the_turn() {
+    let Some(a) = Agents::new(&["claude"], 10) else {
+        return;
+    };
+    let standin = StandIn::new(vec![
+        Reply::BrokenStream(
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+        ),
+        Reply::shell(RECORD),
+        Reply::Text("Recorded."),
+    ]);
+    let [(name, url)] = claude_endpoint(&standin);
+    let output = a.drive(
+        "claude",
+        &["--max-iterations", "1"],
+        &[(name, &url), ("CLAUDE_CODE_MAX_RETRIES", "0")],
+    );
+    // Even with its retries off, Claude Code asks again after a broken
+    // stream: the driver sees one turn that advanced, nothing to classify.
+    a.ended(&output, 0, &["advanced"], &[1]);
+    assert_eq!(
+        standin.turns(),
+        3,
+        "the broken stream, the shell call, the text"
+    );
 }
 
 #[test]
@@ -332,14 +397,11 @@ fn a_turn_that_ends_without_recording_is_a_no_advance_failure() {
     let standin = StandIn::new(vec![Reply::Text("All done, nothing to record.")]);
     let [(name, url)] = claude_endpoint(&standin);
     let output = a.drive("claude", &["--max-failures", "1"], &[(name, &url)]);
-    let stderr = stderr(&output);
-    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    let stderr = a.ended(&output, 3, &["no_advance"], &[]);
     assert!(
         stderr.contains("the agent exited 0 without recording an iteration"),
         "{stderr}"
     );
-    assert_eq!(a.outcomes(), ["\"no_advance\""]);
-    assert!(iteration_numbers(&a.f.dir).is_empty());
     // What the turn cost is charged all the same.
     assert!(a.status()["spent"]["usd"].as_f64().unwrap() > 0.0);
 }
@@ -357,11 +419,9 @@ fn a_hanging_model_api_times_the_turn_out_and_kills_its_whole_process_group() {
         &["--iteration-timeout", "8", "--max-failures", "1"],
         &[(name, &url)],
     );
-    let stderr = stderr(&output);
-    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    let stderr = a.ended(&output, 3, &["timed_out"], &[]);
     assert!(started.elapsed() < Duration::from_secs(60));
     assert!(stderr.contains("ran past --iteration-timeout"), "{stderr}");
-    assert_eq!(a.outcomes(), ["\"timed_out\""]);
     assert_eq!(standin.turns(), 1, "the CLI reached the model API");
     assert_eq!(a.survivors(), Vec::<String>::new());
 }
@@ -379,15 +439,13 @@ fn claude_as_root_without_a_sandbox_is_a_configuration_error_saying_what_to_do()
     let [(name, url)] = claude_endpoint(&standin);
     // No IS_SANDBOX: what a root machine that is not a sandbox has.
     let output = a.drive("claude", &[], &[(name, &url), ("IS_SANDBOX", "")]);
-    let stderr = stderr(&output);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let stderr = a.ended(&output, 2, &["failed:configuration"], &[]);
     assert!(
         stderr.contains("as root: run drive as another user, or set IS_SANDBOX=1"),
         "{stderr}"
     );
     let version = format!("claude {}", cli_version(&a.clis.join("claude")));
     assert!(stderr.contains(&version), "{version} in {stderr}");
-    assert_eq!(a.outcomes(), ["{\"failed\":\"configuration\"}"]);
     assert_eq!(standin.turns(), 0);
 }
 

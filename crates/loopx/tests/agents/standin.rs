@@ -33,6 +33,9 @@ pub enum Reply {
         headers: Vec<(&'static str, &'static str)>,
         body: &'static str,
     },
+    /// The API starts a 200 stream, then sends an `error` event with
+    /// this body (Anthropic's overloaded_error mid-stream) and closes.
+    BrokenStream(&'static str),
     /// The API never answers (the connection stays open).
     Hang,
 }
@@ -137,6 +140,16 @@ fn serve(stream: TcpStream, seen: &Mutex<Seen>) -> std::io::Result<()> {
     };
     let streaming = request["stream"].as_bool() == Some(true);
     let block = match reply {
+        Reply::BrokenStream(error) => {
+            let start = json!({ "type": "message_start", "message": {
+                "id": "msg_standin", "type": "message", "role": "assistant", "model": model,
+                "content": [], "stop_reason": null, "stop_sequence": null,
+                "usage": { "input_tokens": INPUT_TOKENS, "output_tokens": 1 },
+            }});
+            let error: Value = serde_json::from_str(error).unwrap_or(Value::Null);
+            let events = [("message_start", &start), ("error", &error)];
+            return stream_events(&mut out, events.into_iter());
+        }
         Reply::Hang | Reply::Error { .. } => return fail(&mut out, reply),
         Reply::Text(text) => json!({ "type": "text", "text": text }),
         Reply::Shell(command) => {
@@ -168,7 +181,8 @@ fn next(seen: &Mutex<Seen>) -> Reply {
         .unwrap_or(Reply::Text("The script has ended."))
 }
 
-/// A reply that is not the model's: an error response, or none at all.
+/// A reply that is not the model's: an error response, or none at all
+/// (a hang; a broken stream is the caller's, as its protocol has it).
 fn fail(out: &mut TcpStream, reply: Reply) -> std::io::Result<()> {
     match reply {
         Reply::Error {
@@ -187,8 +201,14 @@ fn fail(out: &mut TcpStream, reply: Reply) -> std::io::Result<()> {
 /// an assistant message) and the completed response with its usage.
 fn responses(out: &mut TcpStream, reply: Reply, seen: &Mutex<Seen>) -> std::io::Result<()> {
     let turn = seen.lock().unwrap().turns;
+    let id = format!("resp_standin_{turn}");
     let item = match reply {
         Reply::Hang | Reply::Error { .. } => return fail(out, reply),
+        // The stream ends before the response completes.
+        Reply::BrokenStream(_) => {
+            let created = json!({ "type": "response.created", "response": { "id": id } });
+            return stream_events(out, [("response.created", &created)].into_iter());
+        }
         Reply::Text(text) => json!({
             "type": "message", "role": "assistant", "id": format!("msg_standin_{turn}"),
             "content": [{ "type": "output_text", "text": text }],
@@ -202,7 +222,6 @@ fn responses(out: &mut TcpStream, reply: Reply, seen: &Mutex<Seen>) -> std::io::
             ),
         }),
     };
-    let id = format!("resp_standin_{turn}");
     let usage = json!({
         "input_tokens": INPUT_TOKENS, "input_tokens_details": { "cached_tokens": 0 },
         "output_tokens": OUTPUT_TOKENS, "output_tokens_details": { "reasoning_tokens": 0 },
