@@ -74,11 +74,6 @@ impl Agents {
     /// `drive --provider providers args` in the scratch environment, with
     /// `env` added (an empty value removes the variable).
     fn drive(&self, providers: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
-        let path = format!(
-            "{}:{}",
-            self.clis.display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
         let mut command = Command::new(common::loopx_path());
         command
             .args(["drive", "--dir", self.f.d(), "--root"])
@@ -86,7 +81,7 @@ impl Agents {
             .args(["--provider", providers])
             .args(args)
             .env_clear()
-            .env("PATH", path)
+            .env("PATH", self.path())
             .env("HOME", &self.home)
             .env("XDG_CONFIG_HOME", self.home.join(".config"))
             .env("XDG_DATA_HOME", self.home.join(".local/share"))
@@ -109,6 +104,15 @@ impl Agents {
             };
         }
         command.output().unwrap()
+    }
+
+    /// The CLIs first, then the test's own PATH.
+    fn path(&self) -> String {
+        format!(
+            "{}:{}",
+            self.clis.display(),
+            std::env::var("PATH").unwrap_or_default()
+        )
     }
 
     fn status(&self) -> Value {
@@ -494,4 +498,61 @@ fn an_endpoint_setting_no_cli_can_honour_stops_drive_before_any_turn() {
     }
     // Refused before the driver registered: nothing changed.
     assert_eq!(f.fingerprint(), before);
+}
+
+#[test]
+fn an_armed_loops_stop_hook_holds_a_claude_session_once_then_releases_it() {
+    // Not a drive: an interactive-style `claude -p` in a project where
+    // `loopx install` put the Stop hook, with the loop armed for it.
+    let Some(a) = Agents::new(&["claude"], 10) else {
+        return;
+    };
+    // The Stop hook in the project, and the loop armed for it.
+    for args in [
+        vec!["install", "--target", "claude", "--dir", a.f.d()],
+        vec!["arm", "--dir", a.f.d(), "--root", a.root.to_str().unwrap()],
+    ] {
+        a.f.loopx()
+            .args(&args)
+            .current_dir(&a.root)
+            .env("HOME", &a.home)
+            .assert()
+            .success();
+    }
+    let standin = StandIn::new(vec![
+        Reply::Text("I am finished."),
+        Reply::Text("Understood, stopping now."),
+    ]);
+    let mut claude = Command::new(a.clis.join("claude"));
+    claude
+        .args([
+            "-p",
+            "Finish the task.",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ])
+        .current_dir(&a.root)
+        .env_clear()
+        .env("PATH", a.path())
+        .env("HOME", &a.home)
+        .env("LOOPX_REGISTRY_DIR", &a.f.registry)
+        .env("ANTHROPIC_API_KEY", "sk-ant-standin-not-a-key")
+        .env("ANTHROPIC_BASE_URL", &standin.url)
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    let output = claude.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{}", stderr(&output));
+    // Held once: the model was asked again, with loopx's reason; then
+    // released (the second stop carries stop_hook_active), so no third turn.
+    assert_eq!(standin.turns(), 2, "{stdout}");
+    let asked = &standin.requests()[1]["messages"];
+    let feedback = asked.as_array().unwrap().last().unwrap().to_string();
+    for says in [
+        "Stop hook feedback",
+        "Autoloop is active and not finished",
+        a.f.d(),
+    ] {
+        assert!(feedback.contains(says), "{says} in {feedback}");
+    }
 }

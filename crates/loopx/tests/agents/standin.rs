@@ -55,6 +55,8 @@ pub const OUTPUT_TOKENS: u64 = 50;
 struct Seen {
     /// Model turns asked for (requests that offered tools).
     turns: usize,
+    /// Each model turn's request body.
+    requests: Vec<Value>,
     script: Vec<Reply>,
 }
 
@@ -71,6 +73,7 @@ impl StandIn {
         let url = format!("http://{}", listener.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(Seen {
             turns: 0,
+            requests: Vec::new(),
             script: script.into_iter().rev().collect(),
         }));
         let shared = Arc::clone(&seen);
@@ -88,6 +91,11 @@ impl StandIn {
     /// How many model turns the agent asked for.
     pub fn turns(&self) -> usize {
         self.seen.lock().unwrap().turns
+    }
+
+    /// The request body of each model turn, in order.
+    pub fn requests(&self) -> Vec<Value> {
+        self.seen.lock().unwrap().requests.clone()
     }
 }
 
@@ -113,7 +121,7 @@ fn serve(stream: TcpStream, seen: &Mutex<Seen>) -> std::io::Result<()> {
     let mut out = stream;
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     if request_line.starts_with("POST ") && request_line.contains("/v1/responses") {
-        let reply = next(seen);
+        let reply = next(seen, &request);
         return responses(&mut out, reply, seen);
     }
     if !request_line.starts_with("POST ") || !request_line.contains("/v1/messages") {
@@ -136,7 +144,7 @@ fn serve(stream: TcpStream, seen: &Mutex<Seen>) -> std::io::Result<()> {
     let reply = if tools.is_empty() {
         Reply::Text("Stand-in title")
     } else {
-        next(seen)
+        next(seen, &request)
     };
     let streaming = request["stream"].as_bool() == Some(true);
     let block = match reply {
@@ -173,9 +181,10 @@ fn serve(stream: TcpStream, seen: &Mutex<Seen>) -> std::io::Result<()> {
 }
 
 /// The next reply of the script, counting a model turn.
-fn next(seen: &Mutex<Seen>) -> Reply {
+fn next(seen: &Mutex<Seen>, request: &Value) -> Reply {
     let mut seen = seen.lock().unwrap();
     seen.turns += 1;
+    seen.requests.push(request.clone());
     seen.script
         .pop()
         .unwrap_or(Reply::Text("The script has ended."))
