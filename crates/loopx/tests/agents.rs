@@ -556,3 +556,24 @@ fn an_armed_loops_stop_hook_holds_a_claude_session_once_then_releases_it() {
         assert!(feedback.contains(says), "{says} in {feedback}");
     }
 }
+
+#[test]
+fn ci_and_the_fixture_script_install_the_versions_the_table_qualifies() {
+    use loopx_core::driver::provider::{CLAUDE_QUALIFIED, CODEX_QUALIFIED, OPENCODE_QUALIFIED};
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let ci = std::fs::read_to_string(repo.join(".ci/run")).unwrap();
+    for pin in [
+        format!("@anthropic-ai/claude-code@{CLAUDE_QUALIFIED}"),
+        format!("@openai/codex@{CODEX_QUALIFIED}"),
+        format!("opencode-ai@{OPENCODE_QUALIFIED}"),
+    ] {
+        assert!(ci.contains(&pin), ".ci/run does not install {pin}");
+    }
+    let script = std::fs::read_to_string(repo.join("scripts/record-agent-fixtures")).unwrap();
+    let pins =
+        format!("CLAUDE={CLAUDE_QUALIFIED} CODEX={CODEX_QUALIFIED} OPENCODE={OPENCODE_QUALIFIED}");
+    assert!(
+        script.contains(&pins),
+        "record-agent-fixtures does not pin {pins}"
+    );
+}
