@@ -141,15 +141,9 @@ fn check_endpoints(target: &Target) -> Result<()> {
         ) else {
             continue;
         };
-        loopx_core::driver::provider::endpoint_launch(
-            provider,
-            &provider.launchers[0],
-            "",
-            "",
-            Some(&url),
-        )
-        .map_err(anyhow::Error::msg)
-        .context(Misdirected("wrong endpoint setting"))?;
+        loopx_core::driver::provider::check_endpoint(provider, &url)
+            .map_err(anyhow::Error::msg)
+            .context(Misdirected("wrong endpoint setting"))?;
     }
     Ok(())
 }

@@ -263,6 +263,20 @@ pub fn check_base_url(url: &str) -> Result<(), String> {
     }
 }
 
+/// Whether `url` can be `provider`'s endpoint setting: the provider has a
+/// known way to take one, and it is a usable URL. The error names the
+/// variable.
+pub fn check_endpoint(provider: &Provider, url: &str) -> Result<(), String> {
+    let variable = base_url_variable(provider.name);
+    if provider.endpoint == Endpoint::None {
+        return Err(format!(
+            "{variable} is set, but loopx knows no way to point {} at another endpoint; unset it",
+            provider.name
+        ));
+    }
+    check_base_url(url).map_err(|e| format!("{variable}: {e}"))
+}
+
 /// The name Codex's provider for an endpoint override gets.
 const CODEX_ENDPOINT_PROVIDER: &str = "loopx_endpoint";
 
@@ -284,13 +298,7 @@ pub fn endpoint_launch(
         });
     };
     let variable = base_url_variable(provider.name);
-    if provider.endpoint == Endpoint::None {
-        return Err(format!(
-            "{variable} is set, but loopx knows no way to point {} at another endpoint; unset it",
-            provider.name
-        ));
-    }
-    check_base_url(url).map_err(|e| format!("{variable}: {e}"))?;
+    check_endpoint(provider, url)?;
     let mut env = Vec::new();
     match provider.endpoint {
         Endpoint::Env(name) => env.push((name, url.to_owned())),
