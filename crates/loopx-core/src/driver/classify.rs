@@ -554,18 +554,53 @@ mod tests {
         );
     }
     #[test]
-    fn opencode_usage_and_cost_sum_over_its_steps() {
-        let reading = read(
-            &fixture("opencode-steps.jsonl"),
-            Structured::OpencodeJson,
-            now(),
-        );
-        assert_eq!(
-            (reading.usage.tokens, reading.usage.tokens_provenance),
-            (2070, Provenance::Reported)
-        );
-        assert!((reading.usage.usd - 0.00705).abs() < 1e-12, "{reading:?}");
-        assert_eq!(reading.usage.usd_provenance, Provenance::Reported);
-        assert_eq!(reading.class, None);
+    fn each_clis_own_report_of_a_turn_gives_its_usage_and_price() {
+        // (fixture, output, tokens, provenance, USD reported)
+        let table = [
+            (
+                "claude-turn.jsonl",
+                Structured::ClaudeStreamJson,
+                2070,
+                Provenance::Computed,
+                Some(0.01175),
+            ),
+            (
+                "codex-turn.jsonl",
+                Structured::CodexJson,
+                2100,
+                Provenance::Computed,
+                None,
+            ),
+            (
+                "opencode-steps.jsonl",
+                Structured::OpencodeJson,
+                2070,
+                Provenance::Reported,
+                Some(0.00705),
+            ),
+        ];
+        for (name, structured, tokens, provenance, usd) in table {
+            let reading = read(&fixture(name), structured, now());
+            assert_eq!(
+                (reading.usage.tokens, reading.usage.tokens_provenance),
+                (tokens, provenance),
+                "{name}"
+            );
+            match usd {
+                Some(usd) => {
+                    assert!(
+                        (reading.usage.usd - usd).abs() < 1e-12,
+                        "{name}: {reading:?}"
+                    );
+                    assert_eq!(reading.usage.usd_provenance, Provenance::Reported, "{name}");
+                }
+                None => assert_eq!(reading.usage.usd_provenance, Provenance::Unknown, "{name}"),
+            }
+            assert_eq!(
+                (reading.class, reading.reported_error),
+                (None, None),
+                "{name}"
+            );
+        }
     }
 }
