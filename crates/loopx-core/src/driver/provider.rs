@@ -77,8 +77,10 @@ impl std::fmt::Display for Version {
 pub enum Qualified {
     /// Never run against a real CLI by the project: taken as documented.
     No,
-    /// Run against every version from `from` through `through`
-    /// (`through` is the newest one installed and exercised).
+    /// Run against the versions from `from` through `through`: the ones
+    /// the hermetic suite and `scripts/record-agent-fixtures` exercised
+    /// (today one per CLI, so `from == through`). Any other version runs
+    /// on the nearest row, with a warning.
     Versions { from: Version, through: Version },
 }
 
@@ -393,7 +395,7 @@ pub const PROVIDERS: &[Provider] = &[
         launchers: &[Launcher {
             binary: "claude",
             qualified: Qualified::Versions {
-                from: Version::new(2, 1, 0),
+                from: CLAUDE_QUALIFIED,
                 through: CLAUDE_QUALIFIED,
             },
             before: &["-p"],
@@ -419,7 +421,7 @@ pub const PROVIDERS: &[Provider] = &[
         launchers: &[Launcher {
             binary: "codex",
             qualified: Qualified::Versions {
-                from: Version::new(0, 171, 0),
+                from: CODEX_QUALIFIED,
                 through: CODEX_QUALIFIED,
             },
             before: &[
@@ -462,7 +464,7 @@ pub const PROVIDERS: &[Provider] = &[
         launchers: &[Launcher {
             binary: "opencode",
             qualified: Qualified::Versions {
-                from: Version::new(1, 18, 0),
+                from: OPENCODE_QUALIFIED,
                 through: OPENCODE_QUALIFIED,
             },
             before: &["run", "--format", "json", "--auto"],
@@ -986,5 +988,39 @@ mod tests {
         assert_eq!(root_refusal(claude, true, sandbox), None);
         assert_eq!(root_refusal(claude, false, unset), None);
         assert_eq!(root_refusal(find("codex").unwrap(), true, unset), None);
+    }
+    #[test]
+    fn with_several_rows_a_version_takes_its_own_and_a_gap_the_row_below() {
+        const fn row(from: Version, through: Version) -> Launcher {
+            Launcher {
+                binary: "cli",
+                qualified: Qualified::Versions { from, through },
+                before: &[],
+                after: &[],
+                structured: Structured::Text,
+            }
+        }
+        static ROWS: [Launcher; 2] = [
+            row(Version::new(1, 0, 0), Version::new(1, 2, 0)),
+            row(Version::new(2, 0, 0), Version::new(2, 1, 0)),
+        ];
+        let provider = Provider {
+            name: "cli",
+            family: Family::Unverified,
+            endpoint: Endpoint::None,
+            refuses_root_unless: None,
+            launchers: &ROWS,
+        };
+        let at = |major, minor| {
+            let choice = resolve(&provider, |_| true, |_| Some(Version::new(major, minor, 0)));
+            let choice = choice.unwrap();
+            let row = ROWS.iter().position(|r| std::ptr::eq(r, choice.launcher));
+            (row.unwrap(), choice.fit)
+        };
+        assert_eq!(at(1, 1), (0, Fit::Qualified));
+        assert_eq!(at(2, 1), (1, Fit::Qualified));
+        assert_eq!(at(1, 5), (0, Fit::Between));
+        assert!(matches!(at(3, 0), (1, Fit::Newer { .. })));
+        assert!(matches!(at(0, 9), (0, Fit::Older { .. })));
     }
 }
