@@ -577,3 +577,43 @@ fn ci_and_the_fixture_script_install_the_versions_the_table_qualifies() {
         "record-agent-fixtures does not pin {pins}"
     );
 }
+
+#[test]
+fn agent_cmd_shows_the_endpoint_setting_as_a_turn_gets_it() {
+    // Needs no agent CLI: printing a command runs nothing.
+    let f = Fixture::new();
+    f.init(3, &[]);
+    let agent_cmd = |provider: &str, variable: &str, url: &str| {
+        let output = f
+            .loopx()
+            .args(["agent-cmd", "--dir", f.d(), "--provider", provider])
+            .args(["--print-prompt", "--json"])
+            .env(variable, url)
+            .output()
+            .unwrap();
+        let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+        (json, stderr(&output))
+    };
+    let (claude, _) = agent_cmd(
+        "claude",
+        "AAS_AUTOLOOP_CLAUDE_BASE_URL",
+        "http://127.0.0.1:9",
+    );
+    assert_eq!(claude["env"]["ANTHROPIC_BASE_URL"], "http://127.0.0.1:9");
+    let (codex, _) = agent_cmd(
+        "codex",
+        "AAS_AUTOLOOP_CODEX_BASE_URL",
+        "http://127.0.0.1:9/v1",
+    );
+    let argv = codex["argv"].to_string();
+    assert!(
+        argv.contains("model_provider=\\\"loopx_endpoint\\\"") && !argv.contains("\\\"openai\\\""),
+        "{argv}"
+    );
+    let (copilot, warned) = agent_cmd("copilot", "AAS_AUTOLOOP_COPILOT_BASE_URL", "http://x");
+    assert!(copilot["endpoint_error"]
+        .as_str()
+        .unwrap()
+        .contains("knows no way to point copilot"));
+    assert!(warned.contains("would exit 2"), "{warned}");
+}
