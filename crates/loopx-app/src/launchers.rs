@@ -18,7 +18,7 @@ const VERSION_TIMEOUT: Duration = Duration::from_secs(5);
 /// panel reviewer of that provider runs, or a printed command shows. Runs
 /// nothing (the newest row of the binary found).
 pub fn installed_launcher(provider: &provider::Provider) -> Option<&'static provider::Launcher> {
-    provider::resolve_newest(provider, |binary| platform::which(binary).is_some())
+    provider::resolve(provider, |binary| platform::which(binary).is_some())
 }
 
 /// [`installed_launcher`] of the provider `name` names (an alias too).
@@ -51,7 +51,7 @@ impl Installed {
 pub fn installed(provider: &provider::Provider) -> Option<Installed> {
     let mut asked = None;
     let mut path = None;
-    let choice = provider::resolve(
+    let choice = provider::choose(
         provider,
         |binary| platform::which(binary).is_some(),
         |binary| {

@@ -145,7 +145,7 @@ pub struct Provider {
     /// variable says the machine is a sandbox (see [`root_refusal`]).
     pub refuses_root_unless: Option<&'static str>,
     /// Tried in order; the first binary on PATH is used, with the row
-    /// for its version ([`resolve`]).
+    /// for its version ([`choose`]).
     pub launchers: &'static [Launcher],
 }
 
@@ -540,7 +540,7 @@ pub fn names() -> Vec<&'static str> {
 /// The row to use, given which binaries are on PATH and the version of
 /// the first one found (`version` is asked only about that binary, and
 /// only when it has qualified rows).
-pub fn resolve(
+pub fn choose(
     provider: &Provider,
     on_path: impl Fn(&str) -> bool,
     version: impl FnOnce(&str) -> Option<Version>,
@@ -594,10 +594,7 @@ pub fn resolve(
 
 /// The launcher to use when no version is known (printing a command,
 /// choosing a binary): the newest row of the first binary on PATH.
-pub fn resolve_newest(
-    provider: &Provider,
-    on_path: impl Fn(&str) -> bool,
-) -> Option<&'static Launcher> {
+pub fn resolve(provider: &Provider, on_path: impl Fn(&str) -> bool) -> Option<&'static Launcher> {
     let binary = provider
         .launchers
         .iter()
@@ -754,11 +751,11 @@ mod tests {
     #[test]
     fn antigravity_falls_back_to_gemini_and_deepseek_to_its_aliases() {
         let gemini_only = |b: &str| b == "gemini";
-        let launcher = resolve_newest(find("antigravity").unwrap(), gemini_only).unwrap();
+        let launcher = resolve(find("antigravity").unwrap(), gemini_only).unwrap();
         assert_eq!(launcher.argv("P", "/r"), ["--yolo", "-p", "P"]);
-        let launcher = resolve_newest(find("codewhale").unwrap(), |b| b == "deepseek").unwrap();
+        let launcher = resolve(find("codewhale").unwrap(), |b| b == "deepseek").unwrap();
         assert_eq!(launcher.binary, "deepseek");
-        assert!(resolve_newest(find("claude").unwrap(), |_| false).is_none());
+        assert!(resolve(find("claude").unwrap(), |_| false).is_none());
         assert_eq!(
             find("claude").unwrap().launchers[0].argv("P", "/r")[..2],
             ["-p", "P"]
@@ -768,7 +765,7 @@ mod tests {
     #[test]
     fn codex_and_deepseek_are_pinned_to_their_own_endpoints() {
         let argv = |name: &str, binary: &str| {
-            let launcher = resolve_newest(find(name).unwrap(), |b| b == binary).unwrap();
+            let launcher = resolve(find(name).unwrap(), |b| b == binary).unwrap();
             launcher.argv("P", "/proj")
         };
         assert_eq!(
@@ -874,7 +871,7 @@ mod tests {
     fn a_cli_version_picks_its_row_and_an_unknown_one_the_nearest_with_a_warning() {
         let codex = find("codex").unwrap();
         let on = |b: &str| b == "codex";
-        let at = |v: Option<Version>| resolve(codex, on, |_| v).unwrap();
+        let at = |v: Option<Version>| choose(codex, on, |_| v).unwrap();
         let qualified = at(Some(CODEX_QUALIFIED));
         assert_eq!(qualified.fit, Fit::Qualified);
         assert_eq!(qualified.fit.warning("codex", qualified.version), None);
@@ -897,7 +894,7 @@ mod tests {
         ));
         assert_eq!(at(None).fit, Fit::Unreadable);
         // A provider the project never ran is used as documented, unprobed.
-        let copilot = resolve(
+        let copilot = choose(
             find("copilot").unwrap(),
             |_| true,
             |_| panic!("an unqualified CLI is not probed"),
@@ -1012,7 +1009,7 @@ mod tests {
             launchers: &ROWS,
         };
         let at = |major, minor| {
-            let choice = resolve(&provider, |_| true, |_| Some(Version::new(major, minor, 0)));
+            let choice = choose(&provider, |_| true, |_| Some(Version::new(major, minor, 0)));
             let choice = choice.unwrap();
             let row = ROWS.iter().position(|r| std::ptr::eq(r, choice.launcher));
             (row.unwrap(), choice.fit)
