@@ -13,6 +13,7 @@ use loopx_core::driver::provider::{self, Family, Provider};
 use loopx_core::driver::session::Exit;
 use loopx_core::goal::{self, Actor};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Which providers to show: one by name (an alias too), or all.
@@ -34,9 +35,18 @@ pub struct ProviderCommand {
     /// no command was asked for).
     #[serde(skip)]
     pub program: Option<&'static str>,
-    /// Its arguments, with `<prompt>` where the prompt goes.
+    /// Its arguments, with `<prompt>` where the prompt goes (and the
+    /// endpoint setting applied, as a turn gets it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub argv: Option<Vec<String>>,
+    /// The variables a turn adds for the provider's endpoint setting
+    /// (`AAS_AUTOLOOP_<PROVIDER>_BASE_URL`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<&'static str, String>,
+    /// Why its endpoint setting cannot be used: `drive` refuses to start
+    /// with it (exit 2). The command shown is then without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint_error: Option<String>,
     pub family: Family,
     /// Why it cannot run a turn here, when its command is shown anyway.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -94,12 +104,25 @@ pub fn agent_commands(
                 .then(|| format!("none of {} is on PATH", wanted.join(", ")));
             let launcher = found.or(show_unavailable.then(|| &each.launchers[0]));
             let shown = launcher.is_some();
+            let base_url = crate::driver::env::base_url(each.name);
+            let launch = launcher.map(|l| {
+                provider::endpoint_launch(each, l, "<prompt>", &root, base_url.as_deref())
+            });
+            let endpoint_error = launch.clone().and_then(Result::err);
+            let launch = launch.and_then(Result::ok);
             ProviderCommand {
                 provider: each.name,
                 binary_found: found.is_some(),
                 binary: found.and_then(|l| platform::which(l.binary)),
                 program: launcher.map(|l| l.binary),
-                argv: launcher.map(|l| l.argv("<prompt>", &root)),
+                argv: match &launch {
+                    Some(launch) => Some(launch.args.clone()),
+                    None => launcher.map(|l| l.argv("<prompt>", &root)),
+                },
+                env: launch
+                    .map(|l| l.env.into_iter().collect())
+                    .unwrap_or_default(),
+                endpoint_error,
                 family,
                 warning: unavailable.clone().filter(|_| shown),
                 exit_code: (!shown).then(|| Exit::ProviderUnavailable.code()),

@@ -6,21 +6,21 @@
 //! all three of one revision); that the Stop hook calls a loopx that
 //! exists; that the store opens read-only with the current schema; the
 //! workspace (repository root, HEAD, dirty or clean) against the root the
-//! driver registered; each provider's binary and its `--version`; free
-//! disk in the loop directory.
+//! driver registered; which providers are on PATH, each binary's
+//! `--version` and whether the provider table was qualified against it;
+//! free disk in the loop directory.
 //!
 //! Writes nothing: the store is opened read-only, config files are only
 //! read. Not here: what an install writes (`crate::install`).
 
 use crate::install::{self, Found, Places, Scope, Source, Target};
 use crate::loop_dir::{LoopDir, Place};
-use crate::{driver, platform};
-use loopx_core::driver::provider;
+use crate::{driver, launchers, platform};
+use loopx_core::driver::provider::{self, Fit};
 use loopx_store::sqlite::Access;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// One finding. `fix` is the command to run when `ok` is false.
 #[derive(Debug, Serialize)]
@@ -29,6 +29,10 @@ pub struct Check {
     pub ok: bool,
     pub detail: String,
     pub fix: Option<String>,
+    /// Not a failure, but worth a look (a provider CLI of a version loopx
+    /// was not qualified against).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -40,8 +44,6 @@ pub struct DoctorView {
 
 /// Below this, a loop is one long turn log away from a full disk.
 const LOW_DISK: u64 = 256 * 1024 * 1024;
-/// How long a provider's `--version` may take.
-const VERSION_TIMEOUT: Duration = Duration::from_secs(3);
 
 pub fn doctor(at: Place<'_>, places: &Places, source: &Source) -> DoctorView {
     let dir = at.dir;
@@ -52,11 +54,16 @@ pub fn doctor(at: Place<'_>, places: &Places, source: &Source) -> DoctorView {
         }
     }
     store_and_workspace(at, places, &mut checks);
-    for provider in provider::PROVIDERS {
-        if let Some(check) = provider_check(provider) {
-            checks.push(check);
-        }
-    }
+    let found: Vec<Check> = provider::PROVIDERS
+        .iter()
+        .filter_map(provider_check)
+        .collect();
+    let names: Vec<&str> = found
+        .iter()
+        .filter_map(|c| c.name.strip_prefix("provider."))
+        .collect();
+    checks.push(providers_summary(&names));
+    checks.extend(found);
     checks.push(disk(dir));
     DoctorView {
         ok: checks.iter().all(|c| c.ok),
@@ -133,6 +140,7 @@ fn installs(
             ok: true,
             detail: "not installed".into(),
             fix: None,
+            warning: None,
         });
         return;
     }
@@ -150,6 +158,7 @@ fn installs(
             problems.join("; ")
         },
         fix: (!ok).then_some(fix),
+        warning: None,
     });
 }
 
@@ -188,6 +197,7 @@ fn store_and_workspace(at: Place<'_>, places: &Places, checks: &mut Vec<Check>) 
                     loop_dir.display()
                 ),
                 fix: None,
+                warning: None,
             });
             loop_dir
         }
@@ -199,6 +209,7 @@ fn store_and_workspace(at: Place<'_>, places: &Places, checks: &mut Vec<Check>) 
                 fix: Some(format!(
                     "loopx init --dir {shown} (or pass the loop's --dir)"
                 )),
+                warning: None,
             });
             return;
         }
@@ -228,12 +239,14 @@ fn store_and_workspace(at: Place<'_>, places: &Places, checks: &mut Vec<Check>) 
                 now.root
             ),
             fix: None,
+            warning: None,
         },
         Some(root) if same_dir(&root, &now.root) => Check {
             name: "workspace".into(),
             ok: true,
             detail: format!("{} ({state}), as the driver registered", now.root),
             fix: None,
+            warning: None,
         },
         Some(root) => Check {
             name: "workspace".into(),
@@ -243,6 +256,7 @@ fn store_and_workspace(at: Place<'_>, places: &Places, checks: &mut Vec<Check>) 
                 now.root
             ),
             fix: Some(format!("cd {root} (the loop belongs to that workspace)")),
+            warning: None,
         },
     };
     checks.push(check);
@@ -270,70 +284,70 @@ fn is_clean(root: &Path) -> bool {
         .is_ok_and(|o| o.status.success() && o.stdout.is_empty())
 }
 
-/// A provider whose binary is on PATH, with its `--version`. Providers
-/// not on PATH are not reported: nobody must install every runtime.
+/// The providers line: which CLIs are on PATH, so an empty PATH is said
+/// and not left to be inferred from missing lines.
+fn providers_summary(found: &[&str]) -> Check {
+    let detail = if found.is_empty() {
+        format!(
+            "no provider CLI on PATH (known: {}); drive --provider needs one, drive --cmd does not",
+            provider::names().join(", ")
+        )
+    } else {
+        format!("on PATH: {}", found.join(", "))
+    };
+    Check {
+        name: "providers".into(),
+        ok: true,
+        detail,
+        fix: None,
+        warning: None,
+    }
+}
+
+/// A provider whose binary is on PATH, with its `--version` and whether
+/// the table was qualified against that version. Providers not on PATH
+/// are not reported: nobody must install every runtime.
 fn provider_check(provider: &provider::Provider) -> Option<Check> {
-    let (binary, path) = provider
-        .launchers
-        .iter()
-        .find_map(|l| platform::which(l.binary).map(|p| (l.binary, p)))?;
+    let installed = launchers::installed(provider)?;
+    let binary = installed.choice.launcher.binary;
     let name = format!("provider.{}", provider.name);
-    Some(match version(&path) {
-        Ok(version) => Check {
-            name,
-            ok: true,
-            detail: format!("{} ({version})", path.display()),
-            fix: None,
-        },
+    let path = installed.path.display();
+    let line = match installed.version_line.clone() {
+        Some(line) => line,
+        // Not probed when choosing the row: ask now, to show it.
+        None => launchers::version(&installed.path),
+    };
+    Some(match line {
+        Ok(line) => {
+            let standing = match installed.choice.fit {
+                Fit::Qualified => "a qualified version".to_owned(),
+                Fit::Unqualified => "loopx has not qualified any version of it".to_owned(),
+                _ => "not a qualified version".to_owned(),
+            };
+            let root = platform::effective_uid() == 0;
+            let warning = [
+                installed.warning(),
+                provider::root_refusal(provider, root, |name| std::env::var(name).ok()),
+            ]
+            .into_iter()
+            .flatten()
+            .reduce(|a, b| format!("{a}; {b}"));
+            Check {
+                name,
+                ok: true,
+                detail: format!("{path} ({line}; {standing})"),
+                fix: None,
+                warning,
+            }
+        }
         Err(problem) => Check {
             name,
             ok: false,
-            detail: format!("{}: `{binary} --version` {problem}", path.display()),
+            detail: format!("{path}: `{binary} --version` {problem}"),
             fix: Some(format!("reinstall {binary}, or remove it from PATH")),
+            warning: None,
         },
     })
-}
-
-/// The first line `--version` prints, within [`VERSION_TIMEOUT`]: a
-/// binary that hangs is killed, never waited for.
-fn version(path: &Path) -> Result<String, String> {
-    let mut child = Command::new(path)
-        .arg("--version")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start: {e}"))?;
-    let started = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                let mut out = String::new();
-                if let Some(mut stdout) = child.stdout.take() {
-                    use std::io::Read as _;
-                    let _ = stdout.read_to_string(&mut out);
-                }
-                let line = out.lines().next().unwrap_or("").trim().to_owned();
-                return if status.success() {
-                    Ok(line)
-                } else {
-                    Err(format!("failed ({status})"))
-                };
-            }
-            Ok(None) if started.elapsed() < VERSION_TIMEOUT => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "did not answer within {}s",
-                    VERSION_TIMEOUT.as_secs()
-                ));
-            }
-            Err(e) => return Err(format!("cannot be waited for: {e}")),
-        }
-    }
 }
 
 fn disk(dir: &Path) -> Check {
@@ -349,12 +363,14 @@ fn disk(dir: &Path) -> Check {
             detail: format!("{} MiB free at {}", free / (1024 * 1024), at.display()),
             fix: (free < LOW_DISK)
                 .then(|| format!("free space on the file system of {}", at.display())),
+            warning: None,
         },
         Err(e) => Check {
             name: "disk".into(),
             ok: false,
             detail: format!("cannot measure free space at {}: {e}", at.display()),
             fix: Some("check the loop directory's file system".into()),
+            warning: None,
         },
     }
 }

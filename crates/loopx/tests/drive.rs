@@ -407,6 +407,23 @@ echo '{{"type":"result","subtype":"success","is_error":false,"total_cost_usd":0.
 }
 
 #[test]
+fn a_cli_newer_than_the_table_runs_on_its_newest_row_with_one_warning_per_run() {
+    let d = Drive::new(10);
+    d.script(
+        "claude",
+        &format!(
+            r#"if [ "$1" = --version ]; then echo '9.0.0 (Claude Code)'; exit 0; fi
+{APPEND}"#
+        ),
+    );
+    let (code, stderr) = d.run(&["--provider", "claude", "--max-iterations", "2"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(d.iterations(), 2);
+    let warning = "warning: claude 9.0.0 is newer than the newest version loopx was qualified against (2.1.197)";
+    assert_eq!(stderr.matches(warning).count(), 1, "{stderr}");
+}
+
+#[test]
 fn structured_cost_is_charged_once_per_dispatch_and_budgets_stop_the_next_one() {
     let d = Drive::new(10);
     fake_claude(&d, true);
@@ -1248,7 +1265,7 @@ fn usage_errors_exit_2_and_the_help_warns_about_autonomy() {
     for needle in [
         "full tool autonomy",
         "--dangerously-skip-permissions",
-        "--full-auto",
+        "--dangerously-bypass-approvals-and-sandbox",
         "--allow-all-tools",
         "--yolo",
         "one-hour wall-time budget",
@@ -1269,7 +1286,10 @@ fn usage_errors_exit_2_and_the_help_warns_about_autonomy() {
         .env("PATH", &path)
         .assert()
         .success()
-        .stdout(contains("opencode run '<prompt>'").and(contains("one bounded turn")))
+        .stdout(
+            contains("opencode run --format json --auto '<prompt>'")
+                .and(contains("one bounded turn")),
+        )
         .stderr(contains("warning: provider opencode unavailable"));
 }
 

@@ -49,6 +49,7 @@ impl Home {
             .env_remove("CODEX_HOME")
             .env_remove("LOOPX_DIR")
             .env_remove("LOOPX_REGISTRY_DIR")
+            .env_remove("IS_SANDBOX")
             // Only the test's own fake providers, and git for the
             // workspace probe.
             .env("PATH", format!("{}:/usr/bin:/bin", self.bin.display()));
@@ -545,6 +546,84 @@ fn doctor_does_not_wait_for_a_hanging_provider() {
         .as_str()
         .unwrap()
         .contains("opencode 9.9.9"));
+    // Newer than the table's qualified opencode: used, with a warning.
+    let warning = opencode["warning"].as_str().unwrap();
+    assert!(
+        warning.contains("9.9.9") && warning.contains("newer than the newest version"),
+        "{warning}"
+    );
+    let providers = check(&body, "providers");
+    let detail = providers["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("codex") && detail.contains("opencode"),
+        "{detail}"
+    );
+}
+
+#[test]
+fn doctor_names_the_providers_on_path_and_whether_each_version_is_qualified() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let h = Home::new();
+    let dir = h.init_loop();
+    let (_, body) = h.doctor(&dir);
+    // The line --help promises, also when no provider is installed.
+    let providers = check(&body, "providers");
+    assert_eq!(providers["ok"], true);
+    let qualified = format!("#!/bin/sh\necho '{} (Claude Code)'\n", "2.1.197");
+    let claude = h.bin.join("claude");
+    std::fs::write(&claude, qualified).unwrap();
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (_, body) = h.doctor(&dir);
+    let claude = check(&body, "provider.claude");
+    assert_eq!(claude["ok"], true);
+    assert!(
+        claude["detail"]
+            .as_str()
+            .unwrap()
+            .contains("a qualified version"),
+        "{claude}"
+    );
+    // As root, Claude Code refuses its autonomy flag: doctor says what to
+    // do, and nothing once IS_SANDBOX says the machine is a sandbox.
+    // SAFETY: geteuid(2) has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let warning = claude["warning"].as_str().unwrap();
+        assert!(
+            warning.contains("IS_SANDBOX=1") && warning.contains("another user"),
+            "{warning}"
+        );
+    } else {
+        assert!(claude.get("warning").is_none(), "{claude}");
+    }
+    let sandboxed = h
+        .loopx()
+        .args(["doctor", "--json", "--dir", dir.to_str().unwrap()])
+        .env("IS_SANDBOX", "1")
+        .output()
+        .unwrap();
+    let sandboxed: serde_json::Value = serde_json::from_slice(&sandboxed.stdout).unwrap();
+    assert!(
+        check(&sandboxed, "provider.claude")
+            .get("warning")
+            .is_none(),
+        "{sandboxed}"
+    );
+    // The text report: one stream, with the warning marked.
+    let newer = h.bin.join("codex");
+    std::fs::write(&newer, "#!/bin/sh\necho 'codex-cli 0.999.0'\n").unwrap();
+    std::fs::set_permissions(&newer, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = h
+        .loopx()
+        .args(["doctor", "--dir", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("warn provider.codex"), "{text}");
+    assert!(
+        text.contains("ok   providers: on PATH: claude, codex"),
+        "{text}"
+    );
+    assert!(output.stderr.is_empty(), "{output:?}");
 }
 
 #[test]

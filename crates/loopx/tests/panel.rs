@@ -86,9 +86,13 @@ impl Panel {
         );
     }
 
+    /// A stand-in CLI answers `--version` as the real ones do (the driver
+    /// asks it once per run, before the first turn), without running
+    /// `body`.
     fn script(&self, name: &str, body: &str) {
         let path = self.bin.join(name);
-        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        let version = "[ \"$1\" = --version ] && { echo '0.0.0 (stand-in)'; exit 0; }";
+        std::fs::write(&path, format!("#!/bin/sh\n{version}\n{body}\n")).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 

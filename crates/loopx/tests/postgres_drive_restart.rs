@@ -59,6 +59,7 @@ fn drive_waits_out_a_server_restart_and_banks_each_iteration_exactly_once() {
         &agent,
         format!(
             r#"#!/bin/sh
+[ "$1" = --version ] && {{ echo '2.1.197 (Claude Code)'; exit 0; }}
 loopx append-iteration --mode bounded-research --objective "fake turn" --decision continue >/dev/null || exit 3
 n=$(ls {marks} | grep -c '^turn-')
 touch {marks}/turn-$n

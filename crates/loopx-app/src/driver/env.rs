@@ -37,3 +37,13 @@ pub const WITHHELD_FROM_REVIEWERS: &[&str] = &[
     loopx_core::panel::EGRESS_ENV,
     crate::notify::EGRESS_ENV,
 ];
+
+/// The model API endpoint a user set for `provider`'s CLI
+/// (`AAS_AUTOLOOP_<PROVIDER>_BASE_URL`, e.g. `AAS_AUTOLOOP_CLAUDE_BASE_URL`),
+/// when set and not empty. The provider table says how each CLI is told
+/// (`loopx_core::driver::provider::endpoint_launch`).
+pub fn base_url(provider: &str) -> Option<String> {
+    std::env::var(loopx_core::driver::provider::base_url_variable(provider))
+        .ok()
+        .filter(|url| !url.is_empty())
+}

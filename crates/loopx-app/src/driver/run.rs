@@ -90,6 +90,7 @@ pub fn drive(
         matches!(options.target, Target::Command(_)),
     )
     .map_err(|error| anyhow::Error::from(error).context(Misdirected("provider transport")))?;
+    check_endpoints(&options.target)?;
     let _lock = super::take_lock(dir)?;
     let logs = super::log_dir(dir)?;
     let panel = crate::panel::enabled(dir, options.panel)?;
@@ -140,6 +141,7 @@ pub fn drive(
         session: Session::new(providers, options.limits),
         panel,
         turns: 0,
+        warned: Vec::new(),
     };
     let ended = match run.go() {
         // Told to stop while waiting out an outage or a wait: the signal,
@@ -176,6 +178,27 @@ pub fn drive(
     ended
 }
 
+/// Every endpoint setting of the run's providers is usable before a turn
+/// starts: a provider with no known way to change its endpoint, or a URL
+/// that is not one, is the caller's to fix (exit 2).
+fn check_endpoints(target: &Target) -> Result<()> {
+    let Target::Providers(names) = target else {
+        return Ok(());
+    };
+    for name in names {
+        let (Some(provider), Some(url)) = (
+            loopx_core::driver::provider::find(name),
+            super::env::base_url(name),
+        ) else {
+            continue;
+        };
+        loopx_core::driver::provider::check_endpoint(provider, &url)
+            .map_err(anyhow::Error::msg)
+            .context(Misdirected("wrong endpoint setting"))?;
+    }
+    Ok(())
+}
+
 /// How often a driver held back by should-run looks at the store again:
 /// short enough that a released lease or a new todo starts the next turn
 /// promptly, long enough that waiting costs next to nothing.
@@ -192,6 +215,8 @@ struct Run<'a> {
     session: Session,
     panel: bool,
     turns: u64,
+    /// Providers whose CLI version warning was already said this run.
+    warned: Vec<String>,
 }
 
 impl Run<'_> {
@@ -319,6 +344,7 @@ impl Run<'_> {
                 }
                 Step::Run { provider } => provider,
             };
+            let mut running = None;
             let launcher = match &options.target {
                 Target::Command(_) => None,
                 Target::Providers(_) => {
@@ -327,7 +353,19 @@ impl Run<'_> {
                     let found = match self.containment {
                         Containment::TrustedLocal(contained) => contained.launcher(&provider_name),
                         Containment::Unconfined => {
-                            crate::launchers::installed_launcher_named(&provider_name)
+                            match crate::launchers::installed_named(&provider_name) {
+                                Some(installed) => {
+                                    if let Some(warning) = installed.warning() {
+                                        if !self.warned.contains(&provider_name) {
+                                            progress.say(&format!("warning: {warning}"));
+                                            self.warned.push(provider_name.clone());
+                                        }
+                                    }
+                                    running = installed.choice.version.map(|v| v.to_string());
+                                    Some(installed.choice.launcher)
+                                }
+                                None => None,
+                            }
                         }
                     };
                     match found {
@@ -402,7 +440,18 @@ impl Run<'_> {
                 }
                 Next::Exit { exit, reason } => {
                     let log = dir.path(&turn.log);
-                    return Ok(self.ended(exit, format!("{reason}; see {}", log.display())));
+                    // A refused launch line: what the CLI refused, and which CLI.
+                    let refused = match (&turn.read.reported_error, exit) {
+                        (Some(refusal), Exit::BadArguments) => format!(
+                            " ({} {}: {refusal})",
+                            launcher.map_or("", |l| l.binary),
+                            running.as_deref().unwrap_or("of an unknown version")
+                        ),
+                        _ => String::new(),
+                    };
+                    return Ok(
+                        self.ended(exit, format!("{reason}{refused}; see {}", log.display()))
+                    );
                 }
             }
         }

@@ -24,7 +24,7 @@ use anyhow::{Context as _, Result};
 use loopx_core::digest::Digest;
 use loopx_core::driver::capture::{OutputCap, Retention};
 use loopx_core::driver::classify::{self, Reading as OutputReading, END_OF_PROMPT};
-use loopx_core::driver::provider::{Launcher, Structured};
+use loopx_core::driver::provider::{self, Launcher, Structured};
 use loopx_core::driver::session::TurnResult;
 use loopx_core::driver::{turn_advanced, Intent, Settlement, TurnOutcome};
 use loopx_core::goal::Actor;
@@ -231,6 +231,7 @@ pub fn run_turn(
     let mut log = platform::create_private(&dir.path(&log_name))
         .with_context(|| format!("cannot create {log_name}"))?;
     writeln!(log, "{prompt}\n{END_OF_PROMPT}")?;
+    let mut env = agent_env(dir, options, &dispatch_id, provider_name)?;
     let (program, args, stdin) = match (launcher, &options.target) {
         // The pinned binary and model, never what PATH finds.
         (Some(launcher), _) if contained.is_some() => {
@@ -239,11 +240,26 @@ pub fn run_turn(
             args.extend(["--model".to_owned(), attested.pin.model.clone()]);
             (attested.pin.bin.clone().into(), args, None)
         }
-        (Some(launcher), _) => (
-            launcher.binary.into(),
-            launcher.argv(&prompt, &root.display().to_string()),
-            None,
-        ),
+        (Some(launcher), _) => {
+            // Checked when the run started (`run::check_endpoints`).
+            let provider =
+                provider::find(provider_name).context("a provider turn has a provider")?;
+            let launch = provider::endpoint_launch(
+                provider,
+                launcher,
+                &prompt,
+                &root.display().to_string(),
+                env::base_url(provider_name).as_deref(),
+            )
+            .map_err(anyhow::Error::msg)?;
+            env.extend(
+                launch
+                    .env
+                    .into_iter()
+                    .map(|(name, value)| (name, value.into())),
+            );
+            (launcher.binary.into(), launch.args, None)
+        }
         (None, Target::Command(cmd)) => (
             "sh".into(),
             vec!["-c".to_owned(), cmd.clone()],
@@ -267,7 +283,7 @@ pub fn run_turn(
         program,
         args,
         cwd: root.to_path_buf(),
-        env: agent_env(dir, options, &dispatch_id, provider_name)?,
+        env,
         env_removed: &[],
         stdin,
         output: Output::Log { file: log, cap },

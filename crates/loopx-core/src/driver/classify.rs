@@ -2,6 +2,13 @@
 //! events first, then failure class from structure, and only then from the
 //! agent's own text (the host prompt stripped, so echoed instructions or
 //! file contents that mention "quota" never count).
+//!
+//! A CLI that refuses how it was launched (its argument parser rejects a
+//! flag, or it refuses a flag as root) is a configuration error, read from
+//! the first lines it prints before any structured event: retrying it
+//! fails the same way. The shapes are those the real CLIs print, kept as
+//! fixtures in `tests/fixtures/agents/` (re-recorded by
+//! `scripts/record-agent-fixtures`).
 
 use super::provider::Structured;
 use jiff::Timestamp;
@@ -17,6 +24,8 @@ pub enum FailureClass {
     Auth,
     Quota,
     Failure,
+    /// The CLI refused its launch line: fix the configuration, not retried.
+    Configuration,
 }
 
 /// How a cost figure is known.
@@ -58,6 +67,19 @@ pub struct Reading {
     pub class: Option<FailureClass>,
     /// When a usage limit says it resets.
     pub resets_at: Option<Timestamp>,
+}
+
+impl Reading {
+    /// The structured output reported a failure: its class from the HTTP
+    /// status the model API answered, else from its words, unless an
+    /// earlier event already gave one.
+    fn failed(&mut self, status: Option<u64>, message: String) {
+        self.class = self
+            .class
+            .or(class_from_status(status))
+            .or(class_from_text(&message));
+        self.reported_error = Some(message);
+    }
 }
 
 /// The agent's part of a log: everything after the prompt sentinel.
@@ -112,6 +134,69 @@ pub fn class_from_text(output: &str) -> Option<FailureClass> {
     } else {
         None
     }
+}
+
+/// How many of the first non-blank lines of a turn's output a launch
+/// refusal is looked for in: a CLI refuses before it does anything, and a
+/// message an agent's tool printed later in the turn never counts.
+const REFUSAL_LINES: usize = 6;
+
+/// Why the CLI refused how it was launched, naming the flag when it does:
+/// read from the first plain (non-JSON) lines of its output, and only
+/// when it printed no structured event (a CLI that started its session
+/// accepted its arguments).
+pub fn launch_refusal(output: &str) -> Option<String> {
+    let mut lines = output.lines().map(str::trim).filter(|l| !l.is_empty());
+    if output
+        .lines()
+        .any(|l| serde_json::from_str::<Value>(l.trim()).is_ok_and(|v| v.is_object()))
+    {
+        return None;
+    }
+    let quoted = |line: &str, after: &str| -> Option<String> {
+        let rest = &line[line.find(after)? + after.len()..];
+        let end = rest.find('\'')?;
+        Some(rest[..end].to_owned())
+    };
+    lines.by_ref().take(REFUSAL_LINES).find_map(|line| {
+        if let Some(flag) = quoted(line, "error: unexpected argument '") {
+            // clap (Codex)
+            Some(format!("the CLI rejected the argument {flag}"))
+        } else if let Some(flag) = quoted(line, "error: unknown option '") {
+            // commander (Claude Code)
+            Some(format!("the CLI rejected the argument {flag}"))
+        } else if let (Some(value), Some(flag)) = (
+            quoted(line, "error: invalid value '"),
+            quoted(line, "' for '"),
+        ) {
+            Some(format!("the CLI rejected the value {value} of {flag}"))
+        } else if line.contains("--skip-git-repo-check was not specified") {
+            Some("the CLI refused to run outside a git repository or trusted directory without --skip-git-repo-check".into())
+        } else if line.contains("--dangerously-skip-permissions cannot be used with root/sudo privileges") {
+            Some("the CLI refuses --dangerously-skip-permissions as root: run drive as another user, or set IS_SANDBOX=1 where the machine really is a sandbox (a container or VM with nothing else to lose)".into())
+        } else if line.starts_with("opencode run [message..]") {
+            // yargs prints the usage, and not the argument it rejected.
+            Some("the CLI printed its usage instead of running: it rejected an argument of its launch line".into())
+        } else {
+            None
+        }
+    })
+}
+
+/// A failure class from the HTTP status the model API answered.
+fn class_from_status(status: Option<u64>) -> Option<FailureClass> {
+    match status? {
+        401 | 403 => Some(FailureClass::Auth),
+        429 => Some(FailureClass::Quota),
+        _ => None,
+    }
+}
+
+/// A reported price in USD: a finite, non-negative number.
+fn usd(value: Option<&Value>) -> Option<f64> {
+    value
+        .and_then(Value::as_f64)
+        .filter(|u| u.is_finite() && *u >= 0.0)
 }
 
 /// A reset time in text: an RFC 3339 timestamp after "reset", or
@@ -190,11 +275,7 @@ pub fn read(output: &str, structured: Structured, now: Timestamp) -> Reading {
         let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
         match (structured, kind) {
             (Structured::ClaudeStreamJson, "result") => {
-                if let Some(usd) = event
-                    .get("total_cost_usd")
-                    .and_then(Value::as_f64)
-                    .filter(|u| u.is_finite() && *u >= 0.0)
-                {
+                if let Some(usd) = usd(event.get("total_cost_usd")) {
                     reading.usage.usd = usd;
                     reading.usage.usd_provenance = Provenance::Reported;
                 }
@@ -203,13 +284,13 @@ pub fn read(output: &str, structured: Structured, now: Timestamp) -> Reading {
                     reading.usage.tokens_provenance = Provenance::Computed;
                 }
                 if event.get("is_error").and_then(Value::as_bool) == Some(true) {
-                    let reason = ["terminal_reason", "subtype", "result"]
+                    let reason = ["terminal_reason", "result", "subtype"]
                         .iter()
                         .find_map(|k| event.get(*k).and_then(Value::as_str))
                         .unwrap_or("is_error")
                         .to_owned();
-                    reading.class = reading.class.or(class_from_text(&reason));
-                    reading.reported_error = Some(reason);
+                    let status = event.get("api_error_status").and_then(Value::as_u64);
+                    reading.failed(status, reason);
                 }
             }
             (Structured::ClaudeStreamJson, "rate_limit_event") => {
@@ -228,6 +309,30 @@ pub fn read(output: &str, structured: Structured, now: Timestamp) -> Reading {
                     reading.usage.tokens_provenance = Provenance::Computed;
                 }
             }
+            (Structured::OpencodeJson, "error") => {
+                let data = event.pointer("/error/data");
+                let status = data
+                    .and_then(|d| d.get("statusCode"))
+                    .and_then(Value::as_u64);
+                let message = data
+                    .and_then(|d| d.get("message"))
+                    .or_else(|| event.pointer("/error/name"))
+                    .and_then(Value::as_str)
+                    .unwrap_or(kind)
+                    .to_owned();
+                reading.failed(status, message);
+            }
+            (Structured::OpencodeJson, "step_finish") => {
+                let part = event.get("part").unwrap_or(&event);
+                if let Some(tokens) = part.get("tokens").and_then(|t| number(t, "total")) {
+                    reading.usage.tokens = reading.usage.tokens.saturating_add(tokens);
+                    reading.usage.tokens_provenance = Provenance::Reported;
+                }
+                if let Some(usd) = usd(part.get("cost")) {
+                    reading.usage.usd += usd;
+                    reading.usage.usd_provenance = Provenance::Reported;
+                }
+            }
             (Structured::CodexJson, "turn.failed" | "error") => {
                 let message = event
                     .pointer("/error/message")
@@ -235,14 +340,18 @@ pub fn read(output: &str, structured: Structured, now: Timestamp) -> Reading {
                     .and_then(Value::as_str)
                     .unwrap_or(kind)
                     .to_owned();
-                reading.class = reading.class.or(class_from_text(&message));
-                reading.reported_error = Some(message);
+                reading.failed(None, message);
             }
             _ => {}
         }
     }
     if reading.class.is_none() {
-        reading.class = class_from_text(output);
+        if let Some(refusal) = launch_refusal(output) {
+            reading.class = Some(FailureClass::Configuration);
+            reading.reported_error = Some(refusal);
+        } else {
+            reading.class = class_from_text(output);
+        }
     }
     if reading.class == Some(FailureClass::Quota) && reading.resets_at.is_none() {
         reading.resets_at = reset_from_text(output, now);
@@ -355,5 +464,143 @@ mod tests {
             read(out, Structured::ClaudeStreamJson, now()).usage.tokens,
             u64::MAX
         );
+    }
+    /// What the real CLIs print, recorded by `scripts/record-agent-fixtures`.
+    fn fixture(name: &str) -> String {
+        let path = format!(
+            "{}/tests/fixtures/agents/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    #[test]
+    fn a_cli_rejecting_its_own_arguments_is_a_configuration_error_naming_the_flag() {
+        for (name, structured, says) in [
+            (
+                "codex-unexpected-argument.txt",
+                Structured::CodexJson,
+                "rejected the argument --full-auto",
+            ),
+            (
+                "claude-unknown-option.txt",
+                Structured::ClaudeStreamJson,
+                "rejected the argument --full-auto",
+            ),
+            (
+                "codex-outside-git.txt",
+                Structured::CodexJson,
+                "--skip-git-repo-check",
+            ),
+            (
+                "opencode-unknown-argument.txt",
+                Structured::OpencodeJson,
+                "printed its usage",
+            ),
+        ] {
+            let reading = read(&fixture(name), structured, now());
+            assert_eq!(reading.class, Some(FailureClass::Configuration), "{name}");
+            let error = reading.reported_error.unwrap();
+            assert!(error.contains(says), "{name}: {error}");
+        }
+    }
+
+    #[test]
+    fn claude_as_root_refusing_to_skip_permissions_says_what_to_do() {
+        let reading = read(
+            &fixture("claude-root-refuses-skip-permissions.txt"),
+            Structured::ClaudeStreamJson,
+            now(),
+        );
+        assert_eq!(reading.class, Some(FailureClass::Configuration));
+        let error = reading.reported_error.unwrap();
+        assert!(
+            error.contains("another user") && error.contains("IS_SANDBOX=1"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_refused_key_is_auth_and_a_usage_limit_quota_in_every_cli_output() {
+        for (status, class) in [("401", FailureClass::Auth), ("429", FailureClass::Quota)] {
+            for (cli, structured) in [
+                ("claude", Structured::ClaudeStreamJson),
+                ("codex", Structured::CodexJson),
+                ("opencode", Structured::OpencodeJson),
+            ] {
+                let name = format!("{cli}-{status}.jsonl");
+                let reading = read(&fixture(&name), structured, now());
+                assert_eq!(reading.class, Some(class), "{name}");
+                assert!(reading.reported_error.is_some(), "{name}");
+                // None passes the API's reset time on: the driver backs off.
+                assert_eq!(reading.resets_at, None, "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_refusal_printed_later_in_a_turn_or_inside_events_is_not_configuration() {
+        // A tool the agent ran printed a parser error: the CLI had started.
+        let started = "{\"type\":\"turn.started\"}\nerror: unexpected argument '--x' found\n";
+        assert_eq!(launch_refusal(started), None);
+        let late = format!(
+            "{}error: unknown option '--x'\n",
+            "working\n".repeat(REFUSAL_LINES)
+        );
+        assert_eq!(launch_refusal(&late), None);
+        assert_eq!(
+            launch_refusal("error: invalid value 'bogus' for '--sandbox <SANDBOX_MODE>'"),
+            Some("the CLI rejected the value bogus of --sandbox <SANDBOX_MODE>".into())
+        );
+    }
+    #[test]
+    fn each_clis_own_report_of_a_turn_gives_its_usage_and_price() {
+        // (fixture, output, tokens, provenance, USD reported)
+        let table = [
+            (
+                "claude-turn.jsonl",
+                Structured::ClaudeStreamJson,
+                2070,
+                Provenance::Computed,
+                Some(0.01175),
+            ),
+            (
+                "codex-turn.jsonl",
+                Structured::CodexJson,
+                2100,
+                Provenance::Computed,
+                None,
+            ),
+            (
+                "opencode-steps.jsonl",
+                Structured::OpencodeJson,
+                2070,
+                Provenance::Reported,
+                Some(0.00705),
+            ),
+        ];
+        for (name, structured, tokens, provenance, usd) in table {
+            let reading = read(&fixture(name), structured, now());
+            assert_eq!(
+                (reading.usage.tokens, reading.usage.tokens_provenance),
+                (tokens, provenance),
+                "{name}"
+            );
+            match usd {
+                Some(usd) => {
+                    assert!(
+                        (reading.usage.usd - usd).abs() < 1e-12,
+                        "{name}: {reading:?}"
+                    );
+                    assert_eq!(reading.usage.usd_provenance, Provenance::Reported, "{name}");
+                }
+                None => assert_eq!(reading.usage.usd_provenance, Provenance::Unknown, "{name}"),
+            }
+            assert_eq!(
+                (reading.class, reading.reported_error),
+                (None, None),
+                "{name}"
+            );
+        }
     }
 }

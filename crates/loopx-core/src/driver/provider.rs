@@ -1,15 +1,18 @@
-//! The provider table: how each agent CLI runs one headless turn.
+//! The provider table: how each agent CLI runs one headless turn, row by
+//! row for the CLI versions each launch line was qualified against.
 //!
-//! Pure data plus the argv rule and the family rule; the adapter probes
-//! PATH and reads the environment and passes the answers in, so nothing
-//! here touches the machine.
+//! Pure data plus the argv rule, the version rule and the family rule; the
+//! adapter probes PATH, runs `--version` and reads the environment and
+//! passes the answers in, so nothing here touches the machine.
 
 use serde::{Deserialize, Serialize};
 
-/// One way to launch a provider.
+/// One way to launch a provider: one row of the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Launcher {
     pub binary: &'static str,
+    /// The CLI versions this launch line was run against.
+    pub qualified: Qualified,
     /// Arguments before the prompt.
     pub before: &'static [&'static str],
     /// Arguments after the prompt.
@@ -25,8 +28,109 @@ pub enum Structured {
     ClaudeStreamJson,
     /// Codex's `exec --json` events.
     CodexJson,
+    /// OpenCode's `run --format json` events.
+    OpencodeJson,
     /// Plain text only.
     Text,
+}
+
+/// A CLI's version, as its `--version` prints it (`2.1.197 (Claude
+/// Code)`, `codex-cli 0.171.0`, `1.18.33`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Version {
+    pub major: u64,
+    pub minor: u64,
+    pub patch: u64,
+}
+
+impl Version {
+    pub const fn new(major: u64, minor: u64, patch: u64) -> Self {
+        Version {
+            major,
+            minor,
+            patch,
+        }
+    }
+
+    /// The first `MAJOR.MINOR.PATCH` word in `text` (a leading `v` and
+    /// a pre-release or build suffix allowed).
+    pub fn find(text: &str) -> Option<Version> {
+        text.split(|c: char| c.is_whitespace() || c == '(' || c == ')')
+            .find_map(|word| {
+                let word = word.strip_prefix('v').unwrap_or(word);
+                let core = word.split(['-', '+']).next()?;
+                let mut parts = core.split('.').map(|p| p.parse::<u64>().ok());
+                let version = Version::new(parts.next()??, parts.next()??, parts.next()??);
+                parts.next().is_none().then_some(version)
+            })
+    }
+}
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+/// The versions of its CLI a row was run against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Qualified {
+    /// Never run against a real CLI by the project: taken as documented.
+    No,
+    /// Run against the versions from `from` through `through`: the ones
+    /// the hermetic suite and `scripts/record-agent-fixtures` exercised
+    /// (today one per CLI, so `from == through`). Any other version runs
+    /// on the nearest row, with a warning.
+    Versions { from: Version, through: Version },
+}
+
+/// How an installed CLI's version stands against the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "fit")]
+pub enum Fit {
+    /// Within a row's qualified versions.
+    Qualified,
+    /// The table has no version rows for this CLI.
+    Unqualified,
+    /// Newer than every qualified version: the newest row is used.
+    Newer { through: Version },
+    /// Older than every qualified version: the oldest row is used.
+    Older { from: Version },
+    /// Between two rows' ranges: the row below is used.
+    Between,
+    /// `--version` gave nothing readable: the newest row is used.
+    Unreadable,
+}
+
+impl Fit {
+    /// What a person is told about running `binary` at `version`, when it
+    /// is not one the table was qualified against.
+    pub fn warning(self, binary: &str, version: Option<Version>) -> Option<String> {
+        let shown = version.map_or("an unreadable version".to_owned(), |v| v.to_string());
+        match self {
+            Fit::Qualified | Fit::Unqualified => None,
+            Fit::Newer { through } => Some(format!(
+                "{binary} {shown} is newer than the newest version loopx was qualified against ({through}); using that version's launch line"
+            )),
+            Fit::Older { from } => Some(format!(
+                "{binary} {shown} is older than every version loopx was qualified against (from {from}); using the oldest launch line: upgrade {binary}"
+            )),
+            Fit::Between => Some(format!(
+                "{binary} {shown} was not qualified; using the launch line of the version below it"
+            )),
+            Fit::Unreadable => Some(format!(
+                "`{binary} --version` printed no version; using the newest launch line"
+            )),
+        }
+    }
+}
+
+/// The row of the table chosen for an installed CLI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Choice {
+    pub launcher: &'static Launcher,
+    pub version: Option<Version>,
+    pub fit: Fit,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +139,13 @@ pub struct Provider {
     /// The model family a pinned launch reaches, for family attribution
     /// (a reviewer of another family is independent).
     pub family: Family,
-    /// Tried in order; the first whose binary is on PATH is used.
+    /// How the CLI is pointed at another endpoint (see [`endpoint_launch`]).
+    pub endpoint: Endpoint,
+    /// The CLI refuses its autonomy flag when run as root, unless this
+    /// variable says the machine is a sandbox (see [`root_refusal`]).
+    pub refuses_root_unless: Option<&'static str>,
+    /// Tried in order; the first binary on PATH is used, with the row
+    /// for its version ([`choose`]).
     pub launchers: &'static [Launcher],
 }
 
@@ -90,16 +200,157 @@ pub const ENDPOINT_OVERRIDES: &[&str] = &[
 
 /// The family a launch of `provider` reaches in an environment where
 /// `env(name)` reads a variable: the table's family, unless an endpoint
-/// override is set (to anything non-empty).
+/// override is set (to anything non-empty), loopx's own
+/// `AAS_AUTOLOOP_<PROVIDER>_BASE_URL` included.
 pub fn family(provider: &Provider, env: impl Fn(&str) -> Option<String>) -> Family {
+    let own = base_url_variable(provider.name);
     let overridden = ENDPOINT_OVERRIDES
         .iter()
+        .copied()
+        .chain([own.as_str()])
         .any(|name| env(name).is_some_and(|value| !value.is_empty()));
     if overridden {
         Family::Unverified
     } else {
         provider.family
     }
+}
+
+/// How a provider's CLI is pointed at another model API endpoint: what
+/// `AAS_AUTOLOOP_<PROVIDER>_BASE_URL` becomes for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    /// The CLI reads the base URL from this variable.
+    Env(&'static str),
+    /// Codex ignores `OPENAI_BASE_URL`: a provider of its own, defined by
+    /// `-c` overrides, replaces the pin to the built-in OpenAI one.
+    CodexProvider,
+    /// OpenCode: its Anthropic and OpenAI providers' `baseURL`, in the
+    /// config it reads from `OPENCODE_CONFIG_CONTENT` (merged over the
+    /// user's).
+    OpencodeConfig,
+    /// No way known: the setting is refused for this provider.
+    None,
+}
+
+/// The variable that sets `provider`'s endpoint.
+pub fn base_url_variable(provider: &str) -> String {
+    format!("AAS_AUTOLOOP_{}_BASE_URL", provider.to_uppercase())
+}
+
+/// A turn's command line and the variables it adds to the environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launch {
+    pub args: Vec<String>,
+    pub env: Vec<(&'static str, String)>,
+}
+
+/// A base URL loopx passes on: `http://` or `https://`, no whitespace,
+/// quotes, backslashes or control characters (it is written into a TOML
+/// or JSON string for some CLIs).
+pub fn check_base_url(url: &str) -> Result<(), String> {
+    let host = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"));
+    let scheme = host.is_some_and(|rest| !rest.is_empty());
+    let clean = !url
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '"' | '\\' | '\''));
+    if scheme && clean {
+        Ok(())
+    } else {
+        Err(format!(
+            "{url:?} is not an http:// or https:// URL without spaces or quotes"
+        ))
+    }
+}
+
+/// Whether `url` can be `provider`'s endpoint setting: the provider has a
+/// known way to take one, and it is a usable URL. The error names the
+/// variable.
+pub fn check_endpoint(provider: &Provider, url: &str) -> Result<(), String> {
+    let variable = base_url_variable(provider.name);
+    if provider.endpoint == Endpoint::None {
+        return Err(format!(
+            "{variable} is set, but loopx knows no way to point {} at another endpoint; unset it",
+            provider.name
+        ));
+    }
+    check_base_url(url).map_err(|e| format!("{variable}: {e}"))
+}
+
+/// The name Codex's provider for an endpoint override gets.
+const CODEX_ENDPOINT_PROVIDER: &str = "loopx_endpoint";
+
+/// The command line and environment of one turn of `provider` with
+/// `launcher`, pointed at `base_url` when one is set. `Err`: the provider
+/// has no known way to change its endpoint, or the URL is unusable.
+pub fn endpoint_launch(
+    provider: &Provider,
+    launcher: &Launcher,
+    prompt: &str,
+    root: &str,
+    base_url: Option<&str>,
+) -> Result<Launch, String> {
+    let mut args = launcher.argv(prompt, root);
+    let Some(url) = base_url else {
+        return Ok(Launch {
+            args,
+            env: Vec::new(),
+        });
+    };
+    let variable = base_url_variable(provider.name);
+    check_endpoint(provider, url)?;
+    let mut env = Vec::new();
+    match provider.endpoint {
+        Endpoint::Env(name) => env.push((name, url.to_owned())),
+        Endpoint::CodexProvider => {
+            let pin = args.iter().position(|a| a == CODEX_OPENAI);
+            let definition = format!(
+                "model_providers.{CODEX_ENDPOINT_PROVIDER}={{name=\"{CODEX_ENDPOINT_PROVIDER}\",base_url=\"{url}\",wire_api=\"responses\",env_key=\"OPENAI_API_KEY\"}}"
+            );
+            let select = format!("model_provider=\"{CODEX_ENDPOINT_PROVIDER}\"");
+            match pin {
+                Some(at) => {
+                    args[at] = select;
+                    args.splice(at..at, [definition, "-c".to_owned()]);
+                }
+                None => {
+                    return Err(format!(
+                        "{variable}: this codex launch line has no provider pin to replace"
+                    ))
+                }
+            }
+        }
+        Endpoint::OpencodeConfig => {
+            let options = serde_json::json!({ "options": { "baseURL": url } });
+            let config = serde_json::json!({
+                "provider": { "anthropic": options, "openai": options }
+            });
+            env.push(("OPENCODE_CONFIG_CONTENT", config.to_string()));
+        }
+        // Refused above.
+        Endpoint::None => {}
+    }
+    Ok(Launch { args, env })
+}
+
+/// What a person running `provider` as root must do first, when its CLI
+/// refuses its autonomy flag as root and `env(name)` does not already say
+/// the machine is a sandbox.
+pub fn root_refusal(
+    provider: &Provider,
+    root: bool,
+    env: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    let variable = provider.refuses_root_unless?;
+    let sandbox = env(variable).is_some_and(|v| !v.is_empty() && v != "0");
+    (root && !sandbox).then(|| {
+        format!(
+            "{} refuses its autonomy flag as root: run drive as another user, or set {variable}=1 where the machine really is a sandbox (a container or VM with nothing else to lose)",
+            provider.name
+        )
+    })
 }
 
 /// Stands for the project root (the agent's working directory) in a
@@ -113,23 +364,40 @@ const fn text(
 ) -> Launcher {
     Launcher {
         binary,
+        qualified: Qualified::No,
         before,
         after,
         structured: Structured::Text,
     }
 }
 
+/// The versions `scripts/record-agent-fixtures` installs and the hermetic
+/// suite (`crates/loopx/tests/agents.rs`) runs: the `through` of each
+/// qualified row. `.ci/run` pins the same ones.
+pub const CLAUDE_QUALIFIED: Version = Version::new(2, 1, 197);
+pub const CODEX_QUALIFIED: Version = Version::new(0, 171, 0);
+pub const OPENCODE_QUALIFIED: Version = Version::new(1, 18, 33);
+
 /// The table of the runtime spec, pinned as the reference pins it: codex
 /// to its built-in OpenAI provider without the user's config, deepseek to
 /// the official endpoint without the project's config. `-p`/`--print`
 /// consumes the next argv word as the prompt, so nothing ever stands
-/// between `-p` and the prompt.
+/// between `-p` and the prompt. Rows of one binary are oldest first; a
+/// CLI whose flags change gets a new row, never an edited one.
 pub const PROVIDERS: &[Provider] = &[
     Provider {
         name: "claude",
         family: Family::Anthropic,
+        endpoint: Endpoint::Env("ANTHROPIC_BASE_URL"),
+        // "--dangerously-skip-permissions cannot be used with root/sudo
+        // privileges for security reasons" (2.1.197).
+        refuses_root_unless: Some("IS_SANDBOX"),
         launchers: &[Launcher {
             binary: "claude",
+            qualified: Qualified::Versions {
+                from: CLAUDE_QUALIFIED,
+                through: CLAUDE_QUALIFIED,
+            },
             before: &["-p"],
             after: &[
                 "--dangerously-skip-permissions",
@@ -143,14 +411,28 @@ pub const PROVIDERS: &[Provider] = &[
     Provider {
         name: "codex",
         family: Family::Openai,
+        endpoint: Endpoint::CodexProvider,
+        refuses_root_unless: None,
+        // 0.171 dropped `--full-auto`; outside a git repository (or a
+        // project it trusts) exec refuses to run without
+        // `--skip-git-repo-check`; its shell tool runs a login shell by
+        // default, whose profile (Debian's, as root) resets PATH and loses
+        // the loopx the driver puts first on it.
         launchers: &[Launcher {
             binary: "codex",
+            qualified: Qualified::Versions {
+                from: CODEX_QUALIFIED,
+                through: CODEX_QUALIFIED,
+            },
             before: &[
                 "exec",
                 "--ignore-user-config",
                 "-c",
-                "model_provider=\"openai\"",
-                "--full-auto",
+                CODEX_OPENAI,
+                "-c",
+                "allow_login_shell=false",
+                "--dangerously-bypass-approvals-and-sandbox",
+                "--skip-git-repo-check",
                 "--json",
             ],
             after: &[],
@@ -160,6 +442,8 @@ pub const PROVIDERS: &[Provider] = &[
     Provider {
         name: "deepseek",
         family: Family::Deepseek,
+        endpoint: Endpoint::None,
+        refuses_root_unless: None,
         launchers: &[
             text("codewhale", DEEPSEEK_PINNED, &[]),
             text(
@@ -173,16 +457,33 @@ pub const PROVIDERS: &[Provider] = &[
     Provider {
         name: "opencode",
         family: Family::Unverified,
-        launchers: &[text("opencode", &["run"], &[])],
+        endpoint: Endpoint::OpencodeConfig,
+        refuses_root_unless: None,
+        // `--auto`: approve every permission not explicitly denied (an
+        // unattended turn cannot answer a prompt).
+        launchers: &[Launcher {
+            binary: "opencode",
+            qualified: Qualified::Versions {
+                from: OPENCODE_QUALIFIED,
+                through: OPENCODE_QUALIFIED,
+            },
+            before: &["run", "--format", "json", "--auto"],
+            after: &[],
+            structured: Structured::OpencodeJson,
+        }],
     },
     Provider {
         name: "copilot",
         family: Family::Unverified,
+        endpoint: Endpoint::None,
+        refuses_root_unless: None,
         launchers: &[text("copilot", &["-p"], &["--allow-all-tools"])],
     },
     Provider {
         name: "antigravity",
         family: Family::Google,
+        endpoint: Endpoint::None,
+        refuses_root_unless: None,
         launchers: &[
             text("agy", &["-p"], &["--dangerously-skip-permissions"]),
             text("gemini", &["--yolo", "-p"], &[]),
@@ -191,6 +492,8 @@ pub const PROVIDERS: &[Provider] = &[
     Provider {
         name: "grok",
         family: Family::Xai,
+        endpoint: Endpoint::None,
+        refuses_root_unless: None,
         launchers: &[
             text("grok", &["-p"], &["--yolo"]),
             text("grok-remote", &["-p"], &["--yolo"]),
@@ -201,9 +504,14 @@ pub const PROVIDERS: &[Provider] = &[
         // family cannot be attributed.
         name: "kimi",
         family: Family::Unverified,
+        endpoint: Endpoint::None,
+        refuses_root_unless: None,
         launchers: &[text("kimi", &["-p"], &["--auto"])],
     },
 ];
+
+/// Codex's pin to its built-in OpenAI provider.
+const CODEX_OPENAI: &str = "model_provider=\"openai\"";
 
 const DEEPSEEK_PINNED: &[&str] = &[
     "--provider",
@@ -229,9 +537,70 @@ pub fn names() -> Vec<&'static str> {
     PROVIDERS.iter().map(|p| p.name).collect()
 }
 
-/// The launcher to use, given which binaries are on PATH.
+/// The row to use, given which binaries are on PATH and the version of
+/// the first one found (`version` is asked only about that binary, and
+/// only when it has qualified rows).
+pub fn choose(
+    provider: &Provider,
+    on_path: impl Fn(&str) -> bool,
+    version: impl FnOnce(&str) -> Option<Version>,
+) -> Option<Choice> {
+    let binary = provider
+        .launchers
+        .iter()
+        .find(|l| on_path(l.binary))?
+        .binary;
+    let rows: Vec<&'static Launcher> = provider
+        .launchers
+        .iter()
+        .filter(|l| l.binary == binary)
+        .collect();
+    let ranges: Vec<(&'static Launcher, Version, Version)> = rows
+        .iter()
+        .filter_map(|l| match l.qualified {
+            Qualified::Versions { from, through } => Some((*l, from, through)),
+            Qualified::No => None,
+        })
+        .collect();
+    let (Some(oldest), Some(newest)) = (ranges.first(), ranges.last()) else {
+        return Some(Choice {
+            launcher: rows[0],
+            version: None,
+            fit: Fit::Unqualified,
+        });
+    };
+    let found = version(binary);
+    let choice = |launcher, fit| Choice {
+        launcher,
+        version: found,
+        fit,
+    };
+    let Some(v) = found else {
+        return Some(choice(newest.0, Fit::Unreadable));
+    };
+    Some(
+        if let Some(row) = ranges.iter().find(|r| r.1 <= v && v <= r.2) {
+            choice(row.0, Fit::Qualified)
+        } else if v > newest.2 {
+            choice(newest.0, Fit::Newer { through: newest.2 })
+        } else if v < oldest.1 {
+            choice(oldest.0, Fit::Older { from: oldest.1 })
+        } else {
+            let below = ranges.iter().rev().find(|r| r.1 <= v).unwrap_or(oldest);
+            choice(below.0, Fit::Between)
+        },
+    )
+}
+
+/// The launcher to use when no version is known (printing a command,
+/// choosing a binary): the newest row of the first binary on PATH.
 pub fn resolve(provider: &Provider, on_path: impl Fn(&str) -> bool) -> Option<&'static Launcher> {
-    provider.launchers.iter().find(|l| on_path(l.binary))
+    let binary = provider
+        .launchers
+        .iter()
+        .find(|l| on_path(l.binary))?
+        .binary;
+    provider.launchers.iter().rfind(|l| l.binary == binary)
 }
 
 /// What a person must know before `drive` starts a provider: the exact
@@ -274,7 +643,7 @@ impl Launcher {
 /// structured-output switches (its answer is read as plain text).
 const TURN_ONLY: &[&str] = &[
     "--dangerously-skip-permissions",
-    "--full-auto",
+    "--dangerously-bypass-approvals-and-sandbox",
     "--allow-all-tools",
     "--yolo",
     "--auto",
@@ -283,7 +652,7 @@ const TURN_ONLY: &[&str] = &[
 ];
 
 /// Turn flags a reviewer never gets, with the value that follows them.
-const TURN_ONLY_WITH_VALUE: &[&str] = &["--output-format"];
+const TURN_ONLY_WITH_VALUE: &[&str] = &["--output-format", "--format"];
 
 impl Launcher {
     /// argv (without the binary) for one panel review with `prompt`: the
@@ -329,9 +698,14 @@ mod tests {
                 "--ignore-user-config",
                 "-c",
                 "model_provider=\"openai\"",
+                "-c",
+                "allow_login_shell=false",
+                "--skip-git-repo-check",
                 "P"
             ]
         );
+        let opencode = find("opencode").unwrap().launchers[0].review_argv("P", "/r");
+        assert_eq!(opencode, ["run", "P"]);
     }
 
     #[test]
@@ -366,7 +740,7 @@ mod tests {
         }
         for flag in [
             "--dangerously-skip-permissions",
-            "--full-auto",
+            "--dangerously-bypass-approvals-and-sandbox",
             "--allow-all-tools",
             "--yolo",
         ] {
@@ -401,10 +775,17 @@ mod tests {
                 "--ignore-user-config",
                 "-c",
                 "model_provider=\"openai\"",
-                "--full-auto",
+                "-c",
+                "allow_login_shell=false",
+                "--dangerously-bypass-approvals-and-sandbox",
+                "--skip-git-repo-check",
                 "--json",
                 "P"
             ]
+        );
+        assert_eq!(
+            argv("opencode", "opencode"),
+            ["run", "--format", "json", "--auto", "P"]
         );
         assert_eq!(
             argv("deepseek", "codewhale"),
@@ -462,8 +843,181 @@ mod tests {
                 );
             }
         }
+        let own = |name: &str| {
+            (name == "AAS_AUTOLOOP_CODEX_BASE_URL").then(|| "http://127.0.0.1:9".to_owned())
+        };
+        assert_eq!(family(find("codex").unwrap(), own), Family::Unverified);
+        assert_eq!(family(find("claude").unwrap(), own), Family::Anthropic);
         let empty = |name: &str| (name == "OPENAI_BASE_URL").then(String::new);
         assert_eq!(family(find("codex").unwrap(), empty), Family::Openai);
         assert_eq!(names().len(), 8, "grok and kimi are in the table");
+    }
+    #[test]
+    fn versions_are_read_from_what_each_cli_prints() {
+        assert_eq!(
+            Version::find("2.1.197 (Claude Code)"),
+            Some(Version::new(2, 1, 197))
+        );
+        assert_eq!(
+            Version::find("codex-cli 0.171.0"),
+            Some(Version::new(0, 171, 0))
+        );
+        assert_eq!(Version::find("1.18.33\n"), Some(Version::new(1, 18, 33)));
+        assert_eq!(Version::find("v3.0.1-beta.2"), Some(Version::new(3, 0, 1)));
+        assert_eq!(Version::find("no version here 1.2"), None);
+    }
+
+    #[test]
+    fn a_cli_version_picks_its_row_and_an_unknown_one_the_nearest_with_a_warning() {
+        let codex = find("codex").unwrap();
+        let on = |b: &str| b == "codex";
+        let at = |v: Option<Version>| choose(codex, on, |_| v).unwrap();
+        let qualified = at(Some(CODEX_QUALIFIED));
+        assert_eq!(qualified.fit, Fit::Qualified);
+        assert_eq!(qualified.fit.warning("codex", qualified.version), None);
+        let newer = at(Some(Version::new(0, 200, 0)));
+        assert_eq!(
+            newer.fit,
+            Fit::Newer {
+                through: CODEX_QUALIFIED
+            }
+        );
+        assert_eq!(newer.launcher, codex.launchers.last().unwrap());
+        let warning = newer.fit.warning("codex", newer.version).unwrap();
+        assert!(
+            warning.contains("0.200.0") && warning.contains("0.171.0"),
+            "{warning}"
+        );
+        assert!(matches!(
+            at(Some(Version::new(0, 100, 0))).fit,
+            Fit::Older { .. }
+        ));
+        assert_eq!(at(None).fit, Fit::Unreadable);
+        // A provider the project never ran is used as documented, unprobed.
+        let copilot = choose(
+            find("copilot").unwrap(),
+            |_| true,
+            |_| panic!("an unqualified CLI is not probed"),
+        )
+        .unwrap();
+        assert_eq!(copilot.fit, Fit::Unqualified);
+        for name in ["claude", "codex", "opencode"] {
+            let provider = find(name).unwrap();
+            assert!(
+                provider
+                    .launchers
+                    .iter()
+                    .all(|l| matches!(l.qualified, Qualified::Versions { .. })),
+                "{name}: every row of a CLI the suite runs names its versions"
+            );
+        }
+    }
+
+    #[test]
+    fn an_endpoint_setting_reaches_each_cli_the_way_it_reads_one() {
+        let url = "http://127.0.0.1:9/v1";
+        let launch = |name: &str| {
+            let provider = find(name).unwrap();
+            endpoint_launch(provider, &provider.launchers[0], "P", "/r", Some(url))
+        };
+        let claude = launch("claude").unwrap();
+        assert_eq!(claude.env, [("ANTHROPIC_BASE_URL", url.to_owned())]);
+        assert_eq!(
+            claude.args,
+            find("claude").unwrap().launchers[0].argv("P", "/r")
+        );
+        let codex = launch("codex").unwrap();
+        assert!(codex.env.is_empty());
+        assert!(
+            !codex.args.contains(&CODEX_OPENAI.to_owned()),
+            "{:?}",
+            codex.args
+        );
+        let joined = codex.args.join(" ");
+        assert!(
+            joined.contains("-c model_providers.loopx_endpoint={name=\"loopx_endpoint\",base_url=\"http://127.0.0.1:9/v1\",wire_api=\"responses\",env_key=\"OPENAI_API_KEY\"} -c model_provider=\"loopx_endpoint\""),
+            "{joined}"
+        );
+        let opencode = launch("opencode").unwrap();
+        let (name, config) = &opencode.env[0];
+        assert_eq!(*name, "OPENCODE_CONFIG_CONTENT");
+        let config: serde_json::Value = serde_json::from_str(config).unwrap();
+        assert_eq!(config["provider"]["anthropic"]["options"]["baseURL"], url);
+        let refused = launch("copilot").unwrap_err();
+        assert!(
+            refused.contains("AAS_AUTOLOOP_COPILOT_BASE_URL"),
+            "{refused}"
+        );
+        let provider = find("claude").unwrap();
+        for bad in [
+            "ftp://x",
+            "http://a b",
+            "http://x\"y",
+            "https://",
+            "http://",
+        ] {
+            assert!(
+                endpoint_launch(provider, &provider.launchers[0], "P", "/r", Some(bad)).is_err(),
+                "{bad}"
+            );
+        }
+        assert!(endpoint_launch(
+            provider,
+            &provider.launchers[0],
+            "P",
+            "/r",
+            Some("http://x")
+        )
+        .is_ok());
+        let plain = endpoint_launch(provider, &provider.launchers[0], "P", "/r", None).unwrap();
+        assert!(plain.env.is_empty());
+    }
+    #[test]
+    fn claude_as_root_outside_a_sandbox_is_told_what_to_do_and_nobody_else_is() {
+        let claude = find("claude").unwrap();
+        let unset = |_: &str| None;
+        let advice = root_refusal(claude, true, unset).unwrap();
+        assert!(
+            advice.contains("IS_SANDBOX=1") && advice.contains("another user"),
+            "{advice}"
+        );
+        let sandbox = |name: &str| (name == "IS_SANDBOX").then(|| "1".to_owned());
+        assert_eq!(root_refusal(claude, true, sandbox), None);
+        assert_eq!(root_refusal(claude, false, unset), None);
+        assert_eq!(root_refusal(find("codex").unwrap(), true, unset), None);
+    }
+    #[test]
+    fn with_several_rows_a_version_takes_its_own_and_a_gap_the_row_below() {
+        const fn row(from: Version, through: Version) -> Launcher {
+            Launcher {
+                binary: "cli",
+                qualified: Qualified::Versions { from, through },
+                before: &[],
+                after: &[],
+                structured: Structured::Text,
+            }
+        }
+        static ROWS: [Launcher; 2] = [
+            row(Version::new(1, 0, 0), Version::new(1, 2, 0)),
+            row(Version::new(2, 0, 0), Version::new(2, 1, 0)),
+        ];
+        let provider = Provider {
+            name: "cli",
+            family: Family::Unverified,
+            endpoint: Endpoint::None,
+            refuses_root_unless: None,
+            launchers: &ROWS,
+        };
+        let at = |major, minor| {
+            let choice = choose(&provider, |_| true, |_| Some(Version::new(major, minor, 0)));
+            let choice = choice.unwrap();
+            let row = ROWS.iter().position(|r| std::ptr::eq(r, choice.launcher));
+            (row.unwrap(), choice.fit)
+        };
+        assert_eq!(at(1, 1), (0, Fit::Qualified));
+        assert_eq!(at(2, 1), (1, Fit::Qualified));
+        assert_eq!(at(1, 5), (0, Fit::Between));
+        assert!(matches!(at(3, 0), (1, Fit::Newer { .. })));
+        assert!(matches!(at(0, 9), (0, Fit::Older { .. })));
     }
 }

@@ -132,6 +132,9 @@ impl TurnResult {
             (_, Some(class @ (FailureClass::Auth | FailureClass::Quota))) => {
                 TurnResult::Failed(class)
             }
+            (Some(status), Some(FailureClass::Configuration)) if status != 0 => {
+                TurnResult::Failed(FailureClass::Configuration)
+            }
             (Some(0), None) if read.reported_error.is_none() => TurnResult::NoAdvance,
             _ => TurnResult::Failed(FailureClass::Failure),
         }
@@ -152,6 +155,9 @@ impl TurnResult {
                 "the provider refused the agent's credentials (sign in again)"
             }
             TurnResult::Failed(FailureClass::Quota) => "the provider reported a usage limit",
+            TurnResult::Failed(FailureClass::Configuration) => {
+                "the provider's CLI refused how loopx launched it (a configuration error: fix it, retrying fails the same way)"
+            }
             TurnResult::TimedOut => {
                 "the turn ran past --iteration-timeout and was killed with everything it started"
             }
@@ -290,6 +296,10 @@ impl Session {
             TurnResult::Failed(FailureClass::Auth) => {
                 self.exclude(Exit::AuthDead, format!("{provider}: authentication failed"))
             }
+            TurnResult::Failed(FailureClass::Configuration) => Next::Exit {
+                exit: Exit::BadArguments,
+                reason: format!("{provider}: {}", result.sentence()),
+            },
             TurnResult::Unavailable => self.exclude(
                 Exit::ProviderUnavailable,
                 format!("{provider}: binary not found on PATH"),
@@ -527,5 +537,31 @@ mod tests {
             )
             .collect();
         assert_eq!(waits, [10, 20, 40, 80]);
+    }
+    #[test]
+    fn a_refused_launch_line_stops_the_run_as_bad_arguments_and_is_never_retried() {
+        use crate::driver::classify::read;
+        use crate::driver::provider::Structured;
+        let refused = read(
+            "error: unexpected argument '--full-auto' found\n",
+            Structured::CodexJson,
+            now(),
+        );
+        let result = TurnResult::of(false, Some(2), false, None, &refused);
+        assert_eq!(result, TurnResult::Failed(FailureClass::Configuration));
+        // Exit 0: whatever it printed, the CLI ran.
+        assert_eq!(
+            TurnResult::of(false, Some(0), false, None, &refused),
+            TurnResult::Failed(FailureClass::Failure)
+        );
+        let mut s = Session::new(vec!["codex".into(), "claude".into()], limits());
+        match s.after(result, None, now()) {
+            Next::Exit {
+                exit: Exit::BadArguments,
+                reason,
+            } => assert!(reason.starts_with("codex: "), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(s.failures(), 0);
     }
 }

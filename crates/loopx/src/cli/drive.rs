@@ -326,6 +326,13 @@ pub fn agent_cmd(args: &AgentCmdArgs, store: Option<&str>) -> Result<Reply> {
                 report: false,
             });
         }
+        if let Some(problem) = &only.endpoint_error {
+            eprintln!(
+                "warning: {problem}; `loopx drive --provider {}` would exit {} (shown without it)",
+                only.provider,
+                Exit::BadArguments.code()
+            );
+        }
         if let Some(warning) = &only.warning {
             eprintln!(
                 "warning: provider {} unavailable: {warning}; `loopx drive --provider {}` would exit {} until one is installed",
@@ -374,20 +381,22 @@ pub fn agent_cmd(args: &AgentCmdArgs, store: Option<&str>) -> Result<Reply> {
     Ok(Reply::ok(json, text))
 }
 
-/// A provider's command as a person would paste it into a shell.
+/// A provider's command as a person would paste it into a shell: the
+/// variables its endpoint setting adds, the program, its arguments.
 fn shell_line(command: &ProviderCommand) -> String {
-    let argv = command.argv.iter().flatten().map(|a| {
-        if a.contains(' ') || a.contains('<') || a.contains('"') {
+    let word = |a: &str| {
+        if a.contains(' ') || a.contains('<') || a.contains('"') || a.contains('{') {
             format!("'{a}'")
         } else {
-            a.clone()
+            a.to_owned()
         }
-    });
-    command
-        .program
-        .map(str::to_owned)
-        .into_iter()
-        .chain(argv)
+    };
+    let env = command
+        .env
+        .iter()
+        .map(|(name, value)| format!("{name}={}", word(value)));
+    env.chain(command.program.map(str::to_owned))
+        .chain(command.argv.iter().flatten().map(|a| word(a)))
         .collect::<Vec<_>>()
         .join(" ")
 }

@@ -43,8 +43,10 @@ pub struct InstallArgs {
 /// MCP entry and hook are complete, of this loopx version and unedited, and
 /// whether the hook's loopx exists. Then the store (opens, schema current),
 /// the workspace against the one the driver registered, the providers on
-/// PATH with their versions, and free disk. Exits 1 when anything needs a
-/// fix, naming the command that fixes it.
+/// PATH (a `providers` line, then one line each with its `--version` and
+/// whether loopx was qualified against that version: `warn` when not),
+/// and free disk. The report goes to stdout whatever the outcome; exits 1
+/// when anything needs a fix, naming the command that fixes it.
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
     #[command(flatten)]
@@ -134,8 +136,15 @@ pub fn doctor(args: &DoctorArgs, store: Option<&str>) -> Result<Reply> {
 fn render_doctor(view: &DoctorView) -> String {
     let mut text = String::new();
     for check in &view.checks {
-        let mark = if check.ok { "ok  " } else { "FAIL" };
+        let mark = match (check.ok, &check.warning) {
+            (false, _) => "FAIL",
+            (true, Some(_)) => "warn",
+            (true, None) => "ok  ",
+        };
         text.push_str(&format!("{mark} {}: {}\n", check.name, check.detail));
+        if let Some(warning) = &check.warning {
+            text.push_str(&format!("     {warning}\n"));
+        }
         if let Some(fix) = &check.fix {
             text.push_str(&format!("     fix: {fix}\n"));
         }
