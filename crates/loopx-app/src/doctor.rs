@@ -64,6 +64,14 @@ pub fn doctor(at: Place<'_>, places: &Places, source: &Source) -> DoctorView {
         .collect();
     checks.push(providers_summary(&names));
     checks.extend(found);
+    let transport = crate::containment::readiness();
+    checks.push(Check {
+        name: "transport".into(),
+        ok: transport.ok,
+        detail: transport.detail,
+        fix: transport.fix,
+        warning: None,
+    });
     checks.push(disk(dir));
     DoctorView {
         ok: checks.iter().all(|c| c.ok),

@@ -421,3 +421,49 @@ fn an_omitted_transport_is_refused_in_enforce_mode_and_unconfined_outside_it() {
     );
     assert!(before == f.fingerprint(), "the loop changed");
 }
+
+#[test]
+fn doctor_names_the_default_transport_and_whether_trusted_local_can_run() {
+    let f = Fixture::new();
+    let doctor = |env: &[(&str, &str)]| {
+        let mut command = f.loopx();
+        command
+            .args(["doctor", "--json", "--dir", f.d()])
+            .env_remove("AAS_AUTOLOOP_PROVIDER_TRANSPORT")
+            .env_remove("LOOPX_CONTAINMENT_BACKEND");
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let out = command.output().unwrap();
+        let view: Value = serde_json::from_slice(&out.stdout).unwrap();
+        view["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "transport")
+            .cloned()
+            .unwrap_or_else(|| panic!("no transport line: {view}"))
+    };
+    let unset = doctor(&[]);
+    assert!(
+        unset["detail"].as_str().unwrap().contains("run unconfined"),
+        "{unset}"
+    );
+    // Asked for, where it cannot run: a failed check with the way out.
+    let cannot = doctor(&[
+        ("AAS_AUTOLOOP_PROVIDER_TRANSPORT", "trusted-local"),
+        ("LOOPX_CONTAINMENT_BACKEND", "systemd"),
+    ]);
+    assert_eq!(cannot["ok"], false, "{cannot}");
+    assert!(
+        cannot["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no user systemd manager"),
+        "{cannot}"
+    );
+    assert!(
+        cannot["fix"].as_str().unwrap().contains("bubblewrap"),
+        "{cannot}"
+    );
+}

@@ -1028,3 +1028,64 @@ fn a_brief_with_personal_data_leaves_only_with_the_digest_of_its_exact_bytes() {
 fn loopx_core_pii_env() -> &'static str {
     loopx_core::pii::APPROVAL_ENV
 }
+
+#[test]
+fn reviewers_are_refused_by_default_in_enforce_mode_and_run_pinned_and_contained_under_trusted_local(
+) {
+    let p = Panel::new();
+    let seen = p.f.temp.path().join("reviewer-cgroup");
+    p.reviewer(
+        "codex",
+        &format!(
+            "cat /proc/self/cgroup > '{}'\n{}",
+            seen.display(),
+            answer("codex", "pass")
+        ),
+    );
+    p.stage();
+    // A released build: no transport in enforce mode is strict-isolated.
+    let error = p.refused(&[("LOOPX_INJECTED_PROVIDERS", None)]);
+    assert!(error.contains("resolves to strict-isolated"), "{error}");
+    assert_eq!(p.launches("codex"), 0);
+    // SAFETY: geteuid has no preconditions.
+    let containable = unsafe { libc::geteuid() } == 0
+        && std::path::Path::new("/sys/fs/cgroup/pids/cgroup.procs").exists()
+        && Command::new("bwrap").arg("--version").output().is_ok();
+    if !containable {
+        common::skipped_without("containment needs root, bubblewrap and cgroup v1");
+        return;
+    }
+    let attest = p
+        .loopx(&["attest", "--provider", "codex", "--bin"])
+        .arg(p.bin.join("codex"))
+        .output()
+        .unwrap();
+    let exports = String::from_utf8_lossy(&attest.stdout).into_owned();
+    let mut env: Vec<(String, Option<String>)> = exports
+        .lines()
+        .filter_map(|line| line.strip_prefix("export "))
+        .filter_map(|line| line.split_once('='))
+        .map(|(name, value)| (name.to_owned(), Some(value.trim_matches('\'').to_owned())))
+        .collect();
+    env.push((
+        "AAS_AUTOLOOP_ATTESTED_MODEL_CODEX".into(),
+        Some("gpt-test".into()),
+    ));
+    env.push(("LOOPX_INJECTED_PROVIDERS".into(), None));
+    // Every reviewer that may be invited must be pinned: invite codex only.
+    env.push(("AAS_AUTOLOOP_PANEL_PROVIDERS".into(), Some("codex".into())));
+    let env: Vec<(&str, Option<&str>)> = env
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_deref()))
+        .collect();
+    let (code, view, stderr) = p.panel(&["--transport", "trusted-local"], &env);
+    assert_eq!(code, 0, "{view} {stderr}");
+    assert_eq!(view["state"], "banked_accepted", "{view}");
+    let cgroup = std::fs::read_to_string(&seen).unwrap();
+    assert!(
+        cgroup
+            .lines()
+            .any(|l| l.contains(":pids:") && l.contains("/loopx-panel-")),
+        "the reviewer ran outside its scope: {cgroup}"
+    );
+}

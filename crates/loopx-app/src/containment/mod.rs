@@ -184,6 +184,50 @@ impl Confinement {
     }
 }
 
+/// What `doctor` says of the transport: what runs provider processes by
+/// default here, and whether trusted-local could contain one now.
+pub struct Readiness {
+    /// False only when trusted-local is asked for and cannot run here.
+    pub ok: bool,
+    pub detail: String,
+    pub fix: Option<String>,
+}
+
+pub fn readiness() -> Readiness {
+    let asked = var(rules::TRANSPORT_ENV).filter(|v| !v.trim().is_empty());
+    let bwrap = crate::platform::which(sandbox::BWRAP).is_some();
+    let backend = scope::Backend::probe();
+    let default = match asked.as_deref() {
+        None => "unset: provider processes run unconfined (a process group and a timeout) outside Goal Focus enforce mode, and are refused in it".to_owned(),
+        Some(value) => format!("{} is {value:?}", rules::TRANSPORT_ENV),
+    };
+    let can_contain = match (&backend, bwrap) {
+        (Ok(backend), true) => Ok(format!(
+            "trusted-local can run here ({}, bubblewrap)",
+            backend.name()
+        )),
+        (Ok(_), false) => {
+            Err("trusted-local cannot run here: bubblewrap (bwrap) is not on PATH".to_owned())
+        }
+        (Err(why), _) => Err(why.message.clone()),
+    };
+    let wanted = asked.as_deref() == Some("trusted-local");
+    match can_contain {
+        Ok(yes) => Readiness {
+            ok: true,
+            detail: format!("{default}; {yes}"),
+            fix: None,
+        },
+        Err(no) => Readiness {
+            ok: !wanted,
+            detail: format!("{default}; {no}"),
+            fix: wanted.then(|| {
+                "install bubblewrap, and run where a user systemd manager answers, a cgroup v2 subtree is delegated, or as root with cgroup v1".to_owned()
+            }),
+        },
+    }
+}
+
 /// Resolve the transport of a `role` process set for `providers` (or a
 /// `--cmd` override), in a loop whose Goal Focus mode is `enforce`. Every
 /// refusal comes before registration and before any process exists.

@@ -10,17 +10,45 @@
 
 use super::env;
 use super::runner::{Output, Process, Record, TurnRunner};
+use crate::containment::{Confinement, Containment};
 use crate::panel::{Launch, PanelView, Prepared, Ran, OUTPUT_BYTES};
 use crate::AppError;
 use anyhow::Result;
 use std::path::Path;
 
 /// Run one reviewer to its end or its timeout, its process record in
-/// `logs`.
-pub fn run_reviewer(runner: &dyn TurnRunner, logs: &Path, launch: &Launch) -> Result<Ran> {
+/// `logs`, contained as `containment` says (under trusted-local: the
+/// pinned binary and model, checked again now, in its own scope).
+pub fn run_reviewer(
+    runner: &dyn TurnRunner,
+    logs: &Path,
+    launch: &Launch,
+    containment: &Containment,
+) -> Result<Ran> {
+    let (program, mut args, confinement) = match containment {
+        Containment::Unconfined => (launch.binary.clone(), launch.args.clone(), None),
+        Containment::TrustedLocal(contained) => {
+            let attested = contained.provider(&launch.provider).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "trusted-local did not attest the reviewer {}; nothing was started",
+                    launch.provider
+                )
+            })?;
+            attested.revalidate()?;
+            let confinement = Confinement::new(contained, &launch.name, launch.timeout)?;
+            (
+                attested.pin.bin.clone(),
+                launch.args.clone(),
+                Some((attested, confinement)),
+            )
+        }
+    };
+    if let Some((attested, _)) = &confinement {
+        args.extend(["--model".to_owned(), attested.pin.model.clone()]);
+    }
     let ran = runner.run(Process {
-        program: launch.binary.clone().into(),
-        args: launch.args.clone(),
+        program: program.into(),
+        args,
         cwd: launch.cwd.clone(),
         env: vec![(env::PANEL_REVIEWER, "1".into())],
         env_removed: env::WITHHELD_FROM_REVIEWERS,
@@ -33,7 +61,7 @@ pub fn run_reviewer(runner: &dyn TurnRunner, logs: &Path, launch: &Launch) -> Re
             logs: logs.to_path_buf(),
             name: launch.name.clone(),
         },
-        confinement: None,
+        confinement: confinement.map(|(_, confinement)| confinement),
     });
     let _ = std::fs::remove_file(super::record_path(logs, &launch.name));
     let ran = ran?;
@@ -46,22 +74,25 @@ pub fn run_reviewer(runner: &dyn TurnRunner, logs: &Path, launch: &Launch) -> Re
     })
 }
 
-/// A prepared panel run, each reviewer through `runner` and announced
-/// through `announce` as it starts.
+/// A prepared panel run, each reviewer through `runner` under the
+/// transport it was prepared with, and announced through `announce` as it
+/// starts.
 pub fn review(
-    prepared: Prepared,
+    mut prepared: Prepared,
     cli_timeout: Option<u64>,
     runner: &dyn TurnRunner,
     announce: &dyn Fn(&str),
 ) -> Result<PanelView, AppError> {
     let logs = super::log_dir(prepared.dir())?;
+    // The reviewers' containment outlives the run that consumes `prepared`.
+    let containment = std::mem::replace(&mut prepared.containment, Containment::Unconfined);
     let mut each = |launch: &Launch| {
         announce(&format!(
             "reviewer {} started (timeout {}s)",
             launch.provider,
             launch.timeout.as_secs()
         ));
-        run_reviewer(runner, &logs, launch)
+        run_reviewer(runner, &logs, launch, &containment)
     };
     prepared.run(cli_timeout, &mut each)
 }

@@ -461,13 +461,18 @@ impl Run<'_> {
     /// why the driver must stop (the panel was refused, or could launch
     /// nobody, which the next look would find again).
     fn panel_phase(&self, phase: Phase) -> std::result::Result<(), String> {
-        let view = crate::panel::prepare(self.dir.place(), phase, None)
-            .and_then(|prepared| {
-                super::reviewer::review(prepared, None, self.runner, &|line| {
-                    self.progress.say(&format!("panel: {line}"))
-                })
+        let view = crate::panel::prepare(
+            self.dir.place(),
+            phase,
+            None,
+            self.options.transport.as_deref(),
+        )
+        .and_then(|prepared| {
+            super::reviewer::review(prepared, None, self.runner, &|line| {
+                self.progress.say(&format!("panel: {line}"))
             })
-            .map_err(|error| error.message)?;
+        })
+        .map_err(|error| error.message)?;
         let text = view.text();
         for line in text.lines() {
             self.progress.say(&format!("panel: {line}"));

@@ -5,10 +5,12 @@
 //! the run itself (`run.rs`).
 
 use super::config::{load_config, refused};
+use crate::containment::Containment;
 use crate::focus::candidate::{self, family_of};
 use crate::focus::strategy;
 use crate::loop_dir::{LoopDir, Place};
 use crate::AppError;
+use loopx_core::containment::Role;
 use loopx_core::digest::Digest;
 use loopx_core::driver::provider::Family;
 use loopx_core::driver::step::PanelBudget;
@@ -87,6 +89,8 @@ pub struct Prepared {
     /// The attempt ledger as it stood when the run began: the attempts
     /// already spent on the subject, and how long reviews took lately.
     pub(super) attempts: Attempts,
+    /// How its reviewer processes run, every invited one attested.
+    pub containment: Containment,
 }
 
 impl Prepared {
@@ -121,12 +125,14 @@ fn pending_candidate(dir: &LoopDir, mode: GoalFocusMode) -> Result<Held, AppErro
 /// spawning nothing: refused when nothing awaits that review (no pending
 /// candidate; no plan awaiting a strategy review, or an unknown executor),
 /// panel.json is invalid, enforce mode lacks the egress consent, nobody
-/// can be invited, or no attempt is left. `executor` names the executor's
-/// provider for a strategy review when no driver has.
+/// can be invited, no attempt is left, or the provider transport
+/// (`transport`, else its variable) refuses the reviewers. `executor`
+/// names the executor's provider for a strategy review when no driver has.
 pub fn prepare(
     root: Place<'_>,
     phase: Phase,
     executor: Option<&str>,
+    transport: Option<&str>,
 ) -> Result<Prepared, AppError> {
     let dir = LoopDir::open(root, Access::ReadWrite)?;
     let mode = dir.read()?.ledger.config.goal_focus_mode;
@@ -161,6 +167,14 @@ pub fn prepare(
             max: config.max_attempts,
         }));
     }
+    let invited: Vec<&str> = invitation.invited.iter().map(String::as_str).collect();
+    let containment = crate::containment::prepare(
+        Role::Panel,
+        transport,
+        mode == GoalFocusMode::Enforce,
+        &invited,
+        false,
+    )?;
     Ok(Prepared {
         dir,
         phase,
@@ -168,5 +182,6 @@ pub fn prepare(
         config,
         invitation,
         attempts,
+        containment,
     })
 }

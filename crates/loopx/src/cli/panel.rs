@@ -4,6 +4,7 @@ use super::Reply;
 use crate::process::Plain;
 use anyhow::Result;
 use clap::Args;
+use loopx_app::containment::Containment;
 use loopx_app::driver;
 use loopx_core::panel::Phase;
 
@@ -61,6 +62,14 @@ pub struct PanelArgs {
     /// folder and answers from its brief).
     #[arg(long, value_name = "PROJECT")]
     pub root: Option<std::path::PathBuf>,
+    /// How reviewer processes run: trusted-local (an explicit opt-in:
+    /// attested claude, codex or codewhale binaries, each reviewer in its
+    /// own cgroup scope under bubblewrap; see `loopx attest`) or
+    /// strict-isolated (not available yet: refused). Default:
+    /// AAS_AUTOLOOP_PROVIDER_TRANSPORT; without either, refused in Goal
+    /// Focus enforce mode (where the panel runs), unconfined elsewhere.
+    #[arg(long, value_name = "TRANSPORT")]
+    pub transport: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -79,7 +88,12 @@ pub fn panel(args: &PanelArgs, store: Option<&str>) -> Result<Reply> {
         Some(PhaseArg::StrategyReview) => Phase::StrategyReview,
         Some(PhaseArg::ResultReview) => Phase::ResultReview,
     };
-    let prepared = loopx_app::panel::prepare(args.dir.at(store), phase, args.executor.as_deref())?;
+    let prepared = loopx_app::panel::prepare(
+        args.dir.at(store),
+        phase,
+        args.executor.as_deref(),
+        args.transport.as_deref(),
+    )?;
     // One process works a loop at a time: a driver running this loop runs
     // its own panel.
     let _lock = driver::take_lock(prepared.dir())?;
@@ -102,7 +116,7 @@ fn smoke(args: &PanelArgs) -> Result<Reply> {
             launch.timeout.as_secs()
         );
         // Its process record goes beside it, in the temporary directory.
-        driver::reviewer::run_reviewer(&Plain, &launch.cwd, launch)
+        driver::reviewer::run_reviewer(&Plain, &launch.cwd, launch, &Containment::Unconfined)
     };
     let view = loopx_app::panel::smoke(&args.dir.dir, args.timeout, &mut runner)?;
     let mut reply = Reply::view(&view, view.text())?;
