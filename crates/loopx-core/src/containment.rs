@@ -142,6 +142,24 @@ pub fn admit(
     Ok(())
 }
 
+/// The flags that make a trusted-local panel reviewer prompt-only: each
+/// CLI's own switches for no shell, no file tools, no MCP servers, no
+/// browser or web search, no memory or custom instructions, no
+/// subagents. Checked against each pinned CLI's `--help` in the real-CLI
+/// suite. CodeWhale's are not known: it gets none, and the README says so.
+pub fn prompt_only_flags(provider: &str) -> &'static [&'static str] {
+    match provider {
+        // --bare skips hooks, plugins, auto-memory and CLAUDE.md; an empty
+        // --tools list leaves no built-in tool; --strict-mcp-config with no
+        // --mcp-config loads no MCP server.
+        "claude" => &["--bare", "--tools", "", "--strict-mcp-config"],
+        // A read-only sandbox for anything it would run, and no session
+        // written to disk.
+        "codex" => &["--sandbox", "read-only", "--ephemeral"],
+        _ => &[],
+    }
+}
+
 /// The variables that point a provider CLI at another endpoint family;
 /// any of them set under trusted-local is refused.
 pub const ENDPOINT_OVERRIDES: &[&str] = &[

@@ -617,3 +617,76 @@ fn agent_cmd_shows_the_endpoint_setting_as_a_turn_gets_it() {
         .contains("knows no way to point copilot"));
     assert!(warned.contains("would exit 2"), "{warned}");
 }
+
+/// Each pinned CLI's `--help` (for Codex, `exec --help`) names every
+/// prompt-only flag trusted-local gives its reviewers: a CLI update that
+/// drops one fails here, not in a reviewer that quietly keeps its tools.
+#[test]
+fn the_prompt_only_reviewer_flags_are_ones_each_pinned_cli_knows() {
+    let Some(clis) = std::env::var_os("LOOPX_AGENT_CLIS").map(PathBuf::from) else {
+        common::skipped_without("LOOPX_AGENT_CLIS is not set");
+        return;
+    };
+    for (cli, help) in [
+        ("claude", &["--help"][..]),
+        ("codex", &["exec", "--help"][..]),
+    ] {
+        let out = Command::new(clis.join(cli)).args(help).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let flags = loopx_core::containment::prompt_only_flags(cli);
+        assert!(!flags.is_empty(), "{cli} has no prompt-only flags");
+        for flag in flags.iter().filter(|f| f.starts_with("--")) {
+            assert!(
+                text.contains(flag),
+                "{cli} {} does not know {flag}",
+                help.join(" ")
+            );
+        }
+    }
+}
+
+/// A reviewer with the prompt-only flags, through the real Claude Code:
+/// it answers, and the model is offered no tool at all (no shell, no
+/// files, no MCP server).
+#[test]
+fn a_prompt_only_claude_reviewer_offers_the_model_no_tool() {
+    let Some(a) = Agents::new(&["claude"], 10) else {
+        return;
+    };
+    let standin = StandIn::new(vec![Reply::Text("Reviewed: pass.")]);
+    let mut claude = Command::new(a.clis.join("claude"));
+    claude
+        .args([
+            "-p",
+            "Review this.",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ])
+        .args(loopx_core::containment::prompt_only_flags("claude"))
+        .current_dir(&a.root)
+        .env_clear()
+        .env("PATH", a.path())
+        .env("HOME", &a.home)
+        .env("ANTHROPIC_API_KEY", "sk-ant-standin-not-a-key")
+        .env("ANTHROPIC_BASE_URL", &standin.url)
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    let output = claude.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{}", stderr(&output));
+    // Claude Code says what it loaded: no tool, no MCP server.
+    let init: Value = stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|event| event["subtype"] == "init")
+        .unwrap_or_else(|| panic!("no init event: {stdout}"));
+    assert_eq!(init["tools"], serde_json::json!([]), "{init}");
+    assert_eq!(init["mcp_servers"], serde_json::json!([]), "{init}");
+    // The review went out offering no tool: the stand-in answered it as a
+    // side call, and no request offered one.
+    assert!(
+        !standin.side_calls().is_empty(),
+        "the model was never asked: {stdout}"
+    );
+    assert_eq!(standin.turns(), 0, "a request offered the model tools");
+}

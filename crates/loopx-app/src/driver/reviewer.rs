@@ -44,6 +44,8 @@ pub fn run_reviewer(
         }
     };
     if let Some((attested, _)) = &confinement {
+        let prompt_only = loopx_core::containment::prompt_only_flags(&launch.provider);
+        args.extend(prompt_only.iter().map(|flag| (*flag).to_owned()));
         args.extend(["--model".to_owned(), attested.pin.model.clone()]);
     }
     let ran = runner.run(Process {

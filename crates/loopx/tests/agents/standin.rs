@@ -57,6 +57,8 @@ struct Seen {
     turns: usize,
     /// Each model turn's request body.
     requests: Vec<Value>,
+    /// Each request that offered no tool.
+    side_calls: Vec<Value>,
     script: Vec<Reply>,
 }
 
@@ -74,6 +76,7 @@ impl StandIn {
         let seen = Arc::new(Mutex::new(Seen {
             turns: 0,
             requests: Vec::new(),
+            side_calls: Vec::new(),
             script: script.into_iter().rev().collect(),
         }));
         let shared = Arc::clone(&seen);
@@ -96,6 +99,12 @@ impl StandIn {
     /// The request body of each model turn, in order.
     pub fn requests(&self) -> Vec<Value> {
         self.seen.lock().unwrap().requests.clone()
+    }
+
+    /// Each request that offered the model no tool (answered as a side
+    /// call, not a turn of the script).
+    pub fn side_calls(&self) -> Vec<Value> {
+        self.seen.lock().unwrap().side_calls.clone()
     }
 }
 
@@ -142,6 +151,7 @@ fn serve(stream: TcpStream, seen: &Mutex<Seen>) -> std::io::Result<()> {
         .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
         .unwrap_or_default();
     let reply = if tools.is_empty() {
+        seen.lock().unwrap().side_calls.push(request.clone());
         Reply::Text("Stand-in title")
     } else {
         next(seen, &request)
