@@ -490,6 +490,37 @@ fn a_turn_that_runs_out_of_time_after_staging_has_its_candidate_quarantined() {
 }
 
 #[test]
+fn a_turn_whose_output_held_a_credential_or_passed_its_cap_has_its_candidate_quarantined() {
+    for (after, extra, says) in [
+        (
+            "echo 'debug: using ANTHROPIC_API_KEY=sk-ant-api03-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA'",
+            &[][..],
+            "its output held a credential",
+        ),
+        (
+            "head -c 300000 /dev/zero | tr '\\0' x",
+            &["--max-turn-output", "64K"][..],
+            "its output passed the cap",
+        ),
+    ] {
+        let p = Panel::directed();
+        p.staging_agent_then(after);
+        p.reviewer("codex", &answer("codex", "pass"));
+        let mut args = vec!["--panel", "on"];
+        args.extend(extra);
+        let (code, stderr) = p.drive(&args);
+        assert_eq!(code, 4, "{says}: {stderr}");
+        assert!(stderr.contains("completion gate failed"), "{says}: {stderr}");
+        assert_eq!(p.launches("codex"), 0, "{says}: a quarantined candidate is never reviewed");
+        assert_eq!(p.status()["iterations"], 0, "{says}: nothing banked");
+        let held = p.f.json(&["goal-focus", "recover-quarantine", "--dir", p.f.d()]);
+        let reason = held["quarantined"]["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains(says), "{says}: {held}");
+        assert!(!reason.contains("sk-ant-api03"), "the reason repeats the credential");
+    }
+}
+
+#[test]
 fn an_enforce_loop_dispatches_nothing_without_a_reviewed_direction() {
     let p = Panel::new();
     p.staging_agent();

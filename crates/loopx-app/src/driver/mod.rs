@@ -42,8 +42,9 @@ use loopx_core::driver::provider::{self, Structured};
 use loopx_core::driver::session::Session;
 use loopx_core::driver::step::{self, Situation, Step};
 use loopx_core::driver::{
-    self, DriverOwner, DriverRequest, DriverState, DriverSummary, Intent, Liveness, Observed,
-    RecoveryPlan, Registration, RunEnded, Settlement, TurnOutcome, Waiting, Workspace,
+    self, DriverOwner, DriverRequest, DriverState, DriverSummary, HostAttestation, Intent,
+    Liveness, Observed, RecoveryPlan, Registration, RunEnded, Settlement, TurnOutcome, Waiting,
+    Workspace,
 };
 use loopx_core::focus::candidate::Hold;
 use loopx_core::focus::plan::PlanState;
@@ -268,16 +269,18 @@ pub fn intend(dir: &LoopDir, intent: Intent) -> Result<()> {
 }
 
 /// The host's completion gate after the turn of `dispatch_id`: a
-/// candidate the turn staged is quarantined if the turn timed out. Run
+/// candidate the turn staged is quarantined if the host saw anything
+/// wrong with the turn (`seen`: timeout, truncated output, an incomplete
+/// cleanup or prompt delivery, a credential in its output). Run
 /// before the settlement, so a driver that dies in between leaves the
 /// candidate held, never reviewable; retried under the same operation id.
 pub fn quarantine_after_turn(
     dir: &LoopDir,
     dispatch_id: &str,
-    timed_out: bool,
+    seen: &HostAttestation,
 ) -> Result<Option<Digest>> {
     let id = op("quarantine", dispatch_id)?;
-    crate::focus::candidate::quarantine_after_turn(dir, &id, dispatch_id, timed_out)
+    crate::focus::candidate::quarantine_after_turn(dir, &id, dispatch_id, seen)
 }
 
 /// Close a turn: charge its measured cost to the ledger and settle its

@@ -74,6 +74,10 @@ pub struct ProcessOutcome {
     /// With [`Output::Log`]: how many bytes were dropped from the middle
     /// of the log.
     pub dropped: u64,
+    /// Its stdin, if it had one, was written whole.
+    pub prompt_delivered: bool,
+    /// Nothing it started was alive after the runner's sweep.
+    pub cleaned_up: bool,
 }
 
 /// How a turn's process is started, watched, limited and reaped.

@@ -26,10 +26,12 @@ use loopx_core::driver::capture::{OutputCap, Retention};
 use loopx_core::driver::classify::{self, Reading as OutputReading, END_OF_PROMPT};
 use loopx_core::driver::provider::{self, Launcher, Structured};
 use loopx_core::driver::session::TurnResult;
+use loopx_core::driver::HostAttestation;
 use loopx_core::driver::{turn_advanced, Intent, Settlement, TurnOutcome};
 use loopx_core::goal::Actor;
 use loopx_core::ledger::CheckRun;
 use loopx_store::failpoint;
+use std::borrow::Cow;
 use std::ffi::OsString;
 use std::io::Write as _;
 use std::path::Path;
@@ -319,13 +321,24 @@ pub fn run_turn(
         staged_after.as_ref(),
     );
     // The host's completion gate, before the settlement: a candidate this
-    // turn staged is held if the turn ran out of time.
+    // turn staged is held if the host saw anything wrong with the turn.
+    let seen = HostAttestation {
+        prompt_delivered: ran.prompt_delivered,
+        timed_out: ran.timed_out,
+        output_truncated: ran.dropped > 0,
+        cleaned_up: ran.cleaned_up,
+        sensitive_output: matches!(
+            loopx_core::redact::redact(classify::agent_output(&output)),
+            Cow::Owned(_)
+        ),
+    };
     let quarantined = through_outages(dir, on, "checking what the turn staged", progress, || {
-        super::quarantine_after_turn(dir, &dispatch_id, ran.timed_out)
+        super::quarantine_after_turn(dir, &dispatch_id, &seen)
     })?;
     if let Some(fingerprint) = &quarantined {
         progress.say(&format!(
-            "turn {iteration} ran out of time after staging candidate {fingerprint}: quarantined; no review or new turn until a person inspects it (`loopx goal-focus recover-quarantine --dir {}`)",
+            "turn {iteration} staged candidate {fingerprint}, but the host's completion gate failed ({}): quarantined; no review or new turn until a person inspects it (`loopx goal-focus recover-quarantine --dir {}`)",
+            seen.failures().join("; "),
             dir.display()
         ));
     }

@@ -20,6 +20,7 @@ use crate::receipt::ReceiptView;
 use crate::{clock, AppError};
 use loopx_core::digest::Digest;
 use loopx_core::driver::provider::{self, Family};
+use loopx_core::driver::HostAttestation;
 use loopx_core::focus::candidate::{
     self, Candidate, CandidateError, CandidateOwner, CandidateReceipt, CandidateRequest, Evidence,
     Slot, CANDIDATE_STREAM, EVIDENCE_BYTES,
@@ -509,10 +510,9 @@ pub fn quarantine_after_turn(
     dir: &LoopDir,
     operation_id: &OperationId,
     dispatch_id: &str,
-    timed_out: bool,
+    seen: &HostAttestation,
 ) -> anyhow::Result<Option<Digest>> {
-    let Some(request) = slot(dir)?.and_then(|s| s.quarantine_after_turn(dispatch_id, timed_out))
-    else {
+    let Some(request) = slot(dir)?.and_then(|s| s.quarantine_after_turn(dispatch_id, seen)) else {
         return Ok(None);
     };
     execute(dir, operation_id, &request).map_err(anyhow::Error::new)?;

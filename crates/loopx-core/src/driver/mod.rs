@@ -132,6 +132,46 @@ impl TurnOutcome {
     }
 }
 
+/// What the host itself saw of a turn, whatever the agent says of it:
+/// the completion gate a candidate the turn staged must pass before it
+/// may be reviewed or banked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct HostAttestation {
+    /// The prompt reached the process whole (argv, or all of stdin).
+    pub prompt_delivered: bool,
+    /// The process ran past its timeout and was killed.
+    pub timed_out: bool,
+    /// Its output was more than the cap, so the host did not see all of it.
+    pub output_truncated: bool,
+    /// Nothing it started was still alive after the sweep.
+    pub cleaned_up: bool,
+    /// Its output held a credential (redacted wherever it is stored).
+    pub sensitive_output: bool,
+}
+
+impl HostAttestation {
+    /// Why a candidate the turn staged cannot be trusted as it stands,
+    /// one phrase each; empty when the host saw nothing wrong.
+    pub fn failures(&self) -> Vec<&'static str> {
+        [
+            (!self.prompt_delivered, "its prompt was not delivered whole"),
+            (self.timed_out, "it ran out of time and was killed"),
+            (
+                self.output_truncated,
+                "its output passed the cap, so the host did not see all of it",
+            ),
+            (
+                !self.cleaned_up,
+                "processes it started outlived the cleanup",
+            ),
+            (self.sensitive_output, "its output held a credential"),
+        ]
+        .into_iter()
+        .filter_map(|(failed, why)| failed.then_some(why))
+        .collect()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Settlement {
     pub dispatch_id: String,

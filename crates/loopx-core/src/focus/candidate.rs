@@ -18,7 +18,7 @@
 
 use crate::digest::Digest;
 use crate::driver::provider::Family;
-use crate::driver::Intent;
+use crate::driver::{HostAttestation, Intent};
 use crate::focus::contract::ObligationStatus;
 use crate::ledger::{BankStatus, IterationReport};
 use crate::operation::{Clock, Decided, Owner};
@@ -370,14 +370,16 @@ impl Slot {
     pub fn quarantine_after_turn(
         &self,
         dispatch_id: &str,
-        timed_out: bool,
+        seen: &HostAttestation,
     ) -> Option<CandidateRequest> {
         let held = self.pending.as_ref()?;
         let staged_by_this_turn = held.candidate.dispatch_id.as_deref() == Some(dispatch_id);
-        (timed_out && staged_by_this_turn).then(|| CandidateRequest::Quarantine {
+        let failures = seen.failures();
+        (staged_by_this_turn && !failures.is_empty()).then(|| CandidateRequest::Quarantine {
             fingerprint: held.fingerprint.clone(),
             reason: format!(
-                "the turn of dispatch {dispatch_id} that staged it ran out of time and was killed: what it staged may be unfinished"
+                "the host's completion gate failed for the turn of dispatch {dispatch_id} that staged it ({}): what it staged may be unfinished or unsafe",
+                failures.join("; ")
             ),
         })
     }
@@ -743,24 +745,79 @@ mod tests {
     }
 
     #[test]
-    fn only_a_candidate_staged_by_a_turn_that_timed_out_is_quarantined_after_it() {
+    fn only_a_candidate_staged_by_a_turn_the_host_gate_failed_is_quarantined_after_it() {
         let mut c = candidate("c1");
         c.dispatch_id = Some("d1".into());
         let fingerprint = c.fingerprint();
         let slot = staged(c);
-        assert_eq!(slot.quarantine_after_turn("d1", false), None);
-        assert_eq!(slot.quarantine_after_turn("d2", true), None);
-        match slot.quarantine_after_turn("d1", true) {
+        let clean = HostAttestation {
+            prompt_delivered: true,
+            timed_out: false,
+            output_truncated: false,
+            cleaned_up: true,
+            sensitive_output: false,
+        };
+        let timed_out = HostAttestation {
+            timed_out: true,
+            ..clean
+        };
+        assert_eq!(slot.quarantine_after_turn("d1", &clean), None);
+        assert_eq!(slot.quarantine_after_turn("d2", &timed_out), None);
+        match slot.quarantine_after_turn("d1", &timed_out) {
             Some(CandidateRequest::Quarantine {
                 fingerprint: held,
                 reason,
             }) => {
                 assert_eq!(held, fingerprint);
-                assert!(reason.contains("d1"), "{reason}");
+                assert!(
+                    reason.contains("d1") && reason.contains("ran out of time"),
+                    "{reason}"
+                );
             }
             other => panic!("expected a quarantine, got {other:?}"),
         }
-        assert_eq!(Slot::default().quarantine_after_turn("d1", true), None);
+        // Every other failure of the gate holds it too, each named.
+        for (failed, says) in [
+            (
+                HostAttestation {
+                    prompt_delivered: false,
+                    ..clean
+                },
+                "prompt was not delivered",
+            ),
+            (
+                HostAttestation {
+                    output_truncated: true,
+                    ..clean
+                },
+                "output passed the cap",
+            ),
+            (
+                HostAttestation {
+                    cleaned_up: false,
+                    ..clean
+                },
+                "outlived the cleanup",
+            ),
+            (
+                HostAttestation {
+                    sensitive_output: true,
+                    ..clean
+                },
+                "held a credential",
+            ),
+        ] {
+            match slot.quarantine_after_turn("d1", &failed) {
+                Some(CandidateRequest::Quarantine { reason, .. }) => {
+                    assert!(reason.contains(says), "{reason}")
+                }
+                other => panic!("expected a quarantine for {says}, got {other:?}"),
+            }
+        }
+        assert_eq!(
+            Slot::default().quarantine_after_turn("d1", &timed_out),
+            None
+        );
     }
 
     #[test]

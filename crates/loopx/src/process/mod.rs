@@ -176,11 +176,14 @@ fn run_bounded(process: Process) -> Result<ProcessOutcome> {
     // the pipe ends when the process and its children are gone.
     drop(command);
     let pgid = child.id();
-    if let (Some(prompt), Some(mut pipe)) = (process.stdin, child.stdin.take()) {
-        std::thread::spawn(move || {
-            let _ = pipe.write_all(prompt.as_bytes());
-        });
-    }
+    // Whether the prompt reached the process whole: a process that stops
+    // reading its stdin has not seen all it was asked.
+    let delivery = match (process.stdin, child.stdin.take()) {
+        (Some(prompt), Some(mut pipe)) => Some(std::thread::spawn(move || {
+            pipe.write_all(prompt.as_bytes()).is_ok()
+        })),
+        _ => None,
+    };
     let pipe: Option<Box<dyn std::io::Read + Send>> = match (log_pipe, child.stdout.take()) {
         (Some(reader), _) => Some(Box::new(reader)),
         (None, Some(stdout)) => Some(Box::new(stdout)),
@@ -241,6 +244,7 @@ fn run_bounded(process: Process) -> Result<ProcessOutcome> {
     platform::kill_adopted(&[]);
     // Whatever left the group inside the scope (setsid) goes with it.
     drop(confinement);
+    let cleaned_up = !platform::group_alive(pgid);
     if let Some(drained) = drained {
         let _ = drained.recv_timeout(DRAIN);
     }
@@ -249,6 +253,11 @@ fn run_bounded(process: Process) -> Result<ProcessOutcome> {
         timed_out,
         stopped_by: stopping.map(|(signal, _)| signal),
         elapsed: started.elapsed(),
+        // A writer still blocked on a process that is gone never finishes:
+        // a delivery that has not finished by now did not happen.
+        prompt_delivered: delivery
+            .is_none_or(|thread| thread.is_finished() && thread.join().unwrap_or(false)),
+        cleaned_up,
         ..ProcessOutcome::default()
     };
     let mut held = shared.lock().unwrap_or_else(|p| p.into_inner());
