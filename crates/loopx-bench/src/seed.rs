@@ -116,3 +116,53 @@ fn report(i: u64) -> LedgerRequest {
         ..Default::default()
     })
 }
+
+/// Create `dir` as a loop whose goal holds `todos` open todos (`t1` ..
+/// `tN`), through the real binary: `loopx init`, then one `loopx todo add
+/// --from-file` (the bulk path: one operation, one durable commit, however
+/// many todos). Returns how long the `todo add` took.
+pub fn todo_goal(loopx: &Path, dir: &Path, todos: usize) -> Result<std::time::Duration> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)?;
+    }
+    let d = dir.to_str().ok_or("the work directory is not UTF-8")?;
+    crate::measure::json_of(
+        loopx,
+        &[
+            "--json",
+            "init",
+            "--dir",
+            d,
+            "--goal",
+            "Benchmark fixture: a goal with a large todo frontier",
+            "--success-criteria",
+            "todo writes, claims and should-run stay flat in the number of todos",
+            "--max-iterations",
+            "1000",
+        ],
+    )?;
+    let plan = dir.with_extension("plan.jsonl");
+    let mut lines = String::with_capacity(todos * 96);
+    for i in 1..=todos {
+        lines.push_str(&format!(
+            "{{\"id\": \"t{i}\", \"title\": \"Step {i:05} of the imported plan: check one module against its spec\"}}\n"
+        ));
+    }
+    std::fs::write(&plan, lines)?;
+    let started = Instant::now();
+    crate::measure::json_of(
+        loopx,
+        &[
+            "--json",
+            "todo",
+            "add",
+            "--dir",
+            d,
+            "--from-file",
+            plan.to_str().ok_or("the work directory is not UTF-8")?,
+        ],
+    )?;
+    let took = started.elapsed();
+    std::fs::remove_file(&plan)?;
+    Ok(took)
+}

@@ -221,6 +221,11 @@ impl LoopDir {
         let now = clock::now();
         let authority = self.authority();
         let goal_stream = goal::stream(goal_id);
+        if authority.store().revision(&goal_stream)? == 0 {
+            // The default goal's first write creates it: a request it
+            // refuses must not leave the goal created behind it.
+            self.goal_preview(goal_id, command)?;
+        }
         let goal_context = GoalContext { now };
         let goal_step = |command| Step::<GoalOwner> {
             stream: &goal_stream,

@@ -1,6 +1,7 @@
-//! The todo frontier's use cases: add, list, claim, renew, release,
-//! complete, block, defer. One function each; the lease and transition
-//! rules are the goal owner's (`loopx_core::goal::todo`).
+//! The todo frontier's use cases: add (one, or a batch from a file), list,
+//! claim, renew, release, complete, block, defer. One function each; the
+//! lease and transition rules are the goal owner's
+//! (`loopx_core::goal::todo`).
 
 use super::{write, GoalReceiptView, GoalTarget};
 use crate::clock;
@@ -8,7 +9,7 @@ use crate::loop_dir::LoopDir;
 use anyhow::Result;
 use jiff::Timestamp;
 use loopx_core::goal::todo::{Todo, TodoAction};
-use loopx_core::goal::GoalRequest;
+use loopx_core::goal::{GoalRequest, NewTodo};
 use loopx_core::operation::OperationId;
 use serde::Serialize;
 
@@ -39,6 +40,68 @@ pub fn add(
     op: &OperationId,
 ) -> Result<GoalReceiptView> {
     write(dir, target, op, GoalRequest::AddTodo { id, title }, None)
+}
+
+/// Add every todo of a batch after the existing todos, in order, under
+/// one operation id: all of them or, if any row is refused, none (the
+/// refusal names the row).
+pub fn add_batch(
+    dir: &LoopDir,
+    target: &GoalTarget,
+    todos: Vec<NewTodo>,
+    op: &OperationId,
+) -> Result<GoalReceiptView> {
+    write(dir, target, op, GoalRequest::AddTodos { todos }, None)
+}
+
+/// The todos a batch file lists: a JSON array of todos, or JSON lines (one
+/// todo per line; blank lines are refused, so row N is line N). Each todo
+/// is an object with the fields `todo add` takes: `title`, and `id` if
+/// you choose it; any other field is refused. Read no further than the
+/// batch limit. Refusals name the row and write nothing.
+pub fn read_batch(path: &std::path::Path) -> Result<Vec<NewTodo>> {
+    use loopx_core::text::limits;
+    let bytes = crate::fsutil::read_bounded(path, limits::TODO_BATCH_BYTES)?;
+    let file = path.display();
+    let refused = |message: String| crate::AppError::refused(format!("{file}: {message}"));
+    let text = std::str::from_utf8(&bytes).map_err(|e| refused(format!("not UTF-8: {e}")))?;
+    if text.trim_start().starts_with('[') {
+        let rows: Vec<serde_json::Value> = serde_json::from_str(text)
+            .map_err(|e| refused(format!("not a JSON array of todos: {e}")))?;
+        return rows
+            .into_iter()
+            .enumerate()
+            .map(|(index, row)| {
+                serde_json::from_value(row).map_err(|e| {
+                    refused(format!(
+                        "row {}: not a todo ({{\"title\", \"id\"?}}): {e}; nothing was added",
+                        index + 1
+                    ))
+                    .into()
+                })
+            })
+            .collect();
+    }
+    let lines = text.strip_suffix('\n').unwrap_or(text);
+    if lines.trim().is_empty() {
+        return Err(refused(
+            "lists no todos: write a JSON array or one JSON object per line".into(),
+        )
+        .into());
+    }
+    lines
+        .split('\n')
+        .enumerate()
+        .map(|(index, line)| {
+            let row = index + 1;
+            if line.trim().is_empty() {
+                return Err(refused(format!("row {row} (line {row}) is blank: a JSON-lines file has one todo per line; nothing was added")).into());
+            }
+            serde_json::from_str(line).map_err(|e| {
+                refused(format!("row {row} (line {row}): not a todo ({{\"title\", \"id\"?}}): {e}; nothing was added")).into()
+            })
+        })
+        .collect()
 }
 
 /// One transition of todo `todo_id`, with an optional evidence note.

@@ -1096,3 +1096,86 @@ fn notes_references_and_block_reasons_are_redacted_before_the_history() {
     let reason = &h.goal().todo(&blocked).unwrap().blocked_reason;
     assert_eq!(reason, "waiting on password=[REDACTED]");
 }
+
+fn row(id: Option<&str>, title: &str) -> NewTodo {
+    NewTodo {
+        id: id.map(str::to_owned),
+        title: title.into(),
+    }
+}
+
+#[test]
+fn a_batch_adds_every_row_in_order_in_one_write_and_skips_ids_later_rows_name() {
+    let mut h = Harness::new();
+    h.add_todo("first");
+    let writes = h.writes;
+    let receipt = h
+        .run(
+            Actor::Owner,
+            GoalRequest::AddTodos {
+                todos: vec![
+                    row(None, "auto"),
+                    row(Some("t3"), "named later-free id"),
+                    row(None, "auto again"),
+                    row(Some("plan-x"), "named"),
+                ],
+            },
+        )
+        .unwrap();
+    assert_eq!(h.writes, writes + 1, "one batch is one write");
+    let ids: Vec<&str> = h.goal().todos.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, ["t1", "t2", "t3", "t4", "plan-x"]);
+    assert_eq!(h.goal().todos[2].title, "named later-free id");
+    assert_eq!(receipt.values["added"], 4);
+    assert_eq!(receipt.values["first_todo_id"], "t2");
+    assert_eq!(receipt.values["last_todo_id"], "plan-x");
+    assert_eq!(h.add_todo("after"), "t5");
+}
+
+#[test]
+fn one_bad_row_refuses_the_whole_batch_naming_the_row() {
+    let mut h = Harness::new();
+    let existing = h.add_todo("first");
+    let before = h.goal().clone();
+    let cases: Vec<(Vec<NewTodo>, &str)> = vec![
+        (
+            vec![row(None, "ok"), row(None, "  ")],
+            "row 2: a todo needs a non-empty",
+        ),
+        (
+            vec![
+                row(None, "ok"),
+                row(None, "ok"),
+                row(Some(&existing), "dup"),
+            ],
+            "row 3: todo t1 already exists",
+        ),
+        (
+            vec![row(Some("x"), "a"), row(Some("x"), "b")],
+            "row 2: todo x is added twice",
+        ),
+        (vec![row(Some("no spaces"), "a")], "row 1:"),
+        (vec![row(None, "a"), row(None, "two\nlines")], "row 2:"),
+    ];
+    for (todos, expected) in cases {
+        let error = h
+            .run(Actor::Owner, GoalRequest::AddTodos { todos })
+            .unwrap_err();
+        assert!(
+            error.to_string().starts_with(expected),
+            "{error} does not start with {expected:?}"
+        );
+        assert!(error.to_string().ends_with("nothing was added"), "{error}");
+        assert_eq!(h.goal(), &before, "a refused batch changes nothing");
+    }
+}
+
+#[test]
+fn a_batch_over_the_limit_is_refused_before_any_row_is_read() {
+    let mut h = Harness::new();
+    let todos = vec![row(None, "x"); crate::text::limits::TODO_BATCH_ITEMS + 1];
+    let error = h
+        .run(Actor::Owner, GoalRequest::AddTodos { todos })
+        .unwrap_err();
+    assert!(error.to_string().contains("over the limit"), "{error}");
+}

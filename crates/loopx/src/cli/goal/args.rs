@@ -242,14 +242,19 @@ pub struct TodoAddArgs {
     #[command(flatten)]
     pub goal: GoalArgs,
     /// What the todo is, in a line.
-    #[arg(required_unless_present = "title_flag")]
+    #[arg(required_unless_present_any = ["title_flag", "from_file"])]
     pub title: Option<String>,
     /// The same, as a flag (for scripts).
     #[arg(long = "title", id = "title_flag", conflicts_with = "title")]
     pub title_flag: Option<String>,
     /// An id of your choosing (default: t1, t2, ...).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "from_file")]
     pub id: Option<String>,
+    /// Add many todos as one operation, all or none: a JSON array of
+    /// {"title": ..., "id": ...(optional)} objects, or one such object per
+    /// line (JSON lines). A refused row is named and nothing is added.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["title", "title_flag"])]
+    pub from_file: Option<PathBuf>,
     #[command(flatten)]
     pub write: WriteArgs,
 }

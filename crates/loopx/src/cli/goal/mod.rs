@@ -239,6 +239,17 @@ pub fn todo(command: &TodoCommand, store: Option<&str>) -> Result<Reply> {
             let text = todo_list_text(&list);
             return reply("todo-list", &list, text);
         }
+        TodoCommand::Add(TodoAddArgs {
+            goal,
+            from_file: Some(file),
+            write,
+            ..
+        }) => {
+            // Read (and bound) the file before the loop is opened for writing.
+            let batch = todos::read_batch(file)?;
+            let (dir, target, op) = goal.writer(write, store)?;
+            todos::add_batch(&dir, &target, batch, &op)?
+        }
         TodoCommand::Add(args) => {
             let (dir, target, op) = args.goal.writer(&args.write, store)?;
             let title = args.title.clone().or_else(|| args.title_flag.clone());
