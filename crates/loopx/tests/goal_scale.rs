@@ -166,3 +166,41 @@ fn a_batch_conflicts_with_a_title_or_an_id() {
         assert!(stderr.contains("cannot be used with"), "{stderr}");
     }
 }
+
+/// What should-run's bounded answer may weigh: the task body's budget.
+const BRIEF_BYTES: usize = 8 * 1024;
+
+#[test]
+fn should_run_stays_bounded_at_ten_thousand_todos_and_the_detail_has_everything() {
+    let f = Fixture::new();
+    f.init(5, &[]);
+    f.large_goal(10_000, 12, 20);
+    assert_eq!(f.todo_ids().len(), 10_000);
+
+    let brief = f.ok(&["quota", "should-run"]);
+    let bytes = brief.to_string().len();
+    assert!(bytes <= BRIEF_BYTES, "should-run is {bytes} bytes: {brief}");
+    assert_eq!(brief["schema_version"], 2);
+    assert_eq!(brief["selected_todo"]["id"], "t1", "{brief}");
+    assert_eq!(brief["counts"]["todos"], 10_000);
+    assert_eq!(brief["counts"]["runnable"], 10_000);
+    assert_eq!(brief["open_gaps_total"], 12);
+    let gaps = brief["open_gaps"].as_array().unwrap();
+    assert_eq!(gaps.len(), 5, "the first open gaps only");
+    assert_eq!(gaps[0]["outcome_id"], "outcome-1");
+    assert_eq!(gaps[0]["unresolved"].as_array().unwrap().len(), 8);
+    assert_eq!(gaps[0]["unresolved_total"], 20);
+    assert!(brief["detail"].as_str().unwrap().contains("--detail"));
+
+    let detail = f.ok(&["quota", "should-run", "--detail"]);
+    let gaps = detail["open_gaps"].as_array().unwrap();
+    assert_eq!(gaps.len(), 12);
+    assert!(gaps
+        .iter()
+        .all(|g| g["unresolved"].as_array().unwrap().len() == 20));
+    assert_eq!(
+        detail["scheduler_hint"], brief["scheduler_hint"],
+        "one decision, two views"
+    );
+    assert!(detail.to_string().len() > bytes);
+}

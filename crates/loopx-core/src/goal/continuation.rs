@@ -8,8 +8,13 @@
 //! `goal_runtime_continuation_v0` disposition. Everything but a defer's
 //! countdown is a pure function of that state, so an unchanged state
 //! answers byte for byte the same and a host can stop polling.
+//!
+//! What an agent reads is [`ShouldRun::brief`]: the decision, the selected
+//! work, the frontier's counts and the first few open gaps, a few KB
+//! whatever the goal's size. The full projection (every open gap with every
+//! unresolved requirement) is the explicit detail read.
 
-use super::gap::{gaps, Gap};
+use super::gap::{gaps, Gap, UnresolvedRequirement};
 use super::todo::{Availability, Todo};
 use super::{objective, Actor, Goal};
 use crate::digest::Digest;
@@ -17,6 +22,14 @@ use crate::ledger::arbiter::{Sentinels, Verdict};
 use crate::ledger::Ledger;
 use jiff::Timestamp;
 use serde::Serialize;
+
+/// The shape of should-run's JSON: 2 since the default answer is the
+/// bounded [`ShouldRunBrief`] (1: every open gap, unversioned).
+pub const SCHEMA_VERSION: u32 = 2;
+/// The open gaps the bounded answer lists (the first, in outcome order).
+pub const BRIEF_GAPS: usize = 5;
+/// The unresolved requirements it lists per gap.
+pub const BRIEF_UNRESOLVED: usize = 8;
 
 /// A defer with no known deadline rechecks after this long.
 pub const DEFAULT_RECHECK_SECONDS: u64 = 900;
@@ -89,13 +102,108 @@ pub struct SelectedTodo {
     pub title: String,
 }
 
+/// The frontier at a glance, as of the decision: how many todos, and how
+/// many of them are runnable, held under a live lease, deferred, blocked
+/// and done.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FrontierCounts {
+    pub todos: usize,
+    pub runnable: usize,
+    pub held: usize,
+    pub deferred: usize,
+    pub blocked: usize,
+    pub done: usize,
+}
+
+impl FrontierCounts {
+    fn of(availability: &[Availability]) -> Self {
+        let mut counts = FrontierCounts {
+            todos: availability.len(),
+            ..FrontierCounts::default()
+        };
+        for a in availability {
+            *match a {
+                Availability::Runnable => &mut counts.runnable,
+                Availability::Held(_) => &mut counts.held,
+                Availability::Waiting(_) => &mut counts.deferred,
+                Availability::Blocked => &mut counts.blocked,
+                Availability::Done => &mut counts.done,
+            } += 1;
+        }
+        counts
+    }
+}
+
+/// The full projection: every open gap (`quota should-run --detail`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ShouldRun {
+    pub schema_version: u32,
     pub should_run: bool,
     pub scheduler_hint: SchedulerHint,
     pub selected_todo: Option<SelectedTodo>,
     pub next_action: String,
+    pub counts: FrontierCounts,
     pub open_gaps: Vec<Gap>,
+}
+
+/// What an agent reads: the decision and the selected work, the counts,
+/// and the first [`BRIEF_GAPS`] open gaps with at most
+/// [`BRIEF_UNRESOLVED`] requirements each; the totals say what was left
+/// out, and `detail` how to read it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ShouldRunBrief<'a> {
+    pub schema_version: u32,
+    pub should_run: bool,
+    pub scheduler_hint: &'a SchedulerHint,
+    pub selected_todo: Option<&'a SelectedTodo>,
+    pub next_action: &'a str,
+    pub counts: &'a FrontierCounts,
+    pub open_gaps: Vec<BriefGap<'a>>,
+    pub open_gaps_total: usize,
+    pub detail: &'static str,
+}
+
+/// An open gap in the bounded answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BriefGap<'a> {
+    pub kind: &'static str,
+    pub outcome_id: &'a str,
+    pub responsible_agent: &'a str,
+    pub unresolved: &'a [UnresolvedRequirement],
+    pub unresolved_total: usize,
+    pub checkpoint: &'a Digest,
+    pub acknowledged: bool,
+}
+
+impl ShouldRun {
+    /// The bounded answer an agent reads by default.
+    pub fn brief(&self) -> ShouldRunBrief<'_> {
+        let open_gaps = self
+            .open_gaps
+            .iter()
+            .take(BRIEF_GAPS)
+            .map(|gap| BriefGap {
+                kind: gap.kind,
+                outcome_id: &gap.outcome_id,
+                responsible_agent: &gap.responsible_agent,
+                unresolved: &gap.unresolved[..gap.unresolved.len().min(BRIEF_UNRESOLVED)],
+                unresolved_total: gap.unresolved.len(),
+                checkpoint: &gap.checkpoint,
+                acknowledged: gap.acknowledged,
+            })
+            .collect();
+        ShouldRunBrief {
+            schema_version: self.schema_version,
+            should_run: self.should_run,
+            scheduler_hint: &self.scheduler_hint,
+            selected_todo: self.selected_todo.as_ref(),
+            next_action: &self.next_action,
+            counts: &self.counts,
+            open_gaps,
+            open_gaps_total: self.open_gaps.len(),
+            detail: "every open gap: `loopx quota should-run --detail --json` (MCP: should_run with detail: true); the goal: `loopx goal-acceptance inspect`",
+        }
+    }
 }
 
 struct Answer {
@@ -175,7 +283,15 @@ pub fn should_run(
         .cloned()
         .collect();
     let runnable = next_runnable(goal, now);
-    let answer = decide(ledger, verdict, goal, actor, now, runnable, &open_gaps);
+    let availability: Vec<Availability> = goal.todos.iter().map(|t| t.availability(now)).collect();
+    let answer = decide(
+        ledger,
+        verdict,
+        goal,
+        actor,
+        (runnable, &availability),
+        &open_gaps,
+    );
     let continuation = match answer.action {
         Action::RunNow => Continuation {
             schema: "goal_runtime_continuation_v0",
@@ -216,6 +332,7 @@ pub fn should_run(
         (None, _) => format!("wait: {}", answer.reason),
     };
     ShouldRun {
+        schema_version: SCHEMA_VERSION,
         should_run: answer.action == Action::RunNow,
         scheduler_hint: SchedulerHint {
             source: "quota.should-run",
@@ -227,6 +344,7 @@ pub fn should_run(
         },
         selected_todo,
         next_action,
+        counts: FrontierCounts::of(&availability),
         open_gaps,
     }
 }
@@ -236,8 +354,7 @@ fn decide(
     verdict: &Verdict,
     goal: &Goal,
     actor: &Actor,
-    now: Timestamp,
-    runnable: Option<&Todo>,
+    (runnable, availability): (Option<&Todo>, &[Availability]),
     open_gaps: &[Gap],
 ) -> Answer {
     let answer = |action, code, reason: String| Answer {
@@ -306,7 +423,6 @@ fn decide(
             format!("outcome {} has unresolved requirements and no open linked work: plan work for it or acknowledge checkpoint {}", gap.outcome_id, gap.checkpoint),
         );
     }
-    let availability: Vec<Availability> = goal.todos.iter().map(|t| t.availability(now)).collect();
     let earliest =
         |pick: fn(&Availability) -> Option<Timestamp>| availability.iter().filter_map(pick).min();
     if let Some(until) = earliest(|a| {

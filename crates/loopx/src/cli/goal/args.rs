@@ -301,8 +301,20 @@ pub struct TodoDeferArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum QuotaCommand {
-    /// Should another turn run now? The decision, computed from the store (`--json` for the full object).
-    ShouldRun(GoalArgs),
+    /// Should another turn run now? The decision, computed from the store
+    /// (`--json` for the object: bounded, with the selected work, the
+    /// frontier's counts and the first open gaps; `--detail` for every gap).
+    ShouldRun(ShouldRunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ShouldRunArgs {
+    #[command(flatten)]
+    pub goal: GoalArgs,
+    /// Answer with the full projection (every open gap and unresolved
+    /// requirement) instead of the bounded answer an agent reads.
+    #[arg(long)]
+    pub detail: bool,
 }
 
 /// The agent's writeback at the end of a turn: an evidence note, todo

@@ -290,17 +290,17 @@ pub fn todo(command: &TodoCommand, store: Option<&str>) -> Result<Reply> {
 }
 
 pub fn quota(command: &QuotaCommand, store: Option<&str>) -> Result<Reply> {
-    let QuotaCommand::ShouldRun(args) = command;
-    let dir = args.open(Access::ReadOnly, store)?;
-    let decision = continuation::should_run(&dir, &args.goal_id, &args.actor()?)?;
-    let hint = &decision.scheduler_hint;
+    let QuotaCommand::ShouldRun(ShouldRunArgs { goal, detail }) = command;
+    let dir = goal.open(Access::ReadOnly, store)?;
+    let answer = continuation::should_run_answer(&dir, &goal.goal_id, &goal.actor()?, *detail)?;
+    let hint = &answer.decision.scheduler_hint;
     let text = format!(
         "{} ({}): {}",
         hint.action.as_str(),
         hint.reason_code,
         hint.reason
     );
-    reply("quota-should-run", &decision, text)
+    reply("quota-should-run", &answer, text)
 }
 
 pub fn task_body(args: &TaskBodyArgs, store: Option<&str>) -> Result<Reply> {
