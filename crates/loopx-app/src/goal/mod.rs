@@ -101,6 +101,7 @@ fn bootstrap(ledger: &Ledger) -> (OperationId, GoalCommand, GoalContext) {
             goal_id: goal::DEFAULT_GOAL_ID.into(),
             objective: ledger.config.goal.clone(),
             commitments: ledger.config.commitments.clone(),
+            todo_streams: true,
         },
         base_revision: None,
     };
@@ -237,6 +238,13 @@ impl LoopDir {
             &command.request,
             GoalRequest::Todo { .. } | GoalRequest::Writeback { .. }
         );
+        let adds = matches!(
+            &command.request,
+            GoalRequest::AddTodo { .. } | GoalRequest::AddTodos { .. }
+        );
+        if adds && self.stored_goal(goal_id)?.streamed_todos.is_some() {
+            return self.add_in_streams(goal_id, id, command);
+        }
         if !keeps_todos {
             self.ensure_goal(goal_id)?;
             // Decided on the goal as composed with its todos' streams,
@@ -267,7 +275,11 @@ impl LoopDir {
             Err(error) => return Err(error.into()),
         }
         let goal = self.stored_goal(goal_id)?;
-        let context = TodoContext { now, goal: &goal };
+        let context = TodoContext {
+            now,
+            goal: &goal,
+            born: None,
+        };
         if let GoalRequest::Todo { id: todo_id, .. } = &command.request {
             let stream = frontier::stream(&goal.instance_id, todo_id);
             return Ok(authority.execute::<TodoOwner>(&stream, id, command, &context, now)?);
@@ -299,6 +311,118 @@ impl LoopDir {
         Ok(merge_writeback(note, todos))
     }
 
+    /// Add todos to a goal that keeps each todo in its own stream: the
+    /// goal's event (its count of todos, the todos in its journal) and one
+    /// new stream per todo, holding it from the start, in one transaction,
+    /// so the cost is what is added, not the frontier's size. Decided on
+    /// the goal snapshot with just the todos the request names that exist
+    /// (an id must be new; automatic ids are past every `tN` the goal has
+    /// seen), then committed on that very goal revision: if another write
+    /// landed in between, decided again.
+    fn add_in_streams(
+        &self,
+        goal_id: &str,
+        id: &OperationId,
+        command: &GoalCommand,
+    ) -> Result<Receipt<GoalReceipt>> {
+        let authority = self.authority();
+        let goal_stream = goal::stream(goal_id);
+        let now = clock::now();
+        let replay = Step::<GoalOwner> {
+            stream: &goal_stream,
+            operation_id: id,
+            request: command,
+            context: &GoalContext { now },
+        };
+        if let Some(receipt) = authority.replay(&replay)? {
+            return Ok(receipt);
+        }
+        let named: Vec<&str> = match &command.request {
+            GoalRequest::AddTodo { id, .. } => id.iter().map(String::as_str).collect(),
+            GoalRequest::AddTodos { todos } => {
+                todos.iter().filter_map(|t| t.id.as_deref()).collect()
+            }
+            _ => unreachable!("only additions are kept this way"),
+        };
+        let mut last = None;
+        for _ in 0..ADD_ATTEMPTS {
+            let loaded = authority.load::<GoalOwner>(&goal_stream)?;
+            let goal = loaded.state.clone().ok_or_else(|| no_such_goal(goal_id))?;
+            let mut live = BTreeMap::new();
+            for todo_id in &named {
+                let stream = frontier::stream(&goal.instance_id, todo_id);
+                if let Some(todo) = self.todo_of(&stream)? {
+                    live.insert(todo.id.clone(), todo);
+                }
+            }
+            let based = GoalCommand {
+                base_revision: Some(loaded.revision),
+                ..command.clone()
+            };
+            let context = ComposedContext { now, live: &live };
+            let decided = decide_at::<ComposedGoalOwner>(&goal_stream, &loaded, &based, &context)?;
+            let born: Vec<&Todo> = decided
+                .event
+                .iter()
+                .flat_map(|event| &event.changes)
+                .filter_map(|change| match change {
+                    goal::Change::TodoAdded { todo } => Some(todo),
+                    _ => None,
+                })
+                .collect();
+            let parts: Vec<(String, GoalCommand)> = born
+                .iter()
+                .map(|todo| {
+                    let request = GoalRequest::AddTodo {
+                        id: Some(todo.id.clone()),
+                        title: todo.title.clone(),
+                    };
+                    let stream = frontier::stream(&goal.instance_id, &todo.id);
+                    (stream, target_command(command, request))
+                })
+                .collect();
+            let contexts: Vec<TodoContext<'_>> = born
+                .iter()
+                .map(|todo| TodoContext {
+                    now,
+                    goal: &goal,
+                    born: Some(todo),
+                })
+                .collect();
+            let steps: Vec<Step<'_, '_, TodoOwner>> = parts
+                .iter()
+                .zip(&contexts)
+                .map(|((stream, request), context)| Step {
+                    stream,
+                    operation_id: id,
+                    request,
+                    context,
+                })
+                .collect();
+            let first = Step::<ComposedGoalOwner> {
+                stream: &goal_stream,
+                operation_id: id,
+                request: &based,
+                context: &context,
+            };
+            match authority.execute_group(&first, &steps, now) {
+                Ok((receipt, _)) => return Ok(receipt),
+                // Another write landed on the goal since it was read.
+                Err(error @ AuthorityError::StaleBase { .. }) => last = Some(error),
+                Err(error) => return Err(error.map(|either| either.into_inner()).into()),
+            }
+        }
+        Err(last
+            .map(|error| error.map(|either| either.into_inner()))
+            .expect("an attempt was made")
+            .into())
+    }
+
+    /// The todo a todo stream holds, if it exists.
+    fn todo_of(&self, stream: &str) -> Result<Option<Todo>> {
+        Ok(self.authority().load::<TodoOwner>(stream)?.state)
+    }
+
     /// What a goal command would do now; writes nothing, not even the
     /// default goal.
     fn goal_preview(&self, goal_id: &str, command: &GoalCommand) -> Result<Preview<GoalOwner>> {
@@ -313,6 +437,21 @@ impl LoopDir {
             command,
             &GoalContext { now: clock::now() },
         )?)
+    }
+}
+
+/// How often an addition is decided again when other goal writes keep
+/// landing between its read and its commit.
+const ADD_ATTEMPTS: usize = 8;
+
+/// A part of `command` kept in another stream: same actor and lifetime,
+/// its own request, no goal base revision.
+fn target_command(command: &GoalCommand, request: GoalRequest) -> GoalCommand {
+    GoalCommand {
+        actor: command.actor.clone(),
+        expected_instance: command.expected_instance.clone(),
+        request,
+        base_revision: None,
     }
 }
 

@@ -7,12 +7,18 @@
 //! compare-and-swaps only that todo's stream, and claims of distinct todos
 //! never conflict (the store can commit them side by side).
 //!
-//! What stays in the goal snapshot: the set of todos and their order (adding
-//! a todo is a goal write), the objective and adoptions, outcomes, notes.
-//! A todo's entry in the goal snapshot is its state as added (or, for a
-//! loop written before todo streams, its state as last changed there); its
-//! stream, once it exists, holds the state that counts. [`overlay`] composes
-//! the two for every read, so nothing downstream sees two sources.
+//! What stays in the goal snapshot: the objective and adoptions, outcomes,
+//! notes, and how many todos were added (adding a todo is a goal write, so
+//! adds are ordered by the goal's revision). A goal lifetime begun with
+//! todo streams (`Goal::streamed_todos`) lists no todo in its snapshot:
+//! each todo's stream is written beside the goal event that adds it (one
+//! transaction) and holds the todo from the start, with its place in
+//! priority order (`Todo::position`), so neither adding nor claiming reads
+//! or rewrites the other todos. A lifetime begun before that lists each
+//! todo as added (or, for a loop written before todo streams, as last
+//! changed there), and its stream, once it exists, holds the state that
+//! counts. [`overlay`] composes the goal with its todos' streams for every
+//! read, so nothing downstream sees two sources.
 //!
 //! Why this keeps the guarantees of one snapshot:
 //! - every transition of one todo (claim, completion, ...) is a CAS on that
@@ -59,14 +65,21 @@ pub fn is_todo_stream(stream: &str) -> bool {
 }
 
 /// The goal with each todo's live state from its stream, where it has one.
-/// `live` maps todo ids to the states their streams hold; ids the goal does
-/// not list are ignored (they cannot exist: a todo stream is only written
-/// for a todo of the goal).
+/// `live` maps todo ids to the states their streams hold. The todos a
+/// goal with todo streams keeps only there follow the listed ones, in
+/// priority order; for a goal without, ids it does not list are ignored
+/// (they cannot exist: a todo stream is only written for a todo of the
+/// goal).
 pub fn overlay(goal: &mut Goal, live: &BTreeMap<String, Todo>) {
     for todo in &mut goal.todos {
         if let Some(state) = live.get(&todo.id) {
             todo.clone_from(state);
         }
+    }
+    if goal.streamed_todos.is_some() {
+        let mut born: Vec<&Todo> = live.values().filter(|t| t.position.is_some()).collect();
+        born.sort_by_key(|t| t.position);
+        goal.todos.extend(born.into_iter().cloned());
     }
 }
 
@@ -179,10 +192,13 @@ pub struct TodoEvent {
 }
 
 /// What a todo decision reads besides the todo: the clock, and the goal
-/// snapshot (its lifetime, the adoption fence, and the todo as added).
+/// snapshot (its lifetime, the adoption fence, and the todo as added);
+/// for the todo's first event in a goal with todo streams, the todo the
+/// goal's decision added (`born`).
 pub struct TodoContext<'g> {
     pub now: Timestamp,
     pub goal: &'g Goal,
+    pub born: Option<&'g Todo>,
 }
 
 /// The owner of one todo's stream. Its request is the goal's
@@ -209,12 +225,28 @@ impl Owner for TodoOwner {
         context: &TodoContext<'_>,
     ) -> Result<Decided<TodoEvent, GoalReceipt>, GoalError> {
         input::check(command)?;
+        let goal = context.goal;
+        if let (GoalRequest::AddTodo { id: Some(id), .. }, Some(born)) =
+            (&command.request, context.born)
+        {
+            if state.is_some() || born.id != *id {
+                return Err(GoalError::TodoExists { id: id.clone() });
+            }
+            let event = TodoEvent {
+                at: context.now,
+                actor: command.actor.clone(),
+                from: Some(born.clone()),
+                transition: TodoTransition::Added,
+                note: None,
+            };
+            let receipt = receipt(goal, &["todo_added"]).with("todo_id", id);
+            return Ok(Decided::write(event, receipt));
+        }
         let GoalRequest::Todo { id, action, note } = &command.request else {
             return Err(GoalError::Invalid(
-                "only a todo transition is kept in a todo's stream".into(),
+                "only a todo's addition or transition is kept in a todo's stream".into(),
             ));
         };
-        let goal = context.goal;
         if let Some(expected) = &command.expected_instance {
             if expected != &goal.instance_id {
                 return Err(GoalError::LifetimeMismatch {
@@ -251,7 +283,10 @@ impl Owner for TodoOwner {
         todo
     }
 
-    fn event_kind(_: &TodoEvent) -> &'static str {
-        "todo.changed"
+    fn event_kind(event: &TodoEvent) -> &'static str {
+        match event.transition {
+            TodoTransition::Added => "todo.added",
+            _ => "todo.changed",
+        }
     }
 }

@@ -23,6 +23,7 @@ pub fn check(command: &GoalCommand) -> Result<(), GoalError> {
             goal_id,
             objective,
             commitments,
+            ..
         } => {
             ident::check(IdKind::Goal, goal_id)?;
             text::check("objective", objective, limits::OBJECTIVE)?;

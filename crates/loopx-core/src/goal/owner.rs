@@ -156,6 +156,7 @@ fn additions(
             deferred_until: None,
             completed_at: None,
             evidence: Vec::new(),
+            position: goal.streamed_todos.map(|added| added + index as u64),
         });
     }
     Ok(added)
@@ -198,6 +199,7 @@ impl Owner for GoalOwner {
             goal_id,
             objective,
             commitments,
+            todo_streams,
         } = &command.request
         else {
             let goal = state.ok_or_else(|| GoalError::NoGoal {
@@ -240,6 +242,7 @@ impl Owner for GoalOwner {
             instance_id,
             objective: objective.trim().to_owned(),
             commitments: commitments.clone(),
+            todo_streams: *todo_streams,
         };
         Ok(Decided::write(event(vec![created]), receipt))
     }
@@ -304,6 +307,7 @@ fn decide_on(
                     instance_id: instance_id.clone(),
                     objective: objective.trim().to_owned(),
                     commitments: goal.commitments.clone(),
+                    todo_streams: goal.streamed_todos.is_some(),
                 },
             ];
             let mut receipt =

@@ -36,6 +36,10 @@ pub enum GoalRequest {
         goal_id: String,
         objective: String,
         commitments: RootCommitments,
+        /// Keep each todo in its own stream from the start (what loopx
+        /// creates); without it the goal snapshot lists its todos.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        todo_streams: bool,
     },
     Recreate {
         objective: String,
