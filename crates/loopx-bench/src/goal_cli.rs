@@ -452,10 +452,9 @@ fn seed(loopx: &Path, dir: &Path, fixture: &crowded::Fixture) -> Result<Seeded> 
         let authority = Authority::new(&store);
         // The refinements in process, decided on the goal composed with
         // its todos, as the application decides them.
-        let mut live = std::collections::BTreeMap::new();
+        let mut live: Vec<loopx_core::goal::todo::Todo> = Vec::new();
         for (_, snapshot) in store.load_prefixed("todo:")? {
-            let todo: loopx_core::goal::todo::Todo = serde_json::from_str(&snapshot.state)?;
-            live.insert(todo.id.clone(), todo);
+            live.push(serde_json::from_str(&snapshot.state)?);
         }
         let mut transitions = Vec::new();
         for (n, request) in steps.into_iter().enumerate() {

@@ -32,7 +32,6 @@ use loopx_core::ledger::Ledger;
 use loopx_core::operation::{OperationId, Owner as _};
 use loopx_store::sqlite::Access;
 use loopx_store::{decide_at, AuthorityError, Loaded, Preview, Receipt, Step};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// A goal as read. `revision` 0 means the loop's default goal was never
@@ -137,11 +136,13 @@ impl LoopDir {
                 revision,
                 state: Some(mut goal),
             } => {
-                // Read after the goal: a todo added meanwhile is not listed
-                // and its stream is ignored; a todo changed meanwhile shows
-                // its newer state, as a read a moment later would.
+                // Read after the goal: a todo changed meanwhile shows its
+                // newer state, and (in a goal with todo streams) one added
+                // meanwhile is listed, as a read a moment later would;
+                // in a goal without, one added meanwhile is not listed and
+                // its stream is ignored.
                 let live = self.live_todos(&goal.instance_id)?;
-                frontier::overlay(&mut goal, &live);
+                frontier::overlay(&mut goal, live);
                 Ok(GoalReading { revision, goal })
             }
             Loaded { state: None, .. } if goal_id == goal::DEFAULT_GOAL_ID => {
@@ -191,8 +192,8 @@ impl LoopDir {
     }
 
     /// The todo streams of goal lifetime `instance_id`, by todo id.
-    fn live_todos(&self, instance_id: &str) -> Result<BTreeMap<String, Todo>> {
-        let mut live = BTreeMap::new();
+    fn live_todos(&self, instance_id: &str) -> Result<Vec<Todo>> {
+        let mut live = Vec::new();
         let prefix = frontier::streams_of(instance_id);
         for (stream, snapshot) in self.authority().store().load_prefixed(&prefix)? {
             let todo: Todo =
@@ -204,7 +205,7 @@ impl LoopDir {
                     what: "snapshot",
                     reason: error.to_string(),
                 })?;
-            live.insert(todo.id.clone(), todo);
+            live.push(todo);
         }
         Ok(live)
     }
@@ -251,7 +252,7 @@ impl LoopDir {
             // read first: the rules that look at todos see their state.
             let live = match authority.load::<GoalOwner>(&goal_stream)?.state {
                 Some(goal) => self.live_todos(&goal.instance_id)?,
-                None => BTreeMap::new(),
+                None => Vec::new(),
             };
             let context = ComposedContext { now, live: &live };
             return Ok(authority.execute::<ComposedGoalOwner>(
@@ -348,12 +349,10 @@ impl LoopDir {
         for _ in 0..ADD_ATTEMPTS {
             let loaded = authority.load::<GoalOwner>(&goal_stream)?;
             let goal = loaded.state.clone().ok_or_else(|| no_such_goal(goal_id))?;
-            let mut live = BTreeMap::new();
+            let mut live = Vec::new();
             for todo_id in &named {
                 let stream = frontier::stream(&goal.instance_id, todo_id);
-                if let Some(todo) = self.todo_of(&stream)? {
-                    live.insert(todo.id.clone(), todo);
-                }
+                live.extend(self.todo_of(&stream)?);
             }
             let based = GoalCommand {
                 base_revision: Some(loaded.revision),

@@ -225,13 +225,7 @@ fn identity(
         "run_id": ledger.run_id, "status": ledger.status, "spent": ledger.spent,
         "budget": ledger.config.budget, "stop_conditions": ledger.config.stop_conditions,
     }));
-    let todos: Vec<_> = goal
-        .todos
-        .iter()
-        .map(|t| (&t.id, t.status, &t.lease, &t.deferred_until))
-        .collect();
-    let frontier =
-        Digest::of_json(&serde_json::json!({"instance": goal.instance_id, "todos": todos}));
+    let frontier = frontier_digest(goal);
     let gaps_part = Digest::of_json(
         &gaps
             .iter()
@@ -259,6 +253,53 @@ fn identity(
         objective: objective_part,
         controls,
     }
+}
+
+/// The frontier part of the reset identity: each todo's id, status, lease
+/// and deferral, in order. Written straight from the todos in canonical
+/// form (fields in key order, no maps), with no `Value` tree of the whole
+/// frontier in between: the same digest as the canonical JSON of
+/// `{"instance", "todos": [[id, status, lease, deferred_until], ...]}`.
+fn frontier_digest(goal: &Goal) -> Digest {
+    use super::todo::{Lease, TodoStatus};
+    #[derive(Serialize)]
+    struct SortedLease<'a> {
+        acquired_at: &'a Timestamp,
+        expires_at: &'a Timestamp,
+        holder: &'a str,
+    }
+    #[derive(Serialize)]
+    struct Frontier<'a> {
+        instance: &'a str,
+        todos: Vec<(
+            &'a str,
+            TodoStatus,
+            Option<SortedLease<'a>>,
+            &'a Option<Timestamp>,
+        )>,
+    }
+    fn sorted(lease: &Lease) -> SortedLease<'_> {
+        SortedLease {
+            acquired_at: &lease.acquired_at,
+            expires_at: &lease.expires_at,
+            holder: &lease.holder,
+        }
+    }
+    Digest::of_ordered_json(&Frontier {
+        instance: &goal.instance_id,
+        todos: goal
+            .todos
+            .iter()
+            .map(|t| {
+                (
+                    t.id.as_str(),
+                    t.status,
+                    t.lease.as_ref().map(sorted),
+                    &t.deferred_until,
+                )
+            })
+            .collect(),
+    })
 }
 
 /// The first todo anyone may take now, in priority order.
@@ -476,4 +517,64 @@ fn decide(
         "frontier_complete_review",
         "every todo is done: review the outcomes against the success criteria and record the loop's decision".into(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::goal::todo::{Lease, Todo, TodoStatus};
+
+    #[test]
+    fn the_frontier_digest_is_the_canonical_json_digest_of_the_frontier() {
+        let at = Timestamp::UNIX_EPOCH;
+        let todo = |id: &str, status, lease, deferred_until| Todo {
+            id: id.into(),
+            title: "work".into(),
+            status,
+            lease,
+            created_at: at,
+            created_by: "owner".into(),
+            blocked_reason: String::new(),
+            deferred_until,
+            completed_at: None,
+            evidence: Vec::new(),
+            position: None,
+        };
+        let lease = Lease {
+            holder: "agent-a".into(),
+            acquired_at: at,
+            expires_at: at.checked_add(jiff::SignedDuration::from_secs(60)).unwrap(),
+        };
+        let goal = crate::goal::event::fold(
+            None,
+            &crate::goal::GoalEvent {
+                at,
+                actor: Actor::Owner,
+                changes: vec![crate::goal::Change::Created {
+                    goal_id: "main".into(),
+                    lifetime: 1,
+                    instance_id: "main#1".into(),
+                    objective: "o".into(),
+                    commitments: Default::default(),
+                    todo_streams: false,
+                }],
+            },
+        );
+        let goal = Goal {
+            todos: vec![
+                todo("t1", TodoStatus::Claimed, Some(lease), None),
+                todo("t2", TodoStatus::Deferred, None, Some(at)),
+                todo("t3", TodoStatus::Open, None, None),
+            ],
+            ..goal
+        };
+        let todos: Vec<_> = goal
+            .todos
+            .iter()
+            .map(|t| (&t.id, t.status, &t.lease, &t.deferred_until))
+            .collect();
+        let canonical =
+            Digest::of_json(&serde_json::json!({"instance": goal.instance_id, "todos": todos}));
+        assert_eq!(frontier_digest(&goal), canonical);
+    }
 }

@@ -45,7 +45,7 @@ use super::{
 use crate::operation::{Decided, Owner};
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 /// The stream of todo `todo_id` in goal lifetime `instance_id`. A successor
 /// lifetime starts with no todos, so its streams are new ones. `/` is in no
@@ -65,22 +65,40 @@ pub fn is_todo_stream(stream: &str) -> bool {
 }
 
 /// The goal with each todo's live state from its stream, where it has one.
-/// `live` maps todo ids to the states their streams hold. The todos a
-/// goal with todo streams keeps only there follow the listed ones, in
-/// priority order; for a goal without, ids it does not list are ignored
-/// (they cannot exist: a todo stream is only written for a todo of the
-/// goal).
-pub fn overlay(goal: &mut Goal, live: &BTreeMap<String, Todo>) {
-    for todo in &mut goal.todos {
-        if let Some(state) = live.get(&todo.id) {
-            todo.clone_from(state);
+/// `live` are the states the streams hold. The todos a goal with todo
+/// streams keeps only there follow the listed ones, in priority order;
+/// for a goal without, ids it does not list are ignored (they cannot
+/// exist: a todo stream is only written for a todo of the goal).
+pub fn overlay(goal: &mut Goal, live: impl IntoIterator<Item = Todo>) {
+    let listed: HashMap<String, usize> = goal
+        .todos
+        .iter()
+        .enumerate()
+        .map(|(index, todo)| (todo.id.clone(), index))
+        .collect();
+    let mut born = Vec::new();
+    for state in live {
+        match listed.get(&state.id) {
+            Some(&index) => goal.todos[index] = state,
+            None if goal.streamed_todos.is_some() && state.position.is_some() => born.push(state),
+            None => {}
         }
     }
-    if goal.streamed_todos.is_some() {
-        let mut born: Vec<&Todo> = live.values().filter(|t| t.position.is_some()).collect();
-        born.sort_by_key(|t| t.position);
-        goal.todos.extend(born.into_iter().cloned());
-    }
+    // Sorted by reference, then moved once each: a todo is hundreds of
+    // bytes, and a frontier thousands of todos.
+    let mut order: Vec<(Option<u64>, usize)> = born
+        .iter()
+        .enumerate()
+        .map(|(index, todo)| (todo.position, index))
+        .collect();
+    order.sort_unstable();
+    let mut born: Vec<Option<Todo>> = born.into_iter().map(Some).collect();
+    goal.todos.reserve(born.len());
+    goal.todos.extend(
+        order
+            .into_iter()
+            .filter_map(|(_, index)| born[index].take()),
+    );
 }
 
 /// What a goal decision reads besides the goal snapshot: the clock, and
@@ -88,7 +106,7 @@ pub fn overlay(goal: &mut Goal, live: &BTreeMap<String, Todo>) {
 /// (gaps, linked work, the work an adoption reviews).
 pub struct ComposedContext<'t> {
     pub now: Timestamp,
-    pub live: &'t BTreeMap<String, Todo>,
+    pub live: &'t [Todo],
 }
 
 /// The goal owner over the goal stream, deciding on the goal as composed
@@ -116,7 +134,7 @@ impl Owner for ComposedGoalOwner {
     ) -> Result<Decided<GoalEvent, GoalReceipt>, GoalError> {
         let composed = state.map(|goal| {
             let mut goal = goal.clone();
-            overlay(&mut goal, context.live);
+            overlay(&mut goal, context.live.iter().cloned());
             goal
         });
         let context = GoalContext { now: context.now };

@@ -1245,17 +1245,17 @@ fn todos_kept_in_streams_compose_in_the_order_they_were_added() {
         .unwrap()
         .event
         .unwrap();
-    let live: std::collections::BTreeMap<String, todo::Todo> = event
+    let live: Vec<todo::Todo> = event
         .changes
         .iter()
         .filter_map(|c| match c {
-            Change::TodoAdded { todo } => Some((todo.id.clone(), todo.clone())),
+            Change::TodoAdded { todo } => Some(todo.clone()),
             _ => None,
         })
         .collect();
     h.goal = Some(GoalOwner::evolve(h.goal.take(), &event));
     let mut composed = h.goal().clone();
-    overlay(&mut composed, &live);
+    overlay(&mut composed, live.iter().rev().cloned());
     let ids: Vec<&str> = composed.todos.iter().map(|t| t.id.as_str()).collect();
     assert_eq!(ids, ["zeta", "t1", "alpha"], "not the streams' name order");
 
