@@ -194,20 +194,29 @@ impl LoopDir {
     /// The todo streams of goal lifetime `instance_id`, by todo id.
     fn live_todos(&self, instance_id: &str) -> Result<Vec<Todo>> {
         let mut live = Vec::new();
+        let mut unreadable = None;
         let prefix = frontier::streams_of(instance_id);
-        for (stream, snapshot) in self.authority().store().load_prefixed(&prefix)? {
-            let todo: Todo =
-                serde_json::from_str(&snapshot.state).map_err(|error| AuthorityError::<
-                    GoalError,
-                >::Unreadable {
-                    stream: stream.clone(),
-                    revision: snapshot.revision,
-                    what: "snapshot",
-                    reason: error.to_string(),
-                })?;
-            live.push(todo);
+        // Parsed straight from the store's row buffers, one at a time.
+        self.authority()
+            .store()
+            .visit_prefixed(
+                &prefix,
+                &mut |stream, revision, state| match serde_json::from_str::<Todo>(state) {
+                    Ok(todo) => live.push(todo),
+                    Err(error) => {
+                        unreadable.get_or_insert(AuthorityError::<GoalError>::Unreadable {
+                            stream: stream.to_owned(),
+                            revision,
+                            what: "snapshot",
+                            reason: error.to_string(),
+                        });
+                    }
+                },
+            )?;
+        match unreadable {
+            Some(error) => Err(error.into()),
+            None => Ok(live),
         }
-        Ok(live)
     }
 
     /// Commit a goal command, creating the loop's default goal first if
