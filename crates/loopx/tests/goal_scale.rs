@@ -175,7 +175,7 @@ fn should_run_stays_bounded_at_ten_thousand_todos_and_the_detail_has_everything(
     let f = Fixture::new();
     f.init(5, &[]);
     f.large_goal(10_000, 12, 20);
-    assert_eq!(f.todo_ids().len(), 10_000);
+    assert_eq!(f.ok(&["todo", "list"])["total"], 10_000);
 
     let brief = f.ok(&["quota", "should-run"]);
     let bytes = brief.to_string().len();
@@ -203,4 +203,64 @@ fn should_run_stays_bounded_at_ten_thousand_todos_and_the_detail_has_everything(
         "one decision, two views"
     );
     assert!(detail.to_string().len() > bytes);
+}
+
+#[test]
+fn todo_list_is_a_bounded_page_with_a_cursor_at_ten_thousand_todos() {
+    let f = Fixture::new();
+    f.init(5, &[]);
+    f.large_goal(10_000, 0, 0);
+    let first = f.ok(&["todo", "list"]);
+    assert_eq!(first["schema_version"], 2);
+    assert_eq!(first["total"], 10_000);
+    let todos = first["todos"].as_array().unwrap();
+    assert_eq!(todos.len(), 100, "a page by default");
+    assert_eq!(todos[0]["id"], "t1");
+    let bytes = first.to_string().len();
+    assert!(bytes <= 32 * 1024, "a page is {bytes} bytes");
+    let cursor = first["next_cursor"].as_str().unwrap().to_owned();
+    let second = f.ok(&["todo", "list", "--cursor", &cursor]);
+    assert_eq!(second["todos"][0]["id"], "t101");
+
+    // Following the cursors visits every todo once, in order.
+    let (mut seen, mut cursor) = (Vec::new(), None::<String>);
+    loop {
+        let mut args = vec!["todo", "list", "--limit", "1000"];
+        if let Some(cursor) = &cursor {
+            args.extend(["--cursor", cursor.as_str()]);
+        }
+        let page = f.ok(&args);
+        seen.extend(
+            page["todos"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["id"].as_str().unwrap().to_owned()),
+        );
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    let expected: Vec<String> = (1..=10_000).map(|i| format!("t{i}")).collect();
+    assert_eq!(seen, expected);
+
+    let before = f.fingerprint();
+    for (args, said) in [
+        (vec!["--limit", "0"], "a page holds 1 to 1000 todos"),
+        (vec!["--limit", "1001"], "a page holds 1 to 1000 todos"),
+        (vec!["--cursor", "nonsense"], "is not one `todo list` gave"),
+        (
+            vec!["--cursor", "main#2@100"],
+            "is for goal instance main#2",
+        ),
+        (
+            vec!["--cursor", "main#1@10001"],
+            "is past the goal's 10000 todos",
+        ),
+    ] {
+        let (ok, _, stderr) = f.run_in_dir(&[&["todo", "list"][..], &args[..]].concat());
+        assert!(!ok && stderr.contains(said), "{args:?}: {stderr}");
+    }
+    assert_eq!(f.fingerprint(), before, "a read writes nothing");
 }

@@ -13,20 +13,98 @@ use loopx_core::goal::{GoalRequest, NewTodo};
 use loopx_core::operation::OperationId;
 use serde::Serialize;
 
-/// The frontier, in priority order, with leases.
+/// The shape of `todo list --json`: 2 since it is one page (1: every
+/// todo, unversioned).
+pub const LIST_SCHEMA_VERSION: u32 = 2;
+/// Todos on a page unless the caller asks for another size.
+pub const PAGE_TODOS: usize = 100;
+/// The largest page a caller may ask for.
+pub const MAX_PAGE_TODOS: usize = 1000;
+
+/// One page of the frontier, in priority order, with leases.
 #[derive(Debug, Serialize)]
 pub struct TodoList {
+    pub schema_version: u32,
     pub todos: Vec<Todo>,
+    /// How many todos the goal has.
+    pub total: usize,
+    /// Pass it as the cursor to read the next page; absent on the last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+    /// Where this page starts (0-based), for people.
+    #[serde(skip)]
+    pub start: usize,
     /// When it was read: who holds a lease, and for how long, is relative
     /// to this.
     #[serde(skip)]
     pub read_at: Timestamp,
 }
 
-/// The todos of goal `goal_id`. Read-only.
-pub fn list(dir: &LoopDir, goal_id: &str) -> Result<TodoList> {
+/// Which page: after the todos a cursor names (from the start without
+/// one), at most `limit` todos.
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    pub cursor: Option<String>,
+    pub limit: Option<usize>,
+}
+
+/// A cursor names a goal lifetime and how many of its todos came before:
+/// todos are only ever appended, so a later page never skips or repeats
+/// one, and a cursor from another lifetime is refused.
+fn cursor(instance_id: &str, start: usize) -> String {
+    format!("{instance_id}@{start}")
+}
+
+/// Where `cursor` starts in lifetime `instance_id` of `total` todos.
+fn start_of(cursor: &str, instance_id: &str, total: usize) -> Result<usize> {
+    let refused = |why: String| -> anyhow::Error {
+        crate::AppError::refused(format!(
+            "cursor {cursor:?} {why}: list again without a cursor"
+        ))
+        .into()
+    };
+    let (instance, start) = cursor
+        .rsplit_once('@')
+        .ok_or_else(|| refused("is not one `todo list` gave".into()))?;
+    let start: usize = start
+        .parse()
+        .map_err(|_| refused("is not one `todo list` gave".into()))?;
+    if instance != instance_id {
+        return Err(refused(format!(
+            "is for goal instance {instance}, not the current {instance_id}"
+        )));
+    }
+    if start > total {
+        return Err(refused(format!("is past the goal's {total} todos")));
+    }
+    Ok(start)
+}
+
+/// One page of the todos of goal `goal_id`. Read-only.
+pub fn list(dir: &LoopDir, goal_id: &str, page: &Page) -> Result<TodoList> {
+    let limit = page.limit.unwrap_or(PAGE_TODOS);
+    if !(1..=MAX_PAGE_TODOS).contains(&limit) {
+        return Err(crate::AppError::refused(format!(
+            "a page holds 1 to {MAX_PAGE_TODOS} todos, not {limit}"
+        ))
+        .into());
+    }
+    let goal = dir.goal(goal_id)?.goal;
+    let total = goal.todos.len();
+    let start = match &page.cursor {
+        Some(cursor) => start_of(cursor, &goal.instance_id, total)?,
+        None => 0,
+    };
+    let end = (start + limit).min(total);
+    let mut todos = goal.todos;
+    todos.truncate(end);
+    todos.drain(..start);
     Ok(TodoList {
-        todos: dir.goal(goal_id)?.goal.todos,
+        schema_version: LIST_SCHEMA_VERSION,
+        todos,
+        total,
+        next_cursor: (end < total).then(|| cursor(&goal.instance_id, end)),
+        start,
         read_at: clock::now(),
     })
 }

@@ -221,8 +221,8 @@ pub struct RecreateArgs {
 pub enum TodoCommand {
     /// Add work to the frontier (after the existing todos, in priority order).
     Add(TodoAddArgs),
-    /// The frontier, with leases. Read-only.
-    List(GoalArgs),
+    /// The frontier, with leases, a page at a time. Read-only.
+    List(TodoListArgs),
     /// Take a lease on a todo (an expired lease may be taken over).
     Claim(TodoLeaseArgs),
     /// Extend the lease you hold.
@@ -235,6 +235,18 @@ pub enum TodoCommand {
     Block(TodoBlockArgs),
     /// Put a todo off for a while.
     Defer(TodoDeferArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TodoListArgs {
+    #[command(flatten)]
+    pub goal: GoalArgs,
+    /// Todos per page (default 100, at most 1000).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Start after the page that gave this `next_cursor`.
+    #[arg(long)]
+    pub cursor: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -13,7 +13,7 @@ use anyhow::Result;
 use loopx_app::continuation;
 use loopx_app::goal::acceptance::{self, Adoption, GoalInspection};
 use loopx_app::goal::refresh::{self, Refresh, RefreshView};
-use loopx_app::goal::todo::{self as todos, TodoList};
+use loopx_app::goal::todo::{self as todos, Page, TodoList};
 use loopx_app::goal::{read_document, GoalReceiptView, GoalTarget, GoalWrite};
 use loopx_app::loop_dir::LoopDir;
 use loopx_core::goal::Actor;
@@ -226,16 +226,32 @@ fn todo_list_text(list: &TodoList) -> String {
             todo.title
         ));
     }
-    if list.todos.is_empty() {
+    if list.total == 0 {
         text.push_str("no todos\n");
+    }
+    if let Some(next) = &list.next_cursor {
+        text.push_str(&format!(
+            "todos {}-{} of {}; the next page: loopx todo list --cursor {next}\n",
+            list.start + 1,
+            list.start + list.todos.len(),
+            list.total
+        ));
     }
     text
 }
 
 pub fn todo(command: &TodoCommand, store: Option<&str>) -> Result<Reply> {
     let receipt = match command {
-        TodoCommand::List(args) => {
-            let list = todos::list(&args.open(Access::ReadOnly, store)?, &args.goal_id)?;
+        TodoCommand::List(TodoListArgs {
+            goal,
+            limit,
+            cursor,
+        }) => {
+            let page = Page {
+                cursor: cursor.clone(),
+                limit: *limit,
+            };
+            let list = todos::list(&goal.open(Access::ReadOnly, store)?, &goal.goal_id, &page)?;
             let text = todo_list_text(&list);
             return reply("todo-list", &list, text);
         }
