@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use crate::crowded;
 use crate::measure::{json_of, time_once, time_runs, Summary};
+use crate::seed::{restore, set_aside};
 use crate::Result;
 
 /// Targets (p50, ms) for the write and the poll.
@@ -495,9 +496,8 @@ fn seed(loopx: &Path, dir: &Path, fixture: &crowded::Fixture) -> Result<Seeded> 
         let snapshot_bytes = loopx_core::digest::canonical_json(&goal).len();
         drop(store);
         sync(&database, dir)?;
-        let pristine = dir.with_extension("pristine.sqlite");
-        std::fs::copy(&database, &pristine)?;
-        std::fs::File::open(&pristine)?.sync_all()?;
+        let pristine = dir.with_extension("pristine");
+        set_aside(&database, &pristine)?;
         Ok(Seeded {
             pristine,
             declarations,
@@ -512,34 +512,4 @@ fn sync(database: &Path, dir: &Path) -> Result<()> {
     std::fs::File::open(database)?.sync_all()?;
     std::fs::File::open(dir)?.sync_all()?;
     Ok(())
-}
-
-/// Put the seeded database back and make it durable, so its writeback does
-/// not land in the timed run. Every run starts without `-wal`/`-shm`: a
-/// writing CLI process is the last connection and removes them on exit; a
-/// read-only one leaves an empty `-wal` and its `-shm` behind, which are
-/// removed here (nothing has the database open between runs).
-fn restore(pristine: &Path, database: &Path) -> Result<()> {
-    for suffix in ["-wal", "-shm"] {
-        let mut side = database.as_os_str().to_owned();
-        side.push(suffix);
-        let side = PathBuf::from(side);
-        let Ok(meta) = std::fs::metadata(&side) else {
-            continue;
-        };
-        if suffix == "-wal" && meta.len() > 0 {
-            return Err(format!(
-                "{} holds {} bytes between runs: a loopx process did not finish its checkpoint",
-                side.display(),
-                meta.len()
-            )
-            .into());
-        }
-        std::fs::remove_file(&side)?;
-    }
-    std::fs::copy(pristine, database)?;
-    sync(
-        database,
-        database.parent().ok_or("the database has no directory")?,
-    )
 }

@@ -17,10 +17,11 @@
 //! of anything but the default goal's frontier (no outcomes, no notes).
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use crate::measure::{json_of, time_once, Summary};
+use crate::seed::{restore, set_aside};
 use crate::{markdown_table, seed, thousands, Result, Row};
 
 /// The target: at the largest size, at most this many times the smallest.
@@ -170,54 +171,4 @@ fn ratios(rows: &[Row], sizes: &[u64]) -> String {
         }
     }
     out
-}
-
-/// Copy the seeded database (and its write-ahead log, which a loopx
-/// process leaves in place) aside.
-fn set_aside(database: &Path, pristine: &Path) -> Result<()> {
-    std::fs::create_dir_all(pristine)?;
-    for (from, name) in companions(database) {
-        let to = pristine.join(&name);
-        if name.ends_with("-shm") {
-            continue;
-        }
-        match std::fs::copy(&from, &to) {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let _ = std::fs::remove_file(&to);
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(())
-}
-
-/// Put the set-aside database back, exactly: main file and log as they
-/// were, and no shared-memory index from a later process; fsynced, so the
-/// copy's writeback does not land in the timed commit's fsync.
-fn restore(pristine: &Path, database: &Path) -> Result<()> {
-    for (to, name) in companions(database) {
-        let from = pristine.join(name);
-        if from.exists() {
-            std::fs::copy(&from, &to)?;
-            std::fs::File::open(&to)?.sync_all()?;
-        } else if to.exists() {
-            std::fs::remove_file(&to)?;
-        }
-    }
-    let dir = database.parent().ok_or("the database has no directory")?;
-    std::fs::File::open(dir)?.sync_all()?;
-    Ok(())
-}
-
-/// The database, its log and its shared-memory index, with their names.
-fn companions(database: &Path) -> Vec<(PathBuf, String)> {
-    ["", "-wal", "-shm"]
-        .iter()
-        .map(|suffix| {
-            let mut path = database.as_os_str().to_owned();
-            path.push(suffix);
-            (PathBuf::from(path), format!("loopx.sqlite{suffix}"))
-        })
-        .collect()
 }
