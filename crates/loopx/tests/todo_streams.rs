@@ -343,3 +343,44 @@ fn a_new_goal_keeps_each_todo_in_its_own_stream_from_the_start() {
     );
     f.assert_valid();
 }
+
+#[test]
+fn racing_adds_each_get_their_own_todo_and_none_is_lost() {
+    let f = Fixture::new();
+    f.init(10, &[]);
+    ok(&f, None, &["todo", "add", "--title", "first"]);
+    let racers: Vec<_> = (0..8)
+        .map(|i| {
+            let mut command = std::process::Command::new(common::loopx_path());
+            command
+                .env("LOOPX_REGISTRY_DIR", &f.registry)
+                .args(["todo", "add", "--dir", f.d(), "--json", "--title"])
+                .arg(format!("racer {i}"))
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            command.spawn().unwrap()
+        })
+        .collect();
+    for racer in racers {
+        let output = racer.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "a racing add failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let list = ok(&f, None, &["todo", "list"]);
+    let mut ids: Vec<&str> = list["todos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(list["total"], 9);
+    ids.sort_unstable();
+    let mut expected: Vec<String> = (1..=9).map(|i| format!("t{i}")).collect();
+    expected.sort_unstable();
+    assert_eq!(ids, expected, "every add got its own id");
+    assert_eq!(goal_snapshot(&f)["streamed_todos"], 9);
+    f.assert_valid();
+}

@@ -363,8 +363,10 @@ impl LoopDir {
                 let stream = frontier::stream(&goal.instance_id, todo_id);
                 live.extend(self.todo_of(&stream)?);
             }
+            // Held to the revision it was decided on; a caller's own base
+            // (a form read at an older state) is kept, and refused as stale.
             let based = GoalCommand {
-                base_revision: Some(loaded.revision),
+                base_revision: command.base_revision.or(Some(loaded.revision)),
                 ..command.clone()
             };
             let context = ComposedContext { now, live: &live };
@@ -416,7 +418,11 @@ impl LoopDir {
             match authority.execute_group(&first, &steps, now) {
                 Ok((receipt, _)) => return Ok(receipt),
                 // Another write landed on the goal since it was read.
-                Err(error @ AuthorityError::StaleBase { .. }) => last = Some(error),
+                Err(error @ AuthorityError::StaleBase { .. })
+                    if command.base_revision.is_none() =>
+                {
+                    last = Some(error)
+                }
                 Err(error) => return Err(error.map(|either| either.into_inner()).into()),
             }
         }

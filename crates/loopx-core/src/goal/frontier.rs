@@ -232,9 +232,14 @@ impl Owner for TodoOwner {
     type Context<'a> = TodoContext<'a>;
 
     /// A base revision names a goal revision (the dashboard's forms), not a
-    /// todo stream's; todo requests carry none.
-    fn expected_revision(_: &GoalCommand) -> Option<u64> {
-        None
+    /// todo stream's; todo transitions carry none. A todo's addition
+    /// creates its stream: it expects none, so an addition that lost a race
+    /// for the id is stale (decided again by the caller), not refused.
+    fn expected_revision(command: &GoalCommand) -> Option<u64> {
+        match command.request {
+            GoalRequest::AddTodo { .. } => Some(0),
+            _ => None,
+        }
     }
 
     fn decide(

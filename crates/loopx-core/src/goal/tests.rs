@@ -1320,4 +1320,9 @@ fn a_todo_stream_starts_from_the_todo_its_goal_added_and_only_once() {
     assert_eq!(state, born);
     let error = TodoOwner::decide(Some(&state), &command, &context).unwrap_err();
     assert_eq!(error, GoalError::TodoExists { id: "t1".into() });
+    assert_eq!(
+        TodoOwner::expected_revision(&command),
+        Some(0),
+        "an addition that lost a race for its stream is stale, and decided again"
+    );
 }
