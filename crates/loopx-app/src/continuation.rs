@@ -94,9 +94,41 @@ impl LoopDir {
     }
 }
 
-/// `quota should-run`: should another turn run now, for `actor`? Read-only.
+/// `quota should-run`: should another turn run now, for `actor`? The full
+/// projection (every open gap). Read-only.
 pub fn should_run(dir: &LoopDir, goal_id: &str, actor: &Actor) -> Result<ShouldRun> {
     Ok(dir.next_turn(goal_id, actor)?.should_run)
+}
+
+/// What `quota should-run` and the MCP `should_run` tool answer: the
+/// bounded brief an agent reads ([`ShouldRun::brief`]), or, when the
+/// caller asks for the detail, the full projection.
+#[derive(Debug)]
+pub struct ShouldRunAnswer {
+    pub decision: ShouldRun,
+    pub detail: bool,
+}
+
+impl Serialize for ShouldRunAnswer {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.detail {
+            true => self.decision.serialize(serializer),
+            false => self.decision.brief().serialize(serializer),
+        }
+    }
+}
+
+/// [`should_run`] as an agent reads it: bounded unless `detail`. Read-only.
+pub fn should_run_answer(
+    dir: &LoopDir,
+    goal_id: &str,
+    actor: &Actor,
+    detail: bool,
+) -> Result<ShouldRunAnswer> {
+    Ok(ShouldRunAnswer {
+        decision: should_run(dir, goal_id, actor)?,
+        detail,
+    })
 }
 
 /// `task-body`: the next turn's prompt for `actor`. Read-only.

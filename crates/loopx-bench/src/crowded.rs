@@ -149,6 +149,7 @@ pub fn create() -> GoalRequest {
             non_goals: vec![NON_GOAL.into()],
             permissions: vec![PERMISSION.into()],
         },
+        todo_streams: false,
     }
 }
 

@@ -17,6 +17,8 @@
 //! refinement is a real durable commit onto exactly the crowded goal.
 
 use loopx_core::digest::canonical_json;
+use loopx_core::goal::frontier::{ComposedContext, ComposedGoalOwner};
+use loopx_core::goal::todo::TodoAction;
 use loopx_core::goal::{self, GoalContext, GoalOwner, GoalRequest};
 use loopx_core::operation::{OperationId, Owner as _};
 use loopx_store::sqlite::{Access, Durability, SqliteStore};
@@ -28,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use crate::crowded;
 use crate::measure::{json_of, time_once, time_runs, Summary};
+use crate::seed::{restore, set_aside};
 use crate::Result;
 
 /// Targets (p50, ms) for the write and the poll.
@@ -421,44 +424,69 @@ fn seed(loopx: &Path, dir: &Path, fixture: &crowded::Fixture) -> Result<Seeded> 
     init(loopx, dir)?;
     let d = utf8(dir)?;
     let steps = crowded::steps(fixture.description_len);
-    let Some(loopx_core::goal::GoalRequest::AddTodo {
-        id: Some(first),
-        title,
-    }) = steps.first()
-    else {
-        return Err("the fixture does not start with an AddTodo".into());
+    // Through the binary: the todos (one bulk add, which also bootstraps
+    // the default goal) and, after the refinements, the claims and
+    // completions; each todo is kept in its own stream.
+    let as_agent = |args: &[&str]| -> Result<()> {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        all.extend(["--dir", d, "--agent-id", crowded::AGENT]);
+        json_of(loopx, &all).map(drop)
     };
-    // Through the binary: bootstraps the default goal, adds t1.
-    json_of(
-        loopx,
-        &[
-            "--json",
-            "todo",
-            "add",
-            "--dir",
-            d,
-            "--agent-id",
-            crowded::AGENT,
-            "--id",
-            first,
-            "--title",
-            title,
-        ],
-    )?;
+    let plan: String = steps
+        .iter()
+        .filter_map(|step| match step {
+            GoalRequest::AddTodo { id, title } => {
+                Some(serde_json::json!({"id": id, "title": title}).to_string() + "\n")
+            }
+            _ => None,
+        })
+        .collect();
+    let plan_file = dir.with_extension("plan.jsonl");
+    std::fs::write(&plan_file, plan)?;
+    as_agent(&["todo", "add", "--from-file", utf8(&plan_file)?])?;
 
     let database = dir.join("loopx.sqlite");
     let stream = goal::stream(goal::DEFAULT_GOAL_ID);
     {
         let store = SqliteStore::open_with(&database, Access::ReadWrite, Durability::Unsafe)?;
         let authority = Authority::new(&store);
-        for (n, request) in steps.into_iter().enumerate().skip(1) {
+        // The refinements in process, decided on the goal composed with
+        // its todos, as the application decides them.
+        let mut live: Vec<loopx_core::goal::todo::Todo> = Vec::new();
+        for (_, snapshot) in store.load_prefixed("todo:")? {
+            live.push(serde_json::from_str(&snapshot.state)?);
+        }
+        let mut transitions = Vec::new();
+        for (n, request) in steps.into_iter().enumerate() {
             let now = fixture.clock.at(n as u64 + 1);
             let id = OperationId::parse(&format!("bench-goal-seed-{n:04}"))?;
+            match request {
+                GoalRequest::AddTodo { .. } => continue,
+                GoalRequest::Todo { id, action, .. } => {
+                    transitions.push((id, action));
+                    continue;
+                }
+                _ => {}
+            }
             let command = crowded::command(request);
+            let context = ComposedContext { now, live: &live };
             authority
-                .execute::<GoalOwner>(&stream, &id, &command, &goal::GoalContext { now }, now)
+                .execute::<ComposedGoalOwner>(&stream, &id, &command, &context, now)
                 .map_err(|e| format!("seeding step {n} was refused: {e}"))?;
         }
+        drop(store);
+        for (todo, action) in transitions {
+            let verb = match action {
+                TodoAction::Claim { .. } => "claim",
+                TodoAction::Complete => "complete",
+                other => return Err(format!("the fixture does not {other:?}").into()),
+            };
+            as_agent(&["todo", verb, &todo])?;
+        }
+        std::fs::remove_file(&plan_file)?;
+        let store = SqliteStore::open_with(&database, Access::ReadWrite, Durability::Unsafe)?;
+        let authority = Authority::new(&store);
         let goal = authority
             .load::<GoalOwner>(&stream)
             .map_err(|e| format!("cannot read the seeded goal: {e}"))?
@@ -468,9 +496,8 @@ fn seed(loopx: &Path, dir: &Path, fixture: &crowded::Fixture) -> Result<Seeded> 
         let snapshot_bytes = loopx_core::digest::canonical_json(&goal).len();
         drop(store);
         sync(&database, dir)?;
-        let pristine = dir.with_extension("pristine.sqlite");
-        std::fs::copy(&database, &pristine)?;
-        std::fs::File::open(&pristine)?.sync_all()?;
+        let pristine = dir.with_extension("pristine");
+        set_aside(&database, &pristine)?;
         Ok(Seeded {
             pristine,
             declarations,
@@ -485,34 +512,4 @@ fn sync(database: &Path, dir: &Path) -> Result<()> {
     std::fs::File::open(database)?.sync_all()?;
     std::fs::File::open(dir)?.sync_all()?;
     Ok(())
-}
-
-/// Put the seeded database back and make it durable, so its writeback does
-/// not land in the timed run. Every run starts without `-wal`/`-shm`: a
-/// writing CLI process is the last connection and removes them on exit; a
-/// read-only one leaves an empty `-wal` and its `-shm` behind, which are
-/// removed here (nothing has the database open between runs).
-fn restore(pristine: &Path, database: &Path) -> Result<()> {
-    for suffix in ["-wal", "-shm"] {
-        let mut side = database.as_os_str().to_owned();
-        side.push(suffix);
-        let side = PathBuf::from(side);
-        let Ok(meta) = std::fs::metadata(&side) else {
-            continue;
-        };
-        if suffix == "-wal" && meta.len() > 0 {
-            return Err(format!(
-                "{} holds {} bytes between runs: a loopx process did not finish its checkpoint",
-                side.display(),
-                meta.len()
-            )
-            .into());
-        }
-        std::fs::remove_file(&side)?;
-    }
-    std::fs::copy(pristine, database)?;
-    sync(
-        database,
-        database.parent().ok_or("the database has no directory")?,
-    )
 }

@@ -29,6 +29,10 @@
 //!   [`goal_cli`]).
 //! - `goal`: `goal-owner` then `goal-cli`.
 //! - `drive`: the driver's own overhead per turn with a no-op agent.
+//! - `todos`: `todo add`, `todo claim`, `quota should-run` and `task-body`
+//!   on goals of 10, 1,000 and 10,000 todos seeded through the bulk path,
+//!   each against its floor and against itself at the smallest size (see
+//!   [`todos`]).
 //! - `panel`: `loopx panel --phase result_review` with an instant fake
 //!   reviewer, against `goal-focus review --file` alone (see [`panel`]).
 //!
@@ -49,6 +53,7 @@ mod measure;
 mod moving;
 mod panel;
 mod seed;
+mod todos;
 
 use measure::{json_of, time_once, time_runs, Summary};
 use std::fmt::Write as _;
@@ -64,6 +69,7 @@ usage: loopx-bench [ledger] [--loopx PATH] [--runs N] [--sizes N,N,...]
        loopx-bench goal-owner [--samples N] [--warmup N] [--markdown-out FILE]
        loopx-bench goal-cli [--loopx PATH] [--runs N] [--markdown-out FILE] [--keep]
        loopx-bench goal [any goal-owner or goal-cli flag]
+       loopx-bench todos [--loopx PATH] [--runs N] [--sizes N,N,...] [--markdown-out FILE] [--keep]
 
 suites:
   ledger                the loopx CLI on seeded ledgers (the default):
@@ -83,6 +89,11 @@ suites:
                         process and as processes (--runs claims per worker);
                         SQLite, or --store postgres://USER@HOST:PORT/DB (a
                         fresh database per N is created on that server)
+  todos                 todo add, todo claim, quota should-run and task-body
+                        on goals of --sizes todos (default 10,1000,10000),
+                        seeded by one `todo add --from-file` each; each
+                        alternating with its floor, and its ratio to itself
+                        at the smallest size
   move                  loopx migrate --from-dir into --store postgres://…
                         on seeded ledgers (--sizes; at most 5 runs each, a
                         fresh database per run, dropped after it)
@@ -119,6 +130,7 @@ enum Suite {
     Claims,
     Move,
     Panel,
+    Todos,
 }
 
 struct Options {
@@ -146,6 +158,7 @@ fn parse_options() -> Result<Option<Options>> {
         Some("claims") => Some(Suite::Claims),
         Some("move") => Some(Suite::Move),
         Some("panel") => Some(Suite::Panel),
+        Some("todos") => Some(Suite::Todos),
         _ => None,
     };
     if suite.is_some() {
@@ -164,6 +177,7 @@ fn parse_options() -> Result<Option<Options>> {
         store: None,
         workers: vec![1, 8, 32],
     };
+    let mut sizes_given = false;
     while let Some(flag) = args.next() {
         let mut value = || {
             args.next()
@@ -174,6 +188,7 @@ fn parse_options() -> Result<Option<Options>> {
             "--runs" => options.runs = positive(&flag, &value()?)?,
             "--validate-runs" => options.validate_runs = Some(positive(&flag, &value()?)?),
             "--sizes" => {
+                sizes_given = true;
                 options.sizes = value()?
                     .split(',')
                     .map(|s| positive(&flag, s).map(|n| n as u64))
@@ -203,6 +218,9 @@ fn parse_options() -> Result<Option<Options>> {
             other => return Err(format!("unknown argument {other:?}\n\n{USAGE}").into()),
         }
     }
+    if options.suite == Suite::Todos && !sizes_given {
+        options.sizes = vec![10, 1_000, 10_000];
+    }
     if options.suite != Suite::GoalOwner && !options.loopx.is_file() {
         return Err(format!(
             "no loopx binary at {}: build it with `cargo build --release -p loopx` or pass --loopx PATH",
@@ -229,10 +247,10 @@ fn default_loopx() -> Result<PathBuf> {
 }
 
 /// One row of the result table.
-struct Row {
-    command: &'static str,
-    size: Option<u64>,
-    summary: Summary,
+pub(crate) struct Row {
+    pub(crate) command: &'static str,
+    pub(crate) size: Option<u64>,
+    pub(crate) summary: Summary,
 }
 
 fn main() -> ExitCode {
@@ -293,6 +311,23 @@ fn run() -> Result<()> {
             let _ = std::fs::remove_dir_all(&work);
             result?
         }
+        Suite::Todos => {
+            let work =
+                std::env::temp_dir().join(format!("loopx-bench-todos-{}", std::process::id()));
+            let built = options.loopx.canonicalize()?;
+            let loopx = installed_copy(&built, &work)?;
+            let floor = installed_copy(&floor_path()?, &work)?;
+            let result = todos::run(
+                &todos::Options {
+                    loopx: &loopx,
+                    floor: &floor,
+                    sizes: &options.sizes,
+                    runs: options.runs,
+                },
+                &work,
+            );
+            kept_or_removed(&work, options.keep, result)?
+        }
         Suite::Panel => {
             let work =
                 std::env::temp_dir().join(format!("loopx-bench-panel-{}", std::process::id()));
@@ -333,10 +368,16 @@ fn run_goal_cli(options: &Options) -> Result<String> {
         },
         &work,
     );
-    if options.keep || result.is_err() {
+    kept_or_removed(&work, options.keep, result)
+}
+
+/// A suite's `result`, with its scratch directory `work` removed, or kept
+/// (and said so) when asked to or when the suite failed.
+fn kept_or_removed<T>(work: &Path, keep: bool, result: Result<T>) -> Result<T> {
+    if keep || result.is_err() {
         eprintln!("loopx-bench: loop directories kept in {}", work.display());
     } else {
-        std::fs::remove_dir_all(&work)?;
+        std::fs::remove_dir_all(work)?;
     }
     result
 }
@@ -411,7 +452,11 @@ fn run_ledger(options: &Options) -> Result<String> {
         std::fs::remove_dir_all(&work)?;
     }
     result?;
-    Ok(format!("{}\n{}", markdown_table(&rows), ratios(&rows)))
+    Ok(format!(
+        "{}\n{}",
+        markdown_table(&rows, "ledger iterations"),
+        ratios(&rows)
+    ))
 }
 
 const FLOOR: &str = "floor: open SQLite, one FULL commit, exit";
@@ -686,15 +731,16 @@ fn expect_iterations(json: &serde_json::Value, size: u64, what: &str) -> Result<
     }
 }
 
-/// Rows grouped by command (baseline first), then by size.
-fn markdown_table(rows: &[Row]) -> String {
+/// Rows grouped by command (baseline first), then by size, in a column
+/// named `sizes` (what a size counts).
+pub(crate) fn markdown_table(rows: &[Row], sizes: &str) -> String {
     let mut order: Vec<&Row> = rows.iter().collect();
     let rank = |command: &str| rows.iter().position(|r| r.command == command);
     order.sort_by_key(|r| (rank(r.command), r.size));
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "| command | ledger iterations | median ms | p95 ms | min ms | runs |"
+        "| command | {sizes} | median ms | p95 ms | min ms | runs |"
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
     for row in order {
@@ -713,7 +759,7 @@ fn markdown_table(rows: &[Row]) -> String {
     out
 }
 
-fn thousands(n: u64) -> String {
+pub(crate) fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {

@@ -17,7 +17,7 @@ use loopx_core::ledger::{
 use loopx_core::operation::OperationId;
 use loopx_store::sqlite::{Access, Durability, SqliteStore};
 use loopx_store::Authority;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::Result;
@@ -115,4 +115,104 @@ fn report(i: u64) -> LedgerRequest {
         executor_provider: "bench".into(),
         ..Default::default()
     })
+}
+
+/// Create `dir` as a loop whose goal holds `todos` open todos (`t1` ..
+/// `tN`), through the real binary: `loopx init`, then one `loopx todo add
+/// --from-file` (the bulk path: one operation, one durable commit, however
+/// many todos). Returns how long the `todo add` took.
+pub fn todo_goal(loopx: &Path, dir: &Path, todos: usize) -> Result<std::time::Duration> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)?;
+    }
+    let d = dir.to_str().ok_or("the work directory is not UTF-8")?;
+    crate::measure::json_of(
+        loopx,
+        &[
+            "--json",
+            "init",
+            "--dir",
+            d,
+            "--goal",
+            "Benchmark fixture: a goal with a large todo frontier",
+            "--success-criteria",
+            "todo writes, claims and should-run stay flat in the number of todos",
+            "--max-iterations",
+            "1000",
+        ],
+    )?;
+    let plan = dir.with_extension("plan.jsonl");
+    let mut lines = String::with_capacity(todos * 96);
+    for i in 1..=todos {
+        lines.push_str(&format!(
+            "{{\"id\": \"t{i}\", \"title\": \"Step {i:05} of the imported plan: check one module against its spec\"}}\n"
+        ));
+    }
+    std::fs::write(&plan, lines)?;
+    let started = Instant::now();
+    crate::measure::json_of(
+        loopx,
+        &[
+            "--json",
+            "todo",
+            "add",
+            "--dir",
+            d,
+            "--from-file",
+            plan.to_str().ok_or("the work directory is not UTF-8")?,
+        ],
+    )?;
+    let took = started.elapsed();
+    std::fs::remove_file(&plan)?;
+    Ok(took)
+}
+
+/// Copy the seeded database (and its write-ahead log, which a loopx
+/// process leaves in place) aside.
+pub fn set_aside(database: &Path, pristine: &Path) -> Result<()> {
+    std::fs::create_dir_all(pristine)?;
+    for (from, name) in companions(database) {
+        let to = pristine.join(&name);
+        if name.ends_with("-shm") {
+            continue;
+        }
+        match std::fs::copy(&from, &to) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let _ = std::fs::remove_file(&to);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Put the set-aside database back, exactly: main file and log as they
+/// were, and no shared-memory index from a later process; fsynced, so the
+/// copy's writeback does not land in the timed commit's fsync.
+pub fn restore(pristine: &Path, database: &Path) -> Result<()> {
+    for (to, name) in companions(database) {
+        let from = pristine.join(name);
+        if from.exists() {
+            std::fs::copy(&from, &to)?;
+            std::fs::File::open(&to)?.sync_all()?;
+        } else if to.exists() {
+            std::fs::remove_file(&to)?;
+        }
+    }
+    let dir = database.parent().ok_or("the database has no directory")?;
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(())
+}
+
+/// The database, its log and its shared-memory index, with their names.
+fn companions(database: &Path) -> Vec<(PathBuf, String)> {
+    ["", "-wal", "-shm"]
+        .iter()
+        .map(|suffix| {
+            let mut path = database.as_os_str().to_owned();
+            path.push(suffix);
+            (PathBuf::from(path), format!("loopx.sqlite{suffix}"))
+        })
+        .collect()
 }

@@ -95,6 +95,12 @@ pub mod limits {
     /// A proof artifact (`proof_artifacts/<id>.json`): a small metadata
     /// record pointing at the proof, never the proof itself.
     pub const PROOF_ARTIFACT_BYTES: u64 = 64 * 1024;
+    /// Todos one `todo add --from-file` may add: a large plan in one
+    /// operation, not a goal without end.
+    pub const TODO_BATCH_ITEMS: usize = 50_000;
+    /// The file `todo add --from-file` reads: room for
+    /// [`TODO_BATCH_ITEMS`] todos at the [`TITLE`] limit, quoted.
+    pub const TODO_BATCH_BYTES: u64 = 32 * 1024 * 1024;
 }
 
 /// Why a text field was refused.

@@ -213,6 +213,22 @@ pub trait Store {
     /// `todo:main#1/`), rather than one round trip per stream.
     fn load_prefixed(&self, prefix: &str) -> Result<Vec<(String, Snapshot)>, StoreError>;
 
+    /// [`load_prefixed`](Self::load_prefixed), lending each snapshot to
+    /// `visit` (its stream, revision and state) in name order instead of
+    /// collecting them: for a reader that parses each and keeps none of
+    /// the text (a goal's thousands of todos), a backend may lend its own
+    /// row buffers.
+    fn visit_prefixed(
+        &self,
+        prefix: &str,
+        visit: &mut dyn FnMut(&str, u64, &str),
+    ) -> Result<(), StoreError> {
+        for (stream, snapshot) in self.load_prefixed(prefix)? {
+            visit(&stream, snapshot.revision, &snapshot.state);
+        }
+        Ok(())
+    }
+
     /// The revision of `stream` (0 if nothing was committed), without
     /// reading its snapshot.
     fn revision(&self, stream: &Stream) -> Result<u64, StoreError>;

@@ -152,7 +152,7 @@ mod goal_replay {
         fn goal_replay_is_idempotent(ops in prop::collection::vec((any::<u8>(), any::<u8>(), 0usize..2), 1..12), replays in prop::collection::vec(any::<prop::sample::Index>(), 1..6)) {
             let dir = tempfile::tempdir().unwrap();
             let store = SqliteStore::open(&dir.path().join("loopx.sqlite"), Access::Create).unwrap();
-            let create = GoalCommand { actor: Actor::Owner, expected_instance: None, request: GoalRequest::Create { goal_id: "main".into(), objective: "g".into(), commitments: RootCommitments::default() }, base_revision: None, };
+            let create = GoalCommand { actor: Actor::Owner, expected_instance: None, request: GoalRequest::Create { goal_id: "main".into(), objective: "g".into(), commitments: RootCommitments::default(), todo_streams: false }, base_revision: None, };
             run_goal(&store, "create", &create).unwrap();
             let mut committed = Vec::new();
             for (i, (kind, n, agent)) in ops.into_iter().enumerate() {

@@ -499,6 +499,14 @@ fn load_prefixed_reads_exactly_one_family_of_streams(locator: &str) {
         ]
     );
     assert!(store.load_prefixed("nothing/").unwrap().is_empty());
+    let mut visited = Vec::new();
+    store
+        .visit_prefixed("todo:a_b/", &mut |stream, revision, state| {
+            assert_eq!(revision, 1);
+            visited.push((stream.to_owned(), state.to_owned()));
+        })
+        .unwrap();
+    assert_eq!(visited, family, "a visit lends what a load returns");
 }
 
 fn a_lease_is_exclusive_until_it_expires_and_then_taken_over_once(locator: &str) {

@@ -644,8 +644,14 @@ fn a_tampered_todo_in_a_goal_snapshot_is_reported() {
         .assert()
         .success();
     let conn = rusqlite::Connection::open(f.dir.join("loopx.sqlite")).unwrap();
+    // The todo is kept in its own stream; the goal snapshot counts it.
     conn.execute(
-        "UPDATE snapshots SET state = json_set(state, '$.todos[0].status', 'done') WHERE stream = 'goal:main'",
+        "UPDATE snapshots SET state = json_set(state, '$.status', 'done') WHERE stream = 'todo:main#1/t1'",
+        [],
+    )
+    .unwrap();
+    conn.execute(
+        "UPDATE snapshots SET state = json_set(state, '$.streamed_todos', 2) WHERE stream = 'goal:main'",
         [],
     )
     .unwrap();
@@ -654,7 +660,11 @@ fn a_tampered_todo_in_a_goal_snapshot_is_reported() {
     assert_eq!(report["status"], "failed");
     let errors = report["errors"].to_string();
     assert!(
-        errors.contains("stream goal:main: snapshot disagrees with the journal on todos"),
+        errors.contains("stream todo:main#1/t1: snapshot disagrees with the journal on status"),
+        "{report:#}"
+    );
+    assert!(
+        errors.contains("stream goal:main: snapshot disagrees with the journal on streamed_todos"),
         "{report:#}"
     );
     let streams = report["checked"]["streams"].to_string();

@@ -712,3 +712,29 @@ async fn a_server_refuses_a_database_swapped_under_it_for_another_loop() {
     assert_eq!(common::fingerprint(&f.dir), swapped);
     client.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn should_run_is_bounded_at_ten_thousand_todos_unless_the_detail_is_asked_for() {
+    let f = Fixture::new();
+    f.init(5, &[]);
+    f.large_goal(10_000, 12, 20);
+    let client = f.mcp("a").await;
+    let brief = ok(&client, "should_run", json!({})).await;
+    let bytes = brief.to_string().len();
+    assert!(bytes <= 8 * 1024, "should_run is {bytes} bytes: {brief}");
+    assert_eq!(brief["selected_todo"]["id"], "t1", "{brief}");
+    assert_eq!(brief["counts"]["todos"], 10_000);
+    assert_eq!(brief["open_gaps"].as_array().unwrap().len(), 5);
+    assert_eq!(brief["open_gaps_total"], 12);
+    let detail = ok(&client, "should_run", json!({"detail": true})).await;
+    assert_eq!(detail["open_gaps"].as_array().unwrap().len(), 12);
+    assert_eq!(detail["scheduler_hint"], brief["scheduler_hint"]);
+    let refused = call(
+        &client,
+        "should_run",
+        json!({"detail": true, "loop": "other"}),
+    )
+    .await;
+    assert_eq!(refused.is_error, Some(true), "unknown fields are refused");
+    client.cancel().await.unwrap();
+}

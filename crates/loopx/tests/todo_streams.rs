@@ -44,19 +44,15 @@ fn todo<'v>(list: &'v Value, id: &str) -> &'v Value {
         .unwrap()
 }
 
-/// Claim `todo` for `agent` the way loopx did before todo streams: a goal
-/// request on the goal stream, the lease kept in the goal snapshot.
-fn claim_in_the_goal_snapshot(f: &Fixture, agent: &str, todo: &str, op: &str) {
+/// Commit `request` as `actor` on the goal stream itself, as loopx did
+/// before todo streams.
+fn on_the_goal_stream(f: &Fixture, actor: Actor, request: GoalRequest, op: &str) {
     let locator = Locator::parse(&format!("sqlite:{}/loopx.sqlite", f.d())).unwrap();
     let store = locator.open(Access::ReadWrite).unwrap();
     let command = GoalCommand {
-        actor: Actor::Agent(agent.into()),
+        actor,
         expected_instance: None,
-        request: GoalRequest::Todo {
-            id: todo.into(),
-            action: TodoAction::Claim { ttl_seconds: 3600 },
-            note: String::new(),
-        },
+        request,
         base_revision: None,
     };
     let now = Timestamp::now();
@@ -71,12 +67,41 @@ fn claim_in_the_goal_snapshot(f: &Fixture, agent: &str, todo: &str, op: &str) {
         .unwrap();
 }
 
+/// Create the loop's goal the way loopx did before todo streams: its
+/// snapshot lists its todos.
+fn goal_in_the_old_shape(f: &Fixture) {
+    let request = GoalRequest::Create {
+        goal_id: "main".into(),
+        objective: "Prove lemma B".into(),
+        commitments: Default::default(),
+        todo_streams: false,
+    };
+    on_the_goal_stream(f, Actor::Owner, request, "legacy-create");
+}
+
+/// Claim `todo` for `agent` the way loopx did before todo streams: a goal
+/// request on the goal stream, the lease kept in the goal snapshot.
+fn claim_in_the_goal_snapshot(f: &Fixture, agent: &str, todo: &str, op: &str) {
+    let request = GoalRequest::Todo {
+        id: todo.into(),
+        action: TodoAction::Claim { ttl_seconds: 3600 },
+        note: String::new(),
+    };
+    on_the_goal_stream(f, Actor::Agent(agent.into()), request, op);
+}
+
 #[test]
 fn a_loop_written_before_todo_streams_keeps_its_leases_and_its_replays() {
     let f = Fixture::new();
     f.init(10, &[]);
+    goal_in_the_old_shape(&f);
     ok(&f, None, &["todo", "add", "--title", "old work"]);
     ok(&f, None, &["todo", "add", "--title", "more work"]);
+    assert_eq!(
+        goal_snapshot(&f)["todos"].as_array().map(Vec::len),
+        Some(2),
+        "a goal of the old shape keeps listing its todos"
+    );
     claim_in_the_goal_snapshot(&f, "old", "t1", "legacy-claim");
     let list = ok(&f, None, &["todo", "list"]);
     assert_eq!(todo(&list, "t1")["lease"]["holder"], "old");
@@ -226,5 +251,136 @@ fn a_writeback_across_streams_replays_whole_and_refuses_a_reused_id() {
     let (reused, _, stderr) = writeback("t2");
     assert!(!reused && stderr.contains("turn-1"), "{stderr}");
     assert_eq!(f.fingerprint(), before, "a refusal writes nothing");
+    f.assert_valid();
+}
+
+/// The goal's snapshot as stored.
+fn goal_snapshot(f: &Fixture) -> Value {
+    let conn = rusqlite::Connection::open_with_flags(
+        f.dir.join("loopx.sqlite"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let state: String = conn
+        .query_row(
+            "SELECT state FROM snapshots WHERE stream = 'goal:main'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    serde_json::from_str(&state).unwrap()
+}
+
+#[test]
+fn a_new_goal_keeps_each_todo_in_its_own_stream_from_the_start() {
+    let f = Fixture::new();
+    f.init(10, &[]);
+    ok(
+        &f,
+        None,
+        &["todo", "add", "--title", "first", "--id", "zeta"],
+    );
+    let small = goal_snapshot(&f).to_string().len();
+    f.large_goal(2_000, 0, 0);
+    ok(
+        &f,
+        None,
+        &["todo", "add", "--title", "named", "--id", "alpha"],
+    );
+    let added = ok(&f, None, &["todo", "add", "--title", "last"]);
+    assert_eq!(added["todo_id"], "t2001", "{added}");
+
+    let snapshot = goal_snapshot(&f);
+    assert_eq!(
+        snapshot
+            .get("todos")
+            .and_then(Value::as_array)
+            .map(Vec::len),
+        Some(0)
+    );
+    assert_eq!(snapshot["streamed_todos"], 2_003);
+    assert!(
+        snapshot.to_string().len() < small + 64,
+        "the goal snapshot does not grow with its todos: {} bytes, {small} with one todo",
+        snapshot.to_string().len()
+    );
+    let ids = |args: &[&str]| -> Vec<String> {
+        ok(&f, None, &[&["todo", "list"][..], args].concat())["todos"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        ids(&["--limit", "3"]),
+        ["zeta", "t1", "t2"],
+        "priority order is the order added"
+    );
+    assert_eq!(ids(&["--cursor", "main#1@2001"]), ["alpha", "t2001"]);
+
+    // An id that exists is refused, whoever added it; nothing is written.
+    let before = f.fingerprint();
+    let (added, _, stderr) = run(&f, None, &["todo", "add", "--title", "again", "--id", "t7"]);
+    assert!(
+        !added && stderr.contains("todo t7 already exists"),
+        "{stderr}"
+    );
+    assert_eq!(f.fingerprint(), before, "a refusal writes nothing");
+
+    // Claims and writebacks work on todos born in their streams.
+    ok(&f, Some("a"), &["todo", "claim", "t7"]);
+    ok(
+        &f,
+        Some("a"),
+        &["refresh-state", "--complete", "t7", "--note", "done"],
+    );
+    let list = ok(&f, None, &["todo", "list", "--limit", "10"]);
+    assert_eq!(todo(&list, "t7")["status"], "done");
+    assert_eq!(
+        ok(&f, None, &["quota", "should-run"])["selected_todo"]["id"],
+        "zeta"
+    );
+    f.assert_valid();
+}
+
+#[test]
+fn racing_adds_each_get_their_own_todo_and_none_is_lost() {
+    let f = Fixture::new();
+    f.init(10, &[]);
+    ok(&f, None, &["todo", "add", "--title", "first"]);
+    let racers: Vec<_> = (0..8)
+        .map(|i| {
+            let mut command = std::process::Command::new(common::loopx_path());
+            command
+                .env("LOOPX_REGISTRY_DIR", &f.registry)
+                .args(["todo", "add", "--dir", f.d(), "--json", "--title"])
+                .arg(format!("racer {i}"))
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            command.spawn().unwrap()
+        })
+        .collect();
+    for racer in racers {
+        let output = racer.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "a racing add failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let list = ok(&f, None, &["todo", "list"]);
+    let mut ids: Vec<&str> = list["todos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(list["total"], 9);
+    ids.sort_unstable();
+    let mut expected: Vec<String> = (1..=9).map(|i| format!("t{i}")).collect();
+    expected.sort_unstable();
+    assert_eq!(ids, expected, "every add got its own id");
+    assert_eq!(goal_snapshot(&f)["streamed_todos"], 9);
     f.assert_valid();
 }

@@ -32,7 +32,6 @@ use loopx_core::ledger::Ledger;
 use loopx_core::operation::{OperationId, Owner as _};
 use loopx_store::sqlite::Access;
 use loopx_store::{decide_at, AuthorityError, Loaded, Preview, Receipt, Step};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// A goal as read. `revision` 0 means the loop's default goal was never
@@ -101,6 +100,7 @@ fn bootstrap(ledger: &Ledger) -> (OperationId, GoalCommand, GoalContext) {
             goal_id: goal::DEFAULT_GOAL_ID.into(),
             objective: ledger.config.goal.clone(),
             commitments: ledger.config.commitments.clone(),
+            todo_streams: true,
         },
         base_revision: None,
     };
@@ -136,11 +136,13 @@ impl LoopDir {
                 revision,
                 state: Some(mut goal),
             } => {
-                // Read after the goal: a todo added meanwhile is not listed
-                // and its stream is ignored; a todo changed meanwhile shows
-                // its newer state, as a read a moment later would.
+                // Read after the goal: a todo changed meanwhile shows its
+                // newer state, and (in a goal with todo streams) one added
+                // meanwhile is listed, as a read a moment later would;
+                // in a goal without, one added meanwhile is not listed and
+                // its stream is ignored.
                 let live = self.live_todos(&goal.instance_id)?;
-                frontier::overlay(&mut goal, &live);
+                frontier::overlay(&mut goal, live);
                 Ok(GoalReading { revision, goal })
             }
             Loaded { state: None, .. } if goal_id == goal::DEFAULT_GOAL_ID => {
@@ -190,22 +192,31 @@ impl LoopDir {
     }
 
     /// The todo streams of goal lifetime `instance_id`, by todo id.
-    fn live_todos(&self, instance_id: &str) -> Result<BTreeMap<String, Todo>> {
-        let mut live = BTreeMap::new();
+    fn live_todos(&self, instance_id: &str) -> Result<Vec<Todo>> {
+        let mut live = Vec::new();
+        let mut unreadable = None;
         let prefix = frontier::streams_of(instance_id);
-        for (stream, snapshot) in self.authority().store().load_prefixed(&prefix)? {
-            let todo: Todo =
-                serde_json::from_str(&snapshot.state).map_err(|error| AuthorityError::<
-                    GoalError,
-                >::Unreadable {
-                    stream: stream.clone(),
-                    revision: snapshot.revision,
-                    what: "snapshot",
-                    reason: error.to_string(),
-                })?;
-            live.insert(todo.id.clone(), todo);
+        // Parsed straight from the store's row buffers, one at a time.
+        self.authority()
+            .store()
+            .visit_prefixed(
+                &prefix,
+                &mut |stream, revision, state| match serde_json::from_str::<Todo>(state) {
+                    Ok(todo) => live.push(todo),
+                    Err(error) => {
+                        unreadable.get_or_insert(AuthorityError::<GoalError>::Unreadable {
+                            stream: stream.to_owned(),
+                            revision,
+                            what: "snapshot",
+                            reason: error.to_string(),
+                        });
+                    }
+                },
+            )?;
+        match unreadable {
+            Some(error) => Err(error.into()),
+            None => Ok(live),
         }
-        Ok(live)
     }
 
     /// Commit a goal command, creating the loop's default goal first if
@@ -221,6 +232,11 @@ impl LoopDir {
         let now = clock::now();
         let authority = self.authority();
         let goal_stream = goal::stream(goal_id);
+        if authority.store().revision(&goal_stream)? == 0 {
+            // The default goal's first write creates it: a request it
+            // refuses must not leave the goal created behind it.
+            self.goal_preview(goal_id, command)?;
+        }
         let goal_context = GoalContext { now };
         let goal_step = |command| Step::<GoalOwner> {
             stream: &goal_stream,
@@ -232,13 +248,20 @@ impl LoopDir {
             &command.request,
             GoalRequest::Todo { .. } | GoalRequest::Writeback { .. }
         );
+        let adds = matches!(
+            &command.request,
+            GoalRequest::AddTodo { .. } | GoalRequest::AddTodos { .. }
+        );
+        if adds && self.stored_goal(goal_id)?.streamed_todos.is_some() {
+            return self.add_in_streams(goal_id, id, command);
+        }
         if !keeps_todos {
             self.ensure_goal(goal_id)?;
             // Decided on the goal as composed with its todos' streams,
             // read first: the rules that look at todos see their state.
             let live = match authority.load::<GoalOwner>(&goal_stream)?.state {
                 Some(goal) => self.live_todos(&goal.instance_id)?,
-                None => BTreeMap::new(),
+                None => Vec::new(),
             };
             let context = ComposedContext { now, live: &live };
             return Ok(authority.execute::<ComposedGoalOwner>(
@@ -262,7 +285,11 @@ impl LoopDir {
             Err(error) => return Err(error.into()),
         }
         let goal = self.stored_goal(goal_id)?;
-        let context = TodoContext { now, goal: &goal };
+        let context = TodoContext {
+            now,
+            goal: &goal,
+            born: None,
+        };
         if let GoalRequest::Todo { id: todo_id, .. } = &command.request {
             let stream = frontier::stream(&goal.instance_id, todo_id);
             return Ok(authority.execute::<TodoOwner>(&stream, id, command, &context, now)?);
@@ -294,6 +321,122 @@ impl LoopDir {
         Ok(merge_writeback(note, todos))
     }
 
+    /// Add todos to a goal that keeps each todo in its own stream: the
+    /// goal's event (its count of todos, the todos in its journal) and one
+    /// new stream per todo, holding it from the start, in one transaction,
+    /// so the cost is what is added, not the frontier's size. Decided on
+    /// the goal snapshot with just the todos the request names that exist
+    /// (an id must be new; automatic ids are past every `tN` the goal has
+    /// seen), then committed on that very goal revision: if another write
+    /// landed in between, decided again.
+    fn add_in_streams(
+        &self,
+        goal_id: &str,
+        id: &OperationId,
+        command: &GoalCommand,
+    ) -> Result<Receipt<GoalReceipt>> {
+        let authority = self.authority();
+        let goal_stream = goal::stream(goal_id);
+        let now = clock::now();
+        let replay = Step::<GoalOwner> {
+            stream: &goal_stream,
+            operation_id: id,
+            request: command,
+            context: &GoalContext { now },
+        };
+        if let Some(receipt) = authority.replay(&replay)? {
+            return Ok(receipt);
+        }
+        let named: Vec<&str> = match &command.request {
+            GoalRequest::AddTodo { id, .. } => id.iter().map(String::as_str).collect(),
+            GoalRequest::AddTodos { todos } => {
+                todos.iter().filter_map(|t| t.id.as_deref()).collect()
+            }
+            _ => unreachable!("only additions are kept this way"),
+        };
+        let mut last = None;
+        for _ in 0..ADD_ATTEMPTS {
+            let loaded = authority.load::<GoalOwner>(&goal_stream)?;
+            let goal = loaded.state.clone().ok_or_else(|| no_such_goal(goal_id))?;
+            let mut live = Vec::new();
+            for todo_id in &named {
+                let stream = frontier::stream(&goal.instance_id, todo_id);
+                live.extend(self.todo_of(&stream)?);
+            }
+            // Held to the revision it was decided on; a caller's own base
+            // (a form read at an older state) is kept, and refused as stale.
+            let based = GoalCommand {
+                base_revision: command.base_revision.or(Some(loaded.revision)),
+                ..command.clone()
+            };
+            let context = ComposedContext { now, live: &live };
+            let decided = decide_at::<ComposedGoalOwner>(&goal_stream, &loaded, &based, &context)?;
+            let born: Vec<&Todo> = decided
+                .event
+                .iter()
+                .flat_map(|event| &event.changes)
+                .filter_map(|change| match change {
+                    goal::Change::TodoAdded { todo } => Some(todo),
+                    _ => None,
+                })
+                .collect();
+            let parts: Vec<(String, GoalCommand)> = born
+                .iter()
+                .map(|todo| {
+                    let request = GoalRequest::AddTodo {
+                        id: Some(todo.id.clone()),
+                        title: todo.title.clone(),
+                    };
+                    let stream = frontier::stream(&goal.instance_id, &todo.id);
+                    (stream, target_command(command, request))
+                })
+                .collect();
+            let contexts: Vec<TodoContext<'_>> = born
+                .iter()
+                .map(|todo| TodoContext {
+                    now,
+                    goal: &goal,
+                    born: Some(todo),
+                })
+                .collect();
+            let steps: Vec<Step<'_, '_, TodoOwner>> = parts
+                .iter()
+                .zip(&contexts)
+                .map(|((stream, request), context)| Step {
+                    stream,
+                    operation_id: id,
+                    request,
+                    context,
+                })
+                .collect();
+            let first = Step::<ComposedGoalOwner> {
+                stream: &goal_stream,
+                operation_id: id,
+                request: &based,
+                context: &context,
+            };
+            match authority.execute_group(&first, &steps, now) {
+                Ok((receipt, _)) => return Ok(receipt),
+                // Another write landed on the goal since it was read.
+                Err(error @ AuthorityError::StaleBase { .. })
+                    if command.base_revision.is_none() =>
+                {
+                    last = Some(error)
+                }
+                Err(error) => return Err(error.map(|either| either.into_inner()).into()),
+            }
+        }
+        Err(last
+            .map(|error| error.map(|either| either.into_inner()))
+            .expect("an attempt was made")
+            .into())
+    }
+
+    /// The todo a todo stream holds, if it exists.
+    fn todo_of(&self, stream: &str) -> Result<Option<Todo>> {
+        Ok(self.authority().load::<TodoOwner>(stream)?.state)
+    }
+
     /// What a goal command would do now; writes nothing, not even the
     /// default goal.
     fn goal_preview(&self, goal_id: &str, command: &GoalCommand) -> Result<Preview<GoalOwner>> {
@@ -308,6 +451,21 @@ impl LoopDir {
             command,
             &GoalContext { now: clock::now() },
         )?)
+    }
+}
+
+/// How often an addition is decided again when other goal writes keep
+/// landing between its read and its commit.
+const ADD_ATTEMPTS: usize = 8;
+
+/// A part of `command` kept in another stream: same actor and lifetime,
+/// its own request, no goal base revision.
+fn target_command(command: &GoalCommand, request: GoalRequest) -> GoalCommand {
+    GoalCommand {
+        actor: command.actor.clone(),
+        expected_instance: command.expected_instance.clone(),
+        request,
+        base_revision: None,
     }
 }
 

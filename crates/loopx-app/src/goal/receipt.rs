@@ -44,8 +44,20 @@ impl ReceiptView<GoalReceiptBody> {
             self.body.instance_id,
             self.note()
         );
-        if let Some(id) = self.body.values.get("todo_id").and_then(|v| v.as_str()) {
+        let value = |key: &str| self.body.values.get(key);
+        if let Some(id) = value("todo_id").and_then(|v| v.as_str()) {
             text = format!("{id}: {text}");
+        }
+        if let (Some(added), Some(first), Some(last)) = (
+            value("added"),
+            value("first_todo_id"),
+            value("last_todo_id"),
+        ) {
+            text = format!(
+                "{added} todos ({} .. {}): {text}",
+                first.as_str().unwrap_or("?"),
+                last.as_str().unwrap_or("?")
+            );
         }
         text
     }

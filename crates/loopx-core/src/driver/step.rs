@@ -276,6 +276,7 @@ mod tests {
                 goal_id: "main".into(),
                 objective: "Prove lemma B".into(),
                 commitments: RootCommitments::default(),
+                todo_streams: false,
             },
         );
         let goal = apply(

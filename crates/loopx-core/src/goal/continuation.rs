@@ -8,8 +8,13 @@
 //! `goal_runtime_continuation_v0` disposition. Everything but a defer's
 //! countdown is a pure function of that state, so an unchanged state
 //! answers byte for byte the same and a host can stop polling.
+//!
+//! What an agent reads is [`ShouldRun::brief`]: the decision, the selected
+//! work, the frontier's counts and the first few open gaps, a few KB
+//! whatever the goal's size. The full projection (every open gap with every
+//! unresolved requirement) is the explicit detail read.
 
-use super::gap::{gaps, Gap};
+use super::gap::{gaps, Gap, UnresolvedRequirement};
 use super::todo::{Availability, Todo};
 use super::{objective, Actor, Goal};
 use crate::digest::Digest;
@@ -17,6 +22,14 @@ use crate::ledger::arbiter::{Sentinels, Verdict};
 use crate::ledger::Ledger;
 use jiff::Timestamp;
 use serde::Serialize;
+
+/// The shape of should-run's JSON: 2 since the default answer is the
+/// bounded [`ShouldRunBrief`] (1: every open gap, unversioned).
+pub const SCHEMA_VERSION: u32 = 2;
+/// The open gaps the bounded answer lists (the first, in outcome order).
+pub const BRIEF_GAPS: usize = 5;
+/// The unresolved requirements it lists per gap.
+pub const BRIEF_UNRESOLVED: usize = 8;
 
 /// A defer with no known deadline rechecks after this long.
 pub const DEFAULT_RECHECK_SECONDS: u64 = 900;
@@ -89,13 +102,108 @@ pub struct SelectedTodo {
     pub title: String,
 }
 
+/// The frontier at a glance, as of the decision: how many todos, and how
+/// many of them are runnable, held under a live lease, deferred, blocked
+/// and done.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FrontierCounts {
+    pub todos: usize,
+    pub runnable: usize,
+    pub held: usize,
+    pub deferred: usize,
+    pub blocked: usize,
+    pub done: usize,
+}
+
+impl FrontierCounts {
+    fn of(availability: &[Availability]) -> Self {
+        let mut counts = FrontierCounts {
+            todos: availability.len(),
+            ..FrontierCounts::default()
+        };
+        for a in availability {
+            *match a {
+                Availability::Runnable => &mut counts.runnable,
+                Availability::Held(_) => &mut counts.held,
+                Availability::Waiting(_) => &mut counts.deferred,
+                Availability::Blocked => &mut counts.blocked,
+                Availability::Done => &mut counts.done,
+            } += 1;
+        }
+        counts
+    }
+}
+
+/// The full projection: every open gap (`quota should-run --detail`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ShouldRun {
+    pub schema_version: u32,
     pub should_run: bool,
     pub scheduler_hint: SchedulerHint,
     pub selected_todo: Option<SelectedTodo>,
     pub next_action: String,
+    pub counts: FrontierCounts,
     pub open_gaps: Vec<Gap>,
+}
+
+/// What an agent reads: the decision and the selected work, the counts,
+/// and the first [`BRIEF_GAPS`] open gaps with at most
+/// [`BRIEF_UNRESOLVED`] requirements each; the totals say what was left
+/// out, and `detail` how to read it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ShouldRunBrief<'a> {
+    pub schema_version: u32,
+    pub should_run: bool,
+    pub scheduler_hint: &'a SchedulerHint,
+    pub selected_todo: Option<&'a SelectedTodo>,
+    pub next_action: &'a str,
+    pub counts: &'a FrontierCounts,
+    pub open_gaps: Vec<BriefGap<'a>>,
+    pub open_gaps_total: usize,
+    pub detail: &'static str,
+}
+
+/// An open gap in the bounded answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BriefGap<'a> {
+    pub kind: &'static str,
+    pub outcome_id: &'a str,
+    pub responsible_agent: &'a str,
+    pub unresolved: &'a [UnresolvedRequirement],
+    pub unresolved_total: usize,
+    pub checkpoint: &'a Digest,
+    pub acknowledged: bool,
+}
+
+impl ShouldRun {
+    /// The bounded answer an agent reads by default.
+    pub fn brief(&self) -> ShouldRunBrief<'_> {
+        let open_gaps = self
+            .open_gaps
+            .iter()
+            .take(BRIEF_GAPS)
+            .map(|gap| BriefGap {
+                kind: gap.kind,
+                outcome_id: &gap.outcome_id,
+                responsible_agent: &gap.responsible_agent,
+                unresolved: &gap.unresolved[..gap.unresolved.len().min(BRIEF_UNRESOLVED)],
+                unresolved_total: gap.unresolved.len(),
+                checkpoint: &gap.checkpoint,
+                acknowledged: gap.acknowledged,
+            })
+            .collect();
+        ShouldRunBrief {
+            schema_version: self.schema_version,
+            should_run: self.should_run,
+            scheduler_hint: &self.scheduler_hint,
+            selected_todo: self.selected_todo.as_ref(),
+            next_action: &self.next_action,
+            counts: &self.counts,
+            open_gaps,
+            open_gaps_total: self.open_gaps.len(),
+            detail: "every open gap: `loopx quota should-run --detail --json` (MCP: should_run with detail: true); the goal: `loopx goal-acceptance inspect`",
+        }
+    }
 }
 
 struct Answer {
@@ -117,13 +225,7 @@ fn identity(
         "run_id": ledger.run_id, "status": ledger.status, "spent": ledger.spent,
         "budget": ledger.config.budget, "stop_conditions": ledger.config.stop_conditions,
     }));
-    let todos: Vec<_> = goal
-        .todos
-        .iter()
-        .map(|t| (&t.id, t.status, &t.lease, &t.deferred_until))
-        .collect();
-    let frontier =
-        Digest::of_json(&serde_json::json!({"instance": goal.instance_id, "todos": todos}));
+    let frontier = frontier_digest(goal);
     let gaps_part = Digest::of_json(
         &gaps
             .iter()
@@ -153,6 +255,53 @@ fn identity(
     }
 }
 
+/// The frontier part of the reset identity: each todo's id, status, lease
+/// and deferral, in order. Written straight from the todos in canonical
+/// form (fields in key order, no maps), with no `Value` tree of the whole
+/// frontier in between: the same digest as the canonical JSON of
+/// `{"instance", "todos": [[id, status, lease, deferred_until], ...]}`.
+fn frontier_digest(goal: &Goal) -> Digest {
+    use super::todo::{Lease, TodoStatus};
+    #[derive(Serialize)]
+    struct SortedLease<'a> {
+        acquired_at: &'a Timestamp,
+        expires_at: &'a Timestamp,
+        holder: &'a str,
+    }
+    #[derive(Serialize)]
+    struct Frontier<'a> {
+        instance: &'a str,
+        todos: Vec<(
+            &'a str,
+            TodoStatus,
+            Option<SortedLease<'a>>,
+            &'a Option<Timestamp>,
+        )>,
+    }
+    fn sorted(lease: &Lease) -> SortedLease<'_> {
+        SortedLease {
+            acquired_at: &lease.acquired_at,
+            expires_at: &lease.expires_at,
+            holder: &lease.holder,
+        }
+    }
+    Digest::of_ordered_json(&Frontier {
+        instance: &goal.instance_id,
+        todos: goal
+            .todos
+            .iter()
+            .map(|t| {
+                (
+                    t.id.as_str(),
+                    t.status,
+                    t.lease.as_ref().map(sorted),
+                    &t.deferred_until,
+                )
+            })
+            .collect(),
+    })
+}
+
 /// The first todo anyone may take now, in priority order.
 pub fn next_runnable(goal: &Goal, now: Timestamp) -> Option<&Todo> {
     goal.todos
@@ -175,7 +324,15 @@ pub fn should_run(
         .cloned()
         .collect();
     let runnable = next_runnable(goal, now);
-    let answer = decide(ledger, verdict, goal, actor, now, runnable, &open_gaps);
+    let availability: Vec<Availability> = goal.todos.iter().map(|t| t.availability(now)).collect();
+    let answer = decide(
+        ledger,
+        verdict,
+        goal,
+        actor,
+        (runnable, &availability),
+        &open_gaps,
+    );
     let continuation = match answer.action {
         Action::RunNow => Continuation {
             schema: "goal_runtime_continuation_v0",
@@ -216,6 +373,7 @@ pub fn should_run(
         (None, _) => format!("wait: {}", answer.reason),
     };
     ShouldRun {
+        schema_version: SCHEMA_VERSION,
         should_run: answer.action == Action::RunNow,
         scheduler_hint: SchedulerHint {
             source: "quota.should-run",
@@ -227,6 +385,7 @@ pub fn should_run(
         },
         selected_todo,
         next_action,
+        counts: FrontierCounts::of(&availability),
         open_gaps,
     }
 }
@@ -236,8 +395,7 @@ fn decide(
     verdict: &Verdict,
     goal: &Goal,
     actor: &Actor,
-    now: Timestamp,
-    runnable: Option<&Todo>,
+    (runnable, availability): (Option<&Todo>, &[Availability]),
     open_gaps: &[Gap],
 ) -> Answer {
     let answer = |action, code, reason: String| Answer {
@@ -306,7 +464,6 @@ fn decide(
             format!("outcome {} has unresolved requirements and no open linked work: plan work for it or acknowledge checkpoint {}", gap.outcome_id, gap.checkpoint),
         );
     }
-    let availability: Vec<Availability> = goal.todos.iter().map(|t| t.availability(now)).collect();
     let earliest =
         |pick: fn(&Availability) -> Option<Timestamp>| availability.iter().filter_map(pick).min();
     if let Some(until) = earliest(|a| {
@@ -360,4 +517,64 @@ fn decide(
         "frontier_complete_review",
         "every todo is done: review the outcomes against the success criteria and record the loop's decision".into(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::goal::todo::{Lease, Todo, TodoStatus};
+
+    #[test]
+    fn the_frontier_digest_is_the_canonical_json_digest_of_the_frontier() {
+        let at = Timestamp::UNIX_EPOCH;
+        let todo = |id: &str, status, lease, deferred_until| Todo {
+            id: id.into(),
+            title: "work".into(),
+            status,
+            lease,
+            created_at: at,
+            created_by: "owner".into(),
+            blocked_reason: String::new(),
+            deferred_until,
+            completed_at: None,
+            evidence: Vec::new(),
+            position: None,
+        };
+        let lease = Lease {
+            holder: "agent-a".into(),
+            acquired_at: at,
+            expires_at: at.checked_add(jiff::SignedDuration::from_secs(60)).unwrap(),
+        };
+        let goal = crate::goal::event::fold(
+            None,
+            &crate::goal::GoalEvent {
+                at,
+                actor: Actor::Owner,
+                changes: vec![crate::goal::Change::Created {
+                    goal_id: "main".into(),
+                    lifetime: 1,
+                    instance_id: "main#1".into(),
+                    objective: "o".into(),
+                    commitments: Default::default(),
+                    todo_streams: false,
+                }],
+            },
+        );
+        let goal = Goal {
+            todos: vec![
+                todo("t1", TodoStatus::Claimed, Some(lease), None),
+                todo("t2", TodoStatus::Deferred, None, Some(at)),
+                todo("t3", TodoStatus::Open, None, None),
+            ],
+            ..goal
+        };
+        let todos: Vec<_> = goal
+            .todos
+            .iter()
+            .map(|t| (&t.id, t.status, &t.lease, &t.deferred_until))
+            .collect();
+        let canonical =
+            Digest::of_json(&serde_json::json!({"instance": goal.instance_id, "todos": todos}));
+        assert_eq!(frontier_digest(&goal), canonical);
+    }
 }

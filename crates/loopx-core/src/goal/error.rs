@@ -66,6 +66,12 @@ pub enum GoalError {
     NoTodo { id: String },
     #[error("todo {id} already exists")]
     TodoExists { id: String },
+    #[error("todo {id} is added twice in one batch")]
+    TodoTwice { id: String },
+    /// A refusal of one todo of a batch: `row` counts from 1, in the
+    /// order the batch lists them. Nothing of the batch was written.
+    #[error("row {row}: {problem}; nothing was added")]
+    Row { row: usize, problem: Box<GoalError> },
     #[error("todo {id} is done; a finished todo cannot be reopened or changed")]
     TodoDone { id: String },
     #[error("todo {id} is blocked ({reason}); it must be unblocked before it is claimed")]

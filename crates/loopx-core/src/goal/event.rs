@@ -21,6 +21,8 @@ pub enum Change {
         instance_id: String,
         objective: String,
         commitments: RootCommitments,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        todo_streams: bool,
     },
     Retired {
         reason: String,
@@ -76,6 +78,7 @@ pub fn fold(state: Option<Goal>, event: &GoalEvent) -> Goal {
                 instance_id,
                 objective,
                 commitments,
+                todo_streams,
             }),
         ) => {
             changes.next();
@@ -95,6 +98,7 @@ pub fn fold(state: Option<Goal>, event: &GoalEvent) -> Goal {
                 gap_acknowledgements: BTreeMap::new(),
                 notes: Vec::new(),
                 retired: Vec::new(),
+                streamed_todos: todo_streams.then_some(0),
             }
         }
         (Some(goal), _) => goal,
@@ -115,6 +119,7 @@ fn apply(goal: &mut Goal, change: &Change, event: &GoalEvent) {
             instance_id,
             objective,
             commitments,
+            todo_streams,
         } => {
             // A successor lifetime: same goal id, nothing else inherited.
             let retired = std::mem::take(&mut goal.retired);
@@ -129,6 +134,7 @@ fn apply(goal: &mut Goal, change: &Change, event: &GoalEvent) {
                         instance_id: instance_id.clone(),
                         objective: objective.clone(),
                         commitments: commitments.clone(),
+                        todo_streams: *todo_streams,
                     }],
                 },
             );
@@ -167,7 +173,11 @@ fn apply(goal: &mut Goal, change: &Change, event: &GoalEvent) {
             if let Some(n) = number.filter(|n| *n >= goal.next_todo_number) {
                 goal.next_todo_number = n + 1;
             }
-            goal.todos.push(todo.clone());
+            match &mut goal.streamed_todos {
+                // Its stream holds it (written beside this event).
+                Some(added) => *added += 1,
+                None => goal.todos.push(todo.clone()),
+            }
         }
         Change::TodoChanged { id, transition } => {
             if let Some(todo) = goal.todos.iter_mut().find(|t| &t.id == id) {

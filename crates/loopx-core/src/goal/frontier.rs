@@ -7,12 +7,18 @@
 //! compare-and-swaps only that todo's stream, and claims of distinct todos
 //! never conflict (the store can commit them side by side).
 //!
-//! What stays in the goal snapshot: the set of todos and their order (adding
-//! a todo is a goal write), the objective and adoptions, outcomes, notes.
-//! A todo's entry in the goal snapshot is its state as added (or, for a
-//! loop written before todo streams, its state as last changed there); its
-//! stream, once it exists, holds the state that counts. [`overlay`] composes
-//! the two for every read, so nothing downstream sees two sources.
+//! What stays in the goal snapshot: the objective and adoptions, outcomes,
+//! notes, and how many todos were added (adding a todo is a goal write, so
+//! adds are ordered by the goal's revision). A goal lifetime begun with
+//! todo streams (`Goal::streamed_todos`) lists no todo in its snapshot:
+//! each todo's stream is written beside the goal event that adds it (one
+//! transaction) and holds the todo from the start, with its place in
+//! priority order (`Todo::position`), so neither adding nor claiming reads
+//! or rewrites the other todos. A lifetime begun before that lists each
+//! todo as added (or, for a loop written before todo streams, as last
+//! changed there), and its stream, once it exists, holds the state that
+//! counts. [`overlay`] composes the goal with its todos' streams for every
+//! read, so nothing downstream sees two sources.
 //!
 //! Why this keeps the guarantees of one snapshot:
 //! - every transition of one todo (claim, completion, ...) is a CAS on that
@@ -39,7 +45,7 @@ use super::{
 use crate::operation::{Decided, Owner};
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 /// The stream of todo `todo_id` in goal lifetime `instance_id`. A successor
 /// lifetime starts with no todos, so its streams are new ones. `/` is in no
@@ -59,15 +65,40 @@ pub fn is_todo_stream(stream: &str) -> bool {
 }
 
 /// The goal with each todo's live state from its stream, where it has one.
-/// `live` maps todo ids to the states their streams hold; ids the goal does
-/// not list are ignored (they cannot exist: a todo stream is only written
-/// for a todo of the goal).
-pub fn overlay(goal: &mut Goal, live: &BTreeMap<String, Todo>) {
-    for todo in &mut goal.todos {
-        if let Some(state) = live.get(&todo.id) {
-            todo.clone_from(state);
+/// `live` are the states the streams hold. The todos a goal with todo
+/// streams keeps only there follow the listed ones, in priority order;
+/// for a goal without, ids it does not list are ignored (they cannot
+/// exist: a todo stream is only written for a todo of the goal).
+pub fn overlay(goal: &mut Goal, live: impl IntoIterator<Item = Todo>) {
+    let listed: HashMap<String, usize> = goal
+        .todos
+        .iter()
+        .enumerate()
+        .map(|(index, todo)| (todo.id.clone(), index))
+        .collect();
+    let mut born = Vec::new();
+    for state in live {
+        match listed.get(&state.id) {
+            Some(&index) => goal.todos[index] = state,
+            None if goal.streamed_todos.is_some() && state.position.is_some() => born.push(state),
+            None => {}
         }
     }
+    // Sorted by reference, then moved once each: a todo is hundreds of
+    // bytes, and a frontier thousands of todos.
+    let mut order: Vec<(Option<u64>, usize)> = born
+        .iter()
+        .enumerate()
+        .map(|(index, todo)| (todo.position, index))
+        .collect();
+    order.sort_unstable();
+    let mut born: Vec<Option<Todo>> = born.into_iter().map(Some).collect();
+    goal.todos.reserve(born.len());
+    goal.todos.extend(
+        order
+            .into_iter()
+            .filter_map(|(_, index)| born[index].take()),
+    );
 }
 
 /// What a goal decision reads besides the goal snapshot: the clock, and
@@ -75,7 +106,7 @@ pub fn overlay(goal: &mut Goal, live: &BTreeMap<String, Todo>) {
 /// (gaps, linked work, the work an adoption reviews).
 pub struct ComposedContext<'t> {
     pub now: Timestamp,
-    pub live: &'t BTreeMap<String, Todo>,
+    pub live: &'t [Todo],
 }
 
 /// The goal owner over the goal stream, deciding on the goal as composed
@@ -103,7 +134,7 @@ impl Owner for ComposedGoalOwner {
     ) -> Result<Decided<GoalEvent, GoalReceipt>, GoalError> {
         let composed = state.map(|goal| {
             let mut goal = goal.clone();
-            overlay(&mut goal, context.live);
+            overlay(&mut goal, context.live.iter().cloned());
             goal
         });
         let context = GoalContext { now: context.now };
@@ -179,10 +210,13 @@ pub struct TodoEvent {
 }
 
 /// What a todo decision reads besides the todo: the clock, and the goal
-/// snapshot (its lifetime, the adoption fence, and the todo as added).
+/// snapshot (its lifetime, the adoption fence, and the todo as added);
+/// for the todo's first event in a goal with todo streams, the todo the
+/// goal's decision added (`born`).
 pub struct TodoContext<'g> {
     pub now: Timestamp,
     pub goal: &'g Goal,
+    pub born: Option<&'g Todo>,
 }
 
 /// The owner of one todo's stream. Its request is the goal's
@@ -198,9 +232,14 @@ impl Owner for TodoOwner {
     type Context<'a> = TodoContext<'a>;
 
     /// A base revision names a goal revision (the dashboard's forms), not a
-    /// todo stream's; todo requests carry none.
-    fn expected_revision(_: &GoalCommand) -> Option<u64> {
-        None
+    /// todo stream's; todo transitions carry none. A todo's addition
+    /// creates its stream: it expects none, so an addition that lost a race
+    /// for the id is stale (decided again by the caller), not refused.
+    fn expected_revision(command: &GoalCommand) -> Option<u64> {
+        match command.request {
+            GoalRequest::AddTodo { .. } => Some(0),
+            _ => None,
+        }
     }
 
     fn decide(
@@ -209,12 +248,28 @@ impl Owner for TodoOwner {
         context: &TodoContext<'_>,
     ) -> Result<Decided<TodoEvent, GoalReceipt>, GoalError> {
         input::check(command)?;
+        let goal = context.goal;
+        if let (GoalRequest::AddTodo { id: Some(id), .. }, Some(born)) =
+            (&command.request, context.born)
+        {
+            if state.is_some() || born.id != *id {
+                return Err(GoalError::TodoExists { id: id.clone() });
+            }
+            let event = TodoEvent {
+                at: context.now,
+                actor: command.actor.clone(),
+                from: Some(born.clone()),
+                transition: TodoTransition::Added,
+                note: None,
+            };
+            let receipt = receipt(goal, &["todo_added"]).with("todo_id", id);
+            return Ok(Decided::write(event, receipt));
+        }
         let GoalRequest::Todo { id, action, note } = &command.request else {
             return Err(GoalError::Invalid(
-                "only a todo transition is kept in a todo's stream".into(),
+                "only a todo's addition or transition is kept in a todo's stream".into(),
             ));
         };
-        let goal = context.goal;
         if let Some(expected) = &command.expected_instance {
             if expected != &goal.instance_id {
                 return Err(GoalError::LifetimeMismatch {
@@ -251,7 +306,10 @@ impl Owner for TodoOwner {
         todo
     }
 
-    fn event_kind(_: &TodoEvent) -> &'static str {
-        "todo.changed"
+    fn event_kind(event: &TodoEvent) -> &'static str {
+        match event.transition {
+            TodoTransition::Added => "todo.added",
+            _ => "todo.changed",
+        }
     }
 }

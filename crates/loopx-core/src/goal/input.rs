@@ -23,6 +23,7 @@ pub fn check(command: &GoalCommand) -> Result<(), GoalError> {
             goal_id,
             objective,
             commitments,
+            ..
         } => {
             ident::check(IdKind::Goal, goal_id)?;
             text::check("objective", objective, limits::OBJECTIVE)?;
@@ -43,11 +44,24 @@ pub fn check(command: &GoalCommand) -> Result<(), GoalError> {
             text::check("--review-summary", review_summary, limits::NOTE)?;
         }
         GoalRequest::RefineOutcome { update } => outcome_update(update)?,
-        GoalRequest::AddTodo { id, title } => {
-            if let Some(id) = id {
-                ident::check(IdKind::Todo, id)?;
+        GoalRequest::AddTodo { id, title } => new_todo(id.as_deref(), title)?,
+        GoalRequest::AddTodos { todos } => {
+            if todos.is_empty() {
+                return Err(GoalError::Invalid("the batch lists no todos".into()));
             }
-            text::check("title", title, limits::TITLE)?;
+            if todos.len() > limits::TODO_BATCH_ITEMS {
+                return Err(GoalError::Invalid(format!(
+                    "a batch of {} todos is over the limit of {}: split it",
+                    todos.len(),
+                    limits::TODO_BATCH_ITEMS
+                )));
+            }
+            for (index, todo) in todos.iter().enumerate() {
+                new_todo(todo.id.as_deref(), &todo.title).map_err(|problem| GoalError::Row {
+                    row: index + 1,
+                    problem: Box::new(problem),
+                })?;
+            }
         }
         GoalRequest::Todo { id, action, note } => {
             todo_action(id, action)?;
@@ -94,6 +108,14 @@ fn root_commitments(commitments: &RootCommitments) -> Result<(), GoalError> {
     )?;
     text::check_all("non_goals", non_goals, limits::OBJECTIVE)?;
     text::check_all("permissions", permissions, limits::OBJECTIVE)?;
+    Ok(())
+}
+
+fn new_todo(id: Option<&str>, title: &str) -> Result<(), GoalError> {
+    if let Some(id) = id {
+        ident::check(IdKind::Todo, id)?;
+    }
+    text::check("title", title, limits::TITLE)?;
     Ok(())
 }
 

@@ -39,7 +39,7 @@ pub use error::GoalError;
 pub use event::{Change, GoalEvent};
 use owner::receipt;
 pub use owner::GoalOwner;
-pub use request::{GoalCommand, GoalContext, GoalReceipt, GoalRequest};
+pub use request::{GoalCommand, GoalContext, GoalReceipt, GoalRequest, NewTodo};
 pub use state::{AgentRecord, Goal, RetiredLifetime, RootCommitments};
 
 /// The goal every loop has unless told otherwise.

@@ -6,11 +6,11 @@
 use super::todo::{self, EvidenceNote, Todo, TodoAction, TodoStatus};
 use super::{
     event, gap, input, objective, outcome, Actor, Change, Goal, GoalCommand, GoalContext,
-    GoalError, GoalEvent, GoalReceipt, GoalRequest, DEFAULT_GOAL_ID,
+    GoalError, GoalEvent, GoalReceipt, GoalRequest, NewTodo, DEFAULT_GOAL_ID,
 };
 use crate::operation::{Decided, Owner};
 use jiff::Timestamp;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 fn ensure_adopted(goal: &Goal, actor: &Actor) -> Result<(), GoalError> {
     let Actor::Agent(agent) = actor else {
@@ -106,6 +106,62 @@ pub(super) fn transition_effect(action: &TodoAction) -> &'static str {
     }
 }
 
+/// The todos `rows` add after the goal's, in order: each with a title,
+/// and an id (the caller's, or the next free `tN`) that neither the goal
+/// nor another row has. An id a later row names is never handed out to
+/// an earlier row without one. A refusal names the row's index.
+fn additions(
+    goal: &Goal,
+    rows: &[NewTodo],
+    actor: &Actor,
+    now: Timestamp,
+) -> Result<Vec<Todo>, (usize, GoalError)> {
+    let existing: HashSet<&str> = goal.todos.iter().map(|t| t.id.as_str()).collect();
+    let mut batch: HashSet<String> = HashSet::with_capacity(rows.len());
+    let named: HashSet<&str> = rows.iter().filter_map(|r| r.id.as_deref()).collect();
+    let mut next = goal.next_todo_number;
+    let mut added = Vec::with_capacity(rows.len());
+    for (index, row) in rows.iter().enumerate() {
+        if row.title.trim().is_empty() {
+            return Err((
+                index,
+                GoalError::Invalid("a todo needs a non-empty --title".into()),
+            ));
+        }
+        let id = match &row.id {
+            Some(id) if existing.contains(id.as_str()) => {
+                return Err((index, GoalError::TodoExists { id: id.clone() }));
+            }
+            Some(id) if batch.contains(id) => {
+                return Err((index, GoalError::TodoTwice { id: id.clone() }));
+            }
+            Some(id) => id.clone(),
+            None => loop {
+                let id = format!("t{next}");
+                next += 1;
+                if !existing.contains(id.as_str()) && !named.contains(id.as_str()) {
+                    break id;
+                }
+            },
+        };
+        batch.insert(id.clone());
+        added.push(Todo {
+            id,
+            title: row.title.trim().to_owned(),
+            status: TodoStatus::Open,
+            lease: None,
+            created_at: now,
+            created_by: actor.name().to_owned(),
+            blocked_reason: String::new(),
+            deferred_until: None,
+            completed_at: None,
+            evidence: Vec::new(),
+            position: goal.streamed_todos.map(|added| added + index as u64),
+        });
+    }
+    Ok(added)
+}
+
 pub struct GoalOwner;
 
 impl Owner for GoalOwner {
@@ -143,6 +199,7 @@ impl Owner for GoalOwner {
             goal_id,
             objective,
             commitments,
+            todo_streams,
         } = &command.request
         else {
             let goal = state.ok_or_else(|| GoalError::NoGoal {
@@ -185,6 +242,7 @@ impl Owner for GoalOwner {
             instance_id,
             objective: objective.trim().to_owned(),
             commitments: commitments.clone(),
+            todo_streams: *todo_streams,
         };
         Ok(Decided::write(event(vec![created]), receipt))
     }
@@ -203,6 +261,14 @@ impl Owner for GoalOwner {
             [Change::ObjectiveAdopted { .. }] => "goal.objective_adopted",
             [Change::OutcomeRefined { .. }] => "goal.outcome_refined",
             [Change::TodoAdded { .. }] => "goal.todo_added",
+            [Change::TodoAdded { .. }, ..]
+                if event
+                    .changes
+                    .iter()
+                    .all(|c| matches!(c, Change::TodoAdded { .. })) =>
+            {
+                "goal.todos_added"
+            }
             [Change::GapAcknowledged { .. }] => "goal.gap_acknowledged",
             [Change::TodoChanged { .. }]
             | [Change::TodoChanged { .. }, Change::NoteRecorded { .. }] => "goal.todo_changed",
@@ -241,6 +307,7 @@ fn decide_on(
                     instance_id: instance_id.clone(),
                     objective: objective.trim().to_owned(),
                     commitments: goal.commitments.clone(),
+                    todo_streams: goal.streamed_todos.is_some(),
                 },
             ];
             let mut receipt =
@@ -296,40 +363,37 @@ fn decide_on(
             ))
         }
         GoalRequest::AddTodo { id, title } => {
-            if title.trim().is_empty() {
-                return Err(GoalError::Invalid(
-                    "a todo needs a non-empty --title".into(),
-                ));
-            }
-            let id = match id {
-                Some(id) => id.clone(),
-                None => {
-                    let mut n = goal.next_todo_number;
-                    while goal.todo(&format!("t{n}")).is_some() {
-                        n += 1;
-                    }
-                    format!("t{n}")
-                }
-            };
-            if goal.todo(&id).is_some() {
-                return Err(GoalError::TodoExists { id });
-            }
-            let todo = Todo {
+            let row = NewTodo {
                 id: id.clone(),
-                title: title.trim().to_owned(),
-                status: TodoStatus::Open,
-                lease: None,
-                created_at: now,
-                created_by: actor.name().to_owned(),
-                blocked_reason: String::new(),
-                deferred_until: None,
-                completed_at: None,
-                evidence: Vec::new(),
+                title: title.clone(),
             };
+            let todo = additions(goal, std::slice::from_ref(&row), actor, now)
+                .map_err(|(_, problem)| problem)?
+                .pop()
+                .expect("one todo per row");
+            let id = todo.id.clone();
             Ok((
                 vec![Change::TodoAdded { todo }],
                 receipt(goal, &["todo_added"]).with("todo_id", id),
             ))
+        }
+        GoalRequest::AddTodos { todos } => {
+            let added =
+                additions(goal, todos, actor, now).map_err(|(index, problem)| GoalError::Row {
+                    row: index + 1,
+                    problem: Box::new(problem),
+                })?;
+            let mut r = receipt(goal, &["todos_added"]).with("added", added.len());
+            if let (Some(first), Some(last)) = (added.first(), added.last()) {
+                r = r
+                    .with("first_todo_id", &first.id)
+                    .with("last_todo_id", &last.id);
+            }
+            let changes = added
+                .into_iter()
+                .map(|todo| Change::TodoAdded { todo })
+                .collect();
+            Ok((changes, r))
         }
         GoalRequest::Todo { id, action, note } => {
             let changes = todo_changes(goal, id, action, note, actor, now)?;

@@ -36,6 +36,10 @@ pub enum GoalRequest {
         goal_id: String,
         objective: String,
         commitments: RootCommitments,
+        /// Keep each todo in its own stream from the start (what loopx
+        /// creates); without it the goal snapshot lists its todos.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        todo_streams: bool,
     },
     Recreate {
         objective: String,
@@ -64,6 +68,10 @@ pub enum GoalRequest {
         id: Option<String>,
         title: String,
     },
+    /// Many todos at once (`todo add --from-file`), all or none, in order.
+    AddTodos {
+        todos: Vec<NewTodo>,
+    },
     Todo {
         id: String,
         action: TodoAction,
@@ -79,6 +87,16 @@ pub enum GoalRequest {
         evidence_refs: Vec<String>,
         todos: Vec<(String, TodoAction)>,
     },
+}
+
+/// One todo to add: what `todo add` takes (a title, and an id of the
+/// caller's choosing or the next free `tN`). A row of a batch file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewTodo {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub title: String,
 }
 
 /// What a goal operation hands back.

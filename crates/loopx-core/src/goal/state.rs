@@ -56,6 +56,13 @@ pub struct Goal {
     pub gap_acknowledgements: BTreeMap<String, Digest>,
     pub notes: Vec<EvidenceNote>,
     pub retired: Vec<RetiredLifetime>,
+    /// `Some(n)`: this lifetime keeps each todo in a stream of its own from
+    /// the moment it is added (`todos` stays empty here; n todos were added
+    /// so far), so a goal write costs what it changes, not the frontier's
+    /// size. `None`: a lifetime begun before that, whose snapshot lists
+    /// its todos (see [`super::frontier`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streamed_todos: Option<u64>,
 }
 
 impl Goal {

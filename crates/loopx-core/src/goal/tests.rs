@@ -30,7 +30,12 @@ struct Harness {
 }
 
 impl Harness {
+    /// A goal whose snapshot lists its todos (the pure owner's default).
     fn new() -> Self {
+        Harness::created(false)
+    }
+
+    fn created(todo_streams: bool) -> Self {
         let mut h = Harness {
             goal: None,
             writes: 0,
@@ -42,6 +47,7 @@ impl Harness {
                 goal_id: "main".into(),
                 objective: "Prove lemma B".into(),
                 commitments: RootCommitments::default(),
+                todo_streams,
             },
         )
         .unwrap();
@@ -1095,4 +1101,228 @@ fn notes_references_and_block_reasons_are_redacted_before_the_history() {
     assert_eq!(claimed.evidence[0].note, "claimed with [REDACTED]");
     let reason = &h.goal().todo(&blocked).unwrap().blocked_reason;
     assert_eq!(reason, "waiting on password=[REDACTED]");
+}
+
+fn row(id: Option<&str>, title: &str) -> NewTodo {
+    NewTodo {
+        id: id.map(str::to_owned),
+        title: title.into(),
+    }
+}
+
+#[test]
+fn a_batch_adds_every_row_in_order_in_one_write_and_skips_ids_later_rows_name() {
+    let mut h = Harness::new();
+    h.add_todo("first");
+    let writes = h.writes;
+    let receipt = h
+        .run(
+            Actor::Owner,
+            GoalRequest::AddTodos {
+                todos: vec![
+                    row(None, "auto"),
+                    row(Some("t3"), "named later-free id"),
+                    row(None, "auto again"),
+                    row(Some("plan-x"), "named"),
+                ],
+            },
+        )
+        .unwrap();
+    assert_eq!(h.writes, writes + 1, "one batch is one write");
+    let ids: Vec<&str> = h.goal().todos.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, ["t1", "t2", "t3", "t4", "plan-x"]);
+    assert_eq!(h.goal().todos[2].title, "named later-free id");
+    assert_eq!(receipt.values["added"], 4);
+    assert_eq!(receipt.values["first_todo_id"], "t2");
+    assert_eq!(receipt.values["last_todo_id"], "plan-x");
+    assert_eq!(h.add_todo("after"), "t5");
+}
+
+#[test]
+fn one_bad_row_refuses_the_whole_batch_naming_the_row() {
+    let mut h = Harness::new();
+    let existing = h.add_todo("first");
+    let before = h.goal().clone();
+    let cases: Vec<(Vec<NewTodo>, &str)> = vec![
+        (
+            vec![row(None, "ok"), row(None, "  ")],
+            "row 2: a todo needs a non-empty",
+        ),
+        (
+            vec![
+                row(None, "ok"),
+                row(None, "ok"),
+                row(Some(&existing), "dup"),
+            ],
+            "row 3: todo t1 already exists",
+        ),
+        (
+            vec![row(Some("x"), "a"), row(Some("x"), "b")],
+            "row 2: todo x is added twice",
+        ),
+        (vec![row(Some("no spaces"), "a")], "row 1:"),
+        (vec![row(None, "a"), row(None, "two\nlines")], "row 2:"),
+    ];
+    for (todos, expected) in cases {
+        let error = h
+            .run(Actor::Owner, GoalRequest::AddTodos { todos })
+            .unwrap_err();
+        assert!(
+            error.to_string().starts_with(expected),
+            "{error} does not start with {expected:?}"
+        );
+        assert!(error.to_string().ends_with("nothing was added"), "{error}");
+        assert_eq!(h.goal(), &before, "a refused batch changes nothing");
+    }
+}
+
+#[test]
+fn a_batch_over_the_limit_is_refused_before_any_row_is_read() {
+    let mut h = Harness::new();
+    let todos = vec![row(None, "x"); crate::text::limits::TODO_BATCH_ITEMS + 1];
+    let error = h
+        .run(Actor::Owner, GoalRequest::AddTodos { todos })
+        .unwrap_err();
+    assert!(error.to_string().contains("over the limit"), "{error}");
+}
+
+/// A goal that keeps each todo in its own stream, as loopx creates them.
+fn streamed() -> Harness {
+    Harness::created(true)
+}
+
+#[test]
+fn a_goal_with_todo_streams_counts_its_todos_and_lists_none_in_its_snapshot() {
+    let mut h = streamed();
+    let receipt = h
+        .run(
+            Actor::Owner,
+            GoalRequest::AddTodos {
+                todos: vec![row(Some("t5"), "named"), row(None, "auto")],
+            },
+        )
+        .unwrap();
+    assert_eq!(receipt.values["first_todo_id"], "t5");
+    assert_eq!(
+        receipt.values["last_todo_id"], "t1",
+        "skipping only ids rows name"
+    );
+    let goal = h.goal();
+    assert!(goal.todos.is_empty(), "the snapshot lists no todo");
+    assert_eq!(goal.streamed_todos, Some(2));
+    assert_eq!(goal.next_todo_number, 6, "past every tN added");
+    assert_eq!(h.add_todo("third"), "t6");
+    assert_eq!(h.goal().streamed_todos, Some(3));
+
+    // A successor lifetime keeps the shape, and starts from nothing.
+    h.run(
+        Actor::Owner,
+        GoalRequest::Recreate {
+            objective: "Prove lemma C".into(),
+            reason: "new direction".into(),
+        },
+    )
+    .unwrap();
+    assert_eq!(h.goal().streamed_todos, Some(0));
+}
+
+#[test]
+fn todos_kept_in_streams_compose_in_the_order_they_were_added() {
+    use super::frontier::{overlay, ComposedContext, ComposedGoalOwner};
+    let mut h = streamed();
+    let todos = vec![
+        row(Some("zeta"), "z"),
+        row(None, "one"),
+        row(Some("alpha"), "a"),
+    ];
+    let command = GoalCommand {
+        actor: Actor::Owner,
+        expected_instance: None,
+        request: GoalRequest::AddTodos { todos },
+        base_revision: None,
+    };
+    let event = GoalOwner::decide(h.goal.as_ref(), &command, &GoalContext { now: at(0) })
+        .unwrap()
+        .event
+        .unwrap();
+    let live: Vec<todo::Todo> = event
+        .changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::TodoAdded { todo } => Some(todo.clone()),
+            _ => None,
+        })
+        .collect();
+    h.goal = Some(GoalOwner::evolve(h.goal.take(), &event));
+    let mut composed = h.goal().clone();
+    overlay(&mut composed, live.iter().rev().cloned());
+    let ids: Vec<&str> = composed.todos.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, ["zeta", "t1", "alpha"], "not the streams' name order");
+
+    // An id whose stream exists is refused, naming the row.
+    let again = GoalCommand {
+        request: GoalRequest::AddTodos {
+            todos: vec![row(None, "fine"), row(Some("alpha"), "again")],
+        },
+        ..command
+    };
+    let context = ComposedContext {
+        now: at(1),
+        live: &live,
+    };
+    let error = ComposedGoalOwner::decide(h.goal.as_ref(), &again, &context).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .starts_with("row 2: todo alpha already exists"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_todo_stream_starts_from_the_todo_its_goal_added_and_only_once() {
+    use super::frontier::{TodoContext, TodoOwner};
+    let h = streamed();
+    let goal = h.goal();
+    let born = todo::Todo {
+        id: "t1".into(),
+        title: "work".into(),
+        status: todo::TodoStatus::Open,
+        lease: None,
+        created_at: at(0),
+        created_by: "owner".into(),
+        blocked_reason: String::new(),
+        deferred_until: None,
+        completed_at: None,
+        evidence: Vec::new(),
+        position: Some(0),
+    };
+    let command = GoalCommand {
+        actor: Actor::Owner,
+        expected_instance: None,
+        request: GoalRequest::AddTodo {
+            id: Some("t1".into()),
+            title: "work".into(),
+        },
+        base_revision: None,
+    };
+    let context = TodoContext {
+        now: at(0),
+        goal,
+        born: Some(&born),
+    };
+    let event = TodoOwner::decide(None, &command, &context)
+        .unwrap()
+        .event
+        .unwrap();
+    assert_eq!(TodoOwner::event_kind(&event), "todo.added");
+    let state = TodoOwner::evolve(None, &event);
+    assert_eq!(state, born);
+    let error = TodoOwner::decide(Some(&state), &command, &context).unwrap_err();
+    assert_eq!(error, GoalError::TodoExists { id: "t1".into() });
+    assert_eq!(
+        TodoOwner::expected_revision(&command),
+        Some(0),
+        "an addition that lost a race for its stream is stale, and decided again"
+    );
 }

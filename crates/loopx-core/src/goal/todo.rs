@@ -89,6 +89,11 @@ pub struct Todo {
     pub completed_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<EvidenceNote>,
+    /// Where it stands in priority order, for a todo kept in its own
+    /// stream from the start (the goal's snapshot does not list it; see
+    /// [`super::frontier`]); `None` for a todo the goal snapshot lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<u64>,
 }
 
 /// What a todo is, as of `now`: an expired lease no longer holds anyone.
@@ -134,12 +139,23 @@ impl Todo {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "transition", rename_all = "snake_case")]
 pub enum TodoTransition {
-    Claim { lease: Lease },
-    Renew { expires_at: Timestamp },
+    /// The todo was added: the first event of a stream that holds a todo
+    /// from the start carries it (`TodoEvent::from`) and changes nothing.
+    Added,
+    Claim {
+        lease: Lease,
+    },
+    Renew {
+        expires_at: Timestamp,
+    },
     Release,
     Complete,
-    Block { reason: String },
-    Defer { until: Timestamp },
+    Block {
+        reason: String,
+    },
+    Defer {
+        until: Timestamp,
+    },
 }
 
 /// What a caller asked to do with a todo.
@@ -273,6 +289,7 @@ pub fn decide(
 /// Apply a decided transition.
 pub fn evolve(todo: &mut Todo, transition: &TodoTransition, at: Timestamp) {
     match transition {
+        TodoTransition::Added => {}
         TodoTransition::Claim { lease } => {
             todo.status = TodoStatus::Claimed;
             todo.lease = Some(lease.clone());

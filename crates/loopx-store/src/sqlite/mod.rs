@@ -347,8 +347,33 @@ impl Store for SqliteStore {
     }
 
     fn load_prefixed(&self, prefix: &str) -> Result<Vec<(String, Snapshot)>, StoreError> {
+        let mut loaded = Vec::new();
+        self.visit_prefixed(prefix, &mut |stream, revision, state| {
+            let snapshot = Snapshot {
+                revision,
+                state: state.to_owned(),
+            };
+            loaded.push((stream.to_owned(), snapshot));
+        })?;
+        Ok(loaded)
+    }
+
+    fn visit_prefixed(
+        &self,
+        prefix: &str,
+        visit: &mut dyn FnMut(&str, u64, &str),
+    ) -> Result<(), StoreError> {
         let display = self.display();
         let fail = |e| classify(&display, e);
+        fn text<'r>(row: &'r rusqlite::Row<'_>, column: usize) -> Result<&'r str, rusqlite::Error> {
+            row.get_ref(column)?.as_str().map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    column,
+                    rusqlite::types::Type::Text,
+                    Box::new(e),
+                )
+            })
+        }
         // substr compares the exact characters: LIKE would read `_` and `%`
         // in the prefix as wildcards.
         let mut statement = self
@@ -358,18 +383,14 @@ impl Store for SqliteStore {
                  WHERE substr(stream, 1, length(?1)) = ?1 ORDER BY stream",
             )
             .map_err(fail)?;
-        let rows = statement
-            .query_map([prefix], |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    Snapshot {
-                        revision: from_sql_revision(row.get(1)?),
-                        state: row.get(2)?,
-                    },
-                ))
-            })
-            .map_err(fail)?;
-        rows.collect::<Result<_, _>>().map_err(fail)
+        let mut rows = statement.query([prefix]).map_err(fail)?;
+        while let Some(row) = rows.next().map_err(fail)? {
+            let revision = from_sql_revision(row.get(1).map_err(fail)?);
+            let stream = text(row, 0).map_err(fail)?;
+            let state = text(row, 2).map_err(fail)?;
+            visit(stream, revision, state);
+        }
+        Ok(())
     }
 
     fn receipt(

@@ -68,6 +68,7 @@ pub fn goal_with_todos(store: &dyn Store, todos: usize) -> Goal {
             goal_id: "main".into(),
             objective: "the objective".into(),
             commitments: RootCommitments::default(),
+            todo_streams: false,
         },
     )
     .unwrap();
@@ -126,7 +127,11 @@ pub fn todo_action(
         &todo_stream(goal, todo),
         &op(&id),
         &command,
-        &TodoContext { now, goal },
+        &TodoContext {
+            now,
+            goal,
+            born: None,
+        },
         now,
     )
 }
@@ -188,7 +193,14 @@ pub fn writeback(
         .iter()
         .map(|(todo, _)| todo_stream(goal, todo))
         .collect();
-    let (goal_context, todo_context) = (GoalContext { now }, TodoContext { now, goal });
+    let (goal_context, todo_context) = (
+        GoalContext { now },
+        TodoContext {
+            now,
+            goal,
+            born: None,
+        },
+    );
     let steps: Vec<Step<'_, '_, TodoOwner>> = todo_parts
         .iter()
         .zip(&streams)

@@ -87,6 +87,16 @@ pub struct BlockInput {
     pub reason: String,
 }
 
+/// What should_run answers.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShouldRunInput {
+    /// The full projection (every open gap and unresolved requirement)
+    /// instead of the bounded answer: only when planning needs it.
+    #[serde(default)]
+    pub detail: bool,
+}
+
 /// The turn's writeback.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -272,11 +282,11 @@ impl Tools {
     }
 
     #[tool(
-        description = "Call before starting more work: whether another turn should run now, and why."
+        description = "Call before starting more work: whether another turn should run now, and why (bounded: the selected work, counts, the first open gaps; detail: true for every gap)."
     )]
-    fn should_run(&self) -> ToolResult {
+    fn should_run(&self, Parameters(input): Parameters<ShouldRunInput>) -> ToolResult {
         let Binding { goal_id, actor, .. } = &self.binding;
-        self.read(|dir| continuation::should_run(dir, goal_id, actor))
+        self.read(|dir| continuation::should_run_answer(dir, goal_id, actor, input.detail))
     }
 
     #[tool(description = "Call before working on a todo: take its lease for ttl_seconds.")]

@@ -165,6 +165,35 @@ impl Fixture {
         fingerprint(&self.dir)
     }
 
+    /// A goal grown large: `todos` open todos added through the bulk path
+    /// (one `todo add --from-file`), then `outcomes` outcomes, each with
+    /// `requirements` unreviewed requirements and no linked work, so each
+    /// is an open gap.
+    pub fn large_goal(&self, todos: usize, outcomes: usize, requirements: usize) {
+        let plan = self.temp.path().join("large-plan.jsonl");
+        let lines: String = (1..=todos)
+            .map(|i| format!("{{\"title\": \"step {i} of a large imported plan\"}}\n"))
+            .collect();
+        std::fs::write(&plan, lines).unwrap();
+        let (ok, _, stderr) =
+            self.run_in_dir(&["todo", "add", "--from-file", plan.to_str().unwrap()]);
+        assert!(ok, "the bulk add failed: {stderr}");
+        for o in 1..=outcomes {
+            let update = serde_json::json!({
+                "outcome_id": format!("outcome-{o}"),
+                "objective": format!("Outcome {o} of the large goal"),
+                "add_requirements": (1..=requirements)
+                    .map(|r| serde_json::json!({"id": format!("R{r}"), "description": format!("requirement {r} of outcome {o}")}))
+                    .collect::<Vec<_>>(),
+                "source": {"ref": format!("msg-{o}"), "summary": "the user asked for it"}
+            });
+            let document = self.json_file(&format!("outcome-{o}.json"), &update);
+            let (ok, _, stderr) =
+                self.run_in_dir(&["goal-acceptance", "refine-outcome", "--document", &document]);
+            assert!(ok, "refining outcome {o} failed: {stderr}");
+        }
+    }
+
     /// Run `args` (as [`Self::run_in_dir`]), which must be refused and
     /// leave the loop directory byte-for-byte unchanged: the JSON printed
     /// and stderr.

@@ -221,8 +221,8 @@ pub struct RecreateArgs {
 pub enum TodoCommand {
     /// Add work to the frontier (after the existing todos, in priority order).
     Add(TodoAddArgs),
-    /// The frontier, with leases. Read-only.
-    List(GoalArgs),
+    /// The frontier, with leases, a page at a time. Read-only.
+    List(TodoListArgs),
     /// Take a lease on a todo (an expired lease may be taken over).
     Claim(TodoLeaseArgs),
     /// Extend the lease you hold.
@@ -238,18 +238,35 @@ pub enum TodoCommand {
 }
 
 #[derive(Debug, Args)]
+pub struct TodoListArgs {
+    #[command(flatten)]
+    pub goal: GoalArgs,
+    /// Todos per page (default 100, at most 1000).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Start after the page that gave this `next_cursor`.
+    #[arg(long)]
+    pub cursor: Option<String>,
+}
+
+#[derive(Debug, Args)]
 pub struct TodoAddArgs {
     #[command(flatten)]
     pub goal: GoalArgs,
     /// What the todo is, in a line.
-    #[arg(required_unless_present = "title_flag")]
+    #[arg(required_unless_present_any = ["title_flag", "from_file"])]
     pub title: Option<String>,
     /// The same, as a flag (for scripts).
     #[arg(long = "title", id = "title_flag", conflicts_with = "title")]
     pub title_flag: Option<String>,
     /// An id of your choosing (default: t1, t2, ...).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "from_file")]
     pub id: Option<String>,
+    /// Add many todos as one operation, all or none: a JSON array of
+    /// {"title": ..., "id": ...(optional)} objects, or one such object per
+    /// line (JSON lines). A refused row is named and nothing is added.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["title", "title_flag"])]
+    pub from_file: Option<PathBuf>,
     #[command(flatten)]
     pub write: WriteArgs,
 }
@@ -296,8 +313,20 @@ pub struct TodoDeferArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum QuotaCommand {
-    /// Should another turn run now? The decision, computed from the store (`--json` for the full object).
-    ShouldRun(GoalArgs),
+    /// Should another turn run now? The decision, computed from the store
+    /// (`--json` for the object: bounded, with the selected work, the
+    /// frontier's counts and the first open gaps; `--detail` for every gap).
+    ShouldRun(ShouldRunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ShouldRunArgs {
+    #[command(flatten)]
+    pub goal: GoalArgs,
+    /// Answer with the full projection (every open gap and unresolved
+    /// requirement) instead of the bounded answer an agent reads.
+    #[arg(long)]
+    pub detail: bool,
 }
 
 /// The agent's writeback at the end of a turn: an evidence note, todo

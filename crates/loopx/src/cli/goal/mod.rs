@@ -13,7 +13,7 @@ use anyhow::Result;
 use loopx_app::continuation;
 use loopx_app::goal::acceptance::{self, Adoption, GoalInspection};
 use loopx_app::goal::refresh::{self, Refresh, RefreshView};
-use loopx_app::goal::todo::{self as todos, TodoList};
+use loopx_app::goal::todo::{self as todos, Page, TodoList};
 use loopx_app::goal::{read_document, GoalReceiptView, GoalTarget, GoalWrite};
 use loopx_app::loop_dir::LoopDir;
 use loopx_core::goal::Actor;
@@ -226,18 +226,45 @@ fn todo_list_text(list: &TodoList) -> String {
             todo.title
         ));
     }
-    if list.todos.is_empty() {
+    if list.total == 0 {
         text.push_str("no todos\n");
+    }
+    if let Some(next) = &list.next_cursor {
+        text.push_str(&format!(
+            "todos {}-{} of {}; the next page: loopx todo list --cursor {next}\n",
+            list.start + 1,
+            list.start + list.todos.len(),
+            list.total
+        ));
     }
     text
 }
 
 pub fn todo(command: &TodoCommand, store: Option<&str>) -> Result<Reply> {
     let receipt = match command {
-        TodoCommand::List(args) => {
-            let list = todos::list(&args.open(Access::ReadOnly, store)?, &args.goal_id)?;
+        TodoCommand::List(TodoListArgs {
+            goal,
+            limit,
+            cursor,
+        }) => {
+            let page = Page {
+                cursor: cursor.clone(),
+                limit: *limit,
+            };
+            let list = todos::list(&goal.open(Access::ReadOnly, store)?, &goal.goal_id, &page)?;
             let text = todo_list_text(&list);
             return reply("todo-list", &list, text);
+        }
+        TodoCommand::Add(TodoAddArgs {
+            goal,
+            from_file: Some(file),
+            write,
+            ..
+        }) => {
+            // Read (and bound) the file before the loop is opened for writing.
+            let batch = todos::read_batch(file)?;
+            let (dir, target, op) = goal.writer(write, store)?;
+            todos::add_batch(&dir, &target, batch, &op)?
         }
         TodoCommand::Add(args) => {
             let (dir, target, op) = args.goal.writer(&args.write, store)?;
@@ -279,17 +306,17 @@ pub fn todo(command: &TodoCommand, store: Option<&str>) -> Result<Reply> {
 }
 
 pub fn quota(command: &QuotaCommand, store: Option<&str>) -> Result<Reply> {
-    let QuotaCommand::ShouldRun(args) = command;
-    let dir = args.open(Access::ReadOnly, store)?;
-    let decision = continuation::should_run(&dir, &args.goal_id, &args.actor()?)?;
-    let hint = &decision.scheduler_hint;
+    let QuotaCommand::ShouldRun(ShouldRunArgs { goal, detail }) = command;
+    let dir = goal.open(Access::ReadOnly, store)?;
+    let answer = continuation::should_run_answer(&dir, &goal.goal_id, &goal.actor()?, *detail)?;
+    let hint = &answer.decision.scheduler_hint;
     let text = format!(
         "{} ({}): {}",
         hint.action.as_str(),
         hint.reason_code,
         hint.reason
     );
-    reply("quota-should-run", &decision, text)
+    reply("quota-should-run", &answer, text)
 }
 
 pub fn task_body(args: &TaskBodyArgs, store: Option<&str>) -> Result<Reply> {
