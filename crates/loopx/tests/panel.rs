@@ -1120,3 +1120,78 @@ fn reviewers_are_refused_by_default_in_enforce_mode_and_run_pinned_and_contained
         "the reviewer ran outside its scope: {cgroup}"
     );
 }
+
+/// A fake reviewer `name` that answers any strategy review with `verdict`
+/// on the plan awaiting one when it runs (read then, as a reviewer reads
+/// its brief), and any result review with a pass.
+fn live_strategy_reviewer(p: &Panel, name: &str, verdict: &str) {
+    let loopx = common::loopx_path();
+    p.reviewer(
+        name,
+        &format!(
+            r#"bind=$('{loopx}' goal-focus strategy-brief --dir '{dir}' --executor claude --json 2>/dev/null | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["brief"]["bind"]))' 2>/dev/null)
+if [ -n "$bind" ]; then
+  echo "My advice:"
+  echo "{{\"schema\":\"strategy_advice.v1\",\"reviewer\":{{\"provider\":\"{name}\"}},\"reviewed\":$bind,\"verdict\":\"{verdict}\",\"rationale\":\"the lower bound beats the others\"}}"
+fi
+{result}"#,
+            loopx = loopx.display(),
+            dir = p.f.d(),
+            result = answer(name, "pass"),
+        ),
+    );
+}
+
+#[test]
+fn gate_six_a_closed_gate_is_replanned_and_reviewed_by_the_driver_itself() {
+    let p = Panel::new();
+    // A registry, but no plan: the gate is closed (missing_plan).
+    let approach = |id: &str, low: f64, high: f64| serde_json::json!({"approach_id": id, "estimate": {"low": low, "high": high}});
+    let registry = serde_json::json!({"campaigns": [
+        {"campaign_id": "direct", "approaches": [approach("induction", 0.6, 0.9)]},
+        {"campaign_id": "search", "approaches": [approach("weak", 0.0, 0.1)]}
+    ]});
+    let file = p.f.json_file("registry.json", &registry);
+    p.f.focus_ok(&["revise", "--registry", &file]);
+    assert_eq!(p.f.focus_ok(&["status"])["gate"], "blocked");
+    live_strategy_reviewer(&p, "codex", "endorse");
+    p.staging_agent();
+    let (code, stderr) = p.drive(&["--panel", "on", "--max-iterations", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    let proposed = stderr
+        .find("the driver proposes a plan")
+        .unwrap_or(usize::MAX);
+    let turn = stderr.find("iteration 1 [claude] started").unwrap_or(0);
+    assert!(
+        proposed < turn,
+        "no plan was proposed before the turn: {stderr}"
+    );
+    let status = p.f.focus_ok(&["status"]);
+    assert_eq!(status["current_plan"]["state"], "active", "{status}");
+    assert_eq!(status["current_plan"]["review"], "reviewed", "{status}");
+    assert_eq!(p.launches("agent"), 1);
+    assert_eq!(p.status()["last_iteration"]["bank"]["status"], "accepted");
+    p.f.assert_valid();
+}
+
+#[test]
+fn gate_six_stops_with_the_reason_when_the_reviewer_objects() {
+    let p = Panel::new();
+    let approach = |id: &str, low: f64, high: f64| serde_json::json!({"approach_id": id, "estimate": {"low": low, "high": high}});
+    let registry = serde_json::json!({"campaigns": [
+        {"campaign_id": "direct", "approaches": [approach("induction", 0.6, 0.9)]}
+    ]});
+    let file = p.f.json_file("registry.json", &registry);
+    p.f.focus_ok(&["revise", "--registry", &file]);
+    live_strategy_reviewer(&p, "codex", "object");
+    p.staging_agent();
+    let (code, stderr) = p.drive(&["--panel", "on", "--max-iterations", "1"]);
+    assert_eq!(code, 4, "{stderr}");
+    assert_eq!(
+        p.launches("agent"),
+        0,
+        "a turn ran on an objected direction: {stderr}"
+    );
+    assert!(stderr.contains("the driver proposes a plan"), "{stderr}");
+    assert!(stderr.contains("pre-dispatch gate is closed"), "{stderr}");
+}

@@ -90,7 +90,8 @@ pub fn next_step(
     turns: u64,
     max_turns: Option<u64>,
     pause_poll: Duration,
-    panel: bool,
+    runs_panel: bool,
+    replanned_since_turn: bool,
 ) -> Result<(Reading, Step)> {
     let reading = dir.read()?;
     let goal = dir.goal(goal_id)?;
@@ -116,7 +117,7 @@ pub fn next_step(
     let candidate = focus.as_ref().and_then(|f| f.candidate.hold());
     let plan = focus.as_ref().and_then(|f| f.plan.state.as_ref());
     let (panel, strategy) = match &candidate {
-        _ if !panel || !enforce => (None, None),
+        _ if !runs_panel || !enforce => (None, None),
         Some(Hold::Pending(fingerprint)) => {
             let budget = crate::panel::budget(dir, Phase::ResultReview, fingerprint)?;
             (Some(budget), None)
@@ -153,6 +154,7 @@ pub fn next_step(
         strategy,
         direction: &direction,
         reviewed_executor,
+        may_replan: runs_panel && enforce && !replanned_since_turn,
         family_of: &crate::focus::candidate::family_of,
     });
     Ok((reading, step))

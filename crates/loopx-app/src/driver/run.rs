@@ -142,6 +142,7 @@ pub fn drive(
         panel,
         turns: 0,
         warned: Vec::new(),
+        replanned_since_turn: false,
     };
     let ended = match run.go() {
         // Told to stop while waiting out an outage or a wait: the signal,
@@ -217,6 +218,9 @@ struct Run<'a> {
     turns: u64,
     /// Providers whose CLI version warning was already said this run.
     warned: Vec<String>,
+    /// Gate 6 proposed a plan since the last turn: another closed gate
+    /// before a turn runs is a person's to look at.
+    replanned_since_turn: bool,
 }
 
 impl Run<'_> {
@@ -275,6 +279,7 @@ impl Run<'_> {
                         options.max_iterations,
                         options.pause_poll,
                         self.panel,
+                        self.replanned_since_turn,
                     )
                 },
             )?;
@@ -303,6 +308,26 @@ impl Run<'_> {
                             format!("the panel cannot review candidate {fingerprint}: {why}");
                         return Ok(self.ended(Exit::RuntimeError, reason));
                     }
+                    continue;
+                }
+                Step::Replan { trigger } => {
+                    progress.say(&format!(
+                        "the pre-dispatch gate is closed ({trigger}): the driver proposes a plan, and the panel's strategy review decides it"
+                    ));
+                    // One operation for this proposal, however often an
+                    // outage makes it retry; once committed, the plan
+                    // awaits its review, so a restarted driver reviews it
+                    // instead of proposing another.
+                    let operation = crate::operation::fresh_name(&format!("gate6-{trigger}"));
+                    let proposed = through_outages(dir, None, "proposing a plan", progress, || {
+                        crate::focus::replan(dir.place(), Some(trigger), false, Some(&operation))
+                            .map_err(anyhow::Error::from)
+                    });
+                    if let Err(error) = proposed {
+                        let reason = format!("the pre-dispatch gate is closed ({trigger}) and no plan could be proposed: {error:#}");
+                        return Ok(self.ended(Exit::RuntimeError, reason));
+                    }
+                    self.replanned_since_turn = true;
                     continue;
                 }
                 Step::ReviewStrategy => {
@@ -403,6 +428,7 @@ impl Run<'_> {
             };
             let turn = run_turn(context, &provider_name, launcher, &reading)?;
             self.turns += 1;
+            self.replanned_since_turn = false;
             crate::notify::after_turn(dir, &provider_name, turn.result);
             match self
                 .session

@@ -19,6 +19,7 @@ use super::session::{Exit, Session};
 use crate::digest::Digest;
 use crate::driver::provider::Family;
 use crate::focus::candidate::Hold;
+use crate::focus::plan::Trigger;
 use crate::focus::signals::Signal;
 use crate::goal::continuation::{Action, ShouldRun};
 use crate::goal::Goal;
@@ -58,6 +59,12 @@ pub struct Situation<'a> {
     /// review was made for. A turn of another family is a failover the
     /// review did not cover.
     pub reviewed_executor: Option<Family>,
+    /// Whether the driver may answer a closed gate itself (the
+    /// specification's gate 6): it runs the panel (whose strategy review
+    /// commits a direction), and has not already replanned since its last
+    /// turn (a reviewed direction that leaves the gate closed is for a
+    /// person, not another round).
+    pub may_replan: bool,
     /// The family of a provider (the provider table and the environment's
     /// endpoint overrides, read by the application).
     pub family_of: &'a dyn Fn(&str) -> Family,
@@ -90,6 +97,9 @@ pub enum Step {
     /// Run the review panel's strategy review on the plan awaiting one
     /// before the next dispatch.
     ReviewStrategy,
+    /// Gate 6: a replan trigger closed the pre-dispatch gate; propose a
+    /// plan for it, which the panel's strategy review then decides.
+    Replan { trigger: Trigger },
     /// Start a turn with this provider.
     Run { provider: String },
 }
@@ -112,6 +122,7 @@ pub fn next(situation: &Situation<'_>) -> Step {
         strategy,
         direction,
         reviewed_executor,
+        may_replan,
         family_of,
     } = situation;
     if let Some(iteration) = ledger.pending_claim {
@@ -176,6 +187,11 @@ pub fn next(situation: &Situation<'_>) -> Step {
             }
         }
         None => {}
+    }
+    if let Some(first) = direction.first().filter(|_| *may_replan) {
+        return Step::Replan {
+            trigger: first.trigger,
+        };
     }
     if !direction.is_empty() {
         let triggers: Vec<&str> = direction.iter().map(|s| s.trigger.as_str()).collect();
@@ -313,6 +329,7 @@ mod tests {
         strategy: Option<PanelBudget>,
         direction: Vec<Signal>,
         reviewed_executor: Option<Family>,
+        may_replan: bool,
     }
 
     impl Case {
@@ -329,6 +346,7 @@ mod tests {
                 strategy: None,
                 direction: Vec::new(),
                 reviewed_executor: None,
+                may_replan: false,
             }
         }
 
@@ -360,6 +378,7 @@ mod tests {
                 strategy: self.strategy,
                 direction: &self.direction,
                 reviewed_executor: self.reviewed_executor,
+                may_replan: self.may_replan,
                 family_of: &|provider: &str| match provider {
                     "claude" => Family::Anthropic,
                     "codex" => Family::Openai,
@@ -601,6 +620,29 @@ mod tests {
         case.strategy = None;
         case.direction.clear();
         assert!(matches!(case.step(), Step::Run { .. }));
+    }
+
+    #[test]
+    fn gate_six_replans_itself_when_it_runs_the_panel_and_has_not_just_replanned() {
+        let mut case = Case::new();
+        case.direction = vec![Signal {
+            trigger: crate::focus::plan::Trigger::ScopeOnly,
+            detail: "three scope-only iterations".into(),
+        }];
+        case.may_replan = true;
+        assert_eq!(
+            case.step(),
+            Step::Replan {
+                trigger: crate::focus::plan::Trigger::ScopeOnly
+            }
+        );
+        // The plan it proposed is reviewed before anything else.
+        case.strategy = Some(PanelBudget { used: 0, max: 3 });
+        assert_eq!(case.step(), Step::ReviewStrategy);
+        // A reviewed direction that leaves the gate closed goes to a person.
+        case.strategy = None;
+        case.may_replan = false;
+        assert!(matches!(case.step(), Step::Stop { .. }));
     }
 
     #[test]
