@@ -7,7 +7,7 @@ mod common;
 #[path = "../../loopx-store/tests/support/pg_server.rs"]
 mod pg_server;
 
-use common::{journal_events, Fixture};
+use common::{journal_events, require_failpoints, Fixture};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -1144,18 +1144,9 @@ fi
 
 #[test]
 fn gate_six_a_closed_gate_is_replanned_and_reviewed_by_the_driver_itself() {
-    let p = Panel::new();
     // A registry, but no plan: the gate is closed (missing_plan).
-    let approach = |id: &str, low: f64, high: f64| serde_json::json!({"approach_id": id, "estimate": {"low": low, "high": high}});
-    let registry = serde_json::json!({"campaigns": [
-        {"campaign_id": "direct", "approaches": [approach("induction", 0.6, 0.9)]},
-        {"campaign_id": "search", "approaches": [approach("weak", 0.0, 0.1)]}
-    ]});
-    let file = p.f.json_file("registry.json", &registry);
-    p.f.focus_ok(&["revise", "--registry", &file]);
+    let p = gate_six_loop();
     assert_eq!(p.f.focus_ok(&["status"])["gate"], "blocked");
-    live_strategy_reviewer(&p, "codex", "endorse");
-    p.staging_agent();
     let (code, stderr) = p.drive(&["--panel", "on", "--max-iterations", "1"]);
     assert_eq!(code, 0, "{stderr}");
     let proposed = stderr
@@ -1172,6 +1163,68 @@ fn gate_six_a_closed_gate_is_replanned_and_reviewed_by_the_driver_itself() {
     assert_eq!(p.launches("agent"), 1);
     assert_eq!(p.status()["last_iteration"]["bank"]["status"], "accepted");
     p.f.assert_valid();
+}
+
+/// A panel loop whose gate is closed by `missing_plan`, with a live
+/// strategy reviewer and a staging agent.
+fn gate_six_loop() -> Panel {
+    let p = Panel::new();
+    let approach = |id: &str, low: f64, high: f64| serde_json::json!({"approach_id": id, "estimate": {"low": low, "high": high}});
+    let registry = serde_json::json!({"campaigns": [
+        {"campaign_id": "direct", "approaches": [approach("induction", 0.6, 0.9)]},
+        {"campaign_id": "search", "approaches": [approach("weak", 0.0, 0.1)]}
+    ]});
+    let file = p.f.json_file("registry.json", &registry);
+    p.f.focus_ok(&["revise", "--registry", &file]);
+    live_strategy_reviewer(&p, "codex", "endorse");
+    p.staging_agent();
+    p
+}
+
+#[test]
+fn gate_six_killed_after_its_proposal_or_its_review_commits_exactly_one_direction_on_restart() {
+    // Uninterrupted, for the count to compare with.
+    let whole = gate_six_loop();
+    let (code, stderr) = whole.drive(&["--panel", "on", "--max-iterations", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    let decisions = journal_events(&whole.f.dir, "focus.direction_decided").len();
+    assert!(decisions >= 2, "a proposal and a review each decide");
+    for point in ["drive.gate6_proposed", "drive.gate6_reviewed"] {
+        let p = gate_six_loop();
+        require_failpoints();
+        let mut child = p
+            .drive_command("claude")
+            .args(["--panel", "on", "--max-iterations", "1"])
+            .env("LOOPX_FAILPOINTS", point)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let reached =
+            std::io::BufRead::lines(std::io::BufReader::new(child.stderr.take().unwrap()))
+                .any(|line| line.unwrap().contains(&format!("failpoint: {point}")));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        assert!(reached, "{point} was never reached");
+        let (code, stderr) = p.drive(&["--panel", "on", "--max-iterations", "1"]);
+        assert_eq!(code, 0, "{point}: {stderr}");
+        assert!(
+            !stderr.contains("the driver proposes a plan"),
+            "{point}: the restart proposed another plan: {stderr}"
+        );
+        assert_eq!(
+            journal_events(&p.f.dir, "focus.direction_decided").len(),
+            decisions,
+            "{point}: not exactly one proposal and one review"
+        );
+        let status = p.f.focus_ok(&["status"]);
+        assert_eq!(
+            status["current_plan"]["state"], "active",
+            "{point}: {status}"
+        );
+        assert_eq!(p.launches("agent"), 1, "{point}");
+        p.f.assert_valid();
+    }
 }
 
 #[test]

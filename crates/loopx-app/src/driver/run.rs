@@ -32,7 +32,7 @@ use loopx_core::driver::step::Step;
 use loopx_core::driver::{DriverError, RecoveryPlan, Registration, RunEnded, Waiting};
 use loopx_core::ledger::vocabulary::GoalFocusMode;
 use loopx_core::panel::Phase;
-use loopx_store::{AuthorityError, Classified};
+use loopx_store::{failpoint, AuthorityError, Classified};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -328,6 +328,7 @@ impl Run<'_> {
                         return Ok(self.ended(Exit::RuntimeError, reason));
                     }
                     self.replanned_since_turn = true;
+                    failpoint::reached("drive.gate6_proposed");
                     continue;
                 }
                 Step::ReviewStrategy => {
@@ -336,6 +337,7 @@ impl Run<'_> {
                         let reason = format!("the panel cannot review the plan: {why}");
                         return Ok(self.ended(Exit::RuntimeError, reason));
                     }
+                    failpoint::reached("drive.gate6_reviewed");
                     continue;
                 }
                 Step::Pause { until, reason } => {
