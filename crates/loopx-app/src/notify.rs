@@ -554,7 +554,9 @@ pub fn quota_wait(dir: &LoopDir, provider: &str, until: jiff::Timestamp, reason:
 
 /// The driver's event when it stops: `auth_dead` when the provider's login
 /// is gone, `stop` otherwise, with the reason.
-pub fn stopped(dir: &LoopDir, exit: Exit, reason: &str) {
+/// The driver's stop, saying how it ended and which transport its
+/// provider processes ran under (`transport`, as views say it).
+pub fn stopped(dir: &LoopDir, exit: Exit, reason: &str, transport: &str) {
     let kind = if exit == Exit::AuthDead {
         "auth_dead"
     } else {
@@ -565,7 +567,11 @@ pub fn stopped(dir: &LoopDir, exit: Exit, reason: &str) {
         Facts {
             kind: kind.into(),
             decision: "stop".into(),
-            decision_reason: format!("{} (exit {}): {reason}", exit.reason(), exit.code()),
+            decision_reason: format!(
+                "{} (exit {}): {reason}; provider processes ran {transport}",
+                exit.reason(),
+                exit.code()
+            ),
             issues: loopx_core::notify::Issues {
                 runtime_errors: (exit.code() != 0)
                     .then(|| reason.to_owned())

@@ -222,6 +222,13 @@ fn a_contained_turn_runs_in_its_own_scope_with_its_limits_and_leaves_nothing() {
         assert!(leftovers.is_empty(), "scopes left behind: {leftovers:?}");
     }
     assert_eq!(p.status()["iterations"], 1);
+    // The driver's stop notification says what contained it.
+    let audit = std::fs::read_to_string(p.f.dir.join("notify_audit.jsonl")).unwrap();
+    assert!(
+        audit.contains("provider processes ran trusted-local (cgroup v1 (root): ")
+            && audit.contains("128 tasks"),
+        "{audit}"
+    );
 }
 
 /// Directories under `root` (two levels deep) whose name starts with `prefix`.

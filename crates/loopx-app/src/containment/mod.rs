@@ -76,6 +76,16 @@ pub struct TransportSummary {
     pub backend: Option<String>,
 }
 
+impl TransportSummary {
+    /// `unconfined`, or `trusted-local (cgroup v1 (root): 4 GiB memory, …)`.
+    pub fn words(&self) -> String {
+        match (&self.backend, &self.limits) {
+            (Some(backend), Some(limits)) => format!("{} ({backend}: {limits})", self.transport),
+            _ => self.transport.to_string(),
+        }
+    }
+}
+
 /// A trusted-local run: the limits, the scope backend, and each pinned
 /// provider with the identity it was attested with at the start.
 pub struct Contained {

@@ -174,7 +174,12 @@ pub fn drive(
     // After the goodbye, so the notification reads the run's ending as
     // every view does.
     if let Ok(ended) = &ended {
-        crate::notify::stopped(dir, ended.exit, &ended.reason);
+        crate::notify::stopped(
+            dir,
+            ended.exit,
+            &ended.reason,
+            &containment.summary().words(),
+        );
     }
     ended
 }
