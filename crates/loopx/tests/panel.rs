@@ -1125,11 +1125,16 @@ fn reviewers_are_refused_by_default_in_enforce_mode_and_run_pinned_and_contained
 /// on the plan awaiting one when it runs (read then, as a reviewer reads
 /// its brief), and any result review with a pass.
 fn live_strategy_reviewer(p: &Panel, name: &str, verdict: &str) {
+    live_strategy_reviewer_for(p, name, verdict, "claude");
+}
+
+/// [`live_strategy_reviewer`] of a direction for `executor`'s turns.
+fn live_strategy_reviewer_for(p: &Panel, name: &str, verdict: &str, executor: &str) {
     let loopx = common::loopx_path();
     p.reviewer(
         name,
         &format!(
-            r#"bind=$('{loopx}' goal-focus strategy-brief --dir '{dir}' --executor claude --json 2>/dev/null | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["brief"]["bind"]))' 2>/dev/null)
+            r#"bind=$('{loopx}' goal-focus strategy-brief --dir '{dir}' --executor {executor} --json 2>/dev/null | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["brief"]["bind"]))' 2>/dev/null)
 if [ -n "$bind" ]; then
   echo "My advice:"
   echo "{{\"schema\":\"strategy_advice.v1\",\"reviewer\":{{\"provider\":\"{name}\"}},\"reviewed\":$bind,\"verdict\":\"{verdict}\",\"rationale\":\"the lower bound beats the others\"}}"
@@ -1138,6 +1143,7 @@ fi
             loopx = loopx.display(),
             dir = p.f.d(),
             result = answer(name, "pass"),
+            executor = executor,
         ),
     );
 }
@@ -1225,6 +1231,38 @@ fn gate_six_killed_after_its_proposal_or_its_review_commits_exactly_one_directio
         assert_eq!(p.launches("agent"), 1, "{point}");
         p.f.assert_valid();
     }
+}
+
+#[test]
+fn gate_six_a_failover_to_another_family_is_replanned_for_it_and_goes_on() {
+    // Reviewed for claude's turns; this run's provider is codex (openai).
+    let p = Panel::directed();
+    let marker = p.marker("agent");
+    p.script(
+        "codex",
+        &format!(
+            r#"echo turn >> '{}'
+mkdir -p "$LOOPX_DIR/notes"
+echo 'lemma B holds for n <= 4' > "$LOOPX_DIR/notes/b.md"
+loopx append-iteration --mode bounded-research --objective "check lemma B" --decision continue --executor-provider codex --obligation-id o1 --claim-id c1 --claim-evidence c1=notes/b.md >/dev/null"#,
+            marker.display()
+        ),
+    );
+    live_strategy_reviewer_for(&p, "claude", "endorse", "codex");
+    let output = p
+        .drive_command("codex")
+        .args(["--panel", "on", "--max-iterations", "1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("(provider_failover)"), "{stderr}");
+    assert_eq!(p.launches("agent"), 1, "{stderr}");
+    let status = p.f.focus_ok(&["status"]);
+    assert_eq!(
+        status["current_plan"]["strategy_review"]["executor"]["family"], "openai",
+        "{status}"
+    );
 }
 
 #[test]

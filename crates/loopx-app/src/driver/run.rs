@@ -323,6 +323,16 @@ impl Run<'_> {
                     // outage makes it retry; once committed, the plan
                     // awaits its review, so a restarted driver reviews it
                     // instead of proposing another.
+                    // The strategy review is for the executor that will run
+                    // next (after a failover, the new family's).
+                    let next = self.session.current().map(str::to_owned);
+                    through_outages(
+                        dir,
+                        next.as_deref(),
+                        "recording the provider",
+                        progress,
+                        || super::set_waiting(dir, std::process::id(), None, next.as_deref()),
+                    )?;
                     let operation = crate::operation::fresh_name(&format!("gate6-{trigger}"));
                     let proposed = through_outages(dir, None, "proposing a plan", progress, || {
                         crate::focus::replan(dir.place(), Some(trigger), false, Some(&operation))

@@ -223,6 +223,11 @@ pub fn next(situation: &Situation<'_>) -> Step {
     }
     match session.current() {
         Some(provider) => match reviewed_executor.filter(|f| family_of(provider) != *f) {
+            // A failover the review did not cover: gate 6 replans for the
+            // new family when the driver runs the panel.
+            Some(_) if *may_replan => Step::Replan {
+                trigger: Trigger::ProviderFailover,
+            },
             Some(reviewed) => Step::Stop {
                 exit: Exit::RuntimeError,
                 reason: format!("enforce mode: provider {provider} ({}) is not of the family the direction was reviewed for ({}): a failover to another family needs a replan and its strategy review (`loopx goal-focus replan --trigger manual`)", family_of(provider).name(), reviewed.name()),
@@ -663,5 +668,13 @@ mod tests {
             }
             other => panic!("expected a stop, got {other:?}"),
         }
+        // A driver that runs the panel replans for the new family itself.
+        case.may_replan = true;
+        assert_eq!(
+            case.step(),
+            Step::Replan {
+                trigger: Trigger::ProviderFailover
+            }
+        );
     }
 }

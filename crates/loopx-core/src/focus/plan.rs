@@ -33,6 +33,9 @@ crate::ledger::vocabulary::vocabulary! {
         ReviewerDissent => "reviewer_dissent",
         UnreviewedCounterevidence => "unreviewed_counterevidence",
         Plateau => "plateau",
+        /// The driver failed over to a provider of another family than the
+        /// one the direction was reviewed for.
+        ProviderFailover => "provider_failover",
         Manual => "manual",
     }
 }
