@@ -71,6 +71,22 @@ impl Agents {
         })
     }
 
+    /// `claude` run by hand (not by a drive) in the scratch environment,
+    /// with `standin` as its model API.
+    fn claude(&self, standin: &StandIn) -> Command {
+        let mut claude = Command::new(self.clis.join("claude"));
+        claude
+            .current_dir(&self.root)
+            .env_clear()
+            .env("PATH", self.path())
+            .env("HOME", &self.home)
+            .env("LOOPX_REGISTRY_DIR", &self.f.registry)
+            .env("ANTHROPIC_API_KEY", "sk-ant-standin-not-a-key")
+            .env("ANTHROPIC_BASE_URL", &standin.url)
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+        claude
+    }
+
     /// `drive --provider providers args` in the scratch environment, with
     /// `env` added (an empty value removes the variable).
     fn drive(&self, providers: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -523,8 +539,8 @@ fn an_armed_loops_stop_hook_holds_a_claude_session_once_then_releases_it() {
         Reply::Text("I am finished."),
         Reply::Text("Understood, stopping now."),
     ]);
-    let mut claude = Command::new(a.clis.join("claude"));
-    claude
+    let output = a
+        .claude(&standin)
         .args([
             "-p",
             "Finish the task.",
@@ -532,15 +548,8 @@ fn an_armed_loops_stop_hook_holds_a_claude_session_once_then_releases_it() {
             "stream-json",
             "--verbose",
         ])
-        .current_dir(&a.root)
-        .env_clear()
-        .env("PATH", a.path())
-        .env("HOME", &a.home)
-        .env("LOOPX_REGISTRY_DIR", &a.f.registry)
-        .env("ANTHROPIC_API_KEY", "sk-ant-standin-not-a-key")
-        .env("ANTHROPIC_BASE_URL", &standin.url)
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
-    let output = claude.output().unwrap();
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(0), "{stdout}{}", stderr(&output));
     // Held once: the model was asked again, with loopx's reason; then
@@ -654,8 +663,8 @@ fn a_prompt_only_claude_reviewer_offers_the_model_no_tool() {
         return;
     };
     let standin = StandIn::new(vec![Reply::Text("Reviewed: pass.")]);
-    let mut claude = Command::new(a.clis.join("claude"));
-    claude
+    let output = a
+        .claude(&standin)
         .args([
             "-p",
             "Review this.",
@@ -664,14 +673,8 @@ fn a_prompt_only_claude_reviewer_offers_the_model_no_tool() {
             "--verbose",
         ])
         .args(loopx_core::containment::prompt_only_flags("claude"))
-        .current_dir(&a.root)
-        .env_clear()
-        .env("PATH", a.path())
-        .env("HOME", &a.home)
-        .env("ANTHROPIC_API_KEY", "sk-ant-standin-not-a-key")
-        .env("ANTHROPIC_BASE_URL", &standin.url)
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
-    let output = claude.output().unwrap();
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(0), "{stdout}{}", stderr(&output));
     // Claude Code says what it loaded: no tool, no MCP server.
