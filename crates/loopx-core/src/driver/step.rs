@@ -16,6 +16,7 @@
 //! [`super::session::Session::after`]'s.
 
 use super::session::{Exit, Session};
+use super::DriverSummary;
 use crate::digest::Digest;
 use crate::driver::provider::Family;
 use crate::focus::candidate::Hold;
@@ -158,7 +159,14 @@ pub fn next(situation: &Situation<'_>) -> Step {
     if verdict.done {
         return Step::Stop {
             exit: Exit::Done,
-            reason: format!("done: {}", verdict.reason.unwrap_or("done")),
+            // In the words every view uses (`crate::ending`), with the
+            // arbiter's code that scripts know.
+            reason: format!(
+                "done: {} ({})",
+                crate::ending::ending(ledger, verdict, &DriverSummary::default())
+                    .map_or_else(|| "the loop is over".to_owned(), |ending| ending.words()),
+                verdict.reason.unwrap_or("done")
+            ),
         };
     }
     if verdict.paused {
@@ -428,7 +436,10 @@ mod tests {
             panic!("not a stop: {:?}", case.step())
         };
         assert_eq!(exit, Exit::Done);
-        assert!(reason.starts_with("done: "), "{reason}");
+        assert_eq!(
+            reason,
+            "done: stopped by the user (STOP_REQUESTED) (user_stop_requested)"
+        );
     }
 
     #[test]
