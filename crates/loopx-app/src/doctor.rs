@@ -223,8 +223,8 @@ fn store_and_workspace(at: Place<'_>, places: &Places, checks: &mut Vec<Check>) 
         }
     };
     let now = driver::workspace(&places.project);
-    let state = match now.changes.as_ref().zip(now.head.as_ref()) {
-        Some((_, head)) => format!(
+    let state = match (&now.changes, &now.head) {
+        (Some(_), Some(head)) => format!(
             "HEAD {head}, {}",
             if is_clean(&places.project) {
                 "clean"
@@ -232,7 +232,8 @@ fn store_and_workspace(at: Place<'_>, places: &Places, checks: &mut Vec<Check>) 
                 "dirty"
             }
         ),
-        None => "not a git repository".into(),
+        (Some(_), None) => "a git repository with no commits yet".into(),
+        (None, _) => "not a git repository".into(),
     };
     let recorded = loop_dir
         .driver()

@@ -531,6 +531,25 @@ pub(crate) fn view_warning(view: &str, error: anyhow::Error) -> String {
     )
 }
 
+/// Where a server a client started finds the loop `dir` names. Clients
+/// (Claude Code, Codex, OpenCode) start `loopx mcp` in the session's
+/// working directory, which may be below the project root: a relative
+/// `dir` that is not there is looked for under the client's project root
+/// (`project`, Claude Code's `CLAUDE_PROJECT_DIR`), then in the nearest
+/// directory above `cwd` that has it. An absolute `dir`, or one that is
+/// there, is taken as it is; so is one found nowhere (the open then says
+/// it is missing, naming it).
+pub fn locate_for_session(dir: &Path, project: Option<&Path>, cwd: &Path) -> PathBuf {
+    if dir.is_absolute() || cwd.join(dir).join(DATABASE).is_file() {
+        return dir.to_owned();
+    }
+    let holds_loop = |root: &Path| root.join(dir).join(DATABASE).is_file();
+    project
+        .filter(|root| holds_loop(root))
+        .or_else(|| cwd.ancestors().skip(1).find(|root| holds_loop(root)))
+        .map_or_else(|| dir.to_owned(), |root| root.join(dir))
+}
+
 fn missing_loop(dir: &Path) -> anyhow::Error {
     let create = format!(
         "create one with `loopx init --dir {} --goal ... --success-criteria ...`",

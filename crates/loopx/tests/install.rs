@@ -654,3 +654,98 @@ fn doctor_calls_an_install_of_another_loopx_version_a_mixed_revision() {
     h.run(&["install", "--target", "claude"]);
     assert!(h.doctor(&dir).0);
 }
+
+#[test]
+fn doctor_tells_a_repository_without_commits_from_no_repository() {
+    let h = Home::new();
+    let dir = h.init_loop();
+    let workspace = |h: &Home| {
+        check(&h.doctor(&dir).1, "workspace")["detail"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert!(
+        workspace(&h).contains("not a git repository"),
+        "{}",
+        workspace(&h)
+    );
+    let init = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&h.project)
+        .status()
+        .unwrap();
+    assert!(init.success());
+    assert!(
+        workspace(&h).contains("a git repository with no commits yet"),
+        "{}",
+        workspace(&h)
+    );
+}
+
+/// The MCP server exactly as the installed project config starts it (its
+/// command and args, read back from `.mcp.json`), from a subdirectory of
+/// the project, as Claude Code starts it in the session's directory: it
+/// finds the project's loop.
+#[test]
+fn the_installed_mcp_server_started_in_a_subdirectory_finds_the_projects_loop() {
+    use std::io::{BufRead as _, Write as _};
+    let h = Home::new();
+    h.init_loop();
+    h.run(&["install", "--target", "claude"]);
+    let config: serde_json::Value =
+        serde_json::from_str(&h.read(&h.project.join(".mcp.json"))).unwrap();
+    let server = &config["mcpServers"]["loopx"];
+    let args: Vec<String> = server["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect();
+    let sub = h.project.join("src/deep");
+    std::fs::create_dir_all(&sub).unwrap();
+    for project_env in [None, Some(&h.project)] {
+        let mut command = std::process::Command::new(server["command"].as_str().unwrap());
+        command
+            .args(&args)
+            .current_dir(&sub)
+            .env("HOME", &h.home)
+            .env_remove("LOOPX_DIR")
+            .env_remove("CLAUDE_PROJECT_DIR")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null());
+        if let Some(project) = project_env {
+            command.env("CLAUDE_PROJECT_DIR", project);
+        }
+        let mut child = command.spawn().unwrap();
+        let mut input = child.stdin.take().unwrap();
+        let messages = [
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "test", "version": "0"}}}),
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "work_context", "arguments": {}}}),
+        ];
+        for message in messages {
+            writeln!(input, "{message}").unwrap();
+        }
+        let mut replies = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let answer = loop {
+            let line = replies.next().unwrap().unwrap();
+            let reply: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if reply["id"] == 2 {
+                break reply;
+            }
+        };
+        drop(input);
+        let _ = child.kill();
+        let _ = child.wait();
+        let text = answer.to_string();
+        assert!(
+            answer["result"]["isError"] != true && text.contains("Prove lemma B"),
+            "with CLAUDE_PROJECT_DIR {project_env:?}: {text}"
+        );
+    }
+}

@@ -32,8 +32,16 @@ pub struct McpArgs {
 }
 
 pub fn mcp(args: &McpArgs, store: Option<&str>) -> Result<Reply> {
+    // Started by a client in the session's directory: a relative loop
+    // directory is found from the project root up.
+    let project = std::env::var_os("CLAUDE_PROJECT_DIR").map(std::path::PathBuf::from);
+    let dir = loopx_app::loop_dir::locate_for_session(
+        &args.goal.dir.dir,
+        project.as_deref(),
+        &std::env::current_dir()?,
+    );
     crate::mcp::serve(crate::mcp::Binding {
-        dir: args.goal.dir.dir.clone(),
+        dir,
         store: store.map(str::to_owned),
         goal_id: args.goal.goal_id.clone(),
         actor: args.goal.actor()?,
