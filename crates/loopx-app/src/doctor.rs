@@ -157,6 +157,11 @@ fn installs(
         problems.push(format!("incomplete: {} missing", missing.join(", ")));
     }
     let ok = problems.is_empty();
+    // Codex reads a project's config only in a project it trusts: an
+    // install it ignores is not an install.
+    let untrusted = (target == Target::Codex && scope == Scope::Project)
+        .then(|| crate::install::codex::untrusted_note(places))
+        .flatten();
     checks.push(Check {
         name,
         ok,
@@ -166,7 +171,7 @@ fn installs(
             problems.join("; ")
         },
         fix: (!ok).then_some(fix),
-        warning: None,
+        warning: untrusted,
     });
 }
 

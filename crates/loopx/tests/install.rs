@@ -749,3 +749,36 @@ fn the_installed_mcp_server_started_in_a_subdirectory_finds_the_projects_loop() 
         );
     }
 }
+
+#[test]
+fn a_codex_project_install_says_codex_ignores_it_until_the_project_is_trusted() {
+    let h = Home::new();
+    let dir = h.init_loop();
+    let said = h.run(&["install", "--target", "codex"]);
+    assert!(
+        said.contains(
+            "note: Codex ignores this project's .codex/config.toml until it trusts the project"
+        ) && said.contains("trust_level = \"trusted\""),
+        "{said}"
+    );
+    let warned = check(&h.doctor(&dir).1, "install.codex.project").clone();
+    assert!(
+        warned["warning"]
+            .as_str()
+            .is_some_and(|w| w.contains("trusts the project")),
+        "{warned}"
+    );
+    // Codex's own trust record, as `codex exec --trust` writes it.
+    let root = h.project.canonicalize().unwrap();
+    h.write(
+        &h.home.join(".codex/config.toml"),
+        &format!(
+            "[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+            root.display()
+        ),
+    );
+    let said = h.run(&["install", "--target", "codex"]);
+    assert!(!said.contains("note:"), "{said}");
+    let trusted = check(&h.doctor(&dir).1, "install.codex.project").clone();
+    assert!(trusted["warning"].is_null(), "{trusted}");
+}

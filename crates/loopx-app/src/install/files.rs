@@ -99,6 +99,9 @@ pub struct InstallView {
     pub dry_run: bool,
     pub changed: bool,
     pub files: Vec<FileChange>,
+    /// What the runtime still needs before it reads what was installed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 pub struct Request<'a> {
@@ -235,12 +238,19 @@ fn finish(request: &Request, plans: Vec<Planned>, installing: bool) -> Result<In
             }
         }
     }
+    // Codex reads a project's config only once it trusts the project.
+    let notes = (installing && request.target == Target::Codex && request.scope == Scope::Project)
+        .then(|| super::codex::untrusted_note(request.places))
+        .flatten()
+        .into_iter()
+        .collect();
     Ok(InstallView {
         target: request.target,
         scope: request.scope,
         dry_run: request.dry_run,
         changed,
         files,
+        notes,
     })
 }
 

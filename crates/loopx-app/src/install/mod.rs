@@ -31,7 +31,7 @@
 //! checks `doctor` adds beyond installs (`crate::doctor`).
 
 mod claude;
-mod codex;
+pub mod codex;
 mod files;
 pub mod json;
 mod opencode;

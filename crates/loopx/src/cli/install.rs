@@ -119,6 +119,9 @@ fn render(view: &InstallView) -> String {
     if !view.changed {
         text.push_str("nothing to change\n");
     }
+    for note in &view.notes {
+        text.push_str(&format!("note: {note}\n"));
+    }
     text
 }
 
