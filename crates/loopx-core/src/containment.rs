@@ -47,6 +47,17 @@ impl fmt::Display for Transport {
     }
 }
 
+/// How views say what a provider process runs under: `unconfined (a
+/// process group and a timeout; no containment)`, or `trusted-local: 4 GiB
+/// memory, …` with the limits in force. The one wording `status`, the
+/// dashboard and notifications use.
+pub fn describe(transport: Transport, limits: Option<&limits::Limits>) -> String {
+    match (transport, limits) {
+        (Transport::TrustedLocal, Some(limits)) => format!("trusted-local: {limits}"),
+        (transport, _) => format!("{transport} (a process group and a timeout; no containment)"),
+    }
+}
+
 /// Why no provider process may start under the transport asked for.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TransportError {

@@ -225,7 +225,7 @@ fn a_contained_turn_runs_in_its_own_scope_with_its_limits_and_leaves_nothing() {
     // The driver's stop notification says what contained it.
     let audit = std::fs::read_to_string(p.f.dir.join("notify_audit.jsonl")).unwrap();
     assert!(
-        audit.contains("provider processes ran trusted-local (cgroup v1 (root): ")
+        audit.contains("provider processes ran trusted-local: 4 GiB memory")
             && audit.contains("128 tasks"),
         "{audit}"
     );

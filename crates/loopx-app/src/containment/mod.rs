@@ -19,7 +19,6 @@ use loopx_core::containment::limits::{self, Limits};
 use loopx_core::containment::pin::{self, Identity, Pin};
 use loopx_core::containment::{self as rules, Role, Transport};
 use loopx_core::driver::provider::{self, Launcher};
-use serde::Serialize;
 use std::sync::Mutex;
 
 /// A containment rule's refusal: nothing was started.
@@ -48,41 +47,17 @@ impl Containment {
         }
     }
 
-    /// What views say of it: the transport, and for trusted-local the
-    /// limits in force.
-    pub fn summary(&self) -> TransportSummary {
+    /// The limits in force, under trusted-local.
+    pub fn limits(&self) -> Option<&Limits> {
         match self {
-            Containment::Unconfined => TransportSummary {
-                transport: Transport::Unconfined,
-                limits: None,
-                backend: None,
-            },
-            Containment::TrustedLocal(contained) => TransportSummary {
-                transport: Transport::TrustedLocal,
-                limits: Some(contained.limits.to_string()),
-                backend: Some(contained.backend.name().to_owned()),
-            },
+            Containment::Unconfined => None,
+            Containment::TrustedLocal(contained) => Some(&contained.limits),
         }
     }
-}
 
-/// The transport as `status`, `doctor` and the dashboard show it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TransportSummary {
-    pub transport: Transport,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub limits: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub backend: Option<String>,
-}
-
-impl TransportSummary {
-    /// `unconfined`, or `trusted-local (cgroup v1 (root): 4 GiB memory, …)`.
+    /// How views say it (`loopx_core::containment::describe`).
     pub fn words(&self) -> String {
-        match (&self.backend, &self.limits) {
-            (Some(backend), Some(limits)) => format!("{} ({backend}: {limits})", self.transport),
-            _ => self.transport.to_string(),
-        }
+        rules::describe(self.transport(), self.limits())
     }
 }
 

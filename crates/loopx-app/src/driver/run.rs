@@ -105,10 +105,7 @@ pub fn drive(
         providers: providers.clone(),
         command,
         transport: Some(containment.transport()),
-        limits: match &containment {
-            Containment::TrustedLocal(contained) => Some(contained.limits),
-            Containment::Unconfined => None,
-        },
+        limits: containment.limits().copied(),
     };
     let root_identity = super::workspace(&options.root);
     super::register(dir, registration, root_identity.root.clone()).map_err(|error| {
@@ -174,12 +171,7 @@ pub fn drive(
     // After the goodbye, so the notification reads the run's ending as
     // every view does.
     if let Ok(ended) = &ended {
-        crate::notify::stopped(
-            dir,
-            ended.exit,
-            &ended.reason,
-            &containment.summary().words(),
-        );
+        crate::notify::stopped(dir, ended.exit, &ended.reason, &containment.words());
     }
     ended
 }

@@ -893,19 +893,12 @@ pub fn summary(state: &DriverState, alive: impl Fn(u32) -> bool) -> DriverSummar
 }
 
 impl DriverSummary {
-    /// How the running driver's processes run, as views say it:
-    /// `unconfined (process group and timeout only)`, or
-    /// `trusted-local: 4 GiB memory, ...`.
+    /// How the running driver's processes run, as views say it
+    /// ([`crate::containment::describe`]); empty when none runs.
     pub fn transport_words(&self) -> String {
-        match (self.transport, &self.limits) {
-            (Some(crate::containment::Transport::TrustedLocal), Some(limits)) => {
-                format!("trusted-local: {limits}")
-            }
-            (Some(transport), _) => {
-                format!("{transport} (a process group and a timeout; no containment)")
-            }
-            (None, _) => String::new(),
-        }
+        self.transport
+            .map(|transport| crate::containment::describe(transport, self.limits.as_ref()))
+            .unwrap_or_default()
     }
 
     /// One line for `loopx status`.
