@@ -85,6 +85,24 @@ impl Contained {
         self.providers.iter().find(|a| a.pin.provider == name)
     }
 
+    /// Ready one process of `provider`, named `name` (a dispatch id or a
+    /// reviewer's record), for a phase of `timeout`: the provider on disk
+    /// checked against its pins once more, then its scope made.
+    pub fn ready(
+        &self,
+        provider: &str,
+        name: &str,
+        timeout: std::time::Duration,
+    ) -> Result<(&Attested, Confinement), AppError> {
+        let attested = self.provider(provider).ok_or_else(|| {
+            AppError::refused(format!(
+                "trusted-local did not attest {provider}; nothing was started"
+            ))
+        })?;
+        attested.revalidate()?;
+        Ok((attested, Confinement::new(self, name, timeout)?))
+    }
+
     /// The launch line of `name`'s pinned binary: the launcher its file
     /// name is, else the provider's first.
     pub fn launcher(&self, name: &str) -> Option<&'static Launcher> {
@@ -96,6 +114,19 @@ impl Contained {
 }
 
 impl Attested {
+    /// The command line of a process of this provider: its pinned binary
+    /// (never what PATH finds) with `args`, then `extra` flags and the
+    /// pinned model.
+    pub fn command(
+        &self,
+        mut args: Vec<String>,
+        extra: &[&str],
+    ) -> (std::ffi::OsString, Vec<String>) {
+        args.extend(extra.iter().map(|flag| (*flag).to_owned()));
+        args.extend(["--model".to_owned(), self.pin.model.clone()]);
+        (self.pin.bin.clone().into(), args)
+    }
+
     /// Check, immediately before a spawn, that the provider on disk is
     /// still the pinned one with the closure attested at the start.
     pub fn revalidate(&self) -> Result<(), AppError> {

@@ -10,7 +10,7 @@
 
 use super::env;
 use super::runner::{Output, Process, Record, TurnRunner};
-use crate::containment::{Confinement, Containment};
+use crate::containment::Containment;
 use crate::panel::{Launch, PanelView, Prepared, Ran, OUTPUT_BYTES};
 use crate::AppError;
 use anyhow::Result;
@@ -25,31 +25,19 @@ pub fn run_reviewer(
     launch: &Launch,
     containment: &Containment,
 ) -> Result<Ran> {
-    let (program, mut args, confinement) = match containment {
-        Containment::Unconfined => (launch.binary.clone(), launch.args.clone(), None),
+    let (program, args, confinement) = match containment {
+        Containment::Unconfined => (launch.binary.clone().into(), launch.args.clone(), None),
         Containment::TrustedLocal(contained) => {
-            let attested = contained.provider(&launch.provider).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "trusted-local did not attest the reviewer {}; nothing was started",
-                    launch.provider
-                )
-            })?;
-            attested.revalidate()?;
-            let confinement = Confinement::new(contained, &launch.name, launch.timeout)?;
-            (
-                attested.pin.bin.clone(),
-                launch.args.clone(),
-                Some((attested, confinement)),
-            )
+            let (attested, confinement) =
+                contained.ready(&launch.provider, &launch.name, launch.timeout)?;
+            // A reviewer answers from its brief alone: no tools.
+            let prompt_only = loopx_core::containment::prompt_only_flags(&launch.provider);
+            let (program, args) = attested.command(launch.args.clone(), prompt_only);
+            (program, args, Some(confinement))
         }
     };
-    if let Some((attested, _)) = &confinement {
-        let prompt_only = loopx_core::containment::prompt_only_flags(&launch.provider);
-        args.extend(prompt_only.iter().map(|flag| (*flag).to_owned()));
-        args.extend(["--model".to_owned(), attested.pin.model.clone()]);
-    }
     let ran = runner.run(Process {
-        program: program.into(),
+        program,
         args,
         cwd: launch.cwd.clone(),
         env: vec![(env::PANEL_REVIEWER, "1".into())],
@@ -63,7 +51,7 @@ pub fn run_reviewer(
             logs: logs.to_path_buf(),
             name: launch.name.clone(),
         },
-        confinement: confinement.map(|(_, confinement)| confinement),
+        confinement,
     });
     let _ = std::fs::remove_file(super::record_path(logs, &launch.name));
     let ran = ran?;

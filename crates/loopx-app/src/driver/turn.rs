@@ -17,7 +17,7 @@ use super::env;
 use super::options::{Options, Progress, Target};
 use super::outage::through_outages;
 use super::runner::{Output, Process, Record, TurnRunner};
-use crate::containment::{Confinement, Containment};
+use crate::containment::Containment;
 use crate::loop_dir::{LoopDir, Reading, DRIVER_LOGS};
 use crate::{clock, platform};
 use anyhow::{Context as _, Result};
@@ -198,12 +198,7 @@ pub fn run_turn(
     let contained = match containment {
         Containment::Unconfined => None,
         Containment::TrustedLocal(contained) => {
-            let attested = contained.provider(provider_name).ok_or_else(|| {
-                anyhow::anyhow!("trusted-local did not attest {provider_name}; nothing was started")
-            })?;
-            attested.revalidate()?;
-            let confinement = Confinement::new(contained, &dispatch_id, options.iteration_timeout)?;
-            Some((attested, confinement))
+            Some(contained.ready(provider_name, &dispatch_id, options.iteration_timeout)?)
         }
     };
     failpoint::reached("drive.before_intent");
@@ -238,9 +233,9 @@ pub fn run_turn(
         // The pinned binary and model, never what PATH finds.
         (Some(launcher), _) if contained.is_some() => {
             let (attested, _) = contained.as_ref().expect("matched");
-            let mut args = launcher.argv(&prompt, &root.display().to_string());
-            args.extend(["--model".to_owned(), attested.pin.model.clone()]);
-            (attested.pin.bin.clone().into(), args, None)
+            let (program, args) =
+                attested.command(launcher.argv(&prompt, &root.display().to_string()), &[]);
+            (program, args, None)
         }
         (Some(launcher), _) => {
             // Checked when the run started (`run::check_endpoints`).
