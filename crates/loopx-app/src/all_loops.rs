@@ -148,18 +148,25 @@ pub fn find(registry: &Registry, id: &str) -> Result<PathBuf, AppError> {
 }
 
 /// Record in this user's registry that `source` (`init`, a driver) noted
-/// the loop in `dir`, so the all-loops page lists it.
-pub fn note(dir: &LoopDir, source: Source) -> anyhow::Result<PathBuf> {
-    let registry = Registry::from_env()?;
-    let run_id = dir.read()?.ledger.run_id;
-    registry.note(
-        source,
-        &NotedLoop {
-            run_id,
-            loop_dir: dir.display(),
-            noted_at: clock::now(),
-        },
-    )
+/// the loop `run_id` in `dir`, so the all-loops page lists it. A registry
+/// that cannot be written costs that listing, never the caller's work:
+/// the answer is the warning to pass on, if any.
+pub fn note(dir: &LoopDir, run_id: &str, source: Source) -> Option<String> {
+    let noted = Registry::from_env().and_then(|registry| {
+        registry.note(
+            source,
+            &NotedLoop {
+                run_id: run_id.to_owned(),
+                loop_dir: dir.display(),
+                noted_at: clock::now(),
+            },
+        )
+    });
+    noted.err().map(|error| {
+        format!(
+            "cannot record this loop in the registry ({error:#}); `loopx serve --all` will not list it"
+        )
+    })
 }
 
 /// Whether the registered directory `dir` may be opened: it exists, is a

@@ -80,11 +80,12 @@ pub fn init(
         LoopDir::create(root)?
     };
     let (receipt, mut warnings) = commit(&dir, &operation_id, &request, now)?;
-    // `loopx serve --all` lists every loop made here. A registry that
-    // cannot be written costs that listing, never the loop just made.
-    if let Err(error) = crate::all_loops::note(&dir, crate::registry::Source::Created) {
-        warnings.push(format!(
-            "cannot record this loop in the registry ({error:#}); `loopx serve --all` will not list it"
+    // `loopx serve --all` lists every loop made here.
+    if let LedgerReceipt::Init { run_id, .. } = &receipt.body {
+        warnings.extend(crate::all_loops::note(
+            &dir,
+            run_id,
+            crate::registry::Source::Created,
         ));
     }
     Ok(ReceiptView::new("init", receipt, |body| match body {

@@ -74,7 +74,8 @@ pub fn drive(
     // The transport is decided, and every pinned provider attested, before
     // the driver takes the loop or registers: a refusal changes nothing
     // and starts nothing.
-    let enforce = dir.read()?.ledger.config.goal_focus_mode == GoalFocusMode::Enforce;
+    let ledger = dir.read()?.ledger;
+    let enforce = ledger.config.goal_focus_mode == GoalFocusMode::Enforce;
     let provider_names: Vec<&str> = match &options.target {
         Target::Providers(names) => names
             .iter()
@@ -123,10 +124,11 @@ pub fn drive(
             error
         }
     })?;
-    // `loopx serve --all` lists loops driven here. A registry that cannot
-    // be written costs that listing, never the run.
-    if let Err(error) = crate::all_loops::note(dir, crate::registry::Source::Driven) {
-        progress.say(&format!("cannot record this loop in the registry ({error:#}); `loopx serve --all` will not list it"));
+    // `loopx serve --all` lists loops driven here.
+    if let Some(warning) =
+        crate::all_loops::note(dir, &ledger.run_id, crate::registry::Source::Driven)
+    {
+        progress.say(&warning);
     }
     let mut run = Run {
         dir,
