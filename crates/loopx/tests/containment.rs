@@ -72,14 +72,7 @@ impl Pinned {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let mut pins: Vec<(String, String)> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|line| line.strip_prefix("export "))
-            .map(|line| {
-                let (name, value) = line.split_once('=').unwrap();
-                (name.to_owned(), value.trim_matches('\'').to_owned())
-            })
-            .collect();
+        let mut pins = common::attested_pins(&out.stdout);
         pins.push((
             "AAS_AUTOLOOP_ATTESTED_MODEL_CLAUDE".into(),
             "claude-test".into(),
@@ -148,30 +141,6 @@ fn loopx_core_endpoint_overrides() -> [&'static str; 3] {
 const APPEND: &str =
     "loopx append-iteration --mode monitor --objective contained --decision continue >/dev/null";
 
-/// Whether this machine can contain a process as the tests expect: root,
-/// bubblewrap, and the v1 memory, pids and cpu hierarchies.
-fn containable() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let bwrap = Command::new("bwrap")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    let v1 = ["memory", "pids", "cpu"].iter().all(|c| {
-        Path::new("/sys/fs/cgroup")
-            .join(c)
-            .join("cgroup.procs")
-            .exists()
-    });
-    if root && bwrap && v1 {
-        return true;
-    }
-    common::skipped_without(
-        "containment needs root, bubblewrap and the cgroup v1 memory, pids and cpu hierarchies",
-    );
-    false
-}
-
 fn text(output: &Output) -> String {
     format!(
         "{}{}",
@@ -182,7 +151,7 @@ fn text(output: &Output) -> String {
 
 #[test]
 fn a_contained_turn_runs_in_its_own_scope_with_its_limits_and_leaves_nothing() {
-    if !containable() {
+    if !common::containable() {
         return;
     }
     let p = Pinned::new(
@@ -253,7 +222,7 @@ fn walk_for(root: &Path, prefix: &str) -> Vec<PathBuf> {
 
 #[test]
 fn memory_tasks_file_size_and_output_are_bounded() {
-    if !containable() {
+    if !common::containable() {
         return;
     }
     // Memory: 64 MiB, and the agent wants 400.
@@ -306,7 +275,7 @@ fn memory_tasks_file_size_and_output_are_bounded() {
 
 #[test]
 fn the_service_manager_container_and_tmux_sockets_are_masked() {
-    if !containable() {
+    if !common::containable() {
         return;
     }
     let p = Pinned::new(

@@ -1078,12 +1078,7 @@ fn reviewers_are_refused_by_default_in_enforce_mode_and_run_pinned_and_contained
     let error = p.refused(&[("LOOPX_INJECTED_PROVIDERS", None)]);
     assert!(error.contains("resolves to strict-isolated"), "{error}");
     assert_eq!(p.launches("codex"), 0);
-    // SAFETY: geteuid has no preconditions.
-    let containable = unsafe { libc::geteuid() } == 0
-        && std::path::Path::new("/sys/fs/cgroup/pids/cgroup.procs").exists()
-        && Command::new("bwrap").arg("--version").output().is_ok();
-    if !containable {
-        common::skipped_without("containment needs root, bubblewrap and cgroup v1");
+    if !common::containable() {
         return;
     }
     let attest = p
@@ -1091,12 +1086,9 @@ fn reviewers_are_refused_by_default_in_enforce_mode_and_run_pinned_and_contained
         .arg(p.bin.join("codex"))
         .output()
         .unwrap();
-    let exports = String::from_utf8_lossy(&attest.stdout).into_owned();
-    let mut env: Vec<(String, Option<String>)> = exports
-        .lines()
-        .filter_map(|line| line.strip_prefix("export "))
-        .filter_map(|line| line.split_once('='))
-        .map(|(name, value)| (name.to_owned(), Some(value.trim_matches('\'').to_owned())))
+    let mut env: Vec<(String, Option<String>)> = common::attested_pins(&attest.stdout)
+        .into_iter()
+        .map(|(name, value)| (name, Some(value)))
         .collect();
     env.push((
         "AAS_AUTOLOOP_ATTESTED_MODEL_CODEX".into(),

@@ -663,3 +663,38 @@ impl Server {
         (reply.status, reply.json())
     }
 }
+
+/// Whether this machine can contain a process as the trusted-local tests
+/// expect (root, bubblewrap, the cgroup v1 memory, pids and cpu
+/// hierarchies); says it skipped (or, required, fails) when it cannot.
+pub fn containable() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let bwrap = std::process::Command::new("bwrap")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let v1 = ["memory", "pids", "cpu"].iter().all(|c| {
+        Path::new("/sys/fs/cgroup")
+            .join(c)
+            .join("cgroup.procs")
+            .exists()
+    });
+    if root && bwrap && v1 {
+        return true;
+    }
+    skipped_without(
+        "containment needs root, bubblewrap and the cgroup v1 memory, pids and cpu hierarchies",
+    );
+    false
+}
+
+/// The pins `loopx attest` printed on `stdout`, as (variable, value).
+pub fn attested_pins(stdout: &[u8]) -> Vec<(String, String)> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|line| line.strip_prefix("export "))
+        .filter_map(|line| line.split_once('='))
+        .map(|(name, value)| (name.to_owned(), value.trim_matches('\'').to_owned()))
+        .collect()
+}
