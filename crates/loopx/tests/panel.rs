@@ -1164,8 +1164,8 @@ fn gate_six_a_closed_gate_is_replanned_and_reviewed_by_the_driver_itself() {
 }
 
 /// A panel loop whose gate is closed by `missing_plan`, with a live
-/// strategy reviewer and a staging agent.
-fn gate_six_loop() -> Panel {
+/// strategy reviewer that answers `verdict` and a staging agent.
+fn gate_six_loop_reviewed(verdict: &str) -> Panel {
     let p = Panel::new();
     let approach = |id: &str, low: f64, high: f64| serde_json::json!({"approach_id": id, "estimate": {"low": low, "high": high}});
     let registry = serde_json::json!({"campaigns": [
@@ -1174,9 +1174,14 @@ fn gate_six_loop() -> Panel {
     ]});
     let file = p.f.json_file("registry.json", &registry);
     p.f.focus_ok(&["revise", "--registry", &file]);
-    live_strategy_reviewer(&p, "codex", "endorse");
+    live_strategy_reviewer(&p, "codex", verdict);
     p.staging_agent();
     p
+}
+
+/// [`gate_six_loop_reviewed`] by a reviewer that endorses.
+fn gate_six_loop() -> Panel {
+    gate_six_loop_reviewed("endorse")
 }
 
 #[test]
@@ -1259,15 +1264,7 @@ loopx append-iteration --mode bounded-research --objective "check lemma B" --dec
 
 #[test]
 fn gate_six_stops_with_the_reason_when_the_reviewer_objects() {
-    let p = Panel::new();
-    let approach = |id: &str, low: f64, high: f64| serde_json::json!({"approach_id": id, "estimate": {"low": low, "high": high}});
-    let registry = serde_json::json!({"campaigns": [
-        {"campaign_id": "direct", "approaches": [approach("induction", 0.6, 0.9)]}
-    ]});
-    let file = p.f.json_file("registry.json", &registry);
-    p.f.focus_ok(&["revise", "--registry", &file]);
-    live_strategy_reviewer(&p, "codex", "object");
-    p.staging_agent();
+    let p = gate_six_loop_reviewed("object");
     let (code, stderr) = p.drive(&["--panel", "on", "--max-iterations", "1"]);
     assert_eq!(code, 4, "{stderr}");
     assert_eq!(
