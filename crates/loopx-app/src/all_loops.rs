@@ -21,7 +21,7 @@ use crate::platform::effective_uid;
 use crate::registry::{NotedLoop, Registry, Source};
 use crate::{clock, cost, platform, turns};
 use jiff::Timestamp;
-use loopx_core::cost::{BudgetLine, By};
+use loopx_core::cost::BudgetLine;
 use loopx_core::digest::Digest;
 use loopx_core::driver;
 use loopx_core::goal::{self, Actor};
@@ -33,10 +33,18 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, Serialize)]
 pub struct AllLoops {
     pub status: &'static str,
+    /// 2: `loops` is a page (`start`, `next`); 1 listed every loop.
+    pub schema_version: u32,
     /// The registry read.
     pub registry: String,
+    /// Every registered loop, on this page or not.
     pub count: usize,
+    /// The position of this page's first loop.
+    pub start: usize,
     pub loops: Vec<LoopRow>,
+    /// Pass as `start` for the next page; absent on the last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<usize>,
     /// Registry files and directories that were not trusted, and why.
     pub passed_over: Vec<String>,
 }
@@ -87,9 +95,15 @@ pub fn id_of(loop_dir: &str) -> String {
     hex.chars().take(16).collect()
 }
 
-/// Every loop in `registry`, read now; `store`: where their state is when
-/// not in each directory's own file (as `--store` names it).
-pub fn all_loops(registry: &Registry, store: Option<&str>) -> AllLoops {
+/// Loops a page shows by default, and at most.
+pub const LOOPS_PAGE: usize = 50;
+pub const MAX_LOOPS_PAGE: usize = 500;
+
+/// The registered loops from position `start`, at most `limit` of them
+/// (clamped to 1..=[`MAX_LOOPS_PAGE`]), each read now: only the loops on
+/// the page are opened. `store`: where their state is when not in each
+/// directory's own file (as `--store` names it).
+pub fn all_loops(registry: &Registry, store: Option<&str>, start: usize, limit: usize) -> AllLoops {
     let listing = registry.listing();
     let mut loops: Vec<LoopRow> = Vec::new();
     for entry in listing.entries {
@@ -112,13 +126,23 @@ pub fn all_loops(registry: &Registry, store: Option<&str>) -> AllLoops {
             budgets: Vec::new(),
         });
     }
+    let count = loops.len();
+    let start = start.min(count);
+    let end = start
+        .saturating_add(limit.clamp(1, MAX_LOOPS_PAGE))
+        .min(count);
+    loops.truncate(end);
+    loops.drain(..start);
     for row in &mut loops {
         read_row(row, registry, store);
     }
     AllLoops {
         status: "ok",
+        schema_version: 2,
         registry: registry.display(),
-        count: loops.len(),
+        count,
+        start,
+        next: (end < count).then_some(end),
         loops,
         passed_over: listing.passed_over,
     }
@@ -261,17 +285,17 @@ fn read_loop(dir: &LoopDir, row: &mut LoopRow) -> Result<(), AppError> {
     let turn = dir.next_turn(goal::DEFAULT_GOAL_ID, &Actor::Owner)?;
     let summary = driver::summary(&dir.driver()?.1, platform::alive);
     let now = clock::now();
-    let turns = turns::turns(dir)?;
+    let newest = turns::page(dir, None, 1)?;
     let ledger = &turn.reading.ledger;
     row.run_id = ledger.run_id.clone();
     row.goal = Some(ledger.config.goal.clone());
     row.last_activity = Some(
-        turns
+        newest
             .last_activity()
             .map_or(ledger.updated_at, |t| t.max(ledger.updated_at)),
     );
     row.health = Some(health::of_turn(&dir.display(), &turn, &summary, now));
-    row.budgets = cost::cost(dir, By::Turn)?.budgets;
+    row.budgets = cost::recent(dir, 0)?.budgets;
     Ok(())
 }
 

@@ -7,12 +7,14 @@
 //! recognised by their typed events (`LedgerEvent`, `DriverEvent`), never
 //! by kind strings. Does not own: how an adapter lays the detail out.
 
+use crate::journal_scan;
 use crate::loop_dir::LoopDir;
 use crate::AppError;
 use loopx_core::driver::{self, DriverEvent, Intent};
 use loopx_core::ledger::{IterationRecord, LedgerEvent, STREAM};
 use loopx_core::path::LoopPath;
 use serde::Serialize;
+use std::ops::ControlFlow;
 
 /// The most recent iterations, newest first.
 #[derive(Debug, Clone, Serialize)]
@@ -62,40 +64,34 @@ pub fn recent_records(dir: &LoopDir, limit: usize) -> Result<Vec<IterationRecord
 }
 
 /// Iteration `iteration` in detail; not found when the ledger has none.
+/// Finds the record and its dispatch with [`journal_scan::seek`]: the
+/// reads grow with the log of the journals' lengths.
 pub fn detail(dir: &LoopDir, iteration: u64) -> Result<IterationDetail, AppError> {
-    // Each iteration takes at least one revision after init, so
-    // iteration n sits at revision n + 1 or later.
-    let mut found = None;
-    dir.authority()
-        .store()
-        .journal_rows(STREAM, iteration, &mut |row| {
-            // Read no further records once it is found: the rest of a long
-            // journal is only stepped over, borrowed, never copied.
-            if found.is_none() {
-                found = iteration_record(row.event).filter(|r| r.iteration == iteration);
-            }
-            Ok(())
-        })
+    let store = dir.authority().store();
+    let ledger_revision = dir.read()?.revision;
+    let iteration_of = &mut |event: &str| iteration_record(event).map(|r| r.iteration);
+    let from = journal_scan::seek(store, STREAM, ledger_revision, iteration_of, iteration)
         .map_err(anyhow::Error::new)?;
+    let mut found = None;
+    journal_scan::oldest_first(
+        store,
+        STREAM,
+        from,
+        &mut |row| match iteration_record(row.event) {
+            Some(record) if record.iteration >= iteration => {
+                found = Some(record).filter(|r| r.iteration == iteration);
+                ControlFlow::Break(())
+            }
+            _ => ControlFlow::Continue(()),
+        },
+    )
+    .map_err(anyhow::Error::new)?;
     let record = found.ok_or_else(|| {
         AppError::not_found(format!(
             "no iteration {iteration} in this ledger (iterations are numbered from 1)"
         ))
     })?;
-    let mut dispatch = None;
-    dir.authority()
-        .store()
-        .journal(driver::STREAM, 0, &mut |entry| {
-            if let Ok(DriverEvent::Intended { intent }) = serde_json::from_str(&entry.event) {
-                if intent.iteration == iteration
-                    && (record.dispatch_id.is_empty() || intent.dispatch_id == record.dispatch_id)
-                {
-                    dispatch = Some(*intent);
-                }
-            }
-            Ok(())
-        })
-        .map_err(anyhow::Error::new)?;
+    let dispatch = dispatch_of(dir, &record)?;
     let log = dispatch.as_ref().and_then(|i| log_tail(dir, &i.log));
     Ok(IterationDetail {
         status: "ok",
@@ -103,6 +99,44 @@ pub fn detail(dir: &LoopDir, iteration: u64) -> Result<IterationDetail, AppError
         dispatch,
         log,
     })
+}
+
+/// The driver's dispatch that recorded `record`: the intent for its
+/// iteration with its dispatch id, or the last intent for its iteration
+/// when the record names none.
+fn dispatch_of(dir: &LoopDir, record: &IterationRecord) -> Result<Option<Intent>, AppError> {
+    let store = dir.authority().store();
+    let (driver_revision, _) = dir.driver()?;
+    let intended = |event: &str| match serde_json::from_str(event) {
+        Ok(DriverEvent::Intended { intent }) => Some(intent),
+        _ => None,
+    };
+    let iteration = record.iteration;
+    let from = journal_scan::seek(
+        store,
+        driver::STREAM,
+        driver_revision,
+        &mut |event| intended(event).map(|i| i.iteration),
+        iteration,
+    )
+    .map_err(anyhow::Error::new)?;
+    let mut dispatch = None;
+    journal_scan::oldest_first(store, driver::STREAM, from, &mut |row| {
+        let Some(intent) = intended(row.event) else {
+            return ControlFlow::Continue(());
+        };
+        if intent.iteration > iteration {
+            return ControlFlow::Break(());
+        }
+        if intent.iteration == iteration
+            && (record.dispatch_id.is_empty() || intent.dispatch_id == record.dispatch_id)
+        {
+            dispatch = Some(*intent);
+        }
+        ControlFlow::Continue(())
+    })
+    .map_err(anyhow::Error::new)?;
+    Ok(dispatch)
 }
 
 /// Iteration records from the journal, oldest first, from revision `after`

@@ -16,10 +16,126 @@
 //!
 //! Does not own what a row must hold or how it folds: the auditors in
 //! `loopx_core::ledger::audit` do.
+//!
+//! Also here: the bounded reads the views use instead of the whole
+//! journal: [`newest_first`], the walk back from its end, [`oldest_first`]
+//! the walk forward from a revision, and [`seek`], where a keyed record
+//! starts, in a number of reads that grows with the log of its length.
 
-use loopx_store::{JournalRow, Store, StoreError};
+use loopx_store::{JournalRow, Store, StoreError, Window};
+use std::ops::ControlFlow;
 use std::ops::Range;
 use std::sync::mpsc::{channel, sync_channel};
+
+/// Rows read per step of [`newest_first`]: a view wants a few hundred
+/// rows at most, and a step costs one indexed query.
+const ROWS_PER_STEP: u32 = 256;
+
+/// Visit `stream`'s journal from the row before `before` (`u64::MAX`: the
+/// newest) back towards the first, until `visit` breaks or the journal
+/// begins. What is read is what is visited, a step at a time: the cost
+/// follows what the caller wants, not the journal's length.
+pub fn newest_first(
+    store: &dyn Store,
+    stream: &str,
+    before: u64,
+    visit: &mut dyn FnMut(JournalRow<'_>) -> ControlFlow<()>,
+) -> Result<(), StoreError> {
+    walk(store, stream, before, false, visit)
+}
+
+/// Visit `stream`'s journal from the row after `after` forward, until
+/// `visit` breaks or the journal ends, a step at a time.
+pub fn oldest_first(
+    store: &dyn Store,
+    stream: &str,
+    after: u64,
+    visit: &mut dyn FnMut(JournalRow<'_>) -> ControlFlow<()>,
+) -> Result<(), StoreError> {
+    walk(store, stream, after, true, visit)
+}
+
+fn walk(
+    store: &dyn Store,
+    stream: &str,
+    from: u64,
+    forward: bool,
+    visit: &mut dyn FnMut(JournalRow<'_>) -> ControlFlow<()>,
+) -> Result<(), StoreError> {
+    let mut cursor = from;
+    let mut stopped = false;
+    loop {
+        let (revision, limit) = (cursor, ROWS_PER_STEP);
+        let window = if forward {
+            Window::After { revision, limit }
+        } else {
+            Window::Before { revision, limit }
+        };
+        let mut read = 0;
+        store.journal_window(stream, window, &mut |row| {
+            read += 1;
+            cursor = row.revision;
+            if !stopped {
+                stopped = visit(row).is_break();
+            }
+            Ok(())
+        })?;
+        if stopped || read < ROWS_PER_STEP {
+            return Ok(());
+        }
+    }
+}
+
+/// Below this many revisions, [`seek`] stops halving: reading them is
+/// cheaper than more probes.
+const SEEK_LINEAR: u64 = 64;
+
+/// A revision from which reading `stream` forward ([`oldest_first`])
+/// meets the first row whose key is `target` or more, if any such row is
+/// at or before revision `end`. `key` reads a row's key, `None` for rows
+/// without one; keys never decrease along the journal (iteration numbers
+/// in the ledger, intents' iterations in the driver's journal).
+///
+/// Halves the revisions between where the row may be: each probe reads
+/// forward from the middle to the first keyed row. Rows without a key
+/// come a few at a time between keyed ones, so the reads grow with the
+/// log of the journal's length.
+pub fn seek(
+    store: &dyn Store,
+    stream: &str,
+    end: u64,
+    key: &mut dyn FnMut(&str) -> Option<u64>,
+    target: u64,
+) -> Result<u64, StoreError> {
+    // No row at or before `low` is keyed `target` or more; the first one
+    // is at or before `high`, or it is the first keyed row after `high`,
+    // or there is none.
+    let (mut low, mut high) = (0, end);
+    while high - low > SEEK_LINEAR {
+        let middle = low + (high - low) / 2;
+        let mut probe = None;
+        oldest_first(store, stream, middle, &mut |row| {
+            if row.revision > high {
+                return ControlFlow::Break(());
+            }
+            match key(row.event) {
+                Some(found) => {
+                    probe = Some((row.revision, found));
+                    ControlFlow::Break(())
+                }
+                None => ControlFlow::Continue(()),
+            }
+        })?;
+        match probe {
+            Some((revision, found)) if found < target => low = revision,
+            // The row sought is at or before the middle, or it is the
+            // probe itself, which the forward read from `low` reaches
+            // past the unkeyed rows before it.
+            _ => high = middle,
+        }
+    }
+    Ok(low)
+}
 
 /// Rows per batch: enough that handing a batch between threads costs
 /// nothing next to folding it (a ledger row's event is ~1.2 KB).
@@ -177,6 +293,102 @@ mod tests {
                 .unwrap();
         }
         (dir, store)
+    }
+
+    /// Row `r` holds key `r / 4`, except every fourth row, which holds
+    /// none: keys repeat and rows without one sit between.
+    fn keyed(rows: u64) -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("loopx.sqlite");
+        let store = SqliteStore::open_with(&path, Access::Create, Durability::Unsafe).unwrap();
+        for revision in 1..=rows {
+            let operation_id = format!("op-{revision}");
+            let event = if revision % 4 == 0 {
+                "-".to_owned()
+            } else {
+                (revision / 4).to_string()
+            };
+            store
+                .commit(&Commit {
+                    stream: "s",
+                    expected_revision: revision - 1,
+                    operation_id: &operation_id,
+                    request_digest: "sha256:0",
+                    kind: "k",
+                    event: &event,
+                    receipt: "{}",
+                    state: "{}",
+                    committed_at: "2026-01-01T00:00:00Z",
+                })
+                .unwrap();
+        }
+        (dir, store)
+    }
+
+    #[test]
+    fn seek_finds_the_first_row_of_a_key_in_few_reads() {
+        let rows = 5000;
+        let (_dir, store) = keyed(rows);
+        let last_key = rows / 4;
+        for target in [0, 1, 2, 17, 600, 1111, last_key - 1, last_key, last_key + 5] {
+            let mut probed = 0;
+            let from = seek(
+                &store,
+                "s",
+                rows,
+                &mut |event| {
+                    probed += 1;
+                    event.parse().ok()
+                },
+                target,
+            )
+            .unwrap();
+            assert!(probed < 200, "{probed} rows probed for key {target}");
+            let mut first = None;
+            oldest_first(
+                &store,
+                "s",
+                from,
+                &mut |row| match row.event.parse::<u64>() {
+                    Ok(key) if key >= target => {
+                        first = Some(row.revision);
+                        ControlFlow::Break(())
+                    }
+                    _ => ControlFlow::Continue(()),
+                },
+            )
+            .unwrap();
+            // The first row keyed `target` or more, counted from the start.
+            let expected = (1..=rows).find(|r| r % 4 != 0 && r / 4 >= target);
+            assert_eq!(first, expected, "key {target}");
+            assert!(
+                expected.is_none_or(|e| e - from <= 2 * SEEK_LINEAR),
+                "read forward from {from} for {expected:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_walks_read_their_windows_in_order_and_stop_when_told() {
+        let (_dir, store) = store_with(600);
+        let mut back = Vec::new();
+        newest_first(&store, "s", 590, &mut |row| {
+            back.push(row.revision);
+            if back.len() == 300 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })
+        .unwrap();
+        assert_eq!(back, (290..=589).rev().collect::<Vec<_>>());
+        let mut forward = Vec::new();
+        oldest_first(&store, "s", 100, &mut |row| {
+            forward.push(row.revision);
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        assert_eq!(forward, (101..=600).collect::<Vec<_>>());
     }
 
     #[test]

@@ -8,11 +8,13 @@
 //! the page's script). Does not own: what a turn cost (`crate::cost`), or
 //! the driver's bookkeeping (`loopx_core::driver`).
 
+use crate::journal_scan;
 use crate::loop_dir::LoopDir;
 use crate::AppError;
 use jiff::Timestamp;
 use loopx_core::driver::{self, DriverEvent, TurnOutcome};
 use serde::Serialize;
+use std::ops::ControlFlow;
 
 /// One dispatched turn.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -33,16 +35,27 @@ pub struct Turn {
     pub outcome: Option<TurnOutcome>,
 }
 
-/// Every turn of the loop, oldest first.
+/// A page of the loop's turns: the newest `limit` before a cursor,
+/// oldest first, with how many turns the loop has had and the cursor of
+/// the page before this one.
 #[derive(Debug, Clone, Serialize)]
 pub struct Turns {
     pub status: &'static str,
+    /// 2: a page (`total`, `older`) where 1 listed every turn.
+    pub schema_version: u32,
+    /// Every turn the loop has dispatched, settled or open.
+    pub total: u64,
     pub turns: Vec<Turn>,
+    /// Pass as `before` for the turns before these; absent on the oldest
+    /// page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub older: Option<u64>,
 }
 
 impl Turns {
-    /// The last turn that was expected to record `iteration` (a retried
-    /// iteration has several; the last is the one that counted).
+    /// The last turn on this page that was expected to record
+    /// `iteration` (a retried iteration has several; the last is the one
+    /// that counted).
     pub fn for_iteration(&self, iteration: u64) -> Option<&Turn> {
         self.turns.iter().rev().find(|t| t.iteration == iteration)
     }
@@ -56,21 +69,62 @@ impl Turns {
     }
 }
 
-/// The turns of the loop in `dir`, from one pass over the driver journal.
-pub fn turns(dir: &LoopDir) -> Result<Turns, AppError> {
-    let mut events = Vec::new();
-    dir.authority()
-        .store()
-        .journal(driver::STREAM, 0, &mut |entry| {
-            if let Ok(event) = serde_json::from_str::<DriverEvent>(&entry.event) {
-                events.push(event);
+/// The most turns a page holds.
+pub const MAX_PAGE: usize = 500;
+
+/// The newest `limit` turns before the cursor `before` (a revision of the
+/// driver journal; `None`: the newest), read from the end of the driver
+/// journal back, so the cost follows the page, not the loop's length.
+///
+/// One dispatch is open at a time, so every turn older than an intent
+/// ended before that intent began: a page's turns find their ends within
+/// the rows read, and the cursor is the oldest intent shown.
+pub fn page(dir: &LoopDir, before: Option<u64>, limit: usize) -> Result<Turns, AppError> {
+    let limit = limit.clamp(1, MAX_PAGE);
+    let (_, state) = dir.driver()?;
+    let total = state.dispatches + u64::from(state.open.is_some());
+    // Newest first; one intent past the page says whether there is more.
+    let mut events: Vec<(u64, DriverEvent)> = Vec::new();
+    let mut intents = 0;
+    journal_scan::newest_first(
+        dir.authority().store(),
+        driver::STREAM,
+        before.unwrap_or(u64::MAX),
+        &mut |row| {
+            if let Ok(event) = serde_json::from_str::<DriverEvent>(row.event) {
+                if matches!(event, DriverEvent::Intended { .. }) {
+                    intents += 1;
+                }
+                events.push((row.revision, event));
             }
-            Ok(())
-        })
-        .map_err(anyhow::Error::new)?;
+            if intents > limit {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        },
+    )
+    .map_err(anyhow::Error::new)?;
+    let older = (intents > limit).then(|| {
+        // Drop the intent past the page and what came before it.
+        let past = events
+            .iter()
+            .rposition(|(_, e)| matches!(e, DriverEvent::Intended { .. }))
+            .expect("counted");
+        events.truncate(past);
+        events
+            .iter()
+            .rev()
+            .find(|(_, e)| matches!(e, DriverEvent::Intended { .. }))
+            .map_or(0, |(revision, _)| *revision)
+    });
+    events.reverse();
     Ok(Turns {
         status: "ok",
-        turns: join(events),
+        schema_version: 2,
+        total,
+        turns: join(events.into_iter().map(|(_, event)| event)),
+        older,
     })
 }
 
@@ -180,6 +234,9 @@ mod tests {
     fn a_retried_iteration_shows_its_last_turn_and_a_cancel_ends_one() {
         let turns = Turns {
             status: "ok",
+            schema_version: 2,
+            total: 2,
+            older: None,
             turns: join([
                 intended("d1", 4, "2026-12-03T10:00:00Z"),
                 settled(

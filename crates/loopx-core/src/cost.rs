@@ -27,9 +27,10 @@ use std::str::FromStr;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum By {
-    #[default]
     Turn,
     Day,
+    /// The default: a few rows whatever the loop's length.
+    #[default]
     Provider,
 }
 
@@ -90,8 +91,18 @@ pub struct BudgetLine {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CostReport {
+    /// 2: rows are a page (`rows_total`, `older`) and the default
+    /// grouping is by provider; 1 listed every turn by default.
+    pub schema_version: u32,
     pub by: By,
+    /// A page of the rows, oldest first.
     pub rows: Vec<Row>,
+    /// Every row of the report, on this page or not.
+    pub rows_total: u64,
+    /// Pass as `before` for the rows before this page; absent on the
+    /// first page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub older: Option<u64>,
     /// The turns together (driven or recorded by hand); tokens and USD
     /// are the ledger's spend.
     pub turns: u64,
@@ -283,7 +294,6 @@ pub fn report(
     spent: &Spent,
     period: Period,
 ) -> CostReport {
-    let Period { since, now, .. } = period;
     let turns = turn_rows(charges, settlements);
     let turn_count = turns.len() as u64;
     let rows = match by {
@@ -314,6 +324,55 @@ pub fn report(
             groups.into_values().collect()
         }
     };
+    CostReport {
+        by,
+        rows_total: rows.len() as u64,
+        rows,
+        ..summary(budget, spent, period, turn_count)
+    }
+}
+
+/// The most rows a page of a report holds.
+pub const MAX_ROWS_PAGE: usize = 500;
+
+impl CostReport {
+    /// This report with only the `limit` rows before row `before` (by
+    /// position from the first, oldest row; `None`: the newest rows).
+    /// Rows are added at the end, so a position names the same row on the
+    /// next read.
+    pub fn page(mut self, before: Option<u64>, limit: usize) -> CostReport {
+        let limit = limit.clamp(1, MAX_ROWS_PAGE);
+        let end = before.map_or(self.rows.len(), |b| {
+            usize::try_from(b)
+                .unwrap_or(usize::MAX)
+                .min(self.rows.len())
+        });
+        let start = end.saturating_sub(limit);
+        self.rows.truncate(end);
+        self.rows.drain(..start);
+        self.older = (start > 0).then_some(start as u64);
+        self
+    }
+}
+
+/// The newest `limit` turn rows of what [`report`] would list by turn,
+/// from a window of the journals: the `settlements` of the newest
+/// dispatches and every charge made since the one settled before them.
+/// One dispatch runs at a time, so a dispatch's charges all fall after
+/// the settlement before it: the window's rows are whole.
+pub fn recent_rows(charges: &[Charge], settlements: &[Settlement], limit: usize) -> Vec<Row> {
+    let mut rows = turn_rows(charges, settlements);
+    rows.drain(..rows.len().saturating_sub(limit));
+    rows
+}
+
+/// The totals and budget lines of a report, without its rows: what the
+/// live views show, read from the ledger's spend alone. `turns` is how
+/// many turns the loop has had, as far as the caller counts them; it
+/// decides only whether there is history enough to forecast.
+pub fn summary(budget: &Budget, spent: &Spent, period: Period, turns: u64) -> CostReport {
+    let Period { since, now, .. } = period;
+    let turn_count = turns;
     let elapsed = now.duration_since(since).as_secs_f64().max(0.0);
     let hours = elapsed / SECONDS_PER_HOUR;
     let no_forecast = NoForecast::of(period.finished, turn_count, elapsed);
@@ -369,8 +428,11 @@ pub fn report(
         });
     }
     CostReport {
-        by,
-        rows,
+        schema_version: 2,
+        by: By::Turn,
+        rows: Vec::new(),
+        rows_total: 0,
+        older: None,
         turns: turn_count,
         tokens: spent.tokens,
         usd: spent.usd,
@@ -453,6 +515,49 @@ mod tests {
             tokens,
             usd,
         }
+    }
+
+    #[test]
+    fn a_page_is_the_newest_rows_before_a_position_and_names_the_rest() {
+        let (settlements, charges): (Vec<_>, Vec<_>) = (1..=5)
+            .map(|i| settled(i, "claude", &format!("2026-12-01T10:0{i}:00Z"), 100, 0.1))
+            .unzip();
+        let created: Timestamp = "2026-12-01T00:00:00Z".parse().unwrap();
+        let full = || {
+            report(
+                &charges,
+                &settlements,
+                By::Turn,
+                &budget(0, 0.0),
+                &spent(5, 500, 0.5),
+                running(created, created),
+            )
+        };
+        let keys = |r: &CostReport| r.rows.iter().map(|r| r.key.clone()).collect::<Vec<_>>();
+        let newest = full().page(None, 2);
+        assert_eq!(
+            (keys(&newest), newest.older, newest.rows_total),
+            (vec!["4".into(), "5".into()], Some(3), 5)
+        );
+        let middle = full().page(Some(3), 2);
+        assert_eq!(
+            (keys(&middle), middle.older),
+            (vec!["2".into(), "3".into()], Some(1))
+        );
+        let first = full().page(Some(1), 2);
+        assert_eq!((keys(&first), first.older), (vec!["1".into()], None));
+        assert_eq!(
+            keys(&full().page(Some(99), 500)).len(),
+            5,
+            "a position past the end reads to it"
+        );
+        // The window of the newest three, bounded by the fourth-newest
+        // settlement, gives the same rows as the whole report.
+        let window: Vec<Charge> = charges.iter().skip(2).cloned().collect();
+        assert_eq!(
+            recent_rows(&window, &settlements[2..], 3),
+            full().rows[2..].to_vec()
+        );
     }
 
     #[test]

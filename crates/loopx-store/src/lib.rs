@@ -59,6 +59,19 @@ pub struct JournalRow<'a> {
     pub event: &'a str,
 }
 
+/// A bounded slice of one stream's journal, read through its index on
+/// (stream, revision): what a view that shows the newest turns, or looks
+/// up one record, reads instead of the whole journal, so its cost does
+/// not grow with the journal's length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Window {
+    /// At most `limit` rows after `revision`, oldest first.
+    After { revision: u64, limit: u32 },
+    /// At most `limit` rows before `revision`, newest first
+    /// (`u64::MAX`: from the newest row).
+    Before { revision: u64, limit: u32 },
+}
+
 /// What a commit writes: the snapshot that results and the journal entry
 /// that explains it. `expected_revision` is the revision the writer read
 /// (0 when the stream did not exist); the entry's revision is one more.
@@ -311,6 +324,16 @@ pub trait Store {
         &self,
         stream: &Stream,
         after_revision: u64,
+        visit: &mut dyn FnMut(JournalRow<'_>) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// The rows of `stream`'s journal in `window`, lent to `visit` as
+    /// [`journal_rows`](Self::journal_rows) lends them, in the window's
+    /// order. At most `limit` rows are read, whatever the journal's length.
+    fn journal_window(
+        &self,
+        stream: &Stream,
+        window: Window,
         visit: &mut dyn FnMut(JournalRow<'_>) -> Result<(), StoreError>,
     ) -> Result<(), StoreError>;
 }

@@ -26,7 +26,7 @@ use loopx_core::goal::todo::TodoStatus;
 use loopx_core::ledger::{LedgerReceipt, STREAM};
 use loopx_store::sqlite::Access;
 use loopx_store::{
-    failpoint, Authority, AuthorityError, Commit, Either, Fence, Locator, Store, StoreError,
+    failpoint, Authority, AuthorityError, Commit, Either, Fence, Locator, Store, StoreError, Window,
 };
 
 type Boxed = Box<dyn Store + Send>;
@@ -57,6 +57,7 @@ conformance!(
     cas_refuses_a_stale_revision,
     an_operation_id_commits_once,
     the_journal_keeps_revision_order,
+    a_journal_window_reads_at_most_its_limit_in_its_order,
     commit_all_is_all_or_nothing,
     a_fenced_commit_lands_only_while_what_it_read_stands_still,
     of_two_commits_each_fenced_on_what_the_other_writes_exactly_one_lands,
@@ -187,6 +188,59 @@ fn the_journal_keeps_revision_order(locator: &str) {
     assert_eq!(after, (2401..=2500).collect::<Vec<_>>());
     store.commit(&commit("a", 0, "x", "1")).unwrap();
     assert_eq!(store.streams().unwrap(), ["a", "s"]);
+}
+
+fn window(store: &dyn Store, stream: &str, window: Window) -> Vec<(u64, String)> {
+    let mut rows = Vec::new();
+    store
+        .journal_window(stream, window, &mut |row| {
+            rows.push((row.revision, row.operation_id.to_owned()));
+            Ok(())
+        })
+        .unwrap();
+    rows
+}
+
+fn a_journal_window_reads_at_most_its_limit_in_its_order(locator: &str) {
+    let store = open(locator, Access::Create);
+    for revision in 0..40u64 {
+        let op = format!("op-{revision}");
+        store
+            .commit(&commit("s", revision, &op, &revision.to_string()))
+            .unwrap();
+    }
+    store.commit(&commit("t", 0, "other", "x")).unwrap();
+    let revisions = |rows: Vec<(u64, String)>| rows.into_iter().map(|r| r.0).collect::<Vec<_>>();
+    let newest = Window::Before {
+        revision: u64::MAX,
+        limit: 3,
+    };
+    assert_eq!(revisions(window(&*store, "s", newest)), [40, 39, 38]);
+    let before = Window::Before {
+        revision: 3,
+        limit: 10,
+    };
+    assert_eq!(revisions(window(&*store, "s", before)), [2, 1]);
+    let after = Window::After {
+        revision: 36,
+        limit: 10,
+    };
+    assert_eq!(
+        window(&*store, "s", after),
+        (37..=40)
+            .map(|r| (r, format!("op-{}", r - 1)))
+            .collect::<Vec<_>>()
+    );
+    let one = Window::After {
+        revision: 0,
+        limit: 1,
+    };
+    assert_eq!(revisions(window(&*store, "s", one)), [1]);
+    let empty = Window::Before {
+        revision: u64::MAX,
+        limit: 5,
+    };
+    assert!(window(&*store, "missing", empty).is_empty());
 }
 
 fn commit_all_is_all_or_nothing(locator: &str) {

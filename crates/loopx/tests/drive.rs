@@ -6,7 +6,7 @@ mod common;
 use common::{iteration_numbers, Fixture};
 use predicates::prelude::PredicateBooleanExt as _;
 use predicates::str::contains;
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -1339,7 +1339,7 @@ fn cost_reports_each_turns_reported_usage_by_turn_day_and_provider() {
     fake_claude(&d, true);
     let (code, stderr) = d.run(&["--provider", "claude", "--max-iterations", "2"]);
     assert_eq!(code, 0, "{stderr}");
-    let by_turn = d.f.json(&["cost", "--dir", d.f.d()]);
+    let by_turn = d.f.json(&["cost", "--dir", d.f.d(), "--by", "turn"]);
     let rows: Vec<(String, u64, f64, String)> = by_turn["rows"]
         .as_array()
         .unwrap()
@@ -1378,7 +1378,28 @@ fn cost_reports_each_turns_reported_usage_by_turn_day_and_provider() {
             && usd["no_forecast"] == "too_little_history",
         "{usd}"
     );
-    let by_provider = d.f.json(&["cost", "--dir", d.f.d(), "--by", "provider"]);
+    // A page of one: the newest turn, and where the one before it is.
+    let newest =
+        d.f.json(&["cost", "--dir", d.f.d(), "--by", "turn", "--limit", "1"]);
+    assert_eq!(
+        (
+            &newest["rows"][0]["key"],
+            &newest["rows_total"],
+            &newest["older"]
+        ),
+        (&json!("2"), &json!(2), &json!(1)),
+        "{newest}"
+    );
+    let before =
+        d.f.json(&["cost", "--dir", d.f.d(), "--by", "turn", "--before", "1"]);
+    assert_eq!(before["rows"].as_array().unwrap().len(), 1, "{before}");
+    assert_eq!(
+        (&before["rows"][0]["key"], &before["older"]),
+        (&json!("1"), &Value::Null)
+    );
+    // By provider unless asked otherwise: a few rows, however long the loop.
+    let by_provider = d.f.json(&["cost", "--dir", d.f.d()]);
+    assert_eq!(by_provider["by"], "provider");
     assert_eq!(by_provider["rows"][0]["key"], "claude");
     assert_eq!(by_provider["rows"][0]["turns"], 2);
     let by_day = d.f.json(&["cost", "--dir", d.f.d(), "--by", "day"]);

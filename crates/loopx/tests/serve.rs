@@ -156,7 +156,7 @@ fn iterations_recorded_by_hand_are_charged_alike_in_every_cost_view() {
         .failure();
     f.append("stop", &["--tokens", "3000", "--usd", "0.12"])
         .success();
-    let cost = f.json(&["cost", "--dir", f.d()]);
+    let cost = f.json(&["cost", "--dir", f.d(), "--by", "turn"]);
     let budgets = cost["budgets"].as_array().unwrap();
     let used = |name: &str| budgets.iter().find(|b| b["name"] == name).unwrap()["used"].as_f64();
     assert_eq!(
@@ -189,7 +189,7 @@ fn iterations_recorded_by_hand_are_charged_alike_in_every_cost_view() {
         "{text}"
     );
     let server = serve(&f, &[]);
-    let api = server.get("/api/cost").json();
+    let api = server.get("/api/cost?by=turn").json();
     for field in ["turns", "tokens", "usd", "rows"] {
         assert_eq!(api[field], cost[field], "{field}");
     }
@@ -1030,11 +1030,17 @@ fn the_health_line_names_the_state_and_the_command_that_acts_on_it() {
 /// Drive the loop in `f` for one real turn whose agent takes at least a
 /// second, so the turn has a duration and the registry a driven entry.
 fn drive_one_slow_turn(f: &Fixture) {
-    let agent = f.temp.path().join("slow-agent");
+    drive_turns(f, 1, "sleep 1");
+}
+
+/// Drive the loop in `f` for `turns` real turns, each running `first`
+/// and then recording one iteration.
+fn drive_turns(f: &Fixture, turns: u32, first: &str) {
+    let agent = f.temp.path().join("agent");
     std::fs::write(
         &agent,
         format!(
-            "#!/bin/sh\nsleep 1\n'{}' append-iteration --mode bounded-research --objective 'slow turn' --decision continue >/dev/null\n",
+            "#!/bin/sh\n{first}\n'{}' append-iteration --mode bounded-research --objective 'a turn' --decision continue >/dev/null\n",
             common::loopx_path().display()
         ),
     )
@@ -1045,7 +1051,8 @@ fn drive_one_slow_turn(f: &Fixture) {
     std::fs::create_dir_all(&root).unwrap();
     f.loopx()
         .args(["drive", "--dir", f.d(), "--root", root.to_str().unwrap()])
-        .args(["--cmd", agent.to_str().unwrap(), "--max-iterations", "1"])
+        .args(["--cmd", agent.to_str().unwrap()])
+        .args(["--max-iterations", &turns.to_string()])
         .assert()
         .success();
 }
@@ -1391,4 +1398,118 @@ fn serve_all_and_a_dir_are_one_or_the_other() {
         .args(["serve", "--all", "--dir", f.d(), "--addr", "127.0.0.1:0"])
         .assert()
         .code(2);
+}
+
+#[test]
+fn turns_are_paged_newest_first_with_a_cursor_and_each_iteration_finds_its_dispatch() {
+    let f = Fixture::new();
+    f.init(10, &[]);
+    drive_turns(&f, 5, "true");
+    let server = serve(&f, &[]);
+    let iterations = |page: &Value| -> Vec<u64> {
+        page["turns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["iteration"].as_u64().unwrap())
+            .collect()
+    };
+    let newest = server.get("/api/turns?limit=3").json();
+    assert_eq!(
+        (
+            iterations(&newest),
+            &newest["total"],
+            &newest["schema_version"]
+        ),
+        (vec![3, 4, 5], &json!(5), &json!(2)),
+        "{newest}"
+    );
+    assert!(newest["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|t| t["outcome"] == "advanced"));
+    let older = newest["older"].as_u64().expect("two turns are older");
+    let rest = server
+        .get(&format!("/api/turns?limit=3&before={older}"))
+        .json();
+    assert_eq!(iterations(&rest), [1, 2], "{rest}");
+    assert!(rest["older"].is_null(), "{rest}");
+    let all = server.get("/api/turns").json();
+    assert_eq!(iterations(&all), [1, 2, 3, 4, 5]);
+    // Each iteration's detail names the dispatch that recorded it.
+    for (i, turn) in all["turns"].as_array().unwrap().iter().enumerate() {
+        let detail = server.get(&format!("/api/iterations/{}", i + 1)).json();
+        assert_eq!(detail["record"]["iteration"], json!(i + 1));
+        assert_eq!(
+            detail["dispatch"]["dispatch_id"], turn["dispatch_id"],
+            "{detail}"
+        );
+    }
+    assert_eq!(server.get("/api/iterations/6").status, 404);
+}
+
+#[test]
+fn the_live_view_stays_small_at_ten_thousand_todos_and_links_to_the_paged_list() {
+    let f = Fixture::new();
+    f.init(10, &[]);
+    f.large_goal(10_000, 0, 0);
+    let server = serve(&f, &[]);
+    let live = server.get("/fragment/live").body;
+    assert!(
+        live.len() < 64 * 1024,
+        "the live view is {} bytes",
+        live.len()
+    );
+    assert_eq!(
+        live.matches("data-testid=\"todo-card\"").count(),
+        20,
+        "one column of 20 cards"
+    );
+    assert!(live.contains("and 9980 more"), "{live}");
+    let page = server.get("/api/todos?limit=2").json();
+    let ids: Vec<_> = page["todos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].clone())
+        .collect();
+    assert_eq!(
+        (ids, &page["total"]),
+        (vec![json!("t1"), json!("t2")], &json!(10_000))
+    );
+    // A cursor names the goal's lifetime (`main#1@2`): sent encoded.
+    let cursor = page["next_cursor"].as_str().unwrap().replace('#', "%23");
+    let next = server
+        .get(&format!("/api/todos?limit=2&cursor={cursor}"))
+        .json();
+    assert_eq!(next["todos"][0]["id"], "t3");
+    assert_eq!(server.get("/api/todos?limit=0").status, 400);
+}
+
+#[test]
+fn the_all_loops_views_are_paged() {
+    let f = Fixture::new();
+    f.init(10, &[]);
+    armed_loop(&f, "second");
+    armed_loop(&f, "third");
+    let server = serve_all(&f);
+    let first = server.get("/api/loops?limit=2").json();
+    assert_eq!(
+        (
+            first["count"].as_u64(),
+            first["loops"].as_array().unwrap().len(),
+            first["next"].as_u64()
+        ),
+        (Some(3), 2, Some(2)),
+        "{first}"
+    );
+    let last = server.get("/api/loops?limit=2&start=2").json();
+    assert_eq!(last["loops"].as_array().unwrap().len(), 1, "{last}");
+    assert!(last["next"].is_null());
+    let page = server.get("/?limit=2").body;
+    assert!(
+        page.contains("showing 1–2") && page.contains("data-testid=\"next-loops\""),
+        "{page}"
+    );
 }

@@ -44,7 +44,7 @@
 use crate::sqlite::Access;
 use crate::{
     failpoint, Commit, Fence, JournalEntry, JournalRow, Snapshot, Store, StoreError, StoredReceipt,
-    Stream,
+    Stream, Window,
 };
 use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::error::SqlState;
@@ -842,6 +842,44 @@ impl Store for PostgresStore {
                 })
             },
         )
+    }
+
+    fn journal_window(
+        &self,
+        stream: &Stream,
+        window: Window,
+        visit: &mut dyn FnMut(JournalRow<'_>) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let (sql, revision, limit) = match window {
+            Window::After { revision, limit } => (
+                "SELECT revision, operation_id, kind, event FROM journal
+                 WHERE stream = $1 AND revision > $2 ORDER BY revision LIMIT $3",
+                revision,
+                limit,
+            ),
+            Window::Before { revision, limit } => (
+                "SELECT revision, operation_id, kind, event FROM journal
+                 WHERE stream = $1 AND revision < $2 ORDER BY revision DESC LIMIT $3",
+                revision,
+                limit,
+            ),
+        };
+        let bound = i64::try_from(revision).unwrap_or(i64::MAX);
+        // Fetched whole, then visited with the client released: a window
+        // is small by construction, and a visitor may read the store.
+        let rows = self
+            .client()?
+            .query(sql, &[&stream, &bound, &i64::from(limit)])
+            .map_err(|e| self.fail(e))?;
+        for row in &rows {
+            visit(JournalRow {
+                revision: from_sql(row.get(0)),
+                operation_id: row.get(1),
+                kind: row.get(2),
+                event: row.get(3),
+            })?;
+        }
+        Ok(())
     }
 }
 

@@ -25,7 +25,7 @@
 
 use crate::{
     failpoint, Commit, Fence, JournalEntry, JournalRow, Snapshot, Store, StoreError, StoredReceipt,
-    Stream,
+    Stream, Window,
 };
 use rusqlite::config::DbConfig;
 use rusqlite::{
@@ -590,19 +590,57 @@ impl Store for SqliteStore {
                  FROM journal WHERE stream = ?1 AND revision > ?2 ORDER BY revision",
             )
             .map_err(fail)?;
-        let mut rows = statement
+        let rows = statement
             .query(params![stream, to_sql_revision(after_revision)])
             .map_err(fail)?;
-        while let Some(row) = rows.next().map_err(fail)? {
-            visit(JournalRow {
-                revision: from_sql_revision(row.get(0).map_err(fail)?),
-                operation_id: borrowed_text(row, 1, &display)?,
-                kind: borrowed_text(row, 2, &display)?,
-                event: borrowed_text(row, 3, &display)?,
-            })?;
-        }
-        Ok(())
+        lend_rows(rows, &display, visit)
     }
+    fn journal_window(
+        &self,
+        stream: &Stream,
+        window: Window,
+        visit: &mut dyn FnMut(JournalRow<'_>) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let display = self.display();
+        let fail = |e| classify(&display, e);
+        let (sql, revision, limit) = match window {
+            Window::After { revision, limit } => (
+                "SELECT revision, operation_id, kind, event FROM journal
+                 WHERE stream = ?1 AND revision > ?2 ORDER BY revision LIMIT ?3",
+                revision,
+                limit,
+            ),
+            Window::Before { revision, limit } => (
+                "SELECT revision, operation_id, kind, event FROM journal
+                 WHERE stream = ?1 AND revision < ?2 ORDER BY revision DESC LIMIT ?3",
+                revision,
+                limit,
+            ),
+        };
+        let mut statement = self.conn.prepare_cached(sql).map_err(fail)?;
+        let rows = statement
+            .query(params![stream, window_revision(revision), limit])
+            .map_err(fail)?;
+        lend_rows(rows, &display, visit)
+    }
+}
+
+/// Lend each row of a `revision, operation_id, kind, event` query to
+/// `visit`, borrowed from SQLite's buffers.
+fn lend_rows(
+    mut rows: rusqlite::Rows<'_>,
+    display: &str,
+    visit: &mut dyn FnMut(JournalRow<'_>) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    while let Some(row) = rows.next().map_err(|e| classify(display, e))? {
+        visit(JournalRow {
+            revision: from_sql_revision(row.get(0).map_err(|e| classify(display, e))?),
+            operation_id: borrowed_text(row, 1, display)?,
+            kind: borrowed_text(row, 2, display)?,
+            event: borrowed_text(row, 3, display)?,
+        })?;
+    }
+    Ok(())
 }
 
 /// Column `index` of `row` as text, borrowed from SQLite's buffer.
@@ -752,6 +790,12 @@ fn persist_wal(conn: &Connection) -> rusqlite::Result<()> {
 // and far below 2^63, so these conversions are lossless in practice.
 fn to_sql_revision(revision: u64) -> i64 {
     i64::try_from(revision).expect("revision below 2^63")
+}
+
+/// A window's bound as SQL compares it: `u64::MAX` (from the newest row)
+/// and anything past what SQL holds read as the largest revision.
+fn window_revision(revision: u64) -> i64 {
+    i64::try_from(revision).unwrap_or(i64::MAX)
 }
 
 fn from_sql_revision(revision: i64) -> u64 {

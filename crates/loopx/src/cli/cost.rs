@@ -24,9 +24,16 @@ pub struct CostArgs {
     /// The loop directory.
     #[arg(long, env = env::LOOP_DIR, default_value = ".loopx")]
     dir: PathBuf,
-    /// Group the rows by turn, day or provider.
-    #[arg(long, default_value = "turn", value_parser = ["turn", "day", "provider"])]
+    /// Group the rows by provider (a few rows), day or turn (one row each,
+    /// paged).
+    #[arg(long, default_value = "provider", value_parser = ["turn", "day", "provider"])]
     by: String,
+    /// Rows per page: the newest this many (at most 500).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=500))]
+    limit: u64,
+    /// Show the rows before this position (the `older` of the page after).
+    #[arg(long)]
+    before: Option<u64>,
 }
 
 pub fn cost(args: &CostArgs, store: Option<&str>) -> Result<Reply> {
@@ -34,7 +41,8 @@ pub fn cost(args: &CostArgs, store: Option<&str>) -> Result<Reply> {
     let view = loopx_app::cost::cost(
         &LoopDir::open(Place::new(&args.dir, store), Access::ReadOnly)?,
         by,
-    )?;
+    )?
+    .page(args.before, args.limit as usize);
     let text = text(&view);
     Reply::view(&view, text)
 }
@@ -56,6 +64,9 @@ fn text(report: &CostReport) -> String {
             "{key:<22} {:>6} {:>12} {:>10.4}",
             row.turns, row.tokens, row.usd
         );
+    }
+    if let Some(older) = report.older {
+        let _ = writeln!(out, "({older} earlier rows: --before {older})");
     }
     let _ = writeln!(
         out,

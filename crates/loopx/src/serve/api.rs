@@ -8,6 +8,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use loopx_app::goal::acceptance::{self, NewRequirement, RevisionSource};
 use loopx_app::{continuation, iterations, ledger, AppError, ErrorClass};
+use loopx_core::cost::By;
 use loopx_core::digest::Digest;
 use loopx_core::goal::objective::ObjectiveDocument;
 use loopx_core::goal::{self, Actor};
@@ -117,18 +118,54 @@ pub async fn should_run(Loop(app): Loop) -> Result<Response, Failure> {
     .await
 }
 
-/// Every driver turn with its start, end and duration.
-pub async fn turns(Loop(app): Loop) -> Result<Response, Failure> {
+/// A page of the driver's turns with their start, end and duration.
+pub async fn turns(Loop(app): Loop, Query(page): Query<Page>) -> Result<Response, Failure> {
     blocking(move || {
-        let view = loopx_app::turns::turns(&*app.open(Access::ReadOnly)?)?;
+        let view = loopx_app::turns::page(
+            &*app.open(Access::ReadOnly)?,
+            page.before,
+            page.limit.unwrap_or(100),
+        )?;
         Ok(ok(serde_json::to_value(view)?))
     })
     .await
 }
 
+/// `?cursor=C&limit=N`: a page of the goal's todos, as `loopx todo list
+/// --json` prints it.
+pub async fn todos(Loop(app): Loop, Query(page): Query<TodoPage>) -> Result<Response, Failure> {
+    blocking(move || {
+        let dir = app.open(Access::ReadOnly)?;
+        let page = loopx_app::goal::todo::Page {
+            cursor: page.cursor,
+            limit: page.limit,
+        };
+        let view = loopx_app::goal::todo::list(&dir, goal::DEFAULT_GOAL_ID, &page)?;
+        Ok(ok(serde_json::to_value(view)?))
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+pub struct TodoPage {
+    cursor: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `?limit=N&before=CURSOR`: a page of a list, the newest `limit` before
+/// the cursor the page after it gave as `older`.
+#[derive(Deserialize)]
+pub struct Page {
+    limit: Option<usize>,
+    before: Option<u64>,
+}
+
 /// `--all`: every registered loop, one row each.
-pub async fn all_loops(State(server): State<Arc<Server>>) -> Result<Response, Failure> {
-    blocking(move || Ok(ok(serde_json::to_value(server.all_loops()?)?))).await
+pub async fn all_loops(
+    State(server): State<Arc<Server>>,
+    Query(page): Query<super::LoopsPage>,
+) -> Result<Response, Failure> {
+    blocking(move || Ok(ok(serde_json::to_value(server.all_loops(&page)?)?))).await
 }
 
 #[derive(Deserialize)]
@@ -170,17 +207,20 @@ pub async fn iteration(
 #[derive(Deserialize)]
 pub struct CostQuery {
     by: Option<String>,
+    limit: Option<usize>,
+    before: Option<u64>,
 }
 
 pub async fn cost(Loop(app): Loop, Query(query): Query<CostQuery>) -> Result<Response, Failure> {
-    let by = query
-        .by
-        .as_deref()
-        .unwrap_or("turn")
-        .parse()
-        .map_err(|e: String| failure(AppError::refused(e)))?;
+    let by = match query.by.as_deref() {
+        None => By::default(),
+        Some(by) => by
+            .parse()
+            .map_err(|e: String| failure(AppError::refused(e)))?,
+    };
     blocking(move || {
-        let view = loopx_app::cost::cost(&*app.open(Access::ReadOnly)?, by)?;
+        let view = loopx_app::cost::cost(&*app.open(Access::ReadOnly)?, by)?
+            .page(query.before, query.limit.unwrap_or(100));
         Ok(ok(serde_json::to_value(view)?))
     })
     .await

@@ -115,12 +115,17 @@ impl Server {
         ))
     }
 
-    /// `--all`: every registered loop, read now.
-    pub fn all_loops(&self) -> Result<all_loops::AllLoops> {
+    /// `--all`: a page of the registered loops, read now.
+    pub fn all_loops(&self, page: &LoopsPage) -> Result<all_loops::AllLoops> {
         let Loops::All { registry, .. } = &self.loops else {
             bail!("this server shows one loop");
         };
-        Ok(all_loops::all_loops(registry, self.store.as_deref()))
+        Ok(all_loops::all_loops(
+            registry,
+            self.store.as_deref(),
+            page.start.unwrap_or(0),
+            page.limit.unwrap_or(all_loops::LOOPS_PAGE),
+        ))
     }
 
     /// The loop the all-loops row `id` names. The registry is read again on
@@ -172,6 +177,13 @@ impl FromRequestParts<Arc<Server>> for Loop {
 
 /// An iteration number as a path names it: decimal, from 1 to the
 /// largest revision the store can hold. Anything else names no iteration.
+/// `?start=N&limit=M`: which loops a page of the all-loops views shows.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct LoopsPage {
+    pub start: Option<usize>,
+    pub limit: Option<usize>,
+}
+
 pub fn iteration_number(raw: &str) -> Option<u64> {
     raw.parse::<u64>()
         .ok()
@@ -424,6 +436,7 @@ fn loop_routes(router: Router<Arc<Server>>, prefix: &str) -> Router<Arc<Server>>
         .route(&at("/api/should-run"), get(api::should_run))
         .route(&at("/api/cost"), get(api::cost))
         .route(&at("/api/turns"), get(api::turns))
+        .route(&at("/api/todos"), get(api::todos))
         .route(&at("/api/iterations"), get(api::iterations))
         .route(&at("/api/iterations/{n}"), get(api::iteration))
         .route(

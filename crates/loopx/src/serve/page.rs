@@ -7,7 +7,7 @@
 
 use super::api::{blocking, Failure, IterationPath};
 use super::{App, Loop, Loops, Server};
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use jiff::Timestamp;
@@ -18,7 +18,7 @@ use loopx_app::health::{self, Health};
 use loopx_app::loop_dir::{LoopDir, Reading};
 use loopx_app::turns::{self, Turn, Turns};
 use loopx_app::{clock, iterations, ErrorClass};
-use loopx_core::cost::{BudgetLine, By, CostReport};
+use loopx_core::cost::{BudgetLine, CostReport};
 use loopx_core::driver::classify::FailureClass;
 use loopx_core::driver::TurnOutcome;
 use loopx_core::driver::{summary, DriverSummary};
@@ -50,13 +50,21 @@ struct Snapshot {
     now: Timestamp,
 }
 
+/// Cards a column of the todo board shows; the rest are counted and
+/// linked, so the live view stays small however many todos there are.
+const BOARD_CARDS: usize = 20;
+
+/// Turns and cost rows the live view reads: the chart's bars and the
+/// timeline's recent records find theirs among these.
+const LIVE_ROWS: usize = 60;
+
 fn snapshot(dir: &LoopDir) -> anyhow::Result<Snapshot> {
     let turn = dir.next_turn(goal::DEFAULT_GOAL_ID, &Actor::Owner)?;
     let driver = summary(&dir.driver()?.1, loopx_app::platform::alive);
     let now = clock::now();
     let health = health::of_turn(&dir.display(), &turn, &driver, now);
-    let cost = loopx_app::cost::cost(dir, By::Turn)?;
-    let turns = turns::turns(dir)?;
+    let cost = loopx_app::cost::recent(dir, LIVE_ROWS)?;
+    let turns = turns::page(dir, None, LIVE_ROWS)?;
     let NextTurn {
         reading: ledger,
         goal,
@@ -301,13 +309,17 @@ fn live_section(s: &Snapshot, readback: &Readback<'_>) -> Markup {
                     @for status in [TodoStatus::Open, TodoStatus::Claimed, TodoStatus::Blocked, TodoStatus::Deferred, TodoStatus::Done] {
                         div data-column=(status.as_str()) {
                             h3 { (status.as_str()) }
-                            @for t in s.goal.reading.goal.todos.iter().filter(|t| t.status == status) {
-                                div class="card" {
+                            @let column: Vec<_> = s.goal.reading.goal.todos.iter().filter(|t| t.status == status).collect();
+                            @for t in column.iter().take(BOARD_CARDS) {
+                                div class="card" data-testid="todo-card" {
                                     strong { (t.id) } " " (t.title)
                                     @if let Some(lease) = &t.lease { p class="muted" { "leased to " (lease.holder) ", expires " (when(lease.expires_at, s.now)) } }
                                     @if !t.blocked_reason.is_empty() { p class="muted" { (t.blocked_reason) } }
                                     @if let Some(until) = t.deferred_until { p class="muted" { "deferred, wakes " (when(until, s.now)) } }
                                 }
+                            }
+                            @if column.len() > BOARD_CARDS {
+                                p class="muted" data-testid="more-todos" { "and " (column.len() - BOARD_CARDS) " more: " a href="api/todos" { "all todos" } " or " code { "loopx todo list" } }
                             }
                         }
                     }
@@ -694,10 +706,17 @@ pub async fn iteration(
 /// overview: a page that holds many loops stays a page to scan.
 fn loops_section(view: &AllLoops, now: Timestamp) -> Markup {
     html! {
-        div id="live" data-src="fragment/loops" {
+        div id="live" data-src={"fragment/loops?start=" (view.start)} {
             section {
                 h2 { "Loops" }
-                p class="muted" data-testid="loop-count" { (words::count(view.count as u64, "loop")) " registered in " (view.registry) }
+                p class="muted" data-testid="loop-count" {
+                    (words::count(view.count as u64, "loop")) " registered in " (view.registry)
+                    @if view.start > 0 || view.next.is_some() {
+                        " · showing " (view.start + 1) "–" (view.start + view.loops.len())
+                        @if view.start > 0 { " · " a href={"?start=" (view.start.saturating_sub(loopx_app::all_loops::LOOPS_PAGE))} { "previous" } }
+                        @if let Some(next) = view.next { " · " a data-testid="next-loops" href={"?start=" (next)} { "next" } }
+                    }
+                }
                 @if view.loops.is_empty() {
                     p data-testid="no-loops" class="muted" { "No loop is registered yet: `loopx init` registers the loop it creates, `loopx drive` the loop it runs, `loopx arm` the loop it arms." }
                 } @else {
@@ -761,9 +780,12 @@ fn loop_row(row: &LoopRow, now: Timestamp) -> Markup {
 }
 
 /// `--all`: the all-loops page.
-pub async fn all_loops(State(server): State<Arc<Server>>) -> Result<Response, Failure> {
+pub async fn all_loops(
+    State(server): State<Arc<Server>>,
+    Query(page): Query<super::LoopsPage>,
+) -> Result<Response, Failure> {
     blocking(move || {
-        let view = server.all_loops()?;
+        let view = server.all_loops(&page)?;
         let subtitle = format!("every loop registered in {}", view.registry);
         let page = layout("All loops", &subtitle, loops_section(&view, clock::now()));
         Ok(Html(page.into_string()).into_response())
@@ -772,9 +794,12 @@ pub async fn all_loops(State(server): State<Arc<Server>>) -> Result<Response, Fa
 }
 
 /// `--all`: the rows alone, for the page's live refresh.
-pub async fn all_loops_live(State(server): State<Arc<Server>>) -> Result<Response, Failure> {
+pub async fn all_loops_live(
+    State(server): State<Arc<Server>>,
+    Query(page): Query<super::LoopsPage>,
+) -> Result<Response, Failure> {
     blocking(move || {
-        let view = server.all_loops()?;
+        let view = server.all_loops(&page)?;
         Ok(Html(loops_section(&view, clock::now()).into_string()).into_response())
     })
     .await
