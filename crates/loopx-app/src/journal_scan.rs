@@ -272,12 +272,17 @@ mod tests {
     use loopx_store::Commit;
 
     fn store_with(rows: u64) -> (tempfile::TempDir, SqliteStore) {
+        store_of(rows, &|revision| format!("{{\"n\":{revision}}}"))
+    }
+
+    /// A store whose stream `s` has `rows` rows, row `r` holding `event(r)`.
+    fn store_of(rows: u64, event: &dyn Fn(u64) -> String) -> (tempfile::TempDir, SqliteStore) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("loopx.sqlite");
         let store = SqliteStore::open_with(&path, Access::Create, Durability::Unsafe).unwrap();
         for revision in 1..=rows {
             let operation_id = format!("op-{revision}");
-            let event = format!("{{\"n\":{revision}}}");
+            let event = event(revision);
             store
                 .commit(&Commit {
                     stream: "s",
@@ -298,31 +303,13 @@ mod tests {
     /// Row `r` holds key `r / 4`, except every fourth row, which holds
     /// none: keys repeat and rows without one sit between.
     fn keyed(rows: u64) -> (tempfile::TempDir, SqliteStore) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("loopx.sqlite");
-        let store = SqliteStore::open_with(&path, Access::Create, Durability::Unsafe).unwrap();
-        for revision in 1..=rows {
-            let operation_id = format!("op-{revision}");
-            let event = if revision % 4 == 0 {
+        store_of(rows, &|revision| {
+            if revision % 4 == 0 {
                 "-".to_owned()
             } else {
                 (revision / 4).to_string()
-            };
-            store
-                .commit(&Commit {
-                    stream: "s",
-                    expected_revision: revision - 1,
-                    operation_id: &operation_id,
-                    request_digest: "sha256:0",
-                    kind: "k",
-                    event: &event,
-                    receipt: "{}",
-                    state: "{}",
-                    committed_at: "2026-01-01T00:00:00Z",
-                })
-                .unwrap();
-        }
-        (dir, store)
+            }
+        })
     }
 
     #[test]
