@@ -4,7 +4,7 @@
 //! it, then the rename into place. Not here: deciding the requests
 //! (`map.rs`).
 
-use super::map::{ledger_context, operation, Plan, FOCUS_OPERATION};
+use super::map::{import_request, ledger_context, operation, Plan, FOCUS_OPERATION};
 use super::source::refused;
 use super::view::ImportView;
 use crate::loop_dir::{LoopDir, Reading, DATABASE};
@@ -160,15 +160,18 @@ fn build(plan: &Plan, building: &Path, now: Timestamp) -> anyhow::Result<ImportV
         loopx_core::ledger::LedgerReceipt::Init { run_id, .. } => run_id,
         _ => unreachable!("init yields an init receipt"),
     };
-    for record in &plan.records {
-        let id = record.operation_id.clone();
-        authority.execute::<LedgerOwner>(
-            STREAM,
-            &id,
-            &LedgerRequest::ImportIteration(Box::new(record.clone())),
-            &ledger_context(now, &id),
-            now,
-        )?;
+    if let Some(iterations) = &plan.iterations {
+        iterations.each(&mut |_, source_record| {
+            let request = import_request(&source_record);
+            let LedgerRequest::ImportIteration(record) = &request else {
+                unreachable!("an import request imports")
+            };
+            let id = record.operation_id.clone();
+            authority
+                .execute::<LedgerOwner>(STREAM, &id, &request, &ledger_context(now, &id), now)
+                .map_err(|e| AppError::from(anyhow::Error::from(e)))?;
+            Ok(())
+        })?;
     }
     let focus_id = operation(FOCUS_OPERATION);
     let clock = Clock { now };

@@ -6,8 +6,8 @@
 //! (`apply.rs`).
 
 use super::source::{
-    flat_or_nested, refused, Source, SourceDecision, SourceIteration, SourcePlan, BUDGET, CONTRACT,
-    DECISIONS, ITERATIONS, LOOP_STATE, PLAN, PRIORITY, REGISTRY,
+    flat_or_nested, refused, Iterations, Source, SourceDecision, SourceIteration, SourcePlan,
+    BUDGET, CONTRACT, DECISIONS, ITERATIONS, LOOP_STATE, PLAN, PRIORITY, REGISTRY,
 };
 use super::view::{DirectionSignal, ImportView, PlanImport, RevisionMap};
 use crate::AppError;
@@ -68,7 +68,7 @@ impl Source {
     fn created_at(&self, now: Timestamp) -> Timestamp {
         self.state
             .created_at
-            .or_else(|| self.iterations.first().map(|(_, i)| i.timestamp))
+            .or_else(|| self.iterations.as_ref().and_then(|i| i.first_timestamp))
             .unwrap_or(now)
     }
 
@@ -98,10 +98,13 @@ impl Source {
         if let Some(path) = &self.state.next_preferred_path {
             signal(LOOP_STATE, "next_preferred_path", path.clone());
         }
-        if let Some((_, last)) = self.iterations.last() {
-            let campaign = last.campaign_id();
-            if !campaign.is_empty() {
-                signal(ITERATIONS, "last_campaign", campaign);
+        if let Some(iterations) = &self.iterations {
+            if !iterations.last_campaign.is_empty() {
+                signal(
+                    ITERATIONS,
+                    "last_campaign",
+                    iterations.last_campaign.clone(),
+                );
             }
         }
         let plan_campaign = self.plan.as_ref().and_then(|p| {
@@ -363,7 +366,8 @@ pub(super) struct Plan {
     /// imports of one source are two loops.
     pub(super) init_operation: OperationId,
     pub(super) created_at: Timestamp,
-    pub(super) records: Vec<IterationRecord>,
+    /// The history, read again record by record when the loop is built.
+    pub(super) iterations: Option<Iterations>,
     pub(super) ledger: Ledger,
     pub(super) contract: Option<GoalContract>,
     pub(super) registry: Option<ApproachRegistry>,
@@ -377,6 +381,13 @@ pub(super) fn operation(text: &str) -> OperationId {
 
 fn iteration_operation(n: u64) -> OperationId {
     operation(&format!("import-iteration-{n}"))
+}
+
+/// What one source record becomes: its import, under an operation id
+/// its iteration number fixes (so the dry run and the build agree).
+pub(super) fn import_request(source_record: &SourceIteration) -> LedgerRequest {
+    let id = iteration_operation(source_record.iteration);
+    LedgerRequest::ImportIteration(Box::new(record_of(source_record, id)))
 }
 
 /// The init of an import: `import-init-` and a random suffix.
@@ -407,23 +418,28 @@ pub(super) fn plan(
         &ledger_context(created_at, &init_id),
     )
     .map_err(|e| refused(format!("{LOOP_STATE} / {BUDGET}: {e}; nothing was written")))?;
-    let mut ledger = LedgerOwner::evolve(None, decided.event.as_ref().expect("init writes"));
-    let mut records = Vec::new();
-    for (line, source_record) in &source.iterations {
-        let id = iteration_operation(source_record.iteration);
-        let record = record_of(source_record, id.clone());
-        let request = LedgerRequest::ImportIteration(Box::new(record.clone()));
-        let decided = LedgerOwner::decide(Some(&ledger), &request, &ledger_context(now, &id))
-            .map_err(|e| {
+    let mut folded = Some(LedgerOwner::evolve(
+        None,
+        decided.event.as_ref().expect("init writes"),
+    ));
+    if let Some(iterations) = &source.iterations {
+        iterations.each(&mut |line, source_record| {
+            let request = import_request(&source_record);
+            let id = iteration_operation(source_record.iteration);
+            let ledger = folded.take().expect("folded up to this record");
+            let decided = LedgerOwner::decide(Some(&ledger), &request, &ledger_context(now, &id))
+                .map_err(|e| {
                 refused(format!(
                     "{ITERATIONS} line {line} (iteration {}): {e}; nothing was written",
                     source_record.iteration
                 ))
             })?;
-        let event = decided.event.expect("an import writes");
-        ledger = LedgerOwner::evolve_owned(Some(ledger), event);
-        records.push(record);
+            let event = decided.event.expect("an import writes");
+            folded = Some(LedgerOwner::evolve_owned(Some(ledger), event));
+            Ok(())
+        })?;
     }
+    let ledger = folded.expect("folded up to the last record");
     if let Some(spent) = &source.budget.spent() {
         let agrees = spent.iterations == ledger.spent.iterations
             && spent.tokens == ledger.spent.tokens
@@ -588,7 +604,7 @@ pub(super) fn plan(
         init,
         init_operation: init_id,
         created_at,
-        records,
+        iterations: source.iterations.clone(),
         ledger,
         contract: contract.map(|c| c.document),
         registry: registry.map(|r| r.document),

@@ -7,7 +7,7 @@
 use super::view::SourceFile;
 use crate::{fsutil, AppError};
 use jiff::Timestamp;
-use loopx_core::digest::Digest;
+use loopx_core::digest::{Digest, Hasher};
 use loopx_core::focus::contract::{Criterion, Obligation, ObligationKind, ObligationStatus, Scope};
 use loopx_core::focus::direction::SelectionKind;
 use loopx_core::focus::registry::{Approach, Campaign, Eligibility, EligibilityStatus, Estimate};
@@ -17,7 +17,7 @@ use loopx_core::path::LoopPath;
 use serde::de::{DeserializeOwned, Error as _, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use std::marker::PhantomData;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The largest single JSON document read from the source.
 const DOCUMENT_BYTES: u64 = 4 * 1024 * 1024;
@@ -550,7 +550,8 @@ pub(super) struct Source {
     pub(super) files: Vec<SourceFile>,
     pub(super) state: SourceLoopState,
     pub(super) budget: SourceBudget,
-    pub(super) iterations: Vec<(usize, SourceIteration)>,
+    /// `iterations.jsonl`, read a line at a time when it is needed.
+    pub(super) iterations: Option<Iterations>,
     pub(super) contract: Option<Revisioned<GoalContract>>,
     pub(super) registry: Option<Revisioned<ApproachRegistry>>,
     pub(super) plan: Option<SourcePlan>,
@@ -558,6 +559,129 @@ pub(super) struct Source {
     pub(super) priority: Option<SourcePriority>,
     /// What was read but could not be carried over as it was.
     pub(super) warnings: Vec<String>,
+}
+
+/// The source's history, never held whole: it is read a line at a time,
+/// once here to check every line and learn what the plan needs from it,
+/// then again by each step that maps its records (the dry run's fold in
+/// memory, the import's commits), each read checked against the digest
+/// of the first, so memory stays flat however long the history is.
+#[derive(Clone)]
+pub(super) struct Iterations {
+    root: PathBuf,
+    /// What the first read saw: its size and digest.
+    pub(super) file: SourceFile,
+    /// The first record's time: when the loop began, if the state says not.
+    pub(super) first_timestamp: Option<Timestamp>,
+    /// The last record's campaign: a direction signal.
+    pub(super) last_campaign: String,
+}
+
+impl Iterations {
+    /// Read the history once: every line parsed (a refusal names the line).
+    fn read(root: &Path) -> Result<Option<Iterations>, AppError> {
+        let mut first_timestamp = None;
+        let mut last_campaign = String::new();
+        let Some(file) = each_line(root, &mut |_, record: SourceIteration| {
+            first_timestamp.get_or_insert(record.timestamp);
+            last_campaign = record.campaign_id();
+            Ok(())
+        })?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Iterations {
+            root: root.to_owned(),
+            file,
+            first_timestamp,
+            last_campaign,
+        }))
+    }
+
+    /// Visit each record with its line number, in order; refused if the
+    /// file is no longer what the first read saw.
+    pub(super) fn each(
+        &self,
+        visit: &mut dyn FnMut(usize, SourceIteration) -> Result<(), AppError>,
+    ) -> Result<(), AppError> {
+        let read = each_line(&self.root, visit)?;
+        if read.as_ref().map(|f| &f.digest) != Some(&self.file.digest) {
+            return Err(refused(format!(
+                "{ITERATIONS} changed while it was imported: import again once nothing writes the source; nothing was written"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The longest line of a JSON Lines file: one record, however verbose.
+const LINE_BYTES: usize = 4 * 1024 * 1024;
+
+/// Visit each non-blank line of `iterations.jsonl` below `root`, parsed,
+/// with its line number, reading a line at a time (no link followed,
+/// [`JOURNAL_BYTES`] at most); the file's size and digest, `None` when it
+/// is absent.
+fn each_line<T: DeserializeOwned>(
+    root: &Path,
+    visit: &mut dyn FnMut(usize, T) -> Result<(), AppError>,
+) -> Result<Option<SourceFile>, AppError> {
+    use std::io::{BufRead as _, Read as _};
+    let name = ITERATIONS;
+    let path = LoopPath::parse(name).expect("the source file names are plain names");
+    let file = match fsutil::open_confined(root, &path) {
+        Ok(file) => file,
+        Err(loopx_core::path::FileProblem::Missing) => return Ok(None),
+        Err(problem) => return Err(unreadable(root, name, &problem)),
+    };
+    let mut reader = std::io::BufReader::new(file.take(JOURNAL_BYTES + 1));
+    let mut hasher = Hasher::default();
+    let mut bytes = 0u64;
+    let mut line = Vec::new();
+    for number in 1.. {
+        line.clear();
+        let read = (&mut reader)
+            .take(LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| {
+                unreadable(
+                    root,
+                    name,
+                    &loopx_core::path::FileProblem::Unreadable(e.to_string()),
+                )
+            })?;
+        if read == 0 {
+            break;
+        }
+        bytes += read as u64;
+        if bytes > JOURNAL_BYTES {
+            let problem = loopx_core::path::FileProblem::TooLarge {
+                limit: JOURNAL_BYTES,
+            };
+            return Err(unreadable(root, name, &problem));
+        }
+        if line.len() > LINE_BYTES {
+            return Err(refused(format!(
+                "{name} line {number} is longer than {LINE_BYTES} bytes: one record a line; nothing was written"
+            )));
+        }
+        hasher.update(&line);
+        let text = std::str::from_utf8(&line).map_err(|e| {
+            refused(format!(
+                "{name} line {number} is not UTF-8 (at byte {}): nothing was written",
+                e.valid_up_to()
+            ))
+        })?;
+        let text = text.trim_end_matches(['\n', '\r']);
+        if text.trim().is_empty() {
+            continue;
+        }
+        visit(number, parse_line(name, number, text)?)?;
+    }
+    Ok(Some(SourceFile {
+        file: name,
+        bytes,
+        digest: hasher.finish(),
+    }))
 }
 
 /// A Goal Focus document in loopx's shape, with the revision the source gave it.
@@ -576,12 +700,16 @@ fn read_file(root: &Path, name: &'static str, limit: u64) -> Result<Option<Vec<u
     match fsutil::read_confined(root, &path, limit) {
         Ok(bytes) => Ok(Some(bytes)),
         Err(loopx_core::path::FileProblem::Missing) => Ok(None),
-        Err(problem) => Err(refused(format!(
-            "{}/{name} {}: import reads only regular files inside the source directory; nothing was written",
-            root.display(),
-            problem.describe()
-        ))),
+        Err(problem) => Err(unreadable(root, name, &problem)),
     }
+}
+
+fn unreadable(root: &Path, name: &str, problem: &loopx_core::path::FileProblem) -> AppError {
+    refused(format!(
+        "{}/{name} {}: import reads only regular files inside the source directory; nothing was written",
+        root.display(),
+        problem.describe()
+    ))
 }
 
 fn utf8<'a>(name: &str, bytes: &'a [u8]) -> Result<&'a str, AppError> {
@@ -631,24 +759,34 @@ fn parse_lines<T: DeserializeOwned>(name: &str, bytes: &[u8]) -> Result<Vec<(usi
         if line.trim().is_empty() {
             continue;
         }
-        let value = serde_json::from_str(line).map_err(|e| {
-            refused(format!(
-                "{name} line {} column {}: {}; fix the line, then import again; nothing was written",
-                index + 1,
-                e.column(),
-                without_location(&e)
-            ))
-        })?;
-        out.push((index + 1, value));
+        out.push((index + 1, parse_line(name, index + 1, line)?));
     }
     Ok(out)
+}
+
+/// Line `number` of the JSON Lines file `name`, parsed.
+fn parse_line<T: DeserializeOwned>(name: &str, number: usize, line: &str) -> Result<T, AppError> {
+    serde_json::from_str(line).map_err(|e| {
+        refused(format!(
+            "{name} line {number} column {}: {}; fix the line, then import again; nothing was written",
+            e.column(),
+            without_location(&e)
+        ))
+    })
 }
 
 impl Source {
     pub(super) fn read(root: &Path) -> Result<Source, AppError> {
         let mut files = Vec::new();
         let mut raw: Vec<Option<Vec<u8>>> = Vec::new();
+        let mut iterations = None;
         for name in FILES {
+            if name == ITERATIONS {
+                iterations = Iterations::read(root)?;
+                files.extend(iterations.as_ref().map(|i| i.file.clone()));
+                raw.push(None);
+                continue;
+            }
             let limit = match name.ends_with(".jsonl") {
                 true => JOURNAL_BYTES,
                 false => DOCUMENT_BYTES,
@@ -663,7 +801,7 @@ impl Source {
             }
             raw.push(bytes);
         }
-        let [state, budget, iterations, contract, registry, plan, decisions, priority] =
+        let [state, budget, _, contract, registry, plan, decisions, priority] =
             <[Option<Vec<u8>>; 8]>::try_from(raw).expect("one entry per file");
         let required = |bytes: Option<Vec<u8>>, name: &str| {
             bytes.ok_or_else(|| {
@@ -691,10 +829,7 @@ impl Source {
             warnings,
             state: parse_document(LOOP_STATE, &required(state, LOOP_STATE)?)?,
             budget: parse_document(BUDGET, &required(budget, BUDGET)?)?,
-            iterations: match &iterations {
-                Some(bytes) => parse_lines(ITERATIONS, bytes)?,
-                None => Vec::new(),
-            },
+            iterations,
             contract,
             registry,
             plan: optional(&plan, PLAN)?,
@@ -707,5 +842,53 @@ impl Source {
             },
             priority: optional(&priority, PRIORITY)?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FULL: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../loopx/tests/fixtures/import/full/iterations.jsonl"
+    );
+
+    #[test]
+    fn the_history_is_read_a_line_at_a_time_and_a_change_between_reads_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = std::fs::read(FULL).unwrap();
+        std::fs::write(dir.path().join(ITERATIONS), &history).unwrap();
+        let iterations = Iterations::read(dir.path()).unwrap().expect("present");
+        assert_eq!(iterations.file.bytes, history.len() as u64);
+        assert_eq!(iterations.file.digest, Digest::of_bytes(&history));
+        let mut seen = Vec::new();
+        iterations
+            .each(&mut |line, record| {
+                seen.push((line, record.iteration));
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(seen, [(1, 1), (2, 2), (3, 3)]);
+        // One more record appended between the reads.
+        let mut grown = history.clone();
+        grown.extend_from_slice(history.split(|b| *b == b'\n').next().unwrap());
+        grown.push(b'\n');
+        std::fs::write(dir.path().join(ITERATIONS), &grown).unwrap();
+        let error = iterations.each(&mut |_, _| Ok(())).unwrap_err();
+        assert!(
+            error.message.contains("changed while it was imported"),
+            "{error:?}"
+        );
+    }
+
+    #[test]
+    fn an_overlong_line_is_refused_by_its_number_without_reading_it_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = std::fs::read(FULL).unwrap();
+        text.extend(std::iter::repeat_n(b'x', LINE_BYTES + 10));
+        std::fs::write(dir.path().join(ITERATIONS), &text).unwrap();
+        let error = Iterations::read(dir.path()).err().expect("refused");
+        assert!(error.message.contains("line 4 is longer than"), "{error:?}");
     }
 }
