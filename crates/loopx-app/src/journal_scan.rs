@@ -27,9 +27,11 @@ use std::ops::ControlFlow;
 use std::ops::Range;
 use std::sync::mpsc::{channel, sync_channel};
 
-/// Rows read per step of [`newest_first`]: a view wants a few hundred
-/// rows at most, and a step costs one indexed query.
+/// Rows read per step of a walk at most: a view wants a few hundred rows
+/// at most, and a step costs one indexed query...
 const ROWS_PER_STEP: u32 = 256;
+/// ...and at first, doubling up to the most.
+const FIRST_STEP: u32 = 8;
 
 /// Visit `stream`'s journal from the row before `before` (`u64::MAX`: the
 /// newest) back towards the first, until `visit` breaks or the journal
@@ -64,8 +66,11 @@ fn walk(
 ) -> Result<(), StoreError> {
     let mut cursor = from;
     let mut stopped = false;
+    // Small steps first: most walks stop within a few rows (a probe of
+    // `seek`, the newest turn), and a step reads all it asks for.
+    let mut limit = FIRST_STEP;
     loop {
-        let (revision, limit) = (cursor, ROWS_PER_STEP);
+        let revision = cursor;
         let window = if forward {
             Window::After { revision, limit }
         } else {
@@ -80,9 +85,10 @@ fn walk(
             }
             Ok(())
         })?;
-        if stopped || read < ROWS_PER_STEP {
+        if stopped || read < limit {
             return Ok(());
         }
+        limit = (limit * 2).min(ROWS_PER_STEP);
     }
 }
 

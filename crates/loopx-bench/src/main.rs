@@ -33,6 +33,9 @@
 //!   on goals of 10, 1,000 and 10,000 todos seeded through the bulk path,
 //!   each against its floor and against itself at the smallest size (see
 //!   [`todos`]).
+//! - `views`: what the dashboard polls (`/fragment/live`, `/api/turns`,
+//!   `/api/cost`, iteration 1) on loops driven for 20, 2,000 and 20,000
+//!   turns, against `/api/status` (see [`views`]).
 //! - `panel`: `loopx panel --phase result_review` with an instant fake
 //!   reviewer, against `goal-focus review --file` alone (see [`panel`]).
 //!
@@ -54,6 +57,7 @@ mod moving;
 mod panel;
 mod seed;
 mod todos;
+mod views;
 
 use measure::{json_of, time_once, time_runs, Summary};
 use std::fmt::Write as _;
@@ -94,6 +98,11 @@ suites:
                         seeded by one `todo add --from-file` each; each
                         alternating with its floor, and its ratio to itself
                         at the smallest size
+  views                 what the dashboard polls (fragment/live, api/turns,
+                        api/cost, api/iterations/1) on loops seeded with
+                        --sizes turns (default 20,2000,20000), against
+                        /api/status, and each at the largest size over the
+                        smallest
   move                  loopx migrate --from-dir into --store postgres://…
                         on seeded ledgers (--sizes; at most 5 runs each, a
                         fresh database per run, dropped after it)
@@ -131,6 +140,7 @@ enum Suite {
     Move,
     Panel,
     Todos,
+    Views,
 }
 
 struct Options {
@@ -159,6 +169,7 @@ fn parse_options() -> Result<Option<Options>> {
         Some("move") => Some(Suite::Move),
         Some("panel") => Some(Suite::Panel),
         Some("todos") => Some(Suite::Todos),
+        Some("views") => Some(Suite::Views),
         _ => None,
     };
     if suite.is_some() {
@@ -220,6 +231,9 @@ fn parse_options() -> Result<Option<Options>> {
     }
     if options.suite == Suite::Todos && !sizes_given {
         options.sizes = vec![10, 1_000, 10_000];
+    }
+    if options.suite == Suite::Views && !sizes_given {
+        options.sizes = vec![20, 2_000, 20_000];
     }
     if options.suite != Suite::GoalOwner && !options.loopx.is_file() {
         return Err(format!(
@@ -321,6 +335,21 @@ fn run() -> Result<()> {
                 &todos::Options {
                     loopx: &loopx,
                     floor: &floor,
+                    sizes: &options.sizes,
+                    runs: options.runs,
+                },
+                &work,
+            );
+            kept_or_removed(&work, options.keep, result)?
+        }
+        Suite::Views => {
+            let work =
+                std::env::temp_dir().join(format!("loopx-bench-views-{}", std::process::id()));
+            let built = options.loopx.canonicalize()?;
+            let loopx = installed_copy(&built, &work)?;
+            let result = views::run(
+                &views::Options {
+                    loopx: &loopx,
                     sizes: &options.sizes,
                     runs: options.runs,
                 },

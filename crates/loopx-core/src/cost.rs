@@ -248,13 +248,16 @@ fn turn_rows(charges: &[Charge], settlements: &[Settlement]) -> Vec<Row> {
             usd: 0.0,
         })
         .collect();
+    // Each charge finds its turn by dispatch id: an index, not a search,
+    // so a report of 20,000 turns costs 20,000 lookups, not their square.
+    let by_dispatch: std::collections::HashMap<&str, usize> = settlements
+        .iter()
+        .enumerate()
+        .map(|(index, s)| (s.dispatch_id.as_str(), index))
+        .collect();
     for charge in charges {
         let settled = (!charge.dispatch_id.is_empty())
-            .then(|| {
-                settlements
-                    .iter()
-                    .position(|s| s.dispatch_id == charge.dispatch_id)
-            })
+            .then(|| by_dispatch.get(charge.dispatch_id.as_str()).copied())
             .flatten();
         match settled {
             Some(index) => {

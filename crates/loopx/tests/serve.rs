@@ -1467,6 +1467,21 @@ fn the_live_view_stays_small_at_ten_thousand_todos_and_links_to_the_paged_list()
         "one column of 20 cards"
     );
     assert!(live.contains("and 9980 more"), "{live}");
+    // The goal's readback lists the first 100 todos and counts them all.
+    let goal = server.get("/api/goal");
+    assert!(
+        goal.body.len() < 64 * 1024,
+        "/api/goal is {} bytes",
+        goal.body.len()
+    );
+    let goal = goal.json();
+    assert_eq!(
+        (
+            goal["todos"].as_array().unwrap().len(),
+            &goal["todos_total"]
+        ),
+        (100, &json!(10_000))
+    );
     let page = server.get("/api/todos?limit=2").json();
     let ids: Vec<_> = page["todos"]
         .as_array()

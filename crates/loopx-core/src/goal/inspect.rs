@@ -9,6 +9,10 @@ use crate::digest::Digest;
 use jiff::Timestamp;
 use serde::Serialize;
 
+/// Todos a readback lists: enough to see the work at a glance, bounded
+/// however large the frontier grows.
+pub const READBACK_TODOS: usize = 100;
+
 #[derive(Debug, Serialize)]
 pub struct Readback<'a> {
     pub goal_id: &'a str,
@@ -22,7 +26,11 @@ pub struct Readback<'a> {
     pub objective: ObjectiveReadback<'a>,
     pub outcomes: Vec<OutcomeReadback<'a>>,
     pub gaps: Vec<Gap>,
+    /// The first [`READBACK_TODOS`] todos in frontier order; every todo is
+    /// `todo list`'s, page by page.
     pub todos: Vec<TodoLine<'a>>,
+    /// How many todos the goal has, listed here or not.
+    pub todos_total: usize,
     pub retired_lifetimes: &'a [RetiredLifetime],
 }
 
@@ -177,9 +185,11 @@ pub fn readback<'a>(
         },
         outcomes,
         gaps: gaps(goal, now),
+        todos_total: goal.todos.len(),
         todos: goal
             .todos
             .iter()
+            .take(READBACK_TODOS)
             .map(|t| TodoLine {
                 id: &t.id,
                 title: &t.title,
