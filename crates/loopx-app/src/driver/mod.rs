@@ -193,12 +193,15 @@ pub fn register(dir: &LoopDir, registration: Registration, workspace_root: Strin
 
 /// Say goodbye: the driver `pid` no longer runs this loop, and how its
 /// run ended (what views show once it is gone).
+/// Once gone, the driver leaves `loopx.sqlite` a complete copy on its own.
 pub fn unregister(dir: &LoopDir, pid: u32, ended: Option<RunEnded>) -> Result<()> {
     write(
         dir,
         &op("unregister", &format!("{pid}-{}", platform::nonce()))?,
         &DriverRequest::Unregister { pid, ended },
-    )
+    )?;
+    fold_log(dir, "at the end of the run");
+    Ok(())
 }
 
 /// Record what the driver is waiting for (`None`: it is not), and the
@@ -324,13 +327,15 @@ pub fn settle_turn(dir: &LoopDir, read: &OutputReading, settlement: Settlement) 
     Ok(())
 }
 
-/// The end of a turn, after its settlement: fold the write-ahead log into
-/// the database file, so that between turns `loopx.sqlite` alone is a
-/// complete copy. A checkpoint that cannot run now (a reader holds the
-/// log) is not an error: the next one, or SQLite's own, catches up.
-pub fn turn_finished(dir: &LoopDir) {
+/// Fold the write-ahead log into the database file, so that `loopx.sqlite`
+/// alone is a complete copy. Done when a run ends, not after every turn:
+/// a fold costs two syncs, the commits are as durable in the log, and the
+/// writers fold it themselves once it grows (see the README's storage
+/// section). A checkpoint that cannot run now (a reader holds the log) is
+/// not an error: the next one, or SQLite's own, catches up.
+fn fold_log(dir: &LoopDir, when: &str) {
     if let Err(error) = dir.checkpoint() {
-        eprintln!("loopx drive: warning: checkpoint after the turn did not run ({error:#}); the commits are durable in the -wal");
+        eprintln!("loopx drive: warning: checkpoint {when} did not run ({error:#}); the commits are durable in the -wal");
     }
 }
 

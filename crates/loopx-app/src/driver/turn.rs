@@ -363,7 +363,6 @@ pub fn run_turn(
     })?;
     let _ = std::fs::remove_file(super::record_path(logs, &dispatch_id));
     failpoint::reached("drive.after_settle");
-    super::turn_finished(dir);
     sweep_logs(dir, logs, progress);
     let usd = if read.usage.usd > 0.0 {
         format!(", ${:.4}", read.usage.usd)

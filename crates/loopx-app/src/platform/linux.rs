@@ -17,8 +17,35 @@ pub fn become_subreaper() -> bool {
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) == 0 }
 }
 
-/// The pids whose parent is this process, from `/proc/<pid>/stat`.
+/// The pids whose parent is this process: each of its threads' children
+/// as the kernel lists them (`/proc/self/task/<tid>/children`, a few
+/// reads), or, on a kernel built without that list, from every
+/// `/proc/<pid>/stat` (a read per process on the machine). The driver asks
+/// after every turn.
 pub fn children() -> Vec<u32> {
+    listed_children().unwrap_or_else(walked_children)
+}
+
+/// The children the kernel lists per thread; `None` when it keeps no list.
+fn listed_children() -> Option<Vec<u32>> {
+    let mut pids = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let list = match std::fs::read_to_string(task.path().join("children")) {
+            Ok(list) => list,
+            // A thread that ended since the directory was read...
+            Err(_) if !task.path().exists() => continue,
+            // ...else the kernel keeps no list (CONFIG_PROC_CHILDREN).
+            Err(_) => return None,
+        };
+        pids.extend(
+            list.split_whitespace()
+                .filter_map(|pid| pid.parse::<u32>().ok()),
+        );
+    }
+    Some(pids)
+}
+
+fn walked_children() -> Vec<u32> {
     let me = std::process::id();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -66,5 +93,30 @@ pub fn exchange(a: &std::path::Path, b: &std::path::Path) -> std::io::Result<()>
         Ok(())
     } else {
         Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kernels_list_and_the_walk_both_find_a_child() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let listed = listed_children();
+        let walked = walked_children();
+        let either = children();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(walked.contains(&pid), "{walked:?}");
+        // Where the kernel keeps the list (most do), it finds it too.
+        if let Some(listed) = listed {
+            assert!(listed.contains(&pid), "{listed:?}");
+        }
+        assert!(either.contains(&pid), "{either:?}");
     }
 }
