@@ -827,6 +827,7 @@ fn three(
             criteria: Vec::new(),
             scope: Default::default(),
             obligations: Vec::new(),
+            trip_wires: Vec::new(),
         },
     };
     let registry = Revise {

@@ -143,6 +143,38 @@ impl Fixture {
     fn focus_status(&self) -> Value {
         self.ok(&["goal-focus", "status"])
     }
+
+    /// Give the loop a goal contract with open obligations o1 and o2.
+    fn with_obligations(&self) {
+        let contract = self.json_file(
+            "contract.json",
+            &json!({"goal": "prove B", "obligations": [
+                {"obligation_id": "o1", "description": "lemma B", "kind": "bridge"},
+                {"obligation_id": "o2", "description": "theorem", "kind": "terminal", "depends_on": ["o1"]}
+            ]}),
+        );
+        self.focus_ok(&["revise", "--contract", &contract]);
+    }
+
+    /// The goal contract as `goal-focus status` summarizes it.
+    fn contract(&self) -> Value {
+        self.focus_status()["goal_contract"].clone()
+    }
+
+    /// Stage c1 on notes/b.md asking obligation o1 to become satisfied,
+    /// and a review of it by codex with `verdict` that states that target.
+    fn stage_satisfying_o1(&self, verdict: &str) -> (String, Value) {
+        let fingerprint = self.stage_with(
+            &[],
+            &["c1=notes/b.md"],
+            &["--obligation-target", "o1=satisfied"],
+        );
+        let mut review = review_of(&fingerprint, "codex", verdict);
+        if verdict == "pass" {
+            review["obligations"][0]["target_status"] = json!("satisfied");
+        }
+        (fingerprint, review)
+    }
 }
 
 /// A review by `provider` binding `fingerprint`, judging claim c1 (on
@@ -493,6 +525,8 @@ fn reviews_that_cannot_decide_the_candidate_are_refused_and_change_nothing() {
 
 #[test]
 fn killing_finalization_at_any_commit_boundary_banks_once_or_not_at_all() {
+    // The banking moves three streams (ledger row, candidate archive, goal
+    // contract): a kill anywhere leaves all three before or all after.
     for failpoint in [
         "focus.review.before_finalize",
         "sqlite.commit.before_journal",
@@ -501,8 +535,9 @@ fn killing_finalization_at_any_commit_boundary_banks_once_or_not_at_all() {
         "sqlite.commit_all.after_commit",
     ] {
         let f = Fixture::enforce(5);
-        let fingerprint = f.stage(&["c1=notes/b.md"]);
-        let file = f.review_file("review.json", &review_of(&fingerprint, "codex", "pass"));
+        f.with_obligations();
+        let (fingerprint, review) = f.stage_satisfying_o1("pass");
+        let file = f.review_file("review.json", &review);
         let mut command = f.process();
         command
             .args(Fixture::review_args(&fingerprint, &file))
@@ -510,19 +545,26 @@ fn killing_finalization_at_any_commit_boundary_banks_once_or_not_at_all() {
         kill_at_failpoint(command, failpoint);
         let banked = f.status()["iterations"].as_u64().unwrap();
         let pending = f.focus_status()["candidate"]["pending"].clone();
+        let contract = f.contract();
         match banked {
-            // Not banked: the candidate is still pending, and reviewing it
-            // now banks it once.
+            // Not banked: the candidate is still pending, the contract as
+            // it was, and reviewing it now banks it once.
             0 => {
                 assert_eq!(pending["fingerprint"], fingerprint.as_str(), "{failpoint}");
-                let (ok, _, stderr) =
-                    f.review(&fingerprint, &review_of(&fingerprint, "codex", "pass"));
+                assert_eq!(contract["revision"], 1, "{failpoint}: {contract}");
+                assert_eq!(contract["open_obligations"], 2, "{failpoint}");
+                let (ok, _, stderr) = f.review(&fingerprint, &review);
                 assert!(ok, "{failpoint}: {stderr}");
             }
-            // Banked: archived in the same transaction.
-            1 => assert_eq!(pending, Value::Null, "{failpoint}"),
+            // Banked: archived and the obligation moved in the same
+            // transaction.
+            1 => {
+                assert_eq!(pending, Value::Null, "{failpoint}");
+                assert_eq!(contract["revision"], 2, "{failpoint}: {contract}");
+            }
             n => panic!("{failpoint}: banked {n} times"),
         }
+        assert_eq!(f.contract()["open_obligations"], 1, "{failpoint}");
         assert_eq!(f.status()["iterations"], 1, "{failpoint}");
         assert_eq!(f.status()["spent"]["tokens"], 1000, "{failpoint}");
         f.assert_valid();
@@ -982,4 +1024,51 @@ fn an_accepting_review_must_state_exactly_the_requested_obligation_target_status
     stated["obligations"][0]["target_status"] = json!("satisfied");
     let refused = f.review_refused(&fingerprint, &stated);
     assert!(refused.contains("requests none"), "{refused}");
+}
+
+#[test]
+fn banking_an_accepted_candidate_moves_its_reviewed_obligations_in_the_contract() {
+    let f = Fixture::enforce(5);
+    f.with_obligations();
+    let before = f.contract();
+    assert_eq!(
+        (&before["revision"], &before["open_obligations"]),
+        (&json!(1), &json!(2))
+    );
+    let (fingerprint, review) = f.stage_satisfying_o1("pass");
+    let file = f.review_file("review.json", &review);
+    let mut args = Fixture::review_args(&fingerprint, &file);
+    args.extend(["--operation-id".to_owned(), "bank-1".to_owned()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let banked = f.ok(&args);
+    assert_eq!(banked["bank_status"], "accepted");
+    let after = f.contract();
+    assert_eq!(after["revision"], 2, "{after}");
+    assert_eq!(after["open_obligations"], 1, "o1 is satisfied: {after}");
+    let row = &f.status()["last_iteration"];
+    assert_eq!(
+        row["bank"]["obligation_transitions"],
+        json!([{"obligation_id": "o1", "target_status": "satisfied"}]),
+        "{row}"
+    );
+    // The retry of that review answers with its receipt and moves nothing.
+    let again = f.fingerprint();
+    assert_eq!(f.ok(&args)["replayed"], true);
+    assert_eq!(f.fingerprint(), again);
+    f.assert_valid();
+    assert_eq!(f.ok(&["goal-focus", "validate"])["status"], "ok");
+}
+
+#[test]
+fn banking_a_rejected_candidate_leaves_the_contract_unchanged() {
+    let f = Fixture::enforce(5);
+    f.with_obligations();
+    let before = f.contract();
+    let (fingerprint, review) = f.stage_satisfying_o1("fail");
+    let (ok, banked, stderr) = f.review(&fingerprint, &review);
+    assert!(ok, "{stderr}");
+    assert_eq!(banked["bank_status"], "rejected");
+    assert_eq!(f.contract(), before, "a rejected candidate moves nothing");
+    let row = &f.status()["last_iteration"];
+    assert_eq!(row["bank"].get("obligation_transitions"), None, "{row}");
 }

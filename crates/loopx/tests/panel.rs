@@ -1275,3 +1275,27 @@ fn gate_six_stops_with_the_reason_when_the_reviewer_objects() {
     assert!(stderr.contains("the driver proposes a plan"), "{stderr}");
     assert!(stderr.contains("pre-dispatch gate is closed"), "{stderr}");
 }
+
+#[test]
+fn gate_six_a_trip_wire_of_the_contract_is_replanned_by_the_driver_and_the_loop_goes_on() {
+    let p = gate_six_loop();
+    let contract = p.f.json_file(
+        "contract.json",
+        &serde_json::json!({"goal": "prove lemma B", "trip_wires": [{
+            "trip_wire_id": "every-turn",
+            "description": "look at the direction again after each turn",
+            "when": {"kind": "iterations", "at_least": 1}
+        }]}),
+    );
+    p.f.focus_ok(&["revise", "--contract", &contract]);
+    let (code, stderr) = p.drive(&["--panel", "on", "--max-iterations", "2"]);
+    assert_eq!(code, 0, "{stderr}");
+    // missing_plan before the first turn, the trip wire before the second.
+    assert!(stderr.contains("(trip_wire)"), "{stderr}");
+    assert_eq!(p.launches("agent"), 2, "{stderr}");
+    let status = p.f.focus_ok(&["status"]);
+    assert_eq!(status["current_plan"]["trigger"], "trip_wire", "{status}");
+    assert_eq!(status["current_plan"]["state"], "active", "{status}");
+    assert_eq!(status["current_plan"]["review"], "reviewed", "{status}");
+    p.f.assert_valid();
+}
