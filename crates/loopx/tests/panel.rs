@@ -1185,14 +1185,22 @@ fn gate_six_loop() -> Panel {
 }
 
 #[test]
-fn gate_six_killed_after_its_proposal_or_its_review_commits_exactly_one_direction_on_restart() {
+fn gate_six_killed_at_each_step_commits_exactly_one_direction_on_restart() {
     // Uninterrupted, for the count to compare with.
     let whole = gate_six_loop();
     let (code, stderr) = whole.drive(&["--panel", "on", "--max-iterations", "1"]);
     assert_eq!(code, 0, "{stderr}");
     let decisions = journal_events(&whole.f.dir, "focus.direction_decided").len();
     assert!(decisions >= 2, "a proposal and a review each decide");
-    for point in ["drive.gate6_proposed", "drive.gate6_reviewed"] {
+    // After the proposal, inside the strategy review's commit (the
+    // drive's second grouped commit: plan and decision), after its commit,
+    // and after the review.
+    for (point, killed_in) in [
+        ("drive.gate6_proposed", "needs_replan"),
+        ("sqlite.commit_all.before_commit#2", "needs_replan"),
+        ("sqlite.commit_all.after_commit#2", "active"),
+        ("drive.gate6_reviewed", "active"),
+    ] {
         let p = gate_six_loop();
         require_failpoints();
         let mut child = p
@@ -1209,6 +1217,11 @@ fn gate_six_killed_after_its_proposal_or_its_review_commits_exactly_one_directio
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         assert!(reached, "{point} was never reached");
+        let killed = p.f.focus_ok(&["status"]);
+        assert_eq!(
+            killed["current_plan"]["state"], killed_in,
+            "{point}: {killed}"
+        );
         let (code, stderr) = p.drive(&["--panel", "on", "--max-iterations", "1"]);
         assert_eq!(code, 0, "{point}: {stderr}");
         assert!(
