@@ -1166,6 +1166,15 @@ fn gate_six_a_closed_gate_is_replanned_and_reviewed_by_the_driver_itself() {
 /// A panel loop whose gate is closed by `missing_plan`, with a live
 /// strategy reviewer that answers `verdict` and a staging agent.
 fn gate_six_loop_reviewed(verdict: &str) -> Panel {
+    let p = gate_six_registry();
+    live_strategy_reviewer(&p, "codex", verdict);
+    p.staging_agent();
+    p
+}
+
+/// A panel loop with a registry and no plan: its gate is closed by
+/// `missing_plan`.
+fn gate_six_registry() -> Panel {
     let p = Panel::new();
     let approach = |id: &str, low: f64, high: f64| serde_json::json!({"approach_id": id, "estimate": {"low": low, "high": high}});
     let registry = serde_json::json!({"campaigns": [
@@ -1174,8 +1183,6 @@ fn gate_six_loop_reviewed(verdict: &str) -> Panel {
     ]});
     let file = p.f.json_file("registry.json", &registry);
     p.f.focus_ok(&["revise", "--registry", &file]);
-    live_strategy_reviewer(&p, "codex", verdict);
-    p.staging_agent();
     p
 }
 
@@ -1311,4 +1318,52 @@ fn gate_six_a_trip_wire_of_the_contract_is_replanned_by_the_driver_and_the_loop_
     assert_eq!(status["current_plan"]["state"], "active", "{status}");
     assert_eq!(status["current_plan"]["review"], "reviewed", "{status}");
     p.f.assert_valid();
+}
+
+#[test]
+fn gate_six_past_the_attempt_cap_rotates_to_a_reviewer_not_yet_tried_instead_of_a_person() {
+    // codewhale (another family than claude's, and than codex's) can
+    // decide.
+    let p = gate_six_one_attempt_each();
+    live_strategy_reviewer(&p, "codewhale", "endorse");
+    let (code, stderr) = p.drive(&["--panel", "on", "--max-iterations", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(p.launches("agent"), 1, "{stderr}");
+    // The plan's review and the candidate's each asked codex once (its
+    // one attempt), then rotated to codewhale; codex was not asked again.
+    assert_eq!(p.launches("codex"), 2, "{stderr}");
+    assert_eq!(p.launches("codewhale"), 2, "{stderr}");
+    let status = p.f.focus_ok(&["status"]);
+    assert_eq!(status["current_plan"]["state"], "active", "{status}");
+    assert_eq!(
+        status["current_plan"]["strategy_review"]["reviewer"]["provider"], "codewhale",
+        "{status}"
+    );
+    assert_eq!(p.status()["last_iteration"]["bank"]["status"], "accepted");
+    p.f.assert_valid();
+}
+
+#[test]
+fn gate_six_asks_a_person_only_when_no_reviewer_of_another_family_is_left() {
+    let p = gate_six_one_attempt_each();
+    p.reviewer("codewhale", "echo 'cannot decide either'");
+    let (code, stderr) = p.drive(&["--panel", "on", "--max-iterations", "1"]);
+    assert_eq!(code, 4, "{stderr}");
+    assert!(
+        stderr.contains("no reviewer of another family is left"),
+        "{stderr}"
+    );
+    assert_eq!((p.launches("codex"), p.launches("codewhale")), (1, 1));
+    assert_eq!(p.launches("agent"), 0, "{stderr}");
+}
+
+/// [`gate_six_registry`] with one panel attempt per subject, reviewers
+/// codex (which cannot decide) then codewhale (the caller's), and a
+/// staging agent.
+fn gate_six_one_attempt_each() -> Panel {
+    let p = gate_six_registry();
+    p.panel_json(r#"{"max_attempts": 1, "providers": ["codex", "codewhale"]}"#);
+    p.reviewer("codex", "echo 'cannot decide'");
+    p.staging_agent();
+    p
 }
