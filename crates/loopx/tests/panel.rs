@@ -407,14 +407,20 @@ impl Panel {
 
     /// [`Panel::staging_agent`] that runs `after` once it has staged.
     fn staging_agent_then(&self, after: &str) {
+        self.staging_agent_as("claude", "", after);
+    }
+
+    /// The staging agent as provider `provider`, its append given `flags`
+    /// too, running `after` once it has staged.
+    fn staging_agent_as(&self, provider: &str, flags: &str, after: &str) {
         let marker = self.marker("agent");
         self.script(
-            "claude",
+            provider,
             &format!(
                 r#"echo turn >> '{}'
 mkdir -p "$LOOPX_DIR/notes"
 echo 'lemma B holds for n <= 4' > "$LOOPX_DIR/notes/b.md"
-loopx append-iteration --mode bounded-research --objective "check lemma B" --decision continue --executor-provider claude --obligation-id o1 --claim-id c1 --claim-evidence c1=notes/b.md >/dev/null
+loopx append-iteration --mode bounded-research --objective "check lemma B" --decision continue --executor-provider {provider} --obligation-id o1 --claim-id c1 --claim-evidence c1=notes/b.md {flags} >/dev/null
 {after}"#,
                 marker.display()
             ),
@@ -1253,21 +1259,22 @@ fn gate_six_killed_at_each_step_commits_exactly_one_direction_on_restart() {
 #[test]
 fn gate_six_a_failover_to_another_family_is_replanned_for_it_and_goes_on() {
     // Reviewed for claude's turns; this run's provider is codex (openai).
-    let p = Panel::directed();
-    let marker = p.marker("agent");
-    p.script(
-        "codex",
-        &format!(
-            r#"echo turn >> '{}'
-mkdir -p "$LOOPX_DIR/notes"
-echo 'lemma B holds for n <= 4' > "$LOOPX_DIR/notes/b.md"
-loopx append-iteration --mode bounded-research --objective "check lemma B" --decision continue --executor-provider codex --obligation-id o1 --claim-id c1 --claim-evidence c1=notes/b.md >/dev/null"#,
-            marker.display()
-        ),
+    let status = failed_over_to_codex("codex", "claude");
+    assert_eq!(
+        status["current_plan"]["strategy_review"]["executor"]["family"], "openai",
+        "{status}"
     );
-    live_strategy_reviewer_for(&p, "claude", "endorse", "codex");
+}
+
+/// A loop directed for claude's turns, driven with `--provider providers`
+/// that ends up at codex, whose direction `reviewer` reviews: gate 6
+/// replans for the failover and the turn runs. `goal-focus status` after.
+fn failed_over_to_codex(providers: &str, reviewer: &str) -> Value {
+    let p = Panel::directed();
+    p.staging_agent_as("codex", "", "");
+    live_strategy_reviewer_for(&p, reviewer, "endorse", "codex");
     let output = p
-        .drive_command("codex")
+        .drive_command(providers)
         .args(["--panel", "on", "--max-iterations", "1"])
         .output()
         .unwrap();
@@ -1275,11 +1282,8 @@ loopx append-iteration --mode bounded-research --objective "check lemma B" --dec
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("(provider_failover)"), "{stderr}");
     assert_eq!(p.launches("agent"), 1, "{stderr}");
-    let status = p.f.focus_ok(&["status"]);
-    assert_eq!(
-        status["current_plan"]["strategy_review"]["executor"]["family"], "openai",
-        "{status}"
-    );
+    assert_eq!(p.status()["last_iteration"]["executor_provider"], "codex");
+    p.f.focus_ok(&["status"])
 }
 
 #[test]
@@ -1366,4 +1370,53 @@ fn gate_six_one_attempt_each() -> Panel {
     p.reviewer("codex", "echo 'cannot decide'");
     p.staging_agent();
     p
+}
+
+#[test]
+fn gate_six_three_scope_only_turns_fire_the_trigger_and_the_driver_replans_and_goes_on() {
+    let p = gate_six_registry();
+    live_strategy_reviewer(&p, "codex", "endorse");
+    p.staging_agent_as("claude", "--local-without-goal-delta", "");
+    let (code, stderr) = p.drive(&["--panel", "on", "--max-iterations", "3"]);
+    assert_eq!(code, 0, "{stderr}");
+    let fired = |status: &Value| {
+        (status["signals"].as_array().unwrap().iter())
+            .map(|s| s["trigger"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let status = p.f.focus_ok(&["status"]);
+    assert!(
+        fired(&status).contains(&"scope_only".to_owned()),
+        "{status}"
+    );
+    let decisions = journal_events(&p.f.dir, "focus.direction_decided").len();
+    // The next run replans through gate 6, the reviewer endorses, and the
+    // fourth turn runs under the new plan.
+    let (code, stderr) = p.drive(&["--panel", "on", "--max-iterations", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("the driver proposes a plan"), "{stderr}");
+    assert_eq!(p.launches("agent"), 4, "{stderr}");
+    assert_eq!(
+        journal_events(&p.f.dir, "focus.direction_decided").len(),
+        decisions + 2,
+        "the proposal and its review are decisions in the journal"
+    );
+    let status = p.f.focus_ok(&["status"]);
+    assert_eq!(status["current_plan"]["state"], "active", "{status}");
+    assert_eq!(status["current_plan"]["committed_at_iteration"], 3);
+    assert!(
+        !fired(&status).contains(&"scope_only".to_owned()),
+        "{status}"
+    );
+    p.f.assert_valid();
+}
+
+#[test]
+fn gate_six_a_dead_provider_fails_over_to_another_family_replans_for_it_and_goes_on() {
+    // Reviewed for claude's turns; claude is not installed, so the run
+    // fails over to codex (openai), whose direction codewhale reviews.
+    let status = failed_over_to_codex("claude,codex", "codewhale");
+    let review = &status["current_plan"]["strategy_review"];
+    assert_eq!(review["executor"]["provider"], "codex", "{status}");
+    assert_eq!(review["reviewer"]["provider"], "codewhale", "{status}");
 }

@@ -147,7 +147,8 @@ pub fn signals(inputs: &Inputs<'_>) -> Vec<Signal> {
             format!("the last {run} iterations since the plan reduced no global obligation"),
         );
     }
-    streaks(inputs.ledger.recent.iter(), &mut fire);
+    // Counted under this plan: a replan is the review of the streak.
+    streaks(without.iter().copied(), &mut fire);
     dissent(inputs.ledger, plan.committed_at_iteration, &mut fire);
     if let Some(review) =
         (plan.strategy_review.as_ref()).filter(|_| plan.review == PlanReview::StrategyObjected)
@@ -187,7 +188,8 @@ fn dissent(ledger: &Ledger, since: u64, fire: &mut impl FnMut(Trigger, String)) 
     }
 }
 
-/// The scope-only streak, which fires whether or not there is a plan.
+/// The scope-only streak, which fires whether or not there is a plan
+/// (with one, over the iterations banked under it).
 fn streaks<'a>(
     recent: impl DoubleEndedIterator<Item = &'a IterationRecord>,
     fire: &mut impl FnMut(Trigger, String),

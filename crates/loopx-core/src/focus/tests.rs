@@ -940,3 +940,31 @@ fn signals_of(
         plan,
     })
 }
+
+#[test]
+fn a_scope_only_streak_counts_under_the_plan_so_a_replan_reviews_it() {
+    let c = revised(contract(vec![]));
+    let r = revised(registry(&[("c1", vec![approach("a", 0.5, 0.9)])]));
+    let mut plan = replan_in(GoalFocusMode::Monitor).unwrap();
+    let mut l = ledger();
+    for i in 1..=3 {
+        let mut record = record(i);
+        record.direction.local_without_goal_delta = true;
+        l.recent.push(record);
+    }
+    let scope_only = |plan: &plan::CurrentPlan, l: &Ledger| {
+        signals_of(&c, &r, Some(plan), l)
+            .iter()
+            .any(|s| s.trigger == Trigger::ScopeOnly)
+    };
+    assert!(scope_only(&plan, &l));
+    plan.committed_at_iteration = 1;
+    assert!(
+        !scope_only(&plan, &l),
+        "two under the plan are no streak yet"
+    );
+    // Without any plan, every recent iteration counts.
+    assert!(signals_of(&c, &r, None, &l)
+        .iter()
+        .any(|s| s.trigger == Trigger::ScopeOnly));
+}
