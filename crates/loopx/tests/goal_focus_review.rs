@@ -1072,3 +1072,28 @@ fn banking_a_rejected_candidate_leaves_the_contract_unchanged() {
     let row = &f.status()["last_iteration"];
     assert_eq!(row["bank"].get("obligation_transitions"), None, "{row}");
 }
+
+#[test]
+fn only_a_banked_reviewed_discharge_resets_the_count_of_iterations_without_reduction() {
+    let f = Fixture::enforce(10);
+    f.with_obligations();
+    f.reviewed_direction();
+    let stalled = |f: &Fixture| {
+        let signals = f.focus_status()["signals"].clone();
+        (signals.as_array().unwrap().iter()).any(|s| s["trigger"] == "no_obligation_reduction")
+    };
+    // Three banked iterations that each claim --global-delta reduced but
+    // ask no obligation to move: the claim is not a reduction.
+    for _ in 0..3 {
+        let fingerprint = f.stage(&["c1=notes/b.md"]);
+        let (ok, _, stderr) = f.review(&fingerprint, &review_of(&fingerprint, "codex", "pass"));
+        assert!(ok, "{stderr}");
+    }
+    assert!(stalled(&f), "{}", f.focus_status());
+    // A reviewed transition that discharges o1 is one.
+    let (fingerprint, review) = f.stage_satisfying_o1("pass");
+    let (ok, _, stderr) = f.review(&fingerprint, &review);
+    assert!(ok, "{stderr}");
+    assert!(!stalled(&f), "{}", f.focus_status());
+    assert_eq!(f.contract()["open_obligations"], 1);
+}
