@@ -787,13 +787,29 @@ fn staging_and_finalization_work_the_same_on_postgresql() {
         assert!(!json.to_string().contains(pg_server::PASSWORD), "{json}");
         json
     };
-    let fingerprint = f.stage_with(&store, &["c1=notes/b.md"], &[]);
-    let file = f.review_file("review.json", &review_of(&fingerprint, "codex", "pass"));
+    // The contract's o1 moves with the banking: three streams, one
+    // PostgreSQL transaction.
+    let contract = f.json_file(
+        "contract.json",
+        &json!({"goal": "prove B", "obligations": [{"obligation_id": "o1", "description": "lemma B"}]}),
+    );
+    run(&["goal-focus", "revise", "--contract", &contract]);
+    let fingerprint = f.stage_with(
+        &store,
+        &["c1=notes/b.md"],
+        &["--obligation-target", "o1=satisfied"],
+    );
+    let mut review = review_of(&fingerprint, "codex", "pass");
+    review["obligations"][0]["target_status"] = json!("satisfied");
+    let file = f.review_file("review.json", &review);
     let args = Fixture::review_args(&fingerprint, &file);
     let banked = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(banked["bank_status"], "accepted");
     assert_eq!(run(&["status"])["iterations"], 1);
-    assert_eq!(run(&["goal-focus", "status"])["candidate"]["archived"], 1);
+    let focus = run(&["goal-focus", "status"]);
+    assert_eq!(focus["candidate"]["archived"], 1);
+    assert_eq!(focus["goal_contract"]["revision"], 2, "{focus}");
+    assert_eq!(focus["goal_contract"]["open_obligations"], 0, "{focus}");
     assert_eq!(run(&["validate"])["status"], "ok");
 }
 
