@@ -144,18 +144,6 @@ impl Fixture {
         self.ok(&["goal-focus", "status"])
     }
 
-    /// Give the loop a goal contract with open obligations o1 and o2.
-    fn with_obligations(&self) {
-        let contract = self.json_file(
-            "contract.json",
-            &json!({"goal": "prove B", "obligations": [
-                {"obligation_id": "o1", "description": "lemma B", "kind": "bridge"},
-                {"obligation_id": "o2", "description": "theorem", "kind": "terminal", "depends_on": ["o1"]}
-            ]}),
-        );
-        self.focus_ok(&["revise", "--contract", &contract]);
-    }
-
     /// The goal contract as `goal-focus status` summarizes it.
     fn contract(&self) -> Value {
         self.focus_status()["goal_contract"].clone()
@@ -1007,6 +995,10 @@ fn an_accepting_review_must_state_exactly_the_requested_obligation_target_status
     assert!(malformed.contains("OBLIGATION_ID=STATUS"), "{malformed}");
     let unmoved = targeting("o2=satisfied");
     assert!(unmoved.contains("does not move"), "{unmoved}");
+    // Banking moves only the contract's obligations: it has none yet.
+    let undefined = targeting("o1=satisfied");
+    assert!(undefined.contains("does not define"), "{undefined}");
+    f.with_obligations();
 
     let fingerprint = f.stage_with(
         &[],

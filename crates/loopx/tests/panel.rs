@@ -874,6 +874,7 @@ fn panel_and_drive_explain_the_panel_in_their_help() {
 #[test]
 fn a_requested_obligation_target_is_in_the_brief_and_a_review_stating_it_banks() {
     let p = Panel::new();
+    p.f.with_obligations();
     let met = r#"\"status\":\"met\""#;
     let stated = answer("codex", "pass")
         .replace(met, r#"\"status\":\"met\",\"target_status\":\"satisfied\""#);

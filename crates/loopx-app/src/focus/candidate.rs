@@ -151,8 +151,12 @@ pub fn stage(
         .map_err(crate::error::refusal)?;
     let claims = candidate::claims(&report, &pairs).map_err(crate::error::refusal)?;
     let obligation_ids = nonblank(&report.direction.obligation_ids);
+    let (contract, _) = super::document(dir, focus::CONTRACT_STREAM, || {
+        GoalContract::from_init(&ledger.config)
+    })?;
     let obligation_targets =
-        candidate::obligation_targets(&obligation_ids, &targets).map_err(crate::error::refusal)?;
+        candidate::obligation_targets(&obligation_ids, &targets, &contract.document)
+            .map_err(crate::error::refusal)?;
     let mut evidence: Vec<Evidence> = Vec::new();
     for claim in &claims {
         let path = &claim.evidence_path;
