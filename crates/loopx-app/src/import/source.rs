@@ -421,6 +421,7 @@ impl SourceRegistry {
                             estimate,
                             eligibility,
                             reopen_conditions,
+                            trip_wires: Vec::new(),
                         }
                     })
                     .collect();

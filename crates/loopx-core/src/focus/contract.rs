@@ -240,23 +240,31 @@ impl Document for GoalContract {
             )?;
             text::check_count("obligations[].depends_on", obligation.depends_on.len())?;
         }
-        text::check_count("trip_wires", self.trip_wires.len())?;
-        unique(
-            "the goal contract",
-            "trip wire",
-            self.trip_wires.iter().map(|w| &w.trip_wire_id),
-        )?;
-        for wire in &self.trip_wires {
-            ident::check(IdKind::Criterion, &wire.trip_wire_id)?;
-            text::check(
-                "trip_wires[].description",
-                &wire.description,
-                limits::OBJECTIVE,
-            )?;
-            wire.when.check(&wire.trip_wire_id)?;
-        }
+        check_trip_wires(&self.trip_wires)?;
         check_dag(&self.obligations)
     }
+}
+
+/// The trip wires of a contract or of one approach: few enough, each id
+/// once and well-formed, each description within limits, and each able to
+/// stay unset.
+pub(super) fn check_trip_wires(wires: &[TripWire]) -> Result<(), FocusError> {
+    text::check_count("trip_wires", wires.len())?;
+    unique(
+        "a trip wire list",
+        "trip wire",
+        wires.iter().map(|w| &w.trip_wire_id),
+    )?;
+    for wire in wires {
+        ident::check(IdKind::Criterion, &wire.trip_wire_id)?;
+        text::check(
+            "trip_wires[].description",
+            &wire.description,
+            limits::OBJECTIVE,
+        )?;
+        wire.when.check(&wire.trip_wire_id)?;
+    }
+    Ok(())
 }
 
 /// Refuse a list of ids that names one twice.

@@ -10,8 +10,8 @@
 //! scope-only iterations in a row, and reviewer dissent: a result review
 //! rejected the latest iteration since the plan (so the next plan is
 //! `needs_replan`), or a strategy reviewer objected to the plan's
-//! proposed direction; a trip wire of the contract that the iterations
-//! banked under the plan meet; and unreviewed counterevidence: an
+//! proposed direction; a trip wire of the contract, or of a selected
+//! approach, that the iterations banked under the plan meet; and unreviewed counterevidence: an
 //! iteration banked under the plan that reported evidence against a
 //! supported claim or the selected approach (a plan committed after it
 //! is the review that has seen it). Does not own what a mode does with
@@ -120,11 +120,22 @@ pub fn signals(inputs: &Inputs<'_>) -> Vec<Signal> {
         .iter()
         .filter(|r| r.iteration > plan.committed_at_iteration);
     let without: Vec<&IterationRecord> = since_plan.collect();
-    for wire in &inputs.contract.document.trip_wires {
+    let selected = (plan.selection.iter())
+        .flat_map(|s| &s.approach_ids)
+        .filter_map(|id| inputs.registry.document.approach(id))
+        .flat_map(|c| {
+            let approach = c.approach;
+            (approach.trip_wires.iter()).map(move |w| (Some(approach.approach_id.as_str()), w))
+        });
+    let wires = (inputs.contract.document.trip_wires.iter())
+        .map(|w| (None, w))
+        .chain(selected);
+    for (approach, wire) in wires {
         if let Some(measure) = wire.when.tripped(&without) {
+            let of = approach.map_or(String::new(), |a| format!(" of approach {a}"));
             fire(
                 Trigger::TripWire,
-                format!("trip wire {} tripped: {measure}", wire.trip_wire_id),
+                format!("trip wire {}{of} tripped: {measure}", wire.trip_wire_id),
             );
         }
     }

@@ -30,6 +30,7 @@ fn approach(id: &str, low: f64, high: f64) -> Approach {
         },
         eligibility: Eligibility::default(),
         reopen_conditions: vec![],
+        trip_wires: vec![],
     }
 }
 
@@ -849,8 +850,12 @@ fn a_trip_wire_fires_once_the_iterations_under_the_plan_meet_it_and_a_replan_res
         wire("rejections", TripCondition::RejectedReviews { at_least: 2 }),
     ];
     let c = revised(document);
-    let r = revised(registry(&[("c1", vec![approach("a", 0.5, 0.9)])]));
+    // The selected approach declares its own wire too.
+    let mut a = approach("a", 0.5, 0.9);
+    a.trip_wires = vec![wire("long", TripCondition::Iterations { at_least: 2 })];
+    let r = revised(registry(&[("c1", vec![a])]));
     let mut plan = replan_in(GoalFocusMode::Monitor).unwrap();
+    assert_eq!(plan.selection.as_ref().unwrap().approach_ids, ["a"]);
     let fired = |plan: &plan::CurrentPlan, l: &Ledger| {
         signals_of(&c, &r, Some(plan), l)
             .into_iter()
@@ -873,9 +878,13 @@ fn a_trip_wire_fires_once_the_iterations_under_the_plan_meet_it_and_a_replan_res
     assert!(fired(&plan, &l).is_empty());
     l.recent.push(rejected(2, 0.7));
     let details = fired(&plan, &l);
-    assert_eq!(details.len(), 2, "{details:?}");
+    assert_eq!(details.len(), 3, "{details:?}");
     assert!(details[0].contains("trip wire spend") && details[0].contains("$1.10"));
     assert!(details[1].contains("2 iterations rejected"));
+    assert!(
+        details[2].contains("trip wire long of approach a"),
+        "{details:?}"
+    );
     // A plan committed after them has not seen them spend or fail.
     plan.committed_at_iteration = 2;
     assert!(fired(&plan, &l).is_empty());
@@ -911,14 +920,25 @@ fn a_trip_wire_that_can_never_stay_unset_is_refused() {
         TripCondition::Usd { at_least: f64::NAN },
         TripCondition::Usd { at_least: 0.0 },
     ] {
-        let mut document = contract(vec![]);
-        document.trip_wires = vec![TripWire {
+        let wires = vec![TripWire {
             trip_wire_id: "w".into(),
             description: String::new(),
             when,
         }];
+        let mut document = contract(vec![]);
+        document.trip_wires = wires.clone();
         assert!(
             matches!(document.check(), Err(FocusError::TripWireNeverSet { .. })),
+            "{when:?}"
+        );
+        // An approach's wire is held to the same rule.
+        let mut a = approach("a", 0.5, 0.9);
+        a.trip_wires = wires;
+        assert!(
+            matches!(
+                registry(&[("c1", vec![a])]).check(),
+                Err(FocusError::TripWireNeverSet { .. })
+            ),
             "{when:?}"
         );
     }
