@@ -512,7 +512,8 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
     /// as [`execute_group_fenced`](Self::execute_group_fenced): the exact
     /// group again writes nothing and every member answers with its stored
     /// receipt; a group of which some parts were committed before and
-    /// others would write now is refused; a refusal names the part.
+    /// others would write now is refused; an owner's refusal comes back
+    /// as that owner gave it, classified, and nothing is written.
     pub fn execute_all(
         &self,
         parts: &mut [&mut dyn Grouped],
