@@ -129,6 +129,12 @@ pub struct IterationInput {
     #[arg(long = "obligation-id")]
     #[serde(default)]
     pub obligation_ids: Vec<String>,
+    /// Goal Focus v2: a supported claim, or the selected approach (its
+    /// id), that this iteration's evidence contradicts. It calls for a
+    /// strategy review of the direction (`unreviewed_counterevidence`).
+    #[arg(long = "counterevidence")]
+    #[serde(default)]
+    pub counterevidence: Vec<String>,
     /// Compute actually used: one JSON object each (on the command line,
     /// also @FILE holding one; stored as given).
     #[arg(long = "compute-run")]
@@ -213,6 +219,7 @@ impl IterationInput {
             global_delta: self.global_delta.clone().unwrap_or_default(),
             campaign_delta: self.campaign_delta.clone().unwrap_or_default(),
             obligation_ids: self.obligation_ids.clone(),
+            counterevidence: self.counterevidence.clone(),
             compute_runs: self.compute()?,
             goal_contribution: self.goal_contribution.clone(),
             goal_contribution_detail: self.goal_contribution_detail.clone(),

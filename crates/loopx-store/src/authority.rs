@@ -334,21 +334,7 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
         &self,
         stream: &Stream,
     ) -> Result<Loaded<O::State>, AuthorityError<O::Error>> {
-        match self.store.load(stream)? {
-            None => Ok(Loaded {
-                revision: 0,
-                state: None,
-            }),
-            Some(snapshot) => Ok(Loaded {
-                revision: snapshot.revision,
-                state: Some(parse(
-                    stream,
-                    snapshot.revision,
-                    "snapshot",
-                    &snapshot.state,
-                )?),
-            }),
-        }
+        load_in::<O>(self, stream)
     }
 
     /// What `request` would do now, without committing (`--dry-run`).
@@ -486,100 +472,110 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
         fences: &[Fence<'_>],
         now: Timestamp,
     ) -> GroupResult<A, B> {
-        let streams: Vec<&Stream> = std::iter::once(first.stream)
-            .chain(rest.iter().map(|step| step.stream))
-            .collect();
+        let mut head = Member::new(first);
+        let mut tail: Vec<Member<'_, '_, '_, B>> = rest.iter().map(Member::new).collect();
+        let outcome = {
+            let mut parts: Vec<&mut dyn Part> = Vec::with_capacity(rest.len() + 1);
+            parts.push(&mut head);
+            parts.extend(tail.iter_mut().map(|m| m as &mut dyn Part));
+            self.commit_group(&mut parts, fences, now)
+        };
+        match outcome {
+            Ok(()) => Ok((
+                head.into_receipt(),
+                tail.into_iter().map(Member::into_receipt).collect(),
+            )),
+            Err(error) => Err(error.map(|part| match part {
+                0 => Either::First(
+                    head.refusal
+                        .take()
+                        .expect("the refusing part keeps its refusal"),
+                ),
+                n => Either::Second(
+                    tail[n - 1]
+                        .refusal
+                        .take()
+                        .expect("the refusing part keeps its refusal"),
+                ),
+            })),
+        }
+    }
+
+    /// Apply the operations of any owners, each on its own stream, as one:
+    /// all commit in one store transaction ([`Store::commit_fenced`]),
+    /// each with its own compare-and-swap on its stream's revision and its
+    /// own journal entry, or none does; for a user action that writes
+    /// several kinds of state (banking a reviewed candidate: the ledger
+    /// row, the candidate's archive and the goal contract it changes).
+    /// Each part is a [`Member`] that keeps its receipt
+    /// ([`Member::into_receipt`]) once this returns `Ok`. The same rules
+    /// as [`execute_group_fenced`](Self::execute_group_fenced): the exact
+    /// group again writes nothing and every member answers with its stored
+    /// receipt; a group of which some parts were committed before and
+    /// others would write now is refused; an owner's refusal comes back
+    /// as that owner gave it, classified, and nothing is written.
+    pub fn execute_all(
+        &self,
+        parts: &mut [&mut dyn Grouped],
+        fences: &[Fence<'_>],
+        now: Timestamp,
+    ) -> Result<(), AuthorityError<Box<Classified>>> {
+        self.commit_group(parts, fences, now).map_err(|error| {
+            error.map(|part| {
+                Box::new(
+                    parts[part]
+                        .take_refusal()
+                        .expect("the refusing part keeps its refusal"),
+                )
+            })
+        })
+    }
+
+    /// The one loop every grouped commit runs: replay check and decision
+    /// per part, refusal of a split group, one transaction, retry on a lost
+    /// race. A refusal is reported as the index of the part that keeps it.
+    fn commit_group<P: Part + ?Sized>(
+        &self,
+        parts: &mut [&mut P],
+        fences: &[Fence<'_>],
+        now: Timestamp,
+    ) -> Result<(), AuthorityError<usize>> {
+        let streams: Vec<String> = parts.iter().map(|p| p.stream().to_owned()).collect();
         if let Some(twice) = streams
             .iter()
             .enumerate()
-            .find_map(|(i, s)| streams[..i].contains(s).then_some(*s))
+            .find_map(|(i, s)| streams[..i].contains(s).then_some(s))
         {
             return Err(StoreError::Backend(format!(
                 "a grouped operation writes each stream once, but two parts name {twice}"
             ))
             .into());
         }
-        let first_digest = request_digest(first.request);
-        let rest_digests: Vec<String> = rest
-            .iter()
-            .map(|step| request_digest(step.request).as_str().to_owned())
-            .collect();
-        let a = first_digest.as_str();
         let mut backoff = Backoff::new();
         for _ in 0..MAX_ATTEMPTS {
-            let done_a = self.replayed(first, a).map_err(|e| e.map(Either::First))?;
-            let prepared_a = match done_a {
-                Some(_) => None,
-                None => Some(self.prepare(first, now).map_err(|e| e.map(Either::First))?),
-            };
-            let mut done_rest = Vec::with_capacity(rest.len());
-            let mut prepared_rest = Vec::with_capacity(rest.len());
-            for (step, digest) in rest.iter().zip(&rest_digests) {
-                let done = self
-                    .replayed(step, digest)
-                    .map_err(|e| e.map(Either::Second))?;
-                prepared_rest.push(match done {
-                    Some(_) => None,
-                    None => Some(self.prepare(step, now).map_err(|e| e.map(Either::Second))?),
-                });
-                done_rest.push(done);
-            }
-            let mut commits: Vec<Commit<'_>> = Vec::with_capacity(rest.len() + 1);
-            // Which parts were committed before, and which would write now
-            // (stream and operation id of each, for the message).
-            let mut committed = Vec::new();
-            let mut writing = Vec::new();
-            let part = |stream: &Stream, id: &OperationId| (stream.to_owned(), id.clone());
-            if done_a.is_some() {
-                committed.push(part(first.stream, first.operation_id));
-            }
-            if let Some(commit) = prepared_a.as_ref().and_then(|p| p.commit(first, a)) {
-                writing.push(part(first.stream, first.operation_id));
-                commits.push(commit);
-            }
-            for (((step, digest), done), prepared) in rest
-                .iter()
-                .zip(&rest_digests)
-                .zip(&done_rest)
-                .zip(&prepared_rest)
-            {
-                if done.is_some() {
-                    committed.push(part(step.stream, step.operation_id));
-                }
-                if let Some(commit) = prepared.as_ref().and_then(|p| p.commit(step, digest)) {
-                    writing.push(part(step.stream, step.operation_id));
-                    commits.push(commit);
-                }
+            for (index, part) in parts.iter_mut().enumerate() {
+                part.decide(self, now).map_err(|e| e.map(|()| index))?;
             }
             // Some part committed earlier, another would write now: the
             // group was split once; completing it here would hide that.
-            if let (Some((committed_stream, committed)), Some((missing_stream, missing))) =
-                (committed.first(), writing.first())
-            {
+            let committed = parts.iter().find(|p| p.committed_before());
+            let writing = parts.iter().find(|p| p.commit().is_some());
+            if let (Some(committed), Some(missing)) = (committed, writing) {
                 return Err(AuthorityError::PartiallyCommitted {
-                    committed: committed.clone(),
-                    committed_stream: committed_stream.clone(),
-                    missing: missing.clone(),
-                    missing_stream: missing_stream.clone(),
+                    committed: committed.operation_id().clone(),
+                    committed_stream: committed.stream().to_owned(),
+                    missing: missing.operation_id().clone(),
+                    missing_stream: missing.stream().to_owned(),
                 });
             }
+            let commits: Vec<Commit<'_>> = parts.iter().filter_map(|p| p.commit()).collect();
             let outcome = match (commits.as_slice(), fences) {
                 ([], _) => Ok(()),
                 ([one], []) => self.store.commit(one).map(drop),
                 (many, fences) => self.store.commit_fenced(many, fences).map(drop),
             };
             match outcome {
-                Ok(()) => {
-                    let receipt_a = done_a.unwrap_or_else(|| prepared_a.expect("prepared").receipt);
-                    let receipts = done_rest
-                        .into_iter()
-                        .zip(prepared_rest)
-                        .map(|(done, prepared)| {
-                            done.unwrap_or_else(|| prepared.expect("prepared").receipt)
-                        })
-                        .collect();
-                    return Ok((receipt_a, receipts));
-                }
+                Ok(()) => return Ok(()),
                 Err(StoreError::StaleRevision { .. } | StoreError::DuplicateOperation { .. }) => {
                     backoff.lost()
                 }
@@ -605,88 +601,152 @@ impl<'s, S: Store + ?Sized> Authority<'s, S> {
     }
 
     /// The stored receipt of `step`'s operation id, if that id was
-    /// committed with this very request; a different request under the id
-    /// is a conflict.
+    /// committed with this very request ([`replayed_in`]).
     fn replayed<O: Owner>(
         &self,
         step: &Step<'_, '_, O>,
         digest: &str,
     ) -> Result<Option<Executed<O::Receipt>>, AuthorityError<O::Error>> {
-        let Some(stored) = self
-            .store
-            .receipt(step.stream, step.operation_id.as_str())?
-        else {
-            return Ok(None);
-        };
-        match Replay::classify_str(&stored.request_digest, digest) {
-            Replay::Exact => {
-                let mut receipt: Receipt<O::Receipt> =
-                    parse(step.stream, stored.revision, "receipt", &stored.receipt)?;
-                receipt.replayed = true;
-                Ok(Some(receipt))
-            }
-            Replay::Conflict => Err(AuthorityError::Conflict {
-                operation_id: step.operation_id.clone(),
-                revision: stored.revision,
-            }),
-        }
+        replayed_in(self, step, digest)
     }
 
-    /// Read `step`'s stream and decide its request: the receipt, and what
-    /// a commit would write (nothing when the owner finds it satisfied).
+    /// Read `step`'s stream and decide its request ([`prepare_in`]).
     fn prepare<O: Owner>(
         &self,
         step: &Step<'_, '_, O>,
         now: Timestamp,
     ) -> Result<PreparedFor<O>, AuthorityError<O::Error>> {
-        let Loaded { revision, state } = self.load::<O>(step.stream)?;
-        check_base::<O>(step.stream, step.request, revision)?;
-        let decided = O::decide(state.as_ref(), step.request, step.context)
-            .map_err(AuthorityError::Rejected)?;
-        let Some(event) = decided.event else {
-            // Already satisfied: nothing to write, and nothing stored, so a
-            // repeat decides (and finds it satisfied) again.
-            return Ok(Prepared {
-                revision,
-                write: None,
-                next: None,
-                receipt: Receipt {
-                    operation_id: step.operation_id.clone(),
-                    revision,
-                    kind: "unchanged".to_owned(),
-                    committed_at: now,
-                    replayed: false,
-                    unchanged: true,
-                    body: decided.receipt,
-                },
-            });
-        };
-        let kind = O::event_kind(&event);
-        let next = O::evolve(state, &event);
-        let receipt = Receipt {
-            operation_id: step.operation_id.clone(),
-            revision: revision + 1,
-            kind: kind.to_owned(),
-            committed_at: now,
-            replayed: false,
-            unchanged: false,
-            body: decided.receipt,
-        };
-        Ok(Prepared {
-            revision,
-            write: Some(Write {
-                kind,
-                event: canonical_json(&event),
-                receipt: canonical_json(&receipt),
-                // The snapshot is stored state, never digested: plain JSON
-                // (readers compare parsed values, not bytes).
-                state: serde_json::to_string(&next).expect("states serialize"),
-                committed_at: now.to_string(),
-            }),
-            next: Some(next),
-            receipt,
-        })
+        prepare_in(self, step, now)
     }
+}
+
+/// What deciding a step reads from the store, whatever the store's type:
+/// so that the parts of a group, each of its own owner, are decided
+/// through one object-safe seam.
+pub trait Reads {
+    fn snapshot(&self, stream: &Stream) -> Result<Option<crate::Snapshot>, StoreError>;
+    fn stored_receipt(
+        &self,
+        stream: &Stream,
+        operation_id: &str,
+    ) -> Result<Option<crate::StoredReceipt>, StoreError>;
+}
+
+impl<S: Store + ?Sized> Reads for Authority<'_, S> {
+    fn snapshot(&self, stream: &Stream) -> Result<Option<crate::Snapshot>, StoreError> {
+        self.store.load(stream)
+    }
+
+    fn stored_receipt(
+        &self,
+        stream: &Stream,
+        operation_id: &str,
+    ) -> Result<Option<crate::StoredReceipt>, StoreError> {
+        self.store.receipt(stream, operation_id)
+    }
+}
+
+/// The state of `stream` and its revision, parsed as `O`'s.
+fn load_in<O: Owner>(
+    reads: &dyn Reads,
+    stream: &Stream,
+) -> Result<Loaded<O::State>, AuthorityError<O::Error>> {
+    match reads.snapshot(stream)? {
+        None => Ok(Loaded {
+            revision: 0,
+            state: None,
+        }),
+        Some(snapshot) => Ok(Loaded {
+            revision: snapshot.revision,
+            state: Some(parse(
+                stream,
+                snapshot.revision,
+                "snapshot",
+                &snapshot.state,
+            )?),
+        }),
+    }
+}
+
+/// The stored receipt of `step`'s operation id, if that id was committed
+/// with this very request; a different request under the id is a
+/// conflict.
+fn replayed_in<O: Owner>(
+    reads: &dyn Reads,
+    step: &Step<'_, '_, O>,
+    digest: &str,
+) -> Result<Option<Executed<O::Receipt>>, AuthorityError<O::Error>> {
+    let Some(stored) = reads.stored_receipt(step.stream, step.operation_id.as_str())? else {
+        return Ok(None);
+    };
+    match Replay::classify_str(&stored.request_digest, digest) {
+        Replay::Exact => {
+            let mut receipt: Receipt<O::Receipt> =
+                parse(step.stream, stored.revision, "receipt", &stored.receipt)?;
+            receipt.replayed = true;
+            Ok(Some(receipt))
+        }
+        Replay::Conflict => Err(AuthorityError::Conflict {
+            operation_id: step.operation_id.clone(),
+            revision: stored.revision,
+        }),
+    }
+}
+
+/// Read `step`'s stream and decide its request: the receipt, and what a
+/// commit would write (nothing when the owner finds it satisfied).
+fn prepare_in<O: Owner>(
+    reads: &dyn Reads,
+    step: &Step<'_, '_, O>,
+    now: Timestamp,
+) -> Result<PreparedFor<O>, AuthorityError<O::Error>> {
+    let Loaded { revision, state } = load_in::<O>(reads, step.stream)?;
+    check_base::<O>(step.stream, step.request, revision)?;
+    let decided =
+        O::decide(state.as_ref(), step.request, step.context).map_err(AuthorityError::Rejected)?;
+    let Some(event) = decided.event else {
+        // Already satisfied: nothing to write, and nothing stored, so a
+        // repeat decides (and finds it satisfied) again.
+        return Ok(Prepared {
+            revision,
+            write: None,
+            next: None,
+            receipt: Receipt {
+                operation_id: step.operation_id.clone(),
+                revision,
+                kind: "unchanged".to_owned(),
+                committed_at: now,
+                replayed: false,
+                unchanged: true,
+                body: decided.receipt,
+            },
+        });
+    };
+    let kind = O::event_kind(&event);
+    let next = O::evolve(state, &event);
+    let receipt = Receipt {
+        operation_id: step.operation_id.clone(),
+        revision: revision + 1,
+        kind: kind.to_owned(),
+        committed_at: now,
+        replayed: false,
+        unchanged: false,
+        body: decided.receipt,
+    };
+    Ok(Prepared {
+        revision,
+        write: Some(Write {
+            kind,
+            event: canonical_json(&event),
+            receipt: canonical_json(&receipt),
+            // The snapshot is stored state, never digested: plain JSON
+            // (readers compare parsed values, not bytes).
+            state: serde_json::to_string(&next).expect("states serialize"),
+            committed_at: now.to_string(),
+        }),
+        next: Some(next),
+        receipt,
+    })
 }
 
 /// One owner's operation on one stream, as [`Authority::execute_pair`]
@@ -696,6 +756,120 @@ pub struct Step<'r, 'c, O: Owner> {
     pub operation_id: &'r OperationId,
     pub request: &'r O::Request,
     pub context: &'r O::Context<'c>,
+}
+
+/// One part of a grouped commit, whatever its owner: what a grouped
+/// commit decides and commits. [`Member`] is the one implementation.
+pub trait Part {
+    fn stream(&self) -> &Stream;
+    fn operation_id(&self) -> &OperationId;
+    /// Check for a replay, else read the stream and decide; a refusal is
+    /// kept by the part ([`take_refusal`](Self::take_refusal)).
+    fn decide(&mut self, reads: &dyn Reads, now: Timestamp) -> Result<(), AuthorityError<()>>;
+    /// Whether the last decision found this part committed before.
+    fn committed_before(&self) -> bool;
+    /// What committing this part writes, if it writes anything.
+    fn commit(&self) -> Option<Commit<'_>>;
+}
+
+/// A [`Part`] whose owner's refusal can travel as a [`Classified`]: what
+/// [`Authority::execute_all`] takes.
+pub trait Grouped: Part {
+    /// The owner's refusal of the last decision, classified.
+    fn take_refusal(&mut self) -> Option<Classified>;
+}
+
+/// One owner's step in a group, and what deciding it found: its stored
+/// receipt (a replay), or what it would write, or the owner's refusal.
+pub struct Member<'m, 'r, 'c, O: Owner> {
+    step: &'m Step<'r, 'c, O>,
+    digest: String,
+    done: Option<Executed<O::Receipt>>,
+    prepared: Option<PreparedFor<O>>,
+    refusal: Option<O::Error>,
+}
+
+impl<'m, 'r, 'c, O: Owner> Member<'m, 'r, 'c, O> {
+    pub fn new(step: &'m Step<'r, 'c, O>) -> Self {
+        Member {
+            step,
+            digest: request_digest(step.request).as_str().to_owned(),
+            done: None,
+            prepared: None,
+            refusal: None,
+        }
+    }
+
+    /// The receipt of a group that committed (or replayed) whole.
+    pub fn into_receipt(self) -> Executed<O::Receipt> {
+        match (self.done, self.prepared) {
+            (Some(done), _) => done,
+            (None, Some(prepared)) => prepared.receipt,
+            (None, None) => panic!("a member's receipt is read only after its group committed"),
+        }
+    }
+
+    fn keep(&mut self, error: AuthorityError<O::Error>) -> AuthorityError<()> {
+        error.map(|refusal| self.refusal = Some(refusal))
+    }
+
+    fn decide_step(&mut self, reads: &dyn Reads, now: Timestamp) -> Result<(), AuthorityError<()>> {
+        self.done = None;
+        self.prepared = None;
+        match replayed_in(reads, self.step, &self.digest) {
+            Ok(Some(receipt)) => self.done = Some(receipt),
+            Ok(None) => match prepare_in(reads, self.step, now) {
+                Ok(prepared) => self.prepared = Some(prepared),
+                Err(error) => return Err(self.keep(error)),
+            },
+            Err(error) => return Err(self.keep(error)),
+        }
+        Ok(())
+    }
+}
+
+impl<O: Owner> Part for Member<'_, '_, '_, O> {
+    fn stream(&self) -> &Stream {
+        self.step.stream
+    }
+
+    fn operation_id(&self) -> &OperationId {
+        self.step.operation_id
+    }
+
+    fn decide(&mut self, reads: &dyn Reads, now: Timestamp) -> Result<(), AuthorityError<()>> {
+        self.decide_step(reads, now)
+    }
+
+    fn committed_before(&self) -> bool {
+        self.done.is_some()
+    }
+
+    fn commit(&self) -> Option<Commit<'_>> {
+        self.prepared
+            .as_ref()
+            .and_then(|p| p.commit(self.step, &self.digest))
+    }
+}
+
+impl<O: Owner> Grouped for Member<'_, '_, '_, O>
+where
+    O::Error: fmt::Display + fmt::Debug + Send + Sync + 'static,
+{
+    fn take_refusal(&mut self) -> Option<Classified> {
+        self.refusal.take().map(Classified::new)
+    }
+}
+
+/// A grouped commit's refusal, boxed (it is large), keeps its class.
+impl Classify for Box<Classified> {
+    fn class(&self) -> ErrorClass {
+        self.class
+    }
+
+    fn details(&self) -> Option<serde_json::Value> {
+        self.details.clone()
+    }
 }
 
 /// Which half of a paired operation an owner refused.

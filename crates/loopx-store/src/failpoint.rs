@@ -2,7 +2,8 @@
 //!
 //! `LOOPX_FAILPOINTS=sqlite.commit.before_snapshot` makes a process that
 //! reaches that point inside a commit transaction print `failpoint: <name>`
-//! on stderr and sleep, so a test can SIGKILL it at exactly that boundary.
+//! on stderr and sleep, so a test can SIGKILL it at exactly that boundary;
+//! `<name>#N` waits for the N-th time the process reaches it.
 //!
 //! These pause points exist only in a build with the `failpoints`
 //! feature (the test suite's: `cargo test --workspace --features
@@ -49,8 +50,29 @@ mod armed {
         static ARMED: OnceLock<Option<String>> = OnceLock::new();
         let armed = ARMED.get_or_init(|| std::env::var("LOOPX_FAILPOINTS").ok());
         if let Some(list) = armed {
-            if list.split(',').any(|armed| armed == name) {
-                eprintln!("failpoint: {name}");
+            // `name#N` pauses at the N-th time this process reaches `name`:
+            // for a point a use case passes more than once (the second
+            // grouped commit of a drive).
+            static HITS: std::sync::Mutex<Vec<(String, u32)>> = std::sync::Mutex::new(Vec::new());
+            let hit = {
+                let mut hits = HITS.lock().unwrap_or_else(|e| e.into_inner());
+                match hits.iter_mut().find(|(n, _)| n == name) {
+                    Some((_, count)) => {
+                        *count += 1;
+                        *count
+                    }
+                    None => {
+                        hits.push((name.to_owned(), 1));
+                        1
+                    }
+                }
+            };
+            let nth = format!("{name}#{hit}");
+            if let Some(armed) = list
+                .split(',')
+                .find(|armed| *armed == name || *armed == nth)
+            {
+                eprintln!("failpoint: {armed}");
                 loop {
                     std::thread::sleep(std::time::Duration::from_secs(3600));
                 }

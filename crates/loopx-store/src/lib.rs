@@ -21,7 +21,8 @@ pub mod sqlite;
 
 pub use authority::{
     decide_at, Authority, AuthorityError, Classified, Committed, Either, Executed,
-    ExecutedWithState, GroupResult, Loaded, PairResult, Preview, Receipt, Step,
+    ExecutedWithState, GroupResult, Grouped, Loaded, Member, PairResult, Part, Preview, Reads,
+    Receipt, Step,
 };
 pub use locator::Locator;
 

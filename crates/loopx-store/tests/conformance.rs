@@ -21,12 +21,20 @@ mod ledger;
 mod pg_server;
 
 use goal_support::*;
+use jiff::Timestamp;
 use ledger::{append, init, run};
+use loopx_core::error_class::ErrorClass;
+use loopx_core::focus::Revise;
+use loopx_core::focus::{ApproachRegistry, ContractOwner, GoalContract, RegistryOwner};
 use loopx_core::goal::todo::TodoStatus;
+use loopx_core::ledger::proof::NoFiles;
+use loopx_core::ledger::{LedgerContext, LedgerOwner};
 use loopx_core::ledger::{LedgerReceipt, STREAM};
+use loopx_core::operation::{Clock, OperationId};
 use loopx_store::sqlite::Access;
 use loopx_store::{
-    failpoint, Authority, AuthorityError, Commit, Either, Fence, Locator, Store, StoreError, Window,
+    failpoint, Authority, AuthorityError, Classified, Commit, Either, Fence, Locator, Member, Step,
+    Store, StoreError, Window,
 };
 
 type Boxed = Box<dyn Store + Send>;
@@ -73,6 +81,7 @@ conformance!(
     a_writeback_finishes_a_leased_todo_and_notes_it_in_one_commit,
     racing_writebacks_are_never_lost,
     a_stale_base_is_refused_without_a_write,
+    a_group_of_three_owners_commits_whole_or_not_at_all,
 );
 
 fn open(locator: &str, access: Access) -> Boxed {
@@ -843,4 +852,108 @@ fn racing_writebacks_are_never_lost(locator: &str) {
             .unwrap();
         assert_eq!(state.status, TodoStatus::Done, "{todo}");
     }
+}
+
+/// A ledger append of `objective` (stream `ledger`), a goal contract
+/// revision to `goal` on `contract_base` (stream `contract`) and an empty
+/// registry revision on `registry_base` (stream `registry`): three owners
+/// of three kinds, under operation `op`, as one. Their new revisions.
+fn three(
+    store: &dyn Store,
+    op: &str,
+    objective: &str,
+    (contract_base, goal): (u64, &str),
+    registry_base: u64,
+) -> Result<[u64; 3], AuthorityError<Box<Classified>>> {
+    let operation_id = OperationId::parse(op).unwrap();
+    let now = Timestamp::now();
+    let ledger_context = LedgerContext {
+        now,
+        operation_id: &operation_id,
+        files: &NoFiles,
+    };
+    let clock = Clock { now };
+    let ledger = append(objective);
+    let goal = Revise {
+        base_revision: Some(contract_base),
+        document: GoalContract {
+            goal: goal.into(),
+            criteria: Vec::new(),
+            scope: Default::default(),
+            obligations: Vec::new(),
+            trip_wires: Vec::new(),
+        },
+    };
+    let registry = Revise {
+        base_revision: Some(registry_base),
+        document: ApproachRegistry::default(),
+    };
+    let (a, b, c) = (
+        Step::<LedgerOwner> {
+            stream: STREAM,
+            operation_id: &operation_id,
+            request: &ledger,
+            context: &ledger_context,
+        },
+        Step::<ContractOwner> {
+            stream: "contract",
+            operation_id: &operation_id,
+            request: &goal,
+            context: &clock,
+        },
+        Step::<RegistryOwner> {
+            stream: "registry",
+            operation_id: &operation_id,
+            request: &registry,
+            context: &clock,
+        },
+    );
+    let (mut a, mut b, mut c) = (Member::new(&a), Member::new(&b), Member::new(&c));
+    Authority::new(store).execute_all(&mut [&mut a, &mut b, &mut c], &[], now)?;
+    Ok([
+        a.into_receipt().revision,
+        b.into_receipt().revision,
+        c.into_receipt().revision,
+    ])
+}
+
+fn a_group_of_three_owners_commits_whole_or_not_at_all(locator: &str) {
+    let store = open(locator, Access::Create);
+    run(&*store, "init", &init(100)).unwrap();
+    let revisions =
+        |store: &dyn Store| ["ledger", "contract", "registry"].map(|s| store.revision(s).unwrap());
+    assert_eq!(
+        three(&*store, "g1", "one", (0, "goal"), 0).unwrap(),
+        [2, 1, 1]
+    );
+    // The exact group again: every part answers with its stored receipt.
+    assert_eq!(
+        three(&*store, "g1", "one", (0, "goal"), 0).unwrap(),
+        [2, 1, 1]
+    );
+    assert_eq!(revisions(&*store), [2, 1, 1], "a replay writes nothing");
+    // Compare-and-swap on every stream: a stale contract base refuses all.
+    let stale = three(&*store, "g2", "two", (0, "other"), 1).unwrap_err();
+    assert!(matches!(stale, AuthorityError::StaleBase { .. }), "{stale}");
+    // An owner's refusal (an empty goal) refuses all, classified.
+    let refused = three(&*store, "g3", "two", (1, " "), 1).unwrap_err();
+    match &refused {
+        AuthorityError::Rejected(refusal) => {
+            assert_eq!(refusal.class(), ErrorClass::Refused, "{refused}")
+        }
+        other => panic!("expected the contract's refusal, got {other}"),
+    }
+    assert_eq!(
+        revisions(&*store),
+        [2, 1, 1],
+        "a refused group writes nothing"
+    );
+    // A part committed alone before: the group is not completed silently.
+    run(&*store, "g4", &append("two")).unwrap();
+    let split = three(&*store, "g4", "two", (1, "next"), 1).unwrap_err();
+    assert!(
+        matches!(split, AuthorityError::PartiallyCommitted { .. }),
+        "{split}"
+    );
+    assert_eq!(revisions(&*store), [3, 1, 1]);
 }

@@ -143,6 +143,26 @@ impl Fixture {
     fn focus_status(&self) -> Value {
         self.ok(&["goal-focus", "status"])
     }
+
+    /// The goal contract as `goal-focus status` summarizes it.
+    fn contract(&self) -> Value {
+        self.focus_status()["goal_contract"].clone()
+    }
+
+    /// Stage c1 on notes/b.md asking obligation o1 to become satisfied,
+    /// and a review of it by codex with `verdict` that states that target.
+    fn stage_satisfying_o1(&self, verdict: &str) -> (String, Value) {
+        let fingerprint = self.stage_with(
+            &[],
+            &["c1=notes/b.md"],
+            &["--obligation-target", "o1=satisfied"],
+        );
+        let mut review = review_of(&fingerprint, "codex", verdict);
+        if verdict == "pass" {
+            review["obligations"][0]["target_status"] = json!("satisfied");
+        }
+        (fingerprint, review)
+    }
 }
 
 /// A review by `provider` binding `fingerprint`, judging claim c1 (on
@@ -493,6 +513,8 @@ fn reviews_that_cannot_decide_the_candidate_are_refused_and_change_nothing() {
 
 #[test]
 fn killing_finalization_at_any_commit_boundary_banks_once_or_not_at_all() {
+    // The banking moves three streams (ledger row, candidate archive, goal
+    // contract): a kill anywhere leaves all three before or all after.
     for failpoint in [
         "focus.review.before_finalize",
         "sqlite.commit.before_journal",
@@ -501,8 +523,9 @@ fn killing_finalization_at_any_commit_boundary_banks_once_or_not_at_all() {
         "sqlite.commit_all.after_commit",
     ] {
         let f = Fixture::enforce(5);
-        let fingerprint = f.stage(&["c1=notes/b.md"]);
-        let file = f.review_file("review.json", &review_of(&fingerprint, "codex", "pass"));
+        f.with_obligations();
+        let (fingerprint, review) = f.stage_satisfying_o1("pass");
+        let file = f.review_file("review.json", &review);
         let mut command = f.process();
         command
             .args(Fixture::review_args(&fingerprint, &file))
@@ -510,19 +533,26 @@ fn killing_finalization_at_any_commit_boundary_banks_once_or_not_at_all() {
         kill_at_failpoint(command, failpoint);
         let banked = f.status()["iterations"].as_u64().unwrap();
         let pending = f.focus_status()["candidate"]["pending"].clone();
+        let contract = f.contract();
         match banked {
-            // Not banked: the candidate is still pending, and reviewing it
-            // now banks it once.
+            // Not banked: the candidate is still pending, the contract as
+            // it was, and reviewing it now banks it once.
             0 => {
                 assert_eq!(pending["fingerprint"], fingerprint.as_str(), "{failpoint}");
-                let (ok, _, stderr) =
-                    f.review(&fingerprint, &review_of(&fingerprint, "codex", "pass"));
+                assert_eq!(contract["revision"], 1, "{failpoint}: {contract}");
+                assert_eq!(contract["open_obligations"], 2, "{failpoint}");
+                let (ok, _, stderr) = f.review(&fingerprint, &review);
                 assert!(ok, "{failpoint}: {stderr}");
             }
-            // Banked: archived in the same transaction.
-            1 => assert_eq!(pending, Value::Null, "{failpoint}"),
+            // Banked: archived and the obligation moved in the same
+            // transaction.
+            1 => {
+                assert_eq!(pending, Value::Null, "{failpoint}");
+                assert_eq!(contract["revision"], 2, "{failpoint}: {contract}");
+            }
             n => panic!("{failpoint}: banked {n} times"),
         }
+        assert_eq!(f.contract()["open_obligations"], 1, "{failpoint}");
         assert_eq!(f.status()["iterations"], 1, "{failpoint}");
         assert_eq!(f.status()["spent"]["tokens"], 1000, "{failpoint}");
         f.assert_valid();
@@ -745,13 +775,29 @@ fn staging_and_finalization_work_the_same_on_postgresql() {
         assert!(!json.to_string().contains(pg_server::PASSWORD), "{json}");
         json
     };
-    let fingerprint = f.stage_with(&store, &["c1=notes/b.md"], &[]);
-    let file = f.review_file("review.json", &review_of(&fingerprint, "codex", "pass"));
+    // The contract's o1 moves with the banking: three streams, one
+    // PostgreSQL transaction.
+    let contract = f.json_file(
+        "contract.json",
+        &json!({"goal": "prove B", "obligations": [{"obligation_id": "o1", "description": "lemma B"}]}),
+    );
+    run(&["goal-focus", "revise", "--contract", &contract]);
+    let fingerprint = f.stage_with(
+        &store,
+        &["c1=notes/b.md"],
+        &["--obligation-target", "o1=satisfied"],
+    );
+    let mut review = review_of(&fingerprint, "codex", "pass");
+    review["obligations"][0]["target_status"] = json!("satisfied");
+    let file = f.review_file("review.json", &review);
     let args = Fixture::review_args(&fingerprint, &file);
     let banked = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(banked["bank_status"], "accepted");
     assert_eq!(run(&["status"])["iterations"], 1);
-    assert_eq!(run(&["goal-focus", "status"])["candidate"]["archived"], 1);
+    let focus = run(&["goal-focus", "status"]);
+    assert_eq!(focus["candidate"]["archived"], 1);
+    assert_eq!(focus["goal_contract"]["revision"], 2, "{focus}");
+    assert_eq!(focus["goal_contract"]["open_obligations"], 0, "{focus}");
     assert_eq!(run(&["validate"])["status"], "ok");
 }
 
@@ -949,6 +995,10 @@ fn an_accepting_review_must_state_exactly_the_requested_obligation_target_status
     assert!(malformed.contains("OBLIGATION_ID=STATUS"), "{malformed}");
     let unmoved = targeting("o2=satisfied");
     assert!(unmoved.contains("does not move"), "{unmoved}");
+    // Banking moves only the contract's obligations: it has none yet.
+    let undefined = targeting("o1=satisfied");
+    assert!(undefined.contains("does not define"), "{undefined}");
+    f.with_obligations();
 
     let fingerprint = f.stage_with(
         &[],
@@ -982,4 +1032,76 @@ fn an_accepting_review_must_state_exactly_the_requested_obligation_target_status
     stated["obligations"][0]["target_status"] = json!("satisfied");
     let refused = f.review_refused(&fingerprint, &stated);
     assert!(refused.contains("requests none"), "{refused}");
+}
+
+#[test]
+fn banking_an_accepted_candidate_moves_its_reviewed_obligations_in_the_contract() {
+    let f = Fixture::enforce(5);
+    f.with_obligations();
+    let before = f.contract();
+    assert_eq!(
+        (&before["revision"], &before["open_obligations"]),
+        (&json!(1), &json!(2))
+    );
+    let (fingerprint, review) = f.stage_satisfying_o1("pass");
+    let file = f.review_file("review.json", &review);
+    let mut args = Fixture::review_args(&fingerprint, &file);
+    args.extend(["--operation-id".to_owned(), "bank-1".to_owned()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let banked = f.ok(&args);
+    assert_eq!(banked["bank_status"], "accepted");
+    let after = f.contract();
+    assert_eq!(after["revision"], 2, "{after}");
+    assert_eq!(after["open_obligations"], 1, "o1 is satisfied: {after}");
+    let row = &f.status()["last_iteration"];
+    assert_eq!(
+        row["bank"]["obligation_transitions"],
+        json!([{"obligation_id": "o1", "target_status": "satisfied"}]),
+        "{row}"
+    );
+    // The retry of that review answers with its receipt and moves nothing.
+    let again = f.fingerprint();
+    assert_eq!(f.ok(&args)["replayed"], true);
+    assert_eq!(f.fingerprint(), again);
+    f.assert_valid();
+    assert_eq!(f.ok(&["goal-focus", "validate"])["status"], "ok");
+}
+
+#[test]
+fn banking_a_rejected_candidate_leaves_the_contract_unchanged() {
+    let f = Fixture::enforce(5);
+    f.with_obligations();
+    let before = f.contract();
+    let (fingerprint, review) = f.stage_satisfying_o1("fail");
+    let (ok, banked, stderr) = f.review(&fingerprint, &review);
+    assert!(ok, "{stderr}");
+    assert_eq!(banked["bank_status"], "rejected");
+    assert_eq!(f.contract(), before, "a rejected candidate moves nothing");
+    let row = &f.status()["last_iteration"];
+    assert_eq!(row["bank"].get("obligation_transitions"), None, "{row}");
+}
+
+#[test]
+fn only_a_banked_reviewed_discharge_resets_the_count_of_iterations_without_reduction() {
+    let f = Fixture::enforce(10);
+    f.with_obligations();
+    f.reviewed_direction();
+    let stalled = |f: &Fixture| {
+        let signals = f.focus_status()["signals"].clone();
+        (signals.as_array().unwrap().iter()).any(|s| s["trigger"] == "no_obligation_reduction")
+    };
+    // Three banked iterations that each claim --global-delta reduced but
+    // ask no obligation to move: the claim is not a reduction.
+    for _ in 0..3 {
+        let fingerprint = f.stage(&["c1=notes/b.md"]);
+        let (ok, _, stderr) = f.review(&fingerprint, &review_of(&fingerprint, "codex", "pass"));
+        assert!(ok, "{stderr}");
+    }
+    assert!(stalled(&f), "{}", f.focus_status());
+    // A reviewed transition that discharges o1 is one.
+    let (fingerprint, review) = f.stage_satisfying_o1("pass");
+    let (ok, _, stderr) = f.review(&fingerprint, &review);
+    assert!(ok, "{stderr}");
+    assert!(!stalled(&f), "{}", f.focus_status());
+    assert_eq!(f.contract()["open_obligations"], 1);
 }

@@ -407,14 +407,20 @@ impl Panel {
 
     /// [`Panel::staging_agent`] that runs `after` once it has staged.
     fn staging_agent_then(&self, after: &str) {
+        self.staging_agent_as("claude", "", after);
+    }
+
+    /// The staging agent as provider `provider`, its append given `flags`
+    /// too, running `after` once it has staged.
+    fn staging_agent_as(&self, provider: &str, flags: &str, after: &str) {
         let marker = self.marker("agent");
         self.script(
-            "claude",
+            provider,
             &format!(
                 r#"echo turn >> '{}'
 mkdir -p "$LOOPX_DIR/notes"
 echo 'lemma B holds for n <= 4' > "$LOOPX_DIR/notes/b.md"
-loopx append-iteration --mode bounded-research --objective "check lemma B" --decision continue --executor-provider claude --obligation-id o1 --claim-id c1 --claim-evidence c1=notes/b.md >/dev/null
+loopx append-iteration --mode bounded-research --objective "check lemma B" --decision continue --executor-provider {provider} --obligation-id o1 --claim-id c1 --claim-evidence c1=notes/b.md {flags} >/dev/null
 {after}"#,
                 marker.display()
             ),
@@ -868,6 +874,7 @@ fn panel_and_drive_explain_the_panel_in_their_help() {
 #[test]
 fn a_requested_obligation_target_is_in_the_brief_and_a_review_stating_it_banks() {
     let p = Panel::new();
+    p.f.with_obligations();
     let met = r#"\"status\":\"met\""#;
     let stated = answer("codex", "pass")
         .replace(met, r#"\"status\":\"met\",\"target_status\":\"satisfied\""#);
@@ -1166,6 +1173,15 @@ fn gate_six_a_closed_gate_is_replanned_and_reviewed_by_the_driver_itself() {
 /// A panel loop whose gate is closed by `missing_plan`, with a live
 /// strategy reviewer that answers `verdict` and a staging agent.
 fn gate_six_loop_reviewed(verdict: &str) -> Panel {
+    let p = gate_six_registry();
+    live_strategy_reviewer(&p, "codex", verdict);
+    p.staging_agent();
+    p
+}
+
+/// A panel loop with a registry and no plan: its gate is closed by
+/// `missing_plan`.
+fn gate_six_registry() -> Panel {
     let p = Panel::new();
     let approach = |id: &str, low: f64, high: f64| serde_json::json!({"approach_id": id, "estimate": {"low": low, "high": high}});
     let registry = serde_json::json!({"campaigns": [
@@ -1174,8 +1190,6 @@ fn gate_six_loop_reviewed(verdict: &str) -> Panel {
     ]});
     let file = p.f.json_file("registry.json", &registry);
     p.f.focus_ok(&["revise", "--registry", &file]);
-    live_strategy_reviewer(&p, "codex", verdict);
-    p.staging_agent();
     p
 }
 
@@ -1185,14 +1199,22 @@ fn gate_six_loop() -> Panel {
 }
 
 #[test]
-fn gate_six_killed_after_its_proposal_or_its_review_commits_exactly_one_direction_on_restart() {
+fn gate_six_killed_at_each_step_commits_exactly_one_direction_on_restart() {
     // Uninterrupted, for the count to compare with.
     let whole = gate_six_loop();
     let (code, stderr) = whole.drive(&["--panel", "on", "--max-iterations", "1"]);
     assert_eq!(code, 0, "{stderr}");
     let decisions = journal_events(&whole.f.dir, "focus.direction_decided").len();
     assert!(decisions >= 2, "a proposal and a review each decide");
-    for point in ["drive.gate6_proposed", "drive.gate6_reviewed"] {
+    // After the proposal, inside the strategy review's commit (the
+    // drive's second grouped commit: plan and decision), after its commit,
+    // and after the review.
+    for (point, killed_in) in [
+        ("drive.gate6_proposed", "needs_replan"),
+        ("sqlite.commit_all.before_commit#2", "needs_replan"),
+        ("sqlite.commit_all.after_commit#2", "active"),
+        ("drive.gate6_reviewed", "active"),
+    ] {
         let p = gate_six_loop();
         require_failpoints();
         let mut child = p
@@ -1209,6 +1231,11 @@ fn gate_six_killed_after_its_proposal_or_its_review_commits_exactly_one_directio
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         assert!(reached, "{point} was never reached");
+        let killed = p.f.focus_ok(&["status"]);
+        assert_eq!(
+            killed["current_plan"]["state"], killed_in,
+            "{point}: {killed}"
+        );
         let (code, stderr) = p.drive(&["--panel", "on", "--max-iterations", "1"]);
         assert_eq!(code, 0, "{point}: {stderr}");
         assert!(
@@ -1233,21 +1260,22 @@ fn gate_six_killed_after_its_proposal_or_its_review_commits_exactly_one_directio
 #[test]
 fn gate_six_a_failover_to_another_family_is_replanned_for_it_and_goes_on() {
     // Reviewed for claude's turns; this run's provider is codex (openai).
-    let p = Panel::directed();
-    let marker = p.marker("agent");
-    p.script(
-        "codex",
-        &format!(
-            r#"echo turn >> '{}'
-mkdir -p "$LOOPX_DIR/notes"
-echo 'lemma B holds for n <= 4' > "$LOOPX_DIR/notes/b.md"
-loopx append-iteration --mode bounded-research --objective "check lemma B" --decision continue --executor-provider codex --obligation-id o1 --claim-id c1 --claim-evidence c1=notes/b.md >/dev/null"#,
-            marker.display()
-        ),
+    let status = failed_over_to_codex("codex", "claude");
+    assert_eq!(
+        status["current_plan"]["strategy_review"]["executor"]["family"], "openai",
+        "{status}"
     );
-    live_strategy_reviewer_for(&p, "claude", "endorse", "codex");
+}
+
+/// A loop directed for claude's turns, driven with `--provider providers`
+/// that ends up at codex, whose direction `reviewer` reviews: gate 6
+/// replans for the failover and the turn runs. `goal-focus status` after.
+fn failed_over_to_codex(providers: &str, reviewer: &str) -> Value {
+    let p = Panel::directed();
+    p.staging_agent_as("codex", "", "");
+    live_strategy_reviewer_for(&p, reviewer, "endorse", "codex");
     let output = p
-        .drive_command("codex")
+        .drive_command(providers)
         .args(["--panel", "on", "--max-iterations", "1"])
         .output()
         .unwrap();
@@ -1255,11 +1283,8 @@ loopx append-iteration --mode bounded-research --objective "check lemma B" --dec
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("(provider_failover)"), "{stderr}");
     assert_eq!(p.launches("agent"), 1, "{stderr}");
-    let status = p.f.focus_ok(&["status"]);
-    assert_eq!(
-        status["current_plan"]["strategy_review"]["executor"]["family"], "openai",
-        "{status}"
-    );
+    assert_eq!(p.status()["last_iteration"]["executor_provider"], "codex");
+    p.f.focus_ok(&["status"])
 }
 
 #[test]
@@ -1274,4 +1299,125 @@ fn gate_six_stops_with_the_reason_when_the_reviewer_objects() {
     );
     assert!(stderr.contains("the driver proposes a plan"), "{stderr}");
     assert!(stderr.contains("pre-dispatch gate is closed"), "{stderr}");
+}
+
+#[test]
+fn gate_six_a_trip_wire_of_the_contract_is_replanned_by_the_driver_and_the_loop_goes_on() {
+    let p = gate_six_loop();
+    let contract = p.f.json_file(
+        "contract.json",
+        &serde_json::json!({"goal": "prove lemma B", "trip_wires": [{
+            "trip_wire_id": "every-turn",
+            "description": "look at the direction again after each turn",
+            "when": {"kind": "iterations", "at_least": 1}
+        }]}),
+    );
+    p.f.focus_ok(&["revise", "--contract", &contract]);
+    let (code, stderr) = p.drive(&["--panel", "on", "--max-iterations", "2"]);
+    assert_eq!(code, 0, "{stderr}");
+    // missing_plan before the first turn, the trip wire before the second.
+    assert!(stderr.contains("(trip_wire)"), "{stderr}");
+    assert_eq!(p.launches("agent"), 2, "{stderr}");
+    let status = p.f.focus_ok(&["status"]);
+    assert_eq!(status["current_plan"]["trigger"], "trip_wire", "{status}");
+    assert_eq!(status["current_plan"]["state"], "active", "{status}");
+    assert_eq!(status["current_plan"]["review"], "reviewed", "{status}");
+    p.f.assert_valid();
+}
+
+#[test]
+fn gate_six_past_the_attempt_cap_rotates_to_a_reviewer_not_yet_tried_instead_of_a_person() {
+    // codewhale (another family than claude's, and than codex's) can
+    // decide.
+    let p = gate_six_one_attempt_each();
+    live_strategy_reviewer(&p, "codewhale", "endorse");
+    let (code, stderr) = p.drive(&["--panel", "on", "--max-iterations", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(p.launches("agent"), 1, "{stderr}");
+    // The plan's review and the candidate's each asked codex once (its
+    // one attempt), then rotated to codewhale; codex was not asked again.
+    assert_eq!(p.launches("codex"), 2, "{stderr}");
+    assert_eq!(p.launches("codewhale"), 2, "{stderr}");
+    let status = p.f.focus_ok(&["status"]);
+    assert_eq!(status["current_plan"]["state"], "active", "{status}");
+    assert_eq!(
+        status["current_plan"]["strategy_review"]["reviewer"]["provider"], "codewhale",
+        "{status}"
+    );
+    assert_eq!(p.status()["last_iteration"]["bank"]["status"], "accepted");
+    p.f.assert_valid();
+}
+
+#[test]
+fn gate_six_asks_a_person_only_when_no_reviewer_of_another_family_is_left() {
+    let p = gate_six_one_attempt_each();
+    p.reviewer("codewhale", "echo 'cannot decide either'");
+    let (code, stderr) = p.drive(&["--panel", "on", "--max-iterations", "1"]);
+    assert_eq!(code, 4, "{stderr}");
+    assert!(
+        stderr.contains("no reviewer of another family is left"),
+        "{stderr}"
+    );
+    assert_eq!((p.launches("codex"), p.launches("codewhale")), (1, 1));
+    assert_eq!(p.launches("agent"), 0, "{stderr}");
+}
+
+/// [`gate_six_registry`] with one panel attempt per subject, reviewers
+/// codex (which cannot decide) then codewhale (the caller's), and a
+/// staging agent.
+fn gate_six_one_attempt_each() -> Panel {
+    let p = gate_six_registry();
+    p.panel_json(r#"{"max_attempts": 1, "providers": ["codex", "codewhale"]}"#);
+    p.reviewer("codex", "echo 'cannot decide'");
+    p.staging_agent();
+    p
+}
+
+#[test]
+fn gate_six_three_scope_only_turns_fire_the_trigger_and_the_driver_replans_and_goes_on() {
+    let p = gate_six_registry();
+    live_strategy_reviewer(&p, "codex", "endorse");
+    p.staging_agent_as("claude", "--local-without-goal-delta", "");
+    let (code, stderr) = p.drive(&["--panel", "on", "--max-iterations", "3"]);
+    assert_eq!(code, 0, "{stderr}");
+    let fired = |status: &Value| {
+        (status["signals"].as_array().unwrap().iter())
+            .map(|s| s["trigger"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let status = p.f.focus_ok(&["status"]);
+    assert!(
+        fired(&status).contains(&"scope_only".to_owned()),
+        "{status}"
+    );
+    let decisions = journal_events(&p.f.dir, "focus.direction_decided").len();
+    // The next run replans through gate 6, the reviewer endorses, and the
+    // fourth turn runs under the new plan.
+    let (code, stderr) = p.drive(&["--panel", "on", "--max-iterations", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("the driver proposes a plan"), "{stderr}");
+    assert_eq!(p.launches("agent"), 4, "{stderr}");
+    assert_eq!(
+        journal_events(&p.f.dir, "focus.direction_decided").len(),
+        decisions + 2,
+        "the proposal and its review are decisions in the journal"
+    );
+    let status = p.f.focus_ok(&["status"]);
+    assert_eq!(status["current_plan"]["state"], "active", "{status}");
+    assert_eq!(status["current_plan"]["committed_at_iteration"], 3);
+    assert!(
+        !fired(&status).contains(&"scope_only".to_owned()),
+        "{status}"
+    );
+    p.f.assert_valid();
+}
+
+#[test]
+fn gate_six_a_dead_provider_fails_over_to_another_family_replans_for_it_and_goes_on() {
+    // Reviewed for claude's turns; claude is not installed, so the run
+    // fails over to codex (openai), whose direction codewhale reviews.
+    let status = failed_over_to_codex("claude,codex", "codewhale");
+    let review = &status["current_plan"]["strategy_review"];
+    assert_eq!(review["executor"]["provider"], "codex", "{status}");
+    assert_eq!(review["reviewer"]["provider"], "codewhale", "{status}");
 }

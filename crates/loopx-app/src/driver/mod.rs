@@ -38,7 +38,7 @@ use crate::{clock, fsutil, platform};
 use anyhow::{bail, Context as _, Result};
 use loopx_core::digest::Digest;
 use loopx_core::driver::classify::{self, Reading as OutputReading};
-use loopx_core::driver::provider::{self, Structured};
+use loopx_core::driver::provider::{self, Family, Structured};
 use loopx_core::driver::session::Session;
 use loopx_core::driver::step::{self, Situation, Step};
 use loopx_core::driver::{
@@ -119,13 +119,20 @@ pub fn next_step(
     let (panel, strategy) = match &candidate {
         _ if !runs_panel || !enforce => (None, None),
         Some(Hold::Pending(fingerprint)) => {
-            let budget = crate::panel::budget(dir, Phase::ResultReview, fingerprint)?;
+            let executor = (focus.as_ref())
+                .and_then(|f| f.candidate.pending.as_ref())
+                .map_or(Family::Unverified, |held| held.candidate.executor_family);
+            let budget = crate::panel::budget(dir, Phase::ResultReview, fingerprint, executor)?;
             (Some(budget), None)
         }
         _ => match plan.filter(|p| p.awaits_strategy_review()) {
             Some(awaiting) => {
                 let fingerprint = &awaiting.pin().fingerprint;
-                let budget = crate::panel::budget(dir, Phase::StrategyReview, fingerprint)?;
+                // Reviewed for the executor that runs next.
+                let executor = (session.current())
+                    .map_or(Family::Unverified, crate::focus::candidate::family_of);
+                let budget =
+                    crate::panel::budget(dir, Phase::StrategyReview, fingerprint, executor)?;
                 (None, Some(budget))
             }
             None => (None, None),

@@ -7,9 +7,11 @@
 //! through the loop directory's confined, no-follow, bounded read; reading
 //! a review document; looking a provider's family up in the provider table
 //! with the real environment; and committing a finalization as ONE atomic
-//! pair (the ledger row with its budget charge, and the candidate's
+//! group (the ledger row with its budget charge, and the candidate's
 //! archive), pinned to the candidate stream's revision the review was
-//! checked against. Does not own any rule: what a candidate is, what a
+//! checked against, and with it, when the review accepted obligation
+//! transitions, the goal contract they move (three streams, one
+//! transaction, each compare-and-swapped). Does not own any rule: what a candidate is, what a
 //! review must say and what may be archived or released are
 //! `loopx_core::focus::{candidate, review}`'s; what may be banked is the
 //! ledger's.
@@ -25,8 +27,9 @@ use loopx_core::focus::candidate::{
     self, Candidate, CandidateError, CandidateOwner, CandidateReceipt, CandidateRequest, Evidence,
     Slot, CANDIDATE_STREAM, EVIDENCE_BYTES,
 };
-use loopx_core::focus::contract::ObligationStatus;
+use loopx_core::focus::contract::{GoalContract, ObligationStatus};
 use loopx_core::focus::review::{self, ResultReview};
+use loopx_core::focus::{self, banking, ContractOwner, Revise};
 use loopx_core::ledger::{
     admit, nonblank, redacted, Bank, BankStatus, IterationReport, LedgerContext, LedgerOwner,
     LedgerReceipt, LedgerRequest, STREAM,
@@ -35,7 +38,7 @@ use loopx_core::operation::{Clock, OperationId};
 use loopx_core::path::LoopPath;
 use loopx_core::words;
 use loopx_store::sqlite::Access;
-use loopx_store::{failpoint, Loaded, Step};
+use loopx_store::{failpoint, Grouped, Loaded, Member, Step};
 use serde::Serialize;
 use std::path::Path;
 
@@ -148,8 +151,12 @@ pub fn stage(
         .map_err(crate::error::refusal)?;
     let claims = candidate::claims(&report, &pairs).map_err(crate::error::refusal)?;
     let obligation_ids = nonblank(&report.direction.obligation_ids);
+    let (contract, _) = super::document(dir, focus::CONTRACT_STREAM, || {
+        GoalContract::from_init(&ledger.config)
+    })?;
     let obligation_targets =
-        candidate::obligation_targets(&obligation_ids, &targets).map_err(crate::error::refusal)?;
+        candidate::obligation_targets(&obligation_ids, &targets, &contract.document)
+            .map_err(crate::error::refusal)?;
     let mut evidence: Vec<Evidence> = Vec::new();
     for claim in &claims {
         let path = &claim.evidence_path;
@@ -282,11 +289,19 @@ pub fn review(
     )
     .map_err(|problem| AppError::refused(format!("{}: {problem}", file.display())))?;
     let now = clock::now();
+    // The contract the transitions apply to, at the store revision the
+    // commit's compare-and-swap holds it to.
+    let Reading { ledger, .. } = dir.read()?;
+    let (contract, contract_at) = super::document(&dir, focus::CONTRACT_STREAM, || {
+        GoalContract::from_init(&ledger.config)
+    })?;
+    let transitions = banking::transitions(&contract.document, &held.candidate, status);
     let bank = LedgerRequest::BankCandidate {
         report: held.candidate.report.clone(),
         bank: Bank {
             status,
             candidate_fingerprint: held.fingerprint.clone(),
+            obligation_transitions: transitions.clone(),
         },
     };
     let ledger_context = LedgerContext {
@@ -294,7 +309,7 @@ pub fn review(
         operation_id: &operation_id,
         files: &dir,
     };
-    let bank_step = Step {
+    let bank_step = Step::<LedgerOwner> {
         stream: STREAM,
         operation_id: &operation_id,
         request: &bank,
@@ -320,16 +335,33 @@ pub fn review(
                 fingerprint: held.fingerprint.clone(),
                 outcome: status,
             };
-            let archive_step = Step {
+            let clock = Clock { now };
+            let archive_step = Step::<CandidateOwner> {
                 stream: CANDIDATE_STREAM,
                 operation_id: &operation_id,
                 request: &archive,
-                context: &Clock { now },
+                context: &clock,
             };
+            // The contract moves only when an obligation does.
+            let revise = banking::applied(&contract.document, &transitions).map(|document| Revise {
+                base_revision: Some(contract_at),
+                document,
+            });
+            let contract_step = revise.as_ref().map(|request| Step::<ContractOwner> {
+                stream: focus::CONTRACT_STREAM,
+                operation_id: &operation_id,
+                request,
+                context: &clock,
+            });
+            let mut bank_part = Member::new(&bank_step);
+            let mut archive_part = Member::new(&archive_step);
+            let mut contract_part = contract_step.as_ref().map(Member::new);
+            let mut parts: Vec<&mut dyn Grouped> = vec![&mut bank_part, &mut archive_part];
+            parts.extend(contract_part.as_mut().map(|p| p as &mut dyn Grouped));
             dir.authority()
-                .execute_pair::<LedgerOwner, CandidateOwner>(&bank_step, &archive_step, now)
-                .map_err(anyhow::Error::from)?
-                .0
+                .execute_all(&mut parts, &[], now)
+                .map_err(anyhow::Error::from)?;
+            bank_part.into_receipt()
         }
     };
     let warnings = match banked.replayed {

@@ -300,6 +300,9 @@ impl SourceContract {
                     depends_on: o.depends_on.clone(),
                 })
                 .collect(),
+            // The reference declares trip wires on its plan, free-form: none
+            // has a condition loopx could check.
+            trip_wires: Vec::new(),
         }
     }
 }
@@ -418,6 +421,7 @@ impl SourceRegistry {
                             estimate,
                             eligibility,
                             reopen_conditions,
+                            trip_wires: Vec::new(),
                         }
                     })
                     .collect();

@@ -34,11 +34,43 @@ fn attempts(dir: &LoopDir) -> anyhow::Result<Attempts> {
 
 /// The panel's attempts in `phase` on `subject` (the pending candidate's
 /// fingerprint, or the fingerprint of the plan awaiting strategy review),
-/// for the driver's step.
-pub fn budget(dir: &LoopDir, phase: Phase, subject: &Digest) -> Result<PanelBudget, AppError> {
-    let max = load_config(dir)?.unwrap_or_default().max_attempts;
-    let used = attempts(dir)?.used(phase, subject);
-    Ok(PanelBudget { used, max })
+/// for the driver's step, with the reviewers it would invite for an
+/// executor of `executor` family that have not been tried on it (the
+/// rotation left after the cap).
+pub fn budget(
+    dir: &LoopDir,
+    phase: Phase,
+    subject: &Digest,
+    executor: Family,
+) -> Result<PanelBudget, AppError> {
+    let config = load_config(dir)?.unwrap_or_default();
+    let attempts = attempts(dir)?;
+    let untried = match config::invite(
+        &config,
+        std::env::var(PROVIDERS_ENV).ok().as_deref(),
+        executor,
+        family_of,
+        true,
+    ) {
+        Ok(invitation) => untried(&invitation.invited, &attempts, phase, subject),
+        // Nobody can be invited: the panel run says why.
+        Err(_) => 0,
+    };
+    Ok(PanelBudget {
+        used: attempts.used(phase, subject),
+        max: config.max_attempts,
+        untried,
+    })
+}
+
+/// The invited reviewers a rotation past the cap could still ask on
+/// `subject`: installed (one that is not is never launched) and not yet
+/// tried on it.
+fn untried(invited: &[String], attempts: &Attempts, phase: Phase, subject: &Digest) -> u32 {
+    (invited.iter())
+        .filter(|r| !attempts.tried(phase, subject).any(|t| t == r.as_str()))
+        .filter(|r| crate::launchers::installed_launcher_named(r).is_some())
+        .count() as u32
 }
 
 /// What a phase reviews.
@@ -160,7 +192,8 @@ pub fn prepare(
     }
     let fingerprint = subject.fingerprint();
     let attempts = attempts(&dir)?;
-    if attempts.used(phase, &fingerprint) >= config.max_attempts {
+    let past_cap = attempts.used(phase, &fingerprint) >= config.max_attempts;
+    if past_cap && untried(&invitation.invited, &attempts, phase, &fingerprint) == 0 {
         return Err(refused(PanelProblem::Exhausted {
             phase: phase.name(),
             subject: fingerprint.to_string(),

@@ -19,7 +19,9 @@ use loopx_core::focus::review::{ResultReview, SCHEMA};
 use loopx_core::focus::strategy::{StrategyAdvice, SCHEMA as ADVICE_SCHEMA};
 use loopx_core::ledger::BankStatus;
 use loopx_core::operation::{Clock, OperationId};
-use loopx_core::panel::attempts::{AttemptOutcome, AttemptOwner, AttemptRequest, ATTEMPTS_STREAM};
+use loopx_core::panel::attempts::{
+    self, AttemptOutcome, AttemptOwner, AttemptRequest, ATTEMPTS_STREAM,
+};
 use loopx_core::panel::config::{self, Skipped};
 use loopx_core::panel::{brief, PanelProblem, Phase};
 use loopx_store::AuthorityError;
@@ -187,9 +189,17 @@ impl Prepared {
             committed: None,
             warnings: Vec::new(),
         };
+        let subject = self.subject.fingerprint();
+        let mut tried: Vec<String> = (self.attempts.tried(self.phase, &subject))
+            .map(str::to_owned)
+            .collect();
         for reviewer in &self.invitation.invited {
-            if view.attempts_used >= self.config.max_attempts {
-                break;
+            // Below the cap anyone invited; past it, only a reviewer not
+            // yet tried on this subject (the rotation): those tried are not
+            // called again, their artifacts and outcomes stand.
+            let (used, max) = (view.attempts_used, self.config.max_attempts);
+            if !attempts::may_start(used, max, tried.iter().map(String::as_str), reviewer) {
+                continue;
             }
             let launcher = crate::launchers::installed_launcher_named(reviewer);
             let Some(launcher) = launcher else {
@@ -221,6 +231,7 @@ impl Prepared {
                 runner,
             )?;
             view.attempts_used = attempt;
+            tried.push(reviewer.clone());
             view.warnings.extend(reviewed.warning);
             let outcome = reviewed.view.outcome;
             view.attempts.push(reviewed.view);

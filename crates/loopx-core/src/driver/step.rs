@@ -71,11 +71,23 @@ pub struct Situation<'a> {
     pub family_of: &'a dyn Fn(&str) -> Family,
 }
 
-/// The panel's attempts on the pending candidate: `used` of `max`.
+/// The panel's attempts on its subject: `used` of `max`, and how many
+/// invited reviewers (each of another family than the executor's) have not
+/// been tried on it yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PanelBudget {
     pub used: u32,
     pub max: u32,
+    pub untried: u32,
+}
+
+impl PanelBudget {
+    /// Whether the panel may still ask someone: below the cap, or past it
+    /// by rotation to a reviewer not yet tried
+    /// ([`crate::panel::attempts::may_start`]).
+    pub fn may_review(&self) -> bool {
+        self.used < self.max || self.untried > 0
+    }
 }
 
 /// What the driver does next.
@@ -141,12 +153,12 @@ pub fn next(situation: &Situation<'_>) -> Step {
         }
         Some(Hold::Pending(fingerprint)) => {
             return match panel {
-                Some(budget) if budget.used < budget.max => Step::Review {
+                Some(budget) if budget.may_review() => Step::Review {
                     fingerprint: fingerprint.clone(),
                 },
                 Some(budget) => Step::Stop {
                     exit: Exit::RuntimeError,
-                    reason: format!("candidate {fingerprint} has no usable review after the panel's {} attempts: no new work is launched until a person decides it (`loopx goal-focus review --file REVIEW.json`, or `loopx goal-focus quarantine`)", budget.max),
+                    reason: format!("candidate {fingerprint} has no usable review after the panel's {} attempts and no reviewer of another family is left to rotate to: no new work is launched until a person decides it (`loopx goal-focus review --file REVIEW.json`, or `loopx goal-focus quarantine`)", budget.max),
                 },
                 None => Step::Stop {
                     exit: Exit::RuntimeError,
@@ -187,11 +199,11 @@ pub fn next(situation: &Situation<'_>) -> Step {
     // A direction awaiting its review is reviewed before the turn that
     // would execute it.
     match strategy {
-        Some(budget) if budget.used < budget.max => return Step::ReviewStrategy,
+        Some(budget) if budget.may_review() => return Step::ReviewStrategy,
         Some(budget) => {
             return Step::Stop {
                 exit: Exit::RuntimeError,
-                reason: format!("the plan awaiting a strategy review has no usable advice after the panel's {} attempts: no new work is launched until a person decides it (`loopx goal-focus strategy-review --file ADVICE.json`, or `loopx goal-focus replan`)", budget.max),
+                reason: format!("the plan awaiting a strategy review has no usable advice after the panel's {} attempts and no reviewer of another family is left to rotate to: no new work is launched until a person decides it (`loopx goal-focus strategy-review --file ADVICE.json`, or `loopx goal-focus replan`)", budget.max),
             }
         }
         None => {}
@@ -563,14 +575,22 @@ mod tests {
         let digest = crate::digest::Digest::of_bytes(b"candidate");
         let mut case = Case::new();
         case.candidate = Some(Hold::Pending(digest.clone()));
-        case.panel = Some(PanelBudget { used: 2, max: 3 });
+        case.panel = Some(PanelBudget {
+            used: 2,
+            max: 3,
+            untried: 0,
+        });
         assert_eq!(
             case.step(),
             Step::Review {
                 fingerprint: digest.clone()
             }
         );
-        case.panel = Some(PanelBudget { used: 3, max: 3 });
+        case.panel = Some(PanelBudget {
+            used: 3,
+            max: 3,
+            untried: 0,
+        });
         match case.step() {
             Step::Stop { exit, reason } => {
                 assert_eq!(exit, Exit::RuntimeError);
@@ -583,14 +603,22 @@ mod tests {
         }
         // A quarantine is never reviewed, panel or not.
         case.candidate = Some(Hold::Quarantined(digest));
-        case.panel = Some(PanelBudget { used: 0, max: 3 });
+        case.panel = Some(PanelBudget {
+            used: 0,
+            max: 3,
+            untried: 0,
+        });
         assert!(matches!(case.step(), Step::Stop { .. }));
     }
 
     #[test]
     fn with_the_panel_on_a_plan_awaiting_review_is_reviewed_before_the_next_turn() {
         let mut case = Case::new();
-        case.strategy = Some(PanelBudget { used: 0, max: 2 });
+        case.strategy = Some(PanelBudget {
+            used: 0,
+            max: 2,
+            untried: 0,
+        });
         assert_eq!(case.step(), Step::ReviewStrategy);
         // The stop arbiter still comes first.
         case.sentinels.stop_requested = true;
@@ -602,12 +630,25 @@ mod tests {
             }
         ));
         case.sentinels.stop_requested = false;
-        case.strategy = Some(PanelBudget { used: 2, max: 2 });
+        // Past the cap, a reviewer of another family not yet tried is
+        // rotated to instead of asking a person.
+        case.strategy = Some(PanelBudget {
+            used: 2,
+            max: 2,
+            untried: 1,
+        });
+        assert_eq!(case.step(), Step::ReviewStrategy);
+        case.strategy = Some(PanelBudget {
+            used: 2,
+            max: 2,
+            untried: 0,
+        });
         match case.step() {
             Step::Stop { exit, reason } => {
                 assert_eq!(exit, Exit::RuntimeError);
                 assert!(
-                    reason.contains("no usable advice after the panel's 2 attempts"),
+                    reason.contains("no usable advice after the panel's 2 attempts")
+                        && reason.contains("no reviewer of another family is left"),
                     "{reason}"
                 );
             }
@@ -630,7 +671,11 @@ mod tests {
             other => panic!("expected the gate to stop the run, got {other:?}"),
         }
         // A plan awaiting its review is reviewed first: that may clear it.
-        case.strategy = Some(PanelBudget { used: 0, max: 3 });
+        case.strategy = Some(PanelBudget {
+            used: 0,
+            max: 3,
+            untried: 0,
+        });
         assert_eq!(case.step(), Step::ReviewStrategy);
         // No signal: the turn runs.
         case.strategy = None;
@@ -653,7 +698,11 @@ mod tests {
             }
         );
         // The plan it proposed is reviewed before anything else.
-        case.strategy = Some(PanelBudget { used: 0, max: 3 });
+        case.strategy = Some(PanelBudget {
+            used: 0,
+            max: 3,
+            untried: 0,
+        });
         assert_eq!(case.step(), Step::ReviewStrategy);
         // A reviewed direction that leaves the gate closed goes to a person.
         case.strategy = None;

@@ -19,7 +19,7 @@
 use crate::digest::Digest;
 use crate::driver::provider::Family;
 use crate::driver::{HostAttestation, Intent};
-use crate::focus::contract::ObligationStatus;
+use crate::focus::contract::{GoalContract, ObligationStatus};
 use crate::ledger::{BankStatus, IterationReport};
 use crate::operation::{Clock, Decided, Owner};
 use crate::path::LoopPath;
@@ -47,15 +47,22 @@ pub struct ObligationTarget {
 }
 
 /// The requested target statuses (`OBLIGATION_ID=STATUS` pairs, parsed):
-/// each for an obligation the report moves, at most one per obligation.
+/// each for an obligation the report moves and `contract` defines (banking
+/// moves only the contract's obligations), at most one per obligation.
 pub fn obligation_targets(
     obligation_ids: &[String],
     pairs: &[(String, ObligationStatus)],
+    contract: &GoalContract,
 ) -> Result<Vec<ObligationTarget>, CandidateError> {
     let mut out: Vec<ObligationTarget> = Vec::new();
     for (obligation_id, target_status) in pairs {
         if !obligation_ids.contains(obligation_id) {
             return Err(CandidateError::TargetWithoutObligation {
+                obligation_id: obligation_id.clone(),
+            });
+        }
+        if contract.obligation(obligation_id).is_none() {
+            return Err(CandidateError::TargetNotInContract {
                 obligation_id: obligation_id.clone(),
             });
         }
@@ -487,6 +494,8 @@ pub enum CandidateError {
     },
     #[error("obligation_targets names obligation {obligation_id:?}, which the report does not move: add {obligation_id} to its obligation_ids")]
     TargetWithoutObligation { obligation_id: String },
+    #[error("obligation_targets names obligation {obligation_id:?}, which the goal contract does not define: a target moves one of its obligations (`loopx goal-focus status` shows the contract; `loopx goal-focus revise --contract FILE` adds one)")]
+    TargetNotInContract { obligation_id: String },
     #[error("obligation {obligation_id:?} has two target statuses: give one obligation_targets entry per obligation")]
     TargetTwice { obligation_id: String },
     #[error("dispatch {dispatch_id} already staged a candidate: one candidate per dispatch")]

@@ -25,6 +25,77 @@ pub struct GoalContract {
     pub scope: Scope,
     #[serde(default)]
     pub obligations: Vec<Obligation>,
+    /// Conditions that, once the ledger meets them under the current plan,
+    /// call for a replan (`trip_wire`), checked before every turn. Absent
+    /// when none, so contracts written before them keep their
+    /// fingerprints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trip_wires: Vec<TripWire>,
+}
+
+/// A trip wire: a named condition on the iterations banked since the
+/// current plan was committed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TripWire {
+    pub trip_wire_id: String,
+    #[serde(default)]
+    pub description: String,
+    pub when: TripCondition,
+}
+
+/// What trips a wire, counted over the iterations banked under the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum TripCondition {
+    /// This many iterations banked.
+    Iterations { at_least: u64 },
+    /// This much USD spent by them.
+    Usd { at_least: f64 },
+    /// This many of them rejected by their result review.
+    RejectedReviews { at_least: u64 },
+}
+
+impl TripCondition {
+    /// What the records banked under the plan say of it: the measure, if
+    /// it reached the threshold.
+    pub fn tripped(&self, records: &[&crate::ledger::IterationRecord]) -> Option<String> {
+        use crate::ledger::BankStatus;
+        match *self {
+            TripCondition::Iterations { at_least } => {
+                let n = records.len() as u64;
+                (n >= at_least).then(|| format!("{n} iterations under the plan (wire: {at_least})"))
+            }
+            TripCondition::Usd { at_least } => {
+                let usd: f64 = records.iter().map(|r| r.budget_delta.usd).sum();
+                (usd >= at_least)
+                    .then(|| format!("${usd:.2} spent under the plan (wire: ${at_least:.2})"))
+            }
+            TripCondition::RejectedReviews { at_least } => {
+                let rejected = (records.iter())
+                    .filter(|r| {
+                        r.bank
+                            .as_ref()
+                            .is_some_and(|b| b.status == BankStatus::Rejected)
+                    })
+                    .count() as u64;
+                (rejected >= at_least)
+                    .then(|| format!("{rejected} iterations rejected by review under the plan (wire: {at_least})"))
+            }
+        }
+    }
+
+    fn check(&self, id: &str) -> Result<(), FocusError> {
+        let sound = match *self {
+            TripCondition::Iterations { at_least }
+            | TripCondition::RejectedReviews { at_least } => at_least >= 1,
+            TripCondition::Usd { at_least } => at_least.is_finite() && at_least > 0.0,
+        };
+        match sound {
+            true => Ok(()),
+            false => Err(FocusError::TripWireNeverSet { id: id.to_owned() }),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -111,7 +182,13 @@ impl GoalContract {
                 out_of_scope: init.commitments.non_goals.clone(),
             },
             obligations: Vec::new(),
+            trip_wires: Vec::new(),
         }
+    }
+
+    /// The obligation `obligation_id` names, if the contract defines it.
+    pub fn obligation(&self, obligation_id: &str) -> Option<&Obligation> {
+        (self.obligations.iter()).find(|o| o.obligation_id == obligation_id)
     }
 
     /// Obligations not yet discharged.
@@ -163,8 +240,31 @@ impl Document for GoalContract {
             )?;
             text::check_count("obligations[].depends_on", obligation.depends_on.len())?;
         }
+        check_trip_wires(&self.trip_wires)?;
         check_dag(&self.obligations)
     }
+}
+
+/// The trip wires of a contract or of one approach: few enough, each id
+/// once and well-formed, each description within limits, and each able to
+/// stay unset.
+pub(super) fn check_trip_wires(wires: &[TripWire]) -> Result<(), FocusError> {
+    text::check_count("trip_wires", wires.len())?;
+    unique(
+        "a trip wire list",
+        "trip wire",
+        wires.iter().map(|w| &w.trip_wire_id),
+    )?;
+    for wire in wires {
+        ident::check(IdKind::Criterion, &wire.trip_wire_id)?;
+        text::check(
+            "trip_wires[].description",
+            &wire.description,
+            limits::OBJECTIVE,
+        )?;
+        wire.when.check(&wire.trip_wire_id)?;
+    }
+    Ok(())
 }
 
 /// Refuse a list of ids that names one twice.

@@ -25,6 +25,7 @@
 //! Not here: the enforcement mode itself (the ledger's `goal_focus_mode`,
 //! set once at `init`) and the review panel that runs reviewers.
 
+pub mod banking;
 pub mod candidate;
 pub mod contract;
 pub mod decisions;
@@ -105,6 +106,8 @@ pub enum FocusError {
         "approach {approach:?} is {status} but gives no reason: say why in eligibility.reason"
     )]
     IneligibleWithoutReason { approach: String, status: String },
+    #[error("trip wire {id:?} can never stay unset: its at_least must be a positive count, or a positive finite USD amount")]
+    TripWireNeverSet { id: String },
     #[error("the goal contract needs a non-empty goal")]
     EmptyGoal,
     #[error("Goal Focus is off for this loop: there is no direction to plan; create a loop in goal_focus_mode monitor or enforce to use it")]

@@ -7,7 +7,7 @@
 //! approaches are eligible at a given moment ([`ApproachRegistry::eligible`]).
 //! Does not own the choice among them ([`super::direction`]).
 
-use super::contract::unique;
+use super::contract::{check_trip_wires, unique, TripWire};
 use super::document::Document;
 use super::FocusError;
 use crate::ident::{self, IdKind};
@@ -41,6 +41,11 @@ pub struct Approach {
     /// What would make an ineligible approach worth choosing again.
     #[serde(default)]
     pub reopen_conditions: Vec<String>,
+    /// The contract's kind of trip wire, for while this approach is
+    /// selected. Absent when none, so registries written before them keep
+    /// their fingerprints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trip_wires: Vec<TripWire>,
 }
 
 /// The approach's value to the goal as an interval in [0, 1]: the honest
@@ -171,6 +176,7 @@ impl Document for ApproachRegistry {
                 &approach.reopen_conditions,
                 limits::LINE,
             )?;
+            check_trip_wires(&approach.trip_wires)?;
             let Estimate { low, high, .. } = approach.estimate;
             let in_unit = |x: f64| x.is_finite() && (0.0..=1.0).contains(&x);
             if !(in_unit(low) && in_unit(high) && low <= high) {

@@ -5,12 +5,16 @@
 //! Owns the detection of: a missing or non-active plan, a plan pinned to
 //! versions that are no longer current, a selection that became
 //! ineligible or whose estimate expired, a plan past its bound, three
-//! iterations in a row without global obligation reduction, and three
+//! iterations in a row without global obligation reduction (what counts
+//! as one is [`super::banking::reduced`]), and three
 //! scope-only iterations in a row, and reviewer dissent: a result review
 //! rejected the latest iteration since the plan (so the next plan is
 //! `needs_replan`), or a strategy reviewer objected to the plan's
-//! proposed direction. Trip wires and unreviewed counterevidence have no
-//! recorded source yet; an operator states them with `replan --trigger`. Does not own what a mode does with
+//! proposed direction; a trip wire of the contract, or of a selected
+//! approach, that the iterations banked under the plan meet; and unreviewed counterevidence: an
+//! iteration banked under the plan that reported evidence against a
+//! supported claim or the selected approach (a plan committed after it
+//! is the review that has seen it). Does not own what a mode does with
 //! a signal ([`super::mode`]).
 
 use super::contract::GoalContract;
@@ -115,17 +119,47 @@ pub fn signals(inputs: &Inputs<'_>) -> Vec<Signal> {
         .recent
         .iter()
         .filter(|r| r.iteration > plan.committed_at_iteration);
-    let reducing =
-        |r: &&IterationRecord| matches!(r.direction.global_delta.as_str(), "reduced" | "satisfied");
     let without: Vec<&IterationRecord> = since_plan.collect();
-    let run = without.iter().rev().take_while(|r| !reducing(r)).count();
+    let selected = (plan.selection.iter())
+        .flat_map(|s| &s.approach_ids)
+        .filter_map(|id| inputs.registry.document.approach(id))
+        .flat_map(|c| {
+            let approach = c.approach;
+            (approach.trip_wires.iter()).map(move |w| (Some(approach.approach_id.as_str()), w))
+        });
+    let wires = (inputs.contract.document.trip_wires.iter())
+        .map(|w| (None, w))
+        .chain(selected);
+    for (approach, wire) in wires {
+        if let Some(measure) = wire.when.tripped(&without) {
+            let of = approach.map_or(String::new(), |a| format!(" of approach {a}"));
+            fire(
+                Trigger::TripWire,
+                format!("trip wire {}{of} tripped: {measure}", wire.trip_wire_id),
+            );
+        }
+    }
+    if let Some(last) = (without.iter().rev()).find(|r| !r.direction.counterevidence.is_empty()) {
+        fire(
+            Trigger::UnreviewedCounterevidence,
+            format!(
+                "iteration {} reported evidence against {}, which no strategy review has seen",
+                last.iteration,
+                last.direction.counterevidence.join(", ")
+            ),
+        );
+    }
+    let run = (without.iter().rev())
+        .take_while(|r| !super::banking::reduced(r))
+        .count();
     if run >= STREAK {
         fire(
             Trigger::NoObligationReduction,
             format!("the last {run} iterations since the plan reduced no global obligation"),
         );
     }
-    streaks(inputs.ledger.recent.iter(), &mut fire);
+    // Counted under this plan: a replan is the review of the streak.
+    streaks(without.iter().copied(), &mut fire);
     dissent(inputs.ledger, plan.committed_at_iteration, &mut fire);
     if let Some(review) =
         (plan.strategy_review.as_ref()).filter(|_| plan.review == PlanReview::StrategyObjected)
@@ -165,7 +199,8 @@ fn dissent(ledger: &Ledger, since: u64, fire: &mut impl FnMut(Trigger, String)) 
     }
 }
 
-/// The scope-only streak, which fires whether or not there is a plan.
+/// The scope-only streak, which fires whether or not there is a plan
+/// (with one, over the iterations banked under it).
 fn streaks<'a>(
     recent: impl DoubleEndedIterator<Item = &'a IterationRecord>,
     fire: &mut impl FnMut(Trigger, String),

@@ -30,6 +30,7 @@ fn approach(id: &str, low: f64, high: f64) -> Approach {
         },
         eligibility: Eligibility::default(),
         reopen_conditions: vec![],
+        trip_wires: vec![],
     }
 }
 
@@ -55,6 +56,7 @@ fn contract(obligations: Vec<Obligation>) -> GoalContract {
         }],
         scope: Scope::default(),
         obligations,
+        trip_wires: Vec::new(),
     }
 }
 
@@ -230,7 +232,7 @@ fn ledger() -> Ledger {
     }
 }
 
-fn record(iteration: u64) -> crate::ledger::IterationRecord {
+pub(super) fn record(iteration: u64) -> crate::ledger::IterationRecord {
     use crate::ledger::vocabulary::{Decision, Mode};
     crate::ledger::IterationRecord {
         iteration,
@@ -786,4 +788,203 @@ mod strategy_review {
         );
         assert!(matches!(again, Err(AdviceProblem::NotAwaiting { .. })));
     }
+}
+
+#[test]
+fn a_reviewed_discharge_resets_the_reduction_count_and_an_agents_own_claim_does_not() {
+    use crate::focus::candidate::ObligationTarget;
+    use crate::focus::contract::ObligationStatus;
+    use crate::ledger::{Bank, BankStatus};
+    let c = revised(contract(vec![]));
+    let r = revised(registry(&[("c1", vec![approach("a", 0.5, 0.9)])]));
+    let plan = replan_in(GoalFocusMode::Monitor).unwrap();
+    let stalled = |l: &Ledger| {
+        signals_of(&c, &r, Some(&plan), l)
+            .iter()
+            .any(|s| s.trigger == Trigger::NoObligationReduction)
+    };
+    let banked = |i: u64, transitions: Vec<ObligationTarget>| {
+        let mut record = record(i);
+        // What the agent says is its claim; only the review's transitions count.
+        record.direction.global_delta = "reduced".into();
+        record.bank = Some(Bank {
+            status: BankStatus::Accepted,
+            candidate_fingerprint: crate::digest::Digest::of_bytes(&i.to_be_bytes()),
+            obligation_transitions: transitions,
+        });
+        record
+    };
+    let satisfied = vec![ObligationTarget {
+        obligation_id: "o1".into(),
+        target_status: ObligationStatus::Satisfied,
+    }];
+    let mut l = ledger();
+    l.recent = vec![banked(1, vec![]), banked(2, vec![]), banked(3, vec![])];
+    assert!(
+        stalled(&l),
+        "three banked rows that discharged nothing stall"
+    );
+    l.recent[2] = banked(3, satisfied.clone());
+    assert!(
+        !stalled(&l),
+        "the latest discharged o1: the count starts over"
+    );
+    l.recent.extend([banked(4, vec![]), banked(5, vec![])]);
+    assert!(!stalled(&l));
+    l.recent.push(banked(6, vec![]));
+    assert!(stalled(&l));
+}
+
+#[test]
+fn a_trip_wire_fires_once_the_iterations_under_the_plan_meet_it_and_a_replan_resets_it() {
+    use crate::focus::contract::{TripCondition, TripWire};
+    use crate::ledger::{Bank, BankStatus};
+    let wire = |id: &str, when| TripWire {
+        trip_wire_id: id.into(),
+        description: String::new(),
+        when,
+    };
+    let mut document = contract(vec![]);
+    document.trip_wires = vec![
+        wire("spend", TripCondition::Usd { at_least: 1.0 }),
+        wire("rejections", TripCondition::RejectedReviews { at_least: 2 }),
+    ];
+    let c = revised(document);
+    // The selected approach declares its own wire too.
+    let mut a = approach("a", 0.5, 0.9);
+    a.trip_wires = vec![wire("long", TripCondition::Iterations { at_least: 2 })];
+    let r = revised(registry(&[("c1", vec![a])]));
+    let mut plan = replan_in(GoalFocusMode::Monitor).unwrap();
+    assert_eq!(plan.selection.as_ref().unwrap().approach_ids, ["a"]);
+    let fired = |plan: &plan::CurrentPlan, l: &Ledger| {
+        signals_of(&c, &r, Some(plan), l)
+            .into_iter()
+            .filter(|s| s.trigger == Trigger::TripWire)
+            .map(|s| s.detail)
+            .collect::<Vec<_>>()
+    };
+    let rejected = |i: u64, usd: f64| {
+        let mut record = record(i);
+        record.budget_delta.usd = usd;
+        record.bank = Some(Bank {
+            status: BankStatus::Rejected,
+            candidate_fingerprint: crate::digest::Digest::of_bytes(&i.to_be_bytes()),
+            obligation_transitions: Vec::new(),
+        });
+        record
+    };
+    let mut l = ledger();
+    l.recent.push(rejected(1, 0.4));
+    assert!(fired(&plan, &l).is_empty());
+    l.recent.push(rejected(2, 0.7));
+    let details = fired(&plan, &l);
+    assert_eq!(details.len(), 3, "{details:?}");
+    assert!(details[0].contains("trip wire spend") && details[0].contains("$1.10"));
+    assert!(details[1].contains("2 iterations rejected"));
+    assert!(
+        details[2].contains("trip wire long of approach a"),
+        "{details:?}"
+    );
+    // A plan committed after them has not seen them spend or fail.
+    plan.committed_at_iteration = 2;
+    assert!(fired(&plan, &l).is_empty());
+}
+
+#[test]
+fn counterevidence_fires_until_a_plan_committed_after_it_has_seen_it() {
+    let c = revised(contract(vec![]));
+    let r = revised(registry(&[("c1", vec![approach("a", 0.5, 0.9)])]));
+    let mut plan = replan_in(GoalFocusMode::Monitor).unwrap();
+    let fires = |plan: &plan::CurrentPlan, l: &Ledger| {
+        signals_of(&c, &r, Some(plan), l).iter().any(|s| {
+            s.trigger == Trigger::UnreviewedCounterevidence && s.detail.contains("against a")
+        })
+    };
+    let mut l = ledger();
+    l.recent.push(record(1));
+    assert!(!fires(&plan, &l));
+    let mut against = record(2);
+    against.direction.counterevidence = vec!["a".into()];
+    l.recent.push(against);
+    l.recent.push(record(3));
+    assert!(fires(&plan, &l), "a later iteration does not review it");
+    plan.committed_at_iteration = 3;
+    assert!(!fires(&plan, &l));
+}
+
+#[test]
+fn a_trip_wire_that_can_never_stay_unset_is_refused() {
+    use crate::focus::contract::{TripCondition, TripWire};
+    for when in [
+        TripCondition::Iterations { at_least: 0 },
+        TripCondition::Usd { at_least: f64::NAN },
+        TripCondition::Usd { at_least: 0.0 },
+    ] {
+        let wires = vec![TripWire {
+            trip_wire_id: "w".into(),
+            description: String::new(),
+            when,
+        }];
+        let mut document = contract(vec![]);
+        document.trip_wires = wires.clone();
+        assert!(
+            matches!(document.check(), Err(FocusError::TripWireNeverSet { .. })),
+            "{when:?}"
+        );
+        // An approach's wire is held to the same rule.
+        let mut a = approach("a", 0.5, 0.9);
+        a.trip_wires = wires;
+        assert!(
+            matches!(
+                registry(&[("c1", vec![a])]).check(),
+                Err(FocusError::TripWireNeverSet { .. })
+            ),
+            "{when:?}"
+        );
+    }
+}
+
+/// The signals that fire for `plan` over ledger `l`, contract `c` and
+/// registry `r`, now.
+fn signals_of(
+    c: &Revised<GoalContract>,
+    r: &Revised<ApproachRegistry>,
+    plan: Option<&plan::CurrentPlan>,
+    l: &Ledger,
+) -> Vec<signals::Signal> {
+    signals(&Inputs {
+        now: now(),
+        ledger: l,
+        contract: c,
+        registry: r,
+        plan,
+    })
+}
+
+#[test]
+fn a_scope_only_streak_counts_under_the_plan_so_a_replan_reviews_it() {
+    let c = revised(contract(vec![]));
+    let r = revised(registry(&[("c1", vec![approach("a", 0.5, 0.9)])]));
+    let mut plan = replan_in(GoalFocusMode::Monitor).unwrap();
+    let mut l = ledger();
+    for i in 1..=3 {
+        let mut record = record(i);
+        record.direction.local_without_goal_delta = true;
+        l.recent.push(record);
+    }
+    let scope_only = |plan: &plan::CurrentPlan, l: &Ledger| {
+        signals_of(&c, &r, Some(plan), l)
+            .iter()
+            .any(|s| s.trigger == Trigger::ScopeOnly)
+    };
+    assert!(scope_only(&plan, &l));
+    plan.committed_at_iteration = 1;
+    assert!(
+        !scope_only(&plan, &l),
+        "two under the plan are no streak yet"
+    );
+    // Without any plan, every recent iteration counts.
+    assert!(signals_of(&c, &r, None, &l)
+        .iter()
+        .any(|s| s.trigger == Trigger::ScopeOnly));
 }

@@ -409,6 +409,7 @@ mod tests {
             bank: Some(Bank {
                 status: BankStatus::Rejected,
                 candidate_fingerprint: Digest::of_bytes(text.as_bytes()),
+                obligation_transitions: Vec::new(),
             }),
         }
     }

@@ -51,6 +51,12 @@ pub struct IterationRecord {
 pub struct Bank {
     pub status: BankStatus,
     pub candidate_fingerprint: Digest,
+    /// The obligation transitions this banking applied to the goal
+    /// contract, in the same transaction (`focus::banking`): an accepted
+    /// candidate's reviewed targets; none for a rejected one. Absent when
+    /// none, so rows banked before it existed keep their digests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub obligation_transitions: Vec<crate::focus::candidate::ObligationTarget>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -241,6 +247,7 @@ impl Texts<'_> {
             global_delta,
             campaign_delta,
             obligation_ids,
+            counterevidence,
             compute_runs,
             goal_contribution,
             goal_contribution_detail,
@@ -266,6 +273,7 @@ impl Texts<'_> {
             evidence_ids,
             guard_refs,
             obligation_ids,
+            counterevidence,
         ]);
         for text in texts.chain(lists.flatten()) {
             redact_in_place(text);
@@ -330,6 +338,7 @@ mod tests {
                 global_delta: planted("global"),
                 campaign_delta: planted("campaign"),
                 obligation_ids: planted_list("obligation"),
+                counterevidence: planted_list("counterevidence"),
                 compute_runs: Some(vec![serde_json::json!({
                     planted("key"): {"note": planted("note")},
                     "list": [planted("item")],

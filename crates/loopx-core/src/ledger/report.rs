@@ -48,6 +48,12 @@ pub struct Direction {
     pub campaign_delta: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub obligation_ids: Vec<String>,
+    /// What this iteration's evidence contradicts: a claim another
+    /// iteration supported, or the selected approach's premise (its
+    /// approach id). Until a strategy review has seen it (a plan committed
+    /// after it), it fires `unreviewed_counterevidence`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counterevidence: Vec<String>,
     /// `None`: compute not reported. `Some([])`: explicitly none
     /// (`--compute-none`). Otherwise each `--compute-run` object as given.
     #[serde(default, skip_serializing_if = "Option::is_none")]

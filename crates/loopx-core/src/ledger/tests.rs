@@ -609,6 +609,7 @@ fn bank(report: IterationReport, status: BankStatus) -> LedgerRequest {
         bank: Bank {
             status,
             candidate_fingerprint: crate::digest::Digest::of_bytes(b"candidate"),
+            obligation_transitions: Vec::new(),
         },
     }
 }

@@ -6,7 +6,11 @@
 //! Owns the cap: an attempt is started (and counted) before its reviewer
 //! is launched, so a host killed mid-review has still spent it; once
 //! `max_attempts` are started for a subject no further one starts, however
-//! many processes ask. A start for another subject begins a fresh tally
+//! many processes ask, except by rotation ([`may_start`]): a reviewer
+//! not yet tried on the subject may still be asked once, while the
+//! reviewers already tried are not called again (their artifacts and
+//! outcomes stand). A person is needed only when no untried reviewer is
+//! left. A start for another subject begins a fresh tally
 //! for that phase (one candidate is pending at a time, so only the latest
 //! subject matters and the stream stays small).
 //!
@@ -105,7 +109,36 @@ pub struct Attempts {
     pub recent_success_ms: BTreeMap<Phase, BTreeMap<String, Vec<u64>>>,
 }
 
+/// Whether `provider` may start an attempt on a subject that has had
+/// `used` attempts, by the reviewers `tried`, under a cap of `max`: below
+/// the cap anyone invited may; at or past it only a reviewer not yet
+/// tried (the rotation after the cap).
+pub fn may_start<'a>(
+    used: u32,
+    max: u32,
+    mut tried: impl Iterator<Item = &'a str>,
+    provider: &str,
+) -> bool {
+    used < max || !tried.any(|t| t == provider)
+}
+
 impl Attempts {
+    /// The reviewers that started an attempt in `phase` on `subject`.
+    pub fn tried(&self, phase: Phase, subject: &Digest) -> impl Iterator<Item = &str> {
+        (self.tally(phase, subject).into_iter())
+            .flat_map(|t| t.attempts.iter().map(|a| a.provider.as_str()))
+    }
+
+    /// [`may_start`] for `provider` in `phase` on `subject`.
+    pub fn may_start(&self, phase: Phase, subject: &Digest, provider: &str, max: u32) -> bool {
+        may_start(
+            self.used(phase, subject),
+            max,
+            self.tried(phase, subject),
+            provider,
+        )
+    }
+
     /// The attempts `phase` has started on `subject`.
     pub fn used(&self, phase: Phase, subject: &Digest) -> u32 {
         self.tally(phase, subject)
@@ -206,7 +239,7 @@ impl Owner for AttemptOwner {
                 max_attempts,
             } => {
                 let used = state.used(*phase, subject);
-                if used >= *max_attempts {
+                if !state.may_start(*phase, subject, provider, *max_attempts) {
                     return Err(PanelProblem::Exhausted {
                         phase: phase.name(),
                         subject: subject.to_string(),
@@ -377,6 +410,35 @@ mod tests {
         let state = apply(state, start(&b, 1)).unwrap();
         assert_eq!(state.used(Phase::ResultReview, &b), 1);
         assert_eq!(state.used(Phase::ResultReview, &a), 0);
+    }
+
+    #[test]
+    fn past_the_cap_only_a_reviewer_not_yet_tried_starts_once() {
+        let a = Digest::of_bytes(b"a");
+        let by = |provider: &str, attempt| AttemptRequest::Start {
+            phase: Phase::StrategyReview,
+            subject: a.clone(),
+            attempt,
+            provider: provider.into(),
+            max_attempts: 1,
+        };
+        let state = apply(Attempts::default(), by("codex", 1)).unwrap();
+        // codex was asked: it is not called again on this subject.
+        assert!(matches!(
+            apply(state.clone(), by("codex", 2)),
+            Err(PanelProblem::Exhausted { max: 1, .. })
+        ));
+        assert!(state.may_start(Phase::StrategyReview, &a, "claude", 1));
+        let state = apply(state, by("claude", 2)).unwrap();
+        assert!(!state.may_start(Phase::StrategyReview, &a, "claude", 1));
+        assert!(matches!(
+            apply(state.clone(), by("claude", 3)),
+            Err(PanelProblem::Exhausted { .. })
+        ));
+        assert_eq!(
+            state.tried(Phase::StrategyReview, &a).collect::<Vec<_>>(),
+            ["codex", "claude"]
+        );
     }
 
     #[test]

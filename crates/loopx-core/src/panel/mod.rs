@@ -112,7 +112,7 @@ pub enum PanelProblem {
     NoConsent,
     #[error("no reviewer can be invited: {0}")]
     NobodyInvited(String),
-    #[error("{phase} of {subject} already used its {max} attempts: no reviewer is started again for it; a person decides (`loopx goal-focus review --file REVIEW.json`, or `loopx goal-focus quarantine`)")]
+    #[error("{phase} of {subject} already used its {max} attempts and every invited reviewer was tried on it: no reviewer is started again for it; a person decides (`loopx goal-focus review --file REVIEW.json`, or `loopx goal-focus quarantine`)")]
     Exhausted {
         phase: &'static str,
         subject: String,

@@ -220,6 +220,19 @@ impl Fixture {
         json
     }
 
+    /// Give the loop a goal contract with open obligations o1 (a bridge)
+    /// and o2 (the terminal one, after o1).
+    pub fn with_obligations(&self) {
+        let contract = self.json_file(
+            "contract.json",
+            &serde_json::json!({"goal": "prove B", "obligations": [
+                {"obligation_id": "o1", "description": "lemma B", "kind": "bridge"},
+                {"obligation_id": "o2", "description": "theorem", "kind": "terminal", "depends_on": ["o1"]}
+            ]}),
+        );
+        self.focus_ok(&["revise", "--contract", &contract]);
+    }
+
     /// Give an enforce-mode loop a reviewed, active direction, so that the
     /// driver's pre-dispatch gate opens: a registry where `induction`
     /// dominates, a replan proposing it, and codex's endorsement for
