@@ -88,8 +88,13 @@ impl Agents {
     }
 
     /// `drive --provider providers args` in the scratch environment, with
-    /// `env` added (an empty value removes the variable).
+    /// `env` added (an empty value removes the variable), run to its end.
     fn drive(&self, providers: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+        self.drive_command(providers, args, env).output().unwrap()
+    }
+
+    /// The command [`Agents::drive`] runs, to start it and watch it run.
+    fn drive_command(&self, providers: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
         let mut command = Command::new(common::loopx_path());
         command
             .args(["drive", "--dir", self.f.d(), "--root"])
@@ -119,7 +124,7 @@ impl Agents {
                 value => command.env(name, value),
             };
         }
-        command.output().unwrap()
+        command
     }
 
     /// The CLIs first, then the test's own PATH.
@@ -244,29 +249,32 @@ fn a_refused_key_is_auth_at_once_and_drive_goes_on_with_the_next_provider() {
     let Some(a) = Agents::new(&["claude", "opencode"], 10) else {
         return;
     };
-    let refused = StandIn::new(vec![Reply::Error {
-        status: 401,
-        headers: vec![("request-id", "req_standin")],
-        body: r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
-    }]);
+    let refused = StandIn::new(vec![
+        Reply::Error {
+            status: 401,
+            headers: vec![("request-id", "req_standin")],
+            body: r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
+        };
+        3
+    ]);
     let working = StandIn::new(vec![Reply::shell(RECORD), Reply::Text("Recorded.")]);
     // OpenCode's Anthropic provider takes the base URL with its /v1.
     let opencode_url = format!("{}/v1", working.url);
     let started = Instant::now();
     let output = a.drive(
         "claude,opencode",
-        // Two turns: claude's refused one, then opencode's.
-        &["--max-iterations", "2"],
+        // Two turns: claude's refused one, then opencode's. Claude Code
+        // would retry the 401 for minutes: the driver ends the turn at its
+        // second retry.
+        &["--max-iterations", "2", "--max-cli-retries", "1"],
         &[
             ("AAS_AUTOLOOP_CLAUDE_BASE_URL", &refused.url),
             ("AAS_AUTOLOOP_OPENCODE_BASE_URL", &opencode_url),
-            // Claude Code retries a 401 by itself for minutes; until the
-            // driver reads the stream as it arrives, the suite turns that
-            // off (README: the hermetic suite).
-            ("CLAUDE_CODE_MAX_RETRIES", "0"),
+            ("CLAUDE_CODE_MAX_RETRIES", ""),
         ],
     );
     let stderr = a.ended(&output, 0, &["failed:auth", "advanced"], &[1]);
+    assert_eq!(refused.turns(), 2, "the first call and one retry: {stderr}");
     assert!(
         started.elapsed() < Duration::from_secs(90),
         "{:?}",
@@ -379,6 +387,86 @@ fn a_usage_limit_is_quota_and_the_driver_backs_off_then_resumes_charging_once() 
     let usd = claude_reported_usd(&a.logs());
     assert!(usd > 0.0);
     assert_eq!(a.status()["spent"]["usd"].as_f64(), Some(usd));
+}
+
+/// A usage limit Claude Code retries by itself (ten times, minutes in all):
+/// the driver reads its `api_retry` events as they arrive, shows them in
+/// `status` while the turn runs, and past `--max-cli-retries` ends the
+/// turn as QUOTA; the quota path then backs off and the next turn records.
+#[test]
+fn a_cli_retrying_a_usage_limit_is_shown_then_cut_short_as_quota() {
+    let Some(a) = Agents::new(&["claude"], 10) else {
+        return;
+    };
+    let limited = Reply::Error {
+        status: 429,
+        headers: vec![
+            ("retry-after", "1"),
+            ("anthropic-ratelimit-requests-reset", "2030-01-01T00:00:00Z"),
+        ],
+        body: r#"{"type":"error","error":{"type":"rate_limit_error","message":"Number of requests has exceeded your rate limit"}}"#,
+    };
+    let mut script = vec![limited; 3];
+    script.extend([Reply::shell(RECORD), Reply::Text("Recorded.")]);
+    let standin = StandIn::new(script);
+    let [(name, url)] = claude_endpoint(&standin);
+    let started = Instant::now();
+    let mut drive = a
+        .drive_command(
+            "claude",
+            &[
+                "--max-iterations",
+                "2",
+                "--quota-backoff",
+                "1",
+                "--max-cli-retries",
+                "2",
+            ],
+            // Claude Code's own retries as it ships them (ten).
+            &[(name, &url), ("CLAUDE_CODE_MAX_RETRIES", "")],
+        )
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // While the turn runs, status shows the CLI's retry.
+    let mut shown = None;
+    while drive.try_wait().unwrap().is_none() && shown.is_none() {
+        let status = a.status();
+        if let Some(retry) = status["driver"].get("retrying") {
+            let text = a.f.loopx().args(["status", "--dir", a.f.d()]).output();
+            let text = String::from_utf8_lossy(&text.unwrap().stdout).into_owned();
+            shown = Some((retry.clone(), text));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = drive.wait_with_output().unwrap();
+    let (retry, text) = shown.expect("status never showed the CLI's retry");
+    assert_eq!(retry["status"], 429, "{retry}");
+    assert_eq!(retry["error"], "rate_limit", "{retry}");
+    assert!(text.contains("its CLI on retry"), "{text}");
+    let stderr = a.ended(&output, 0, &["failed:quota", "advanced"], &[1]);
+    // Three retries seen, once each; the third went past the policy.
+    let attempts: Vec<u64> = common::journal_events(&a.f.dir, "driver.retrying")
+        .iter()
+        .map(|e| e["retry"]["attempt"].as_u64().unwrap())
+        .collect();
+    assert_eq!(attempts, [1, 2, 3], "{stderr}");
+    assert_eq!(
+        standin.turns(),
+        3 + 2,
+        "no fourth 429 was asked for: {stderr}"
+    );
+    let settled = common::journal_events(&a.f.dir, "driver.settled");
+    let note = settled[0]["settlement"]["note"].as_str().unwrap();
+    assert!(note.contains("--max-cli-retries"), "{note}");
+    assert!(stderr.contains("quota signal 1 from claude"), "{stderr}");
+    // Within seconds, not the minutes of Claude Code's own retries.
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(a.survivors(), Vec::<String>::new());
 }
 
 #[test]

@@ -82,6 +82,17 @@ impl Reading {
     }
 }
 
+impl Reading {
+    /// The loop ended the turn while its CLI still retried a call that
+    /// cannot succeed soon (`super::stream`): the class and the words are
+    /// the cut's, and a reset time the provider gave is kept.
+    pub fn cut_short(&mut self, cut: &super::stream::CutShort) {
+        self.class = Some(cut.class);
+        self.reported_error = Some(cut.reason.clone());
+        self.resets_at = cut.resets_at.or(self.resets_at);
+    }
+}
+
 /// The agent's part of a log: everything after the prompt sentinel.
 pub fn agent_output(log: &str) -> &str {
     match log.find(END_OF_PROMPT) {
@@ -184,7 +195,7 @@ pub fn launch_refusal(output: &str) -> Option<String> {
 }
 
 /// A failure class from the HTTP status the model API answered.
-fn class_from_status(status: Option<u64>) -> Option<FailureClass> {
+pub(crate) fn class_from_status(status: Option<u64>) -> Option<FailureClass> {
     match status? {
         401 | 403 => Some(FailureClass::Auth),
         429 => Some(FailureClass::Quota),
@@ -246,7 +257,7 @@ fn usage_tokens(usage: &Value) -> Option<u64> {
     (!found.is_empty()).then(|| found.iter().fold(0u64, |sum, n| sum.saturating_add(*n)))
 }
 
-fn epoch(value: &Value) -> Option<Timestamp> {
+pub(crate) fn epoch(value: &Value) -> Option<Timestamp> {
     let seconds = value
         .as_i64()
         .or_else(|| value.as_f64().map(|f| f as i64))?;
