@@ -71,23 +71,73 @@ impl Agents {
         })
     }
 
-    /// `claude` run by hand (not by a drive) in the scratch environment,
-    /// with `standin` as its model API.
-    fn claude(&self, standin: &StandIn) -> Command {
-        let mut claude = Command::new(self.clis.join("claude"));
-        claude
+    /// The CLI `cli` run by hand (not by a drive) in the project, in the
+    /// scratch environment only (its HOME, the CLIs first on PATH).
+    fn by_hand(&self, cli: &str) -> Command {
+        let mut command = Command::new(self.clis.join(cli));
+        command
             .current_dir(&self.root)
             .env_clear()
             .env("PATH", self.path())
             .env("HOME", &self.home)
-            .env("LOOPX_REGISTRY_DIR", &self.f.registry)
+            .env("LOOPX_REGISTRY_DIR", &self.f.registry);
+        command
+    }
+
+    /// `claude` run by hand, with `standin` as its model API.
+    fn claude(&self, standin: &StandIn) -> Command {
+        let mut claude = self.by_hand("claude");
+        claude
             .env("ANTHROPIC_API_KEY", "sk-ant-standin-not-a-key")
             .env("ANTHROPIC_BASE_URL", &standin.url)
             .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
         claude
     }
 
-    /// `drive --provider providers args` in the scratch environment, with
+    /// `codex exec` run by hand (its CODEX_HOME the scratch HOME's
+    /// `.codex`), with `standin` as its Responses API.
+    fn codex_exec(&self, standin: &StandIn) -> Command {
+        let provider = format!(
+            "model_providers.standin={{name=\"standin\",base_url=\"{}/v1\",wire_api=\"responses\",env_key=\"OPENAI_API_KEY\"}}",
+            standin.url
+        );
+        let mut codex = self.by_hand("codex");
+        codex
+            .env("OPENAI_API_KEY", "sk-standin-not-a-key")
+            .args(["exec", "-c", &provider, "-c", "model_provider=\"standin\""])
+            .args(["--skip-git-repo-check", "--json"]);
+        codex
+    }
+
+    /// Install loopx for `target` (`args` added) and arm the loop, as a
+    /// person would in this project.
+    fn install_and_arm(&self, target: &str, args: &[&str]) {
+        for args in [
+            [
+                &["install", "--target", target, "--dir", self.f.d()][..],
+                args,
+            ]
+            .concat(),
+            vec![
+                "arm",
+                "--dir",
+                self.f.d(),
+                "--root",
+                self.root.to_str().unwrap(),
+            ],
+        ] {
+            self.f
+                .loopx()
+                .args(&args)
+                .current_dir(&self.root)
+                .env("HOME", &self.home)
+                .env_remove("CODEX_HOME")
+                .assert()
+                .success();
+        }
+    }
+
+    /// `drive --provider providers args` in the scratch environment, with    /// `drive --provider providers args` in the scratch environment, with
     /// `env` added (an empty value removes the variable), run to its end.
     fn drive(&self, providers: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
         self.drive_command(providers, args, env).output().unwrap()
@@ -612,17 +662,7 @@ fn an_armed_loops_stop_hook_holds_a_claude_session_once_then_releases_it() {
         return;
     };
     // The Stop hook in the project, and the loop armed for it.
-    for args in [
-        vec!["install", "--target", "claude", "--dir", a.f.d()],
-        vec!["arm", "--dir", a.f.d(), "--root", a.root.to_str().unwrap()],
-    ] {
-        a.f.loopx()
-            .args(&args)
-            .current_dir(&a.root)
-            .env("HOME", &a.home)
-            .assert()
-            .success();
-    }
+    a.install_and_arm("claude", &[]);
     let standin = StandIn::new(vec![
         Reply::Text("I am finished."),
         Reply::Text("Understood, stopping now."),
@@ -652,6 +692,138 @@ fn an_armed_loops_stop_hook_holds_a_claude_session_once_then_releases_it() {
     ] {
         assert!(feedback.contains(says), "{says} in {feedback}");
     }
+}
+
+/// The Stop hook `loopx install --target codex` writes, through the real
+/// Codex: untrusted, Codex never runs it (the trust step install and
+/// doctor name is a person's); once trusted (the record Codex's hook
+/// review writes), the armed loop holds the session once with loopx's
+/// reason, then releases it on `stop_hook_active`.
+#[test]
+fn an_armed_loops_stop_hook_holds_a_codex_session_once_then_releases_it() {
+    let Some(a) = Agents::new(&["codex"], 10) else {
+        return;
+    };
+    // User scope: Codex reads $CODEX_HOME's hooks without project trust.
+    a.install_and_arm("codex", &["--user"]);
+    let hooks = a.home.join(".codex/hooks.json");
+    assert!(
+        std::fs::read_to_string(&hooks)
+            .unwrap()
+            .contains("hook-check"),
+        "no Stop hook in {}",
+        hooks.display()
+    );
+    // Untrusted: doctor says the step, and the session ends at once, the
+    // hook never run.
+    let untrusted = codex_user_install(&a);
+    assert!(
+        untrusted["warning"]
+            .as_str()
+            .is_some_and(|w| w.contains("only once you trust it")),
+        "{untrusted}"
+    );
+    let standin = StandIn::new(vec![Reply::Text("I am finished.")]);
+    let output = a
+        .codex_exec(&standin)
+        .arg("Finish the task.")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(standin.turns(), 1, "an untrusted hook ran");
+    // Trusted as Codex's hook review trusts it: the hash Codex computes,
+    // recorded under the key loopx reads (Codex's own app server lists
+    // both).
+    let (key, hash) = codex_listed_hook(&a);
+    assert_eq!(key, format!("{}:stop:0:0", hooks.display()));
+    let config = a.home.join(".codex/config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap_or_default();
+    text.push_str(&format!(
+        "\n[hooks.state.\"{key}\"]\ntrusted_hash = \"{hash}\"\n"
+    ));
+    std::fs::write(&config, text).unwrap();
+    let trusted = codex_user_install(&a);
+    assert!(trusted["warning"].is_null(), "{trusted}");
+    // Held once, then released.
+    let standin = StandIn::new(vec![
+        Reply::Text("I am finished."),
+        Reply::Text("Understood, stopping now."),
+    ]);
+    let output = a
+        .codex_exec(&standin)
+        .arg("Finish the task.")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{}", stderr(&output));
+    assert_eq!(standin.turns(), 2, "{stdout}");
+    let asked = standin.requests()[1]["input"].to_string();
+    for says in [
+        "hook_prompt",
+        "Autoloop is active and not finished",
+        a.f.d(),
+    ] {
+        assert!(asked.contains(says), "{says} in {asked}");
+    }
+}
+
+/// `loopx doctor`'s check of the Codex user install in the scratch HOME.
+fn codex_user_install(a: &Agents) -> Value {
+    let output =
+        a.f.loopx()
+            .args(["doctor", "--json", "--dir", a.f.d()])
+            .current_dir(&a.root)
+            .env("HOME", &a.home)
+            .env_remove("CODEX_HOME")
+            .output()
+            .unwrap();
+    let doctor: Value = serde_json::from_slice(&output.stdout).unwrap();
+    doctor["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "install.codex.user")
+        .unwrap_or_else(|| panic!("no install.codex.user in {doctor:#}"))
+        .clone()
+}
+
+/// The key and current hash of the one Stop hook Codex's app server
+/// lists for the scratch project (`hooks/list` over its stdio JSON-RPC).
+fn codex_listed_hook(a: &Agents) -> (String, String) {
+    use std::io::{BufRead as _, Write as _};
+    let mut server = a
+        .by_hand("codex")
+        .arg("app-server")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = server.stdin.take().unwrap();
+    let root = a.root.display().to_string();
+    for message in [
+        serde_json::json!({"id": 1, "method": "initialize", "params": {"clientInfo": {"name": "loopx-tests", "version": "0"}}}),
+        serde_json::json!({"method": "initialized"}),
+        serde_json::json!({"id": 2, "method": "hooks/list", "params": {"cwds": [root]}}),
+    ] {
+        writeln!(input, "{message}").unwrap();
+    }
+    let mut lines = std::io::BufReader::new(server.stdout.take().unwrap()).lines();
+    let listed = loop {
+        let reply: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        if reply["id"] == 2 {
+            break reply;
+        }
+    };
+    let _ = server.kill();
+    let _ = server.wait();
+    let hooks = &listed["result"]["data"][0]["hooks"];
+    assert_eq!(hooks.as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(hooks[0]["trustStatus"], "untrusted", "{listed}");
+    (
+        hooks[0]["key"].as_str().unwrap().to_owned(),
+        hooks[0]["currentHash"].as_str().unwrap().to_owned(),
+    )
 }
 
 #[test]

@@ -887,6 +887,32 @@ fn a_codex_project_install_says_codex_ignores_it_until_the_project_is_trusted() 
         ),
     );
     let said = h.run(&["install", "--target", "codex"]);
+    assert!(!said.contains("trusts the project"), "{said}");
+    // The Stop hook still waits for a person's trust, and both say so.
+    let hook_note = "Codex runs loopx's Stop hook only once you trust it";
+    assert!(
+        said.contains(hook_note) && said.contains("/hooks"),
+        "{said}"
+    );
+    let hooks = root.join(".codex/hooks.json");
+    let warned = check(&h.doctor(&dir).1, "install.codex.project").clone();
+    assert!(
+        warned["warning"]
+            .as_str()
+            .is_some_and(|w| w.contains(hook_note) && !w.contains("trusts the project")),
+        "{warned}"
+    );
+    // Codex's record of a trusted hook, as its hook review writes it: the
+    // hook's place in hooks.json and the hash it approved.
+    h.write(
+        &h.home.join(".codex/config.toml"),
+        &format!(
+            "[projects.\"{}\"]\ntrust_level = \"trusted\"\n\n[hooks.state.\"{}:stop:0:0\"]\ntrusted_hash = \"sha256:00\"\n",
+            root.display(),
+            hooks.display()
+        ),
+    );
+    let said = h.run(&["install", "--target", "codex"]);
     assert!(!said.contains("note:"), "{said}");
     let trusted = check(&h.doctor(&dir).1, "install.codex.project").clone();
     assert!(trusted["warning"].is_null(), "{trusted}");

@@ -225,6 +225,23 @@ fn skill(skills: &Path, source: &Source) -> Component {
     }
 }
 
+/// The Stop hook `loopx hook-check` in the hooks file at `path`, in the
+/// shape Claude Code and Codex share (`hooks.Stop`, a group of command
+/// hooks).
+fn stop_hook(path: PathBuf, source: &Source) -> Component {
+    Component {
+        name: "hook",
+        path,
+        edit: Edit::JsonHook {
+            parents: &["hooks", "Stop"],
+            command: format!(
+                "{} hook-check",
+                shell_quote(&source.loopx.display().to_string())
+            ),
+        },
+    }
+}
+
 /// The skill every runtime gets: when to call loopx, and how. One text
 /// for all three (they share the Agent Skills format: `name`,
 /// `description`, string-to-string `metadata`).
