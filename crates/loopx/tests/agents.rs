@@ -383,7 +383,7 @@ fn codex_with_a_refused_key_is_auth_and_drive_goes_on_with_claude() {
             headers: vec![],
             body: r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}"#,
         };
-        // Codex reconnects five times before it gives up.
+        // Codex would reconnect five times before it gave up.
         6
     ]);
     let working = StandIn::new(vec![Reply::shell(RECORD), Reply::Text("Recorded.")]);
@@ -402,6 +402,14 @@ fn codex_with_a_refused_key_is_auth_and_drive_goes_on_with_claude() {
         stderr.contains("codex excluded for this run (auth_or_session_dead); switching to claude"),
         "{stderr}"
     );
+    // Codex's reconnects were read as they came: its third went past the
+    // default --max-cli-retries (2), and no fourth request was made.
+    let attempts: Vec<u64> = common::journal_events(&a.f.dir, "driver.retrying")
+        .iter()
+        .map(|e| e["retry"]["attempt"].as_u64().unwrap())
+        .collect();
+    assert_eq!(attempts, [1, 2, 3], "{stderr}");
+    assert_eq!(refused.turns(), 3, "{stderr}");
 }
 
 #[test]
