@@ -159,9 +159,9 @@ fn installs(
     let ok = problems.is_empty();
     // Codex reads a project's config only in a project it trusts: an
     // install it ignores is not an install.
-    let untrusted = (target == Target::Codex && scope == Scope::Project)
-        .then(|| crate::install::codex::untrusted_note(places))
-        .flatten();
+    let untrusted = (target == Target::Codex)
+        .then(|| crate::install::codex::notes(scope, places).join("; "))
+        .filter(|notes| !notes.is_empty());
     checks.push(Check {
         name,
         ok,

@@ -282,7 +282,7 @@ pub fn decide(i: &Inputs<'_>) -> Health {
     health(
         State::Running,
         format!(
-            "running: {} on iteration {}{}",
+            "running: {} on iteration {}{}{}",
             i.driver.provider.as_deref().unwrap_or("an agent"),
             i.driver
                 .iteration
@@ -292,6 +292,12 @@ pub fn decide(i: &Inputs<'_>) -> Health {
             i.driver
                 .transport
                 .map(|transport| format!(" ({transport})"))
+                .unwrap_or_default(),
+            // A CLI retrying a refused call is why a turn seems stuck.
+            i.driver
+                .retrying
+                .as_ref()
+                .map(|r| format!("; its CLI is on {}", r.retry.words()))
                 .unwrap_or_default()
         ),
         None,
@@ -413,6 +419,25 @@ mod tests {
         };
         let h = decide_with(&verdict(false, false, None), &contained, true);
         assert_eq!(h.line, "running: claude on iteration 3 (trusted-local)");
+        let retrying = DriverSummary {
+            retrying: Some(loopx_core::driver::TurnRetry {
+                dispatch_id: "d3".into(),
+                retry: loopx_core::driver::stream::CliRetry {
+                    attempt: 2,
+                    max_retries: Some(10),
+                    status: Some(429),
+                    error: "rate_limit".into(),
+                    delay_ms: None,
+                },
+                at: now(),
+            }),
+            ..running()
+        };
+        let h = decide_with(&verdict(false, false, None), &retrying, true);
+        assert_eq!(
+            h.line,
+            "running: claude on iteration 3; its CLI is on retry 2 of 10 after 429 rate_limit"
+        );
     }
 
     #[test]

@@ -71,25 +71,80 @@ impl Agents {
         })
     }
 
-    /// `claude` run by hand (not by a drive) in the scratch environment,
-    /// with `standin` as its model API.
-    fn claude(&self, standin: &StandIn) -> Command {
-        let mut claude = Command::new(self.clis.join("claude"));
-        claude
+    /// The CLI `cli` run by hand (not by a drive) in the project, in the
+    /// scratch environment only (its HOME, the CLIs first on PATH).
+    fn by_hand(&self, cli: &str) -> Command {
+        let mut command = Command::new(self.clis.join(cli));
+        command
             .current_dir(&self.root)
             .env_clear()
             .env("PATH", self.path())
             .env("HOME", &self.home)
-            .env("LOOPX_REGISTRY_DIR", &self.f.registry)
+            .env("LOOPX_REGISTRY_DIR", &self.f.registry);
+        command
+    }
+
+    /// `claude` run by hand, with `standin` as its model API.
+    fn claude(&self, standin: &StandIn) -> Command {
+        let mut claude = self.by_hand("claude");
+        claude
             .env("ANTHROPIC_API_KEY", "sk-ant-standin-not-a-key")
             .env("ANTHROPIC_BASE_URL", &standin.url)
             .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
         claude
     }
 
-    /// `drive --provider providers args` in the scratch environment, with
-    /// `env` added (an empty value removes the variable).
+    /// `codex exec` run by hand (its CODEX_HOME the scratch HOME's
+    /// `.codex`), with `standin` as its Responses API.
+    fn codex_exec(&self, standin: &StandIn) -> Command {
+        let provider = format!(
+            "model_providers.standin={{name=\"standin\",base_url=\"{}/v1\",wire_api=\"responses\",env_key=\"OPENAI_API_KEY\"}}",
+            standin.url
+        );
+        let mut codex = self.by_hand("codex");
+        codex
+            .env("OPENAI_API_KEY", "sk-standin-not-a-key")
+            .args(["exec", "-c", &provider, "-c", "model_provider=\"standin\""])
+            .args(["--skip-git-repo-check", "--json"]);
+        codex
+    }
+
+    /// Install loopx for `target` (`args` added) and arm the loop, as a
+    /// person would in this project.
+    fn install_and_arm(&self, target: &str, args: &[&str]) {
+        for args in [
+            [
+                &["install", "--target", target, "--dir", self.f.d()][..],
+                args,
+            ]
+            .concat(),
+            vec![
+                "arm",
+                "--dir",
+                self.f.d(),
+                "--root",
+                self.root.to_str().unwrap(),
+            ],
+        ] {
+            self.f
+                .loopx()
+                .args(&args)
+                .current_dir(&self.root)
+                .env("HOME", &self.home)
+                .env_remove("CODEX_HOME")
+                .assert()
+                .success();
+        }
+    }
+
+    /// `drive --provider providers args` in the scratch environment, with    /// `drive --provider providers args` in the scratch environment, with
+    /// `env` added (an empty value removes the variable), run to its end.
     fn drive(&self, providers: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+        self.drive_command(providers, args, env).output().unwrap()
+    }
+
+    /// The command [`Agents::drive`] runs, to start it and watch it run.
+    fn drive_command(&self, providers: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
         let mut command = Command::new(common::loopx_path());
         command
             .args(["drive", "--dir", self.f.d(), "--root"])
@@ -119,7 +174,7 @@ impl Agents {
                 value => command.env(name, value),
             };
         }
-        command.output().unwrap()
+        command
     }
 
     /// The CLIs first, then the test's own PATH.
@@ -244,29 +299,32 @@ fn a_refused_key_is_auth_at_once_and_drive_goes_on_with_the_next_provider() {
     let Some(a) = Agents::new(&["claude", "opencode"], 10) else {
         return;
     };
-    let refused = StandIn::new(vec![Reply::Error {
-        status: 401,
-        headers: vec![("request-id", "req_standin")],
-        body: r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
-    }]);
+    let refused = StandIn::new(vec![
+        Reply::Error {
+            status: 401,
+            headers: vec![("request-id", "req_standin")],
+            body: r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
+        };
+        3
+    ]);
     let working = StandIn::new(vec![Reply::shell(RECORD), Reply::Text("Recorded.")]);
     // OpenCode's Anthropic provider takes the base URL with its /v1.
     let opencode_url = format!("{}/v1", working.url);
     let started = Instant::now();
     let output = a.drive(
         "claude,opencode",
-        // Two turns: claude's refused one, then opencode's.
-        &["--max-iterations", "2"],
+        // Two turns: claude's refused one, then opencode's. Claude Code
+        // would retry the 401 for minutes: the driver ends the turn at its
+        // second retry.
+        &["--max-iterations", "2", "--max-cli-retries", "1"],
         &[
             ("AAS_AUTOLOOP_CLAUDE_BASE_URL", &refused.url),
             ("AAS_AUTOLOOP_OPENCODE_BASE_URL", &opencode_url),
-            // Claude Code retries a 401 by itself for minutes; until the
-            // driver reads the stream as it arrives, the suite turns that
-            // off (README: the hermetic suite).
-            ("CLAUDE_CODE_MAX_RETRIES", "0"),
+            ("CLAUDE_CODE_MAX_RETRIES", ""),
         ],
     );
     let stderr = a.ended(&output, 0, &["failed:auth", "advanced"], &[1]);
+    assert_eq!(refused.turns(), 2, "the first call and one retry: {stderr}");
     assert!(
         started.elapsed() < Duration::from_secs(90),
         "{:?}",
@@ -325,7 +383,7 @@ fn codex_with_a_refused_key_is_auth_and_drive_goes_on_with_claude() {
             headers: vec![],
             body: r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}"#,
         };
-        // Codex reconnects five times before it gives up.
+        // Codex would reconnect five times before it gave up.
         6
     ]);
     let working = StandIn::new(vec![Reply::shell(RECORD), Reply::Text("Recorded.")]);
@@ -344,6 +402,14 @@ fn codex_with_a_refused_key_is_auth_and_drive_goes_on_with_claude() {
         stderr.contains("codex excluded for this run (auth_or_session_dead); switching to claude"),
         "{stderr}"
     );
+    // Codex's reconnects were read as they came: its third went past the
+    // default --max-cli-retries (2), and no fourth request was made.
+    let attempts: Vec<u64> = common::journal_events(&a.f.dir, "driver.retrying")
+        .iter()
+        .map(|e| e["retry"]["attempt"].as_u64().unwrap())
+        .collect();
+    assert_eq!(attempts, [1, 2, 3], "{stderr}");
+    assert_eq!(refused.turns(), 3, "{stderr}");
 }
 
 #[test]
@@ -379,6 +445,86 @@ fn a_usage_limit_is_quota_and_the_driver_backs_off_then_resumes_charging_once() 
     let usd = claude_reported_usd(&a.logs());
     assert!(usd > 0.0);
     assert_eq!(a.status()["spent"]["usd"].as_f64(), Some(usd));
+}
+
+/// A usage limit Claude Code retries by itself (ten times, minutes in all):
+/// the driver reads its `api_retry` events as they arrive, shows them in
+/// `status` while the turn runs, and past `--max-cli-retries` ends the
+/// turn as QUOTA; the quota path then backs off and the next turn records.
+#[test]
+fn a_cli_retrying_a_usage_limit_is_shown_then_cut_short_as_quota() {
+    let Some(a) = Agents::new(&["claude"], 10) else {
+        return;
+    };
+    let limited = Reply::Error {
+        status: 429,
+        headers: vec![
+            ("retry-after", "1"),
+            ("anthropic-ratelimit-requests-reset", "2030-01-01T00:00:00Z"),
+        ],
+        body: r#"{"type":"error","error":{"type":"rate_limit_error","message":"Number of requests has exceeded your rate limit"}}"#,
+    };
+    let mut script = vec![limited; 3];
+    script.extend([Reply::shell(RECORD), Reply::Text("Recorded.")]);
+    let standin = StandIn::new(script);
+    let [(name, url)] = claude_endpoint(&standin);
+    let started = Instant::now();
+    let mut drive = a
+        .drive_command(
+            "claude",
+            &[
+                "--max-iterations",
+                "2",
+                "--quota-backoff",
+                "1",
+                "--max-cli-retries",
+                "2",
+            ],
+            // Claude Code's own retries as it ships them (ten).
+            &[(name, &url), ("CLAUDE_CODE_MAX_RETRIES", "")],
+        )
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // While the turn runs, status shows the CLI's retry.
+    let mut shown = None;
+    while drive.try_wait().unwrap().is_none() && shown.is_none() {
+        let status = a.status();
+        if let Some(retry) = status["driver"].get("retrying") {
+            let text = a.f.loopx().args(["status", "--dir", a.f.d()]).output();
+            let text = String::from_utf8_lossy(&text.unwrap().stdout).into_owned();
+            shown = Some((retry.clone(), text));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = drive.wait_with_output().unwrap();
+    let (retry, text) = shown.expect("status never showed the CLI's retry");
+    assert_eq!(retry["status"], 429, "{retry}");
+    assert_eq!(retry["error"], "rate_limit", "{retry}");
+    assert!(text.contains("its CLI on retry"), "{text}");
+    let stderr = a.ended(&output, 0, &["failed:quota", "advanced"], &[1]);
+    // Three retries seen, once each; the third went past the policy.
+    let attempts: Vec<u64> = common::journal_events(&a.f.dir, "driver.retrying")
+        .iter()
+        .map(|e| e["retry"]["attempt"].as_u64().unwrap())
+        .collect();
+    assert_eq!(attempts, [1, 2, 3], "{stderr}");
+    assert_eq!(
+        standin.turns(),
+        3 + 2,
+        "no fourth 429 was asked for: {stderr}"
+    );
+    let settled = common::journal_events(&a.f.dir, "driver.settled");
+    let note = settled[0]["settlement"]["note"].as_str().unwrap();
+    assert!(note.contains("--max-cli-retries"), "{note}");
+    assert!(stderr.contains("quota signal 1 from claude"), "{stderr}");
+    // Within seconds, not the minutes of Claude Code's own retries.
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(a.survivors(), Vec::<String>::new());
 }
 
 #[test]
@@ -524,17 +670,7 @@ fn an_armed_loops_stop_hook_holds_a_claude_session_once_then_releases_it() {
         return;
     };
     // The Stop hook in the project, and the loop armed for it.
-    for args in [
-        vec!["install", "--target", "claude", "--dir", a.f.d()],
-        vec!["arm", "--dir", a.f.d(), "--root", a.root.to_str().unwrap()],
-    ] {
-        a.f.loopx()
-            .args(&args)
-            .current_dir(&a.root)
-            .env("HOME", &a.home)
-            .assert()
-            .success();
-    }
+    a.install_and_arm("claude", &[]);
     let standin = StandIn::new(vec![
         Reply::Text("I am finished."),
         Reply::Text("Understood, stopping now."),
@@ -564,6 +700,138 @@ fn an_armed_loops_stop_hook_holds_a_claude_session_once_then_releases_it() {
     ] {
         assert!(feedback.contains(says), "{says} in {feedback}");
     }
+}
+
+/// The Stop hook `loopx install --target codex` writes, through the real
+/// Codex: untrusted, Codex never runs it (the trust step install and
+/// doctor name is a person's); once trusted (the record Codex's hook
+/// review writes), the armed loop holds the session once with loopx's
+/// reason, then releases it on `stop_hook_active`.
+#[test]
+fn an_armed_loops_stop_hook_holds_a_codex_session_once_then_releases_it() {
+    let Some(a) = Agents::new(&["codex"], 10) else {
+        return;
+    };
+    // User scope: Codex reads $CODEX_HOME's hooks without project trust.
+    a.install_and_arm("codex", &["--user"]);
+    let hooks = a.home.join(".codex/hooks.json");
+    assert!(
+        std::fs::read_to_string(&hooks)
+            .unwrap()
+            .contains("hook-check"),
+        "no Stop hook in {}",
+        hooks.display()
+    );
+    // Untrusted: doctor says the step, and the session ends at once, the
+    // hook never run.
+    let untrusted = codex_user_install(&a);
+    assert!(
+        untrusted["warning"]
+            .as_str()
+            .is_some_and(|w| w.contains("only once you trust it")),
+        "{untrusted}"
+    );
+    let standin = StandIn::new(vec![Reply::Text("I am finished.")]);
+    let output = a
+        .codex_exec(&standin)
+        .arg("Finish the task.")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(standin.turns(), 1, "an untrusted hook ran");
+    // Trusted as Codex's hook review trusts it: the hash Codex computes,
+    // recorded under the key loopx reads (Codex's own app server lists
+    // both).
+    let (key, hash) = codex_listed_hook(&a);
+    assert_eq!(key, format!("{}:stop:0:0", hooks.display()));
+    let config = a.home.join(".codex/config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap_or_default();
+    text.push_str(&format!(
+        "\n[hooks.state.\"{key}\"]\ntrusted_hash = \"{hash}\"\n"
+    ));
+    std::fs::write(&config, text).unwrap();
+    let trusted = codex_user_install(&a);
+    assert!(trusted["warning"].is_null(), "{trusted}");
+    // Held once, then released.
+    let standin = StandIn::new(vec![
+        Reply::Text("I am finished."),
+        Reply::Text("Understood, stopping now."),
+    ]);
+    let output = a
+        .codex_exec(&standin)
+        .arg("Finish the task.")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{}", stderr(&output));
+    assert_eq!(standin.turns(), 2, "{stdout}");
+    let asked = standin.requests()[1]["input"].to_string();
+    for says in [
+        "hook_prompt",
+        "Autoloop is active and not finished",
+        a.f.d(),
+    ] {
+        assert!(asked.contains(says), "{says} in {asked}");
+    }
+}
+
+/// `loopx doctor`'s check of the Codex user install in the scratch HOME.
+fn codex_user_install(a: &Agents) -> Value {
+    let output =
+        a.f.loopx()
+            .args(["doctor", "--json", "--dir", a.f.d()])
+            .current_dir(&a.root)
+            .env("HOME", &a.home)
+            .env_remove("CODEX_HOME")
+            .output()
+            .unwrap();
+    let doctor: Value = serde_json::from_slice(&output.stdout).unwrap();
+    doctor["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "install.codex.user")
+        .unwrap_or_else(|| panic!("no install.codex.user in {doctor:#}"))
+        .clone()
+}
+
+/// The key and current hash of the one Stop hook Codex's app server
+/// lists for the scratch project (`hooks/list` over its stdio JSON-RPC).
+fn codex_listed_hook(a: &Agents) -> (String, String) {
+    use std::io::{BufRead as _, Write as _};
+    let mut server = a
+        .by_hand("codex")
+        .arg("app-server")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = server.stdin.take().unwrap();
+    let root = a.root.display().to_string();
+    for message in [
+        serde_json::json!({"id": 1, "method": "initialize", "params": {"clientInfo": {"name": "loopx-tests", "version": "0"}}}),
+        serde_json::json!({"method": "initialized"}),
+        serde_json::json!({"id": 2, "method": "hooks/list", "params": {"cwds": [root]}}),
+    ] {
+        writeln!(input, "{message}").unwrap();
+    }
+    let mut lines = std::io::BufReader::new(server.stdout.take().unwrap()).lines();
+    let listed = loop {
+        let reply: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        if reply["id"] == 2 {
+            break reply;
+        }
+    };
+    let _ = server.kill();
+    let _ = server.wait();
+    let hooks = &listed["result"]["data"][0]["hooks"];
+    assert_eq!(hooks.as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(hooks[0]["trustStatus"], "untrusted", "{listed}");
+    (
+        hooks[0]["key"].as_str().unwrap().to_owned(),
+        hooks[0]["currentHash"].as_str().unwrap().to_owned(),
+    )
 }
 
 #[test]

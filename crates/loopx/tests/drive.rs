@@ -1647,12 +1647,57 @@ fn the_default_cap_bounds_a_50_mb_flood_to_16_mib() {
     assert!(output.contains("FLOOD-HEAD") && output.trim_end().ends_with("FLOOD-TAIL"));
 }
 
+/// `drive --cmd agent` with each of `cases` (the flag's value, the
+/// variable's, what stderr must say) given as `setting` (flag, variable)
+/// says so, exits 2 and changes nothing.
+fn refused_settings(
+    d: &Drive,
+    agent: &str,
+    (flag_name, variable): (&str, &str),
+    cases: &[(Option<&str>, Option<&str>, &str)],
+) {
+    let before = d.f.fingerprint();
+    for (flag, env, expected) in cases {
+        let mut args = vec!["--cmd", agent];
+        args.extend(flag.map(|f| [flag_name, f]).into_iter().flatten());
+        let mut command = d.command(&args);
+        if let Some(env) = env {
+            command.env(variable, env);
+        }
+        let output = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(expected), "{stderr}");
+        assert_eq!(d.f.fingerprint(), before);
+    }
+}
+
+#[test]
+fn a_bad_cli_retry_policy_is_a_usage_error_that_changes_nothing() {
+    let d = Drive::new(5);
+    let agent = d.script("agent", APPEND);
+    let cases = [
+        (
+            None,
+            Some("many"),
+            "LOOPX_MAX_CLI_RETRIES=\"many\" is not a whole number",
+        ),
+        (Some("-1"), None, "--max-cli-retries"),
+        (Some("two"), Some("2"), "--max-cli-retries"),
+    ];
+    refused_settings(
+        &d,
+        &agent,
+        ("--max-cli-retries", "LOOPX_MAX_CLI_RETRIES"),
+        &cases,
+    );
+}
+
 #[test]
 fn a_bad_output_cap_is_a_usage_error_that_changes_nothing() {
     let d = Drive::new(5);
     let agent = d.script("agent", APPEND);
-    let before = d.f.fingerprint();
-    for (flag, env, expected) in [
+    let cases = [
         (
             Some("lots"),
             None,
@@ -1664,19 +1709,13 @@ fn a_bad_output_cap_is_a_usage_error_that_changes_nothing() {
             Some("16MB"),
             "LOOPX_MAX_TURN_OUTPUT=\"16MB\" is not a size",
         ),
-    ] {
-        let mut args = vec!["--cmd", agent.as_str()];
-        args.extend(flag.map(|f| ["--max-turn-output", f]).into_iter().flatten());
-        let mut command = d.command(&args);
-        if let Some(env) = env {
-            command.env("LOOPX_MAX_TURN_OUTPUT", env);
-        }
-        let output = command.output().unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "{stderr}");
-        assert!(stderr.contains(expected), "{stderr}");
-        assert_eq!(d.f.fingerprint(), before);
-    }
+    ];
+    refused_settings(
+        &d,
+        &agent,
+        ("--max-turn-output", "LOOPX_MAX_TURN_OUTPUT"),
+        &cases,
+    );
     // The flag wins over a bad environment.
     let (code, stderr) = {
         let output = d

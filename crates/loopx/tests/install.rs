@@ -253,6 +253,115 @@ fn codex_and_opencode_project_installs_round_trip() {
     assert_eq!(h.everything(), before);
 }
 
+/// OpenCode's config as people write it: JSONC, with line and block
+/// comments and trailing commas (and the `$schema` OpenCode adds itself).
+const OPENCODE_JSONC: &str = r#"{
+  "$schema": "https://opencode.ai/config.json",
+  // my model
+  "model": "anthropic/claude-sonnet-4-5", /* pinned */
+  "autoupdate": false,
+  "mcp": {
+    "other": {"type": "local", "command": ["true"], "enabled": false,}, // theirs
+  },
+}
+"#;
+
+#[test]
+fn an_opencode_jsonc_config_keeps_its_comments_and_commas_and_uninstall_restores_it() {
+    let h = Home::new();
+    let config = h.project.join("opencode.json");
+    h.write(&config, OPENCODE_JSONC);
+    let before = h.everything();
+    h.run(&["install", "--target", "opencode"]);
+    let installed = h.read(&config);
+    // Every line the person wrote is still there, as they wrote it, in
+    // order; loopx's entry is added after theirs, trailing comma and all.
+    let mut from = 0;
+    for line in OPENCODE_JSONC.lines() {
+        let at = installed[from..]
+            .find(line)
+            .unwrap_or_else(|| panic!("{line:?} lost or moved in {installed}"));
+        from += at + line.len();
+    }
+    assert!(
+        installed.contains("// theirs\n    \"loopx\": {\n      \"type\": \"local\","),
+        "{installed}"
+    );
+    // A second install reads its own JSONC entry back: nothing to change.
+    let again = h.run(&["install", "--target", "opencode"]);
+    assert!(again.contains("nothing to change"), "{again}");
+    // OpenCode itself reads the file (a copy, in a scratch project and
+    // HOME: OpenCode writes its own files there): its merged config has
+    // both servers.
+    if let Some(opencode) = std::env::var_os("LOOPX_AGENT_CLIS")
+        .map(|bin| PathBuf::from(bin).join("opencode"))
+        .filter(|bin| bin.is_file())
+    {
+        let scratch = tempfile::tempdir().unwrap();
+        std::fs::write(scratch.path().join("opencode.json"), &installed).unwrap();
+        let out = std::process::Command::new(opencode)
+            .args(["debug", "config"])
+            .current_dir(scratch.path())
+            .env("HOME", scratch.path())
+            .env_remove("XDG_CONFIG_HOME")
+            .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
+            .output()
+            .unwrap();
+        let config: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        assert_eq!(config["mcp"]["loopx"]["type"], "local", "{config:#}");
+        assert_eq!(config["mcp"]["other"]["enabled"], false, "{config:#}");
+        assert_eq!(config["model"], "anthropic/claude-sonnet-4-5");
+    }
+    h.run(&["uninstall", "--target", "opencode"]);
+    assert_eq!(h.everything(), before);
+}
+
+#[test]
+fn a_config_that_is_not_even_jsonc_is_refused_and_left_as_it_was() {
+    let h = Home::new();
+    let config = h.project.join("opencode.json");
+    for broken in [
+        "{\n  \"model\": \"x\" /* never closed\n}\n",
+        "{\n  model: \"x\",\n}\n",
+    ] {
+        h.write(&config, broken);
+        let before = h.everything_with_state();
+        let out = h
+            .loopx()
+            .args(["install", "--target", "opencode"])
+            .assert()
+            .failure();
+        let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        assert!(
+            stderr.contains(
+                "opencode.json is not valid JSON (comments and trailing commas are fine)"
+            ),
+            "{stderr}"
+        );
+        assert_eq!(h.everything_with_state(), before, "{broken:?}");
+    }
+}
+
+/// Claude Code's files keep their layout while loopx is installed: only
+/// loopx's entry is new text, every other line is as the person wrote it.
+#[test]
+fn claude_install_changes_only_its_own_entries_lines() {
+    let h = Home::new();
+    let settings = h.project.join(".claude/settings.json");
+    // Tabs, a key order and a one-line object no printer would choose.
+    let written = "{\n\t\"zeta\": 1,\n\t\"permissions\": {\"allow\": [\"Bash(ls)\"]},\n\t\"alpha\": true\n}\n";
+    h.write(&settings, written);
+    h.run(&["install", "--target", "claude"]);
+    let installed = h.read(&settings);
+    assert!(
+        installed.starts_with("{\n\t\"zeta\": 1,\n\t\"permissions\": {\"allow\": [\"Bash(ls)\"]},\n\t\"alpha\": true,\n\t\"hooks\": {\n\t\t\"Stop\": ["),
+        "{installed}"
+    );
+    h.run(&["uninstall", "--target", "claude"]);
+    assert_eq!(h.read(&settings), written);
+}
+
 #[test]
 fn claude_user_install_writes_home_files_only() {
     let h = Home::new();
@@ -775,6 +884,32 @@ fn a_codex_project_install_says_codex_ignores_it_until_the_project_is_trusted() 
         &format!(
             "[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
             root.display()
+        ),
+    );
+    let said = h.run(&["install", "--target", "codex"]);
+    assert!(!said.contains("trusts the project"), "{said}");
+    // The Stop hook still waits for a person's trust, and both say so.
+    let hook_note = "Codex runs loopx's Stop hook only once you trust it";
+    assert!(
+        said.contains(hook_note) && said.contains("/hooks"),
+        "{said}"
+    );
+    let hooks = root.join(".codex/hooks.json");
+    let warned = check(&h.doctor(&dir).1, "install.codex.project").clone();
+    assert!(
+        warned["warning"]
+            .as_str()
+            .is_some_and(|w| w.contains(hook_note) && !w.contains("trusts the project")),
+        "{warned}"
+    );
+    // Codex's record of a trusted hook, as its hook review writes it: the
+    // hook's place in hooks.json and the hash it approved.
+    h.write(
+        &h.home.join(".codex/config.toml"),
+        &format!(
+            "[projects.\"{}\"]\ntrust_level = \"trusted\"\n\n[hooks.state.\"{}:stop:0:0\"]\ntrusted_hash = \"sha256:00\"\n",
+            root.display(),
+            hooks.display()
         ),
     );
     let said = h.run(&["install", "--target", "codex"]);

@@ -997,6 +997,80 @@ fn the_smoke_test_reports_each_reviewer_and_leaves_the_loop_alone() {
     assert_eq!(p.f.fingerprint(), before);
 }
 
+/// `AAS_AUTOLOOP_<PROVIDER>_BASE_URL` points a reviewer at its endpoint
+/// the way it points a turn of that provider (one rule: Claude Code's
+/// `ANTHROPIC_BASE_URL`, Codex's own `-c` provider), and a setting no CLI
+/// can honour fails that reviewer, naming the variable.
+#[test]
+fn a_reviewer_is_pointed_at_its_providers_endpoint_setting() {
+    let p = Panel::new();
+    p.panel_json(r#"{"providers": ["codex", "claude"]}"#);
+    let codex_args = p.f.temp.path().join("codex.args");
+    let claude_env = p.f.temp.path().join("claude.env");
+    p.reviewer(
+        "codex",
+        &format!(
+            "printf '%s\\n' \"$@\" > '{}'\necho 'PONG'",
+            codex_args.display()
+        ),
+    );
+    p.reviewer(
+        "claude",
+        &format!(
+            "echo \"$ANTHROPIC_BASE_URL\" > '{}'\necho 'PONG'",
+            claude_env.display()
+        ),
+    );
+    let smoke = |claude_url: &str| {
+        let output = p
+            .loopx(&["panel", "--smoke", "--dir", p.f.d(), "--json"])
+            .env("AAS_AUTOLOOP_CODEX_BASE_URL", "http://127.0.0.1:9/v1")
+            .env("AAS_AUTOLOOP_CLAUDE_BASE_URL", claude_url)
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&output.stdout).unwrap()
+    };
+    let view = smoke("http://127.0.0.1:8");
+    assert!(
+        view["reviewers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["outcome"] == "answered"),
+        "{view}"
+    );
+    let args = std::fs::read_to_string(&codex_args).unwrap();
+    assert!(
+        args.contains("base_url=\"http://127.0.0.1:9/v1\"")
+            && args.contains("model_provider=\"loopx_endpoint\"")
+            && !args.contains("model_provider=\"openai\""),
+        "{args}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&claude_env).unwrap().trim(),
+        "http://127.0.0.1:8"
+    );
+    // Not a URL: claude's reviewer fails without starting, naming it.
+    std::fs::remove_file(&claude_env).unwrap();
+    let view = smoke("127.0.0.1:8");
+    let claude = view["reviewers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["provider"] == "claude")
+        .unwrap()
+        .clone();
+    assert_eq!(claude["outcome"], "failed", "{view}");
+    assert!(
+        claude["detail"]
+            .as_str()
+            .unwrap()
+            .contains("AAS_AUTOLOOP_CLAUDE_BASE_URL"),
+        "{claude}"
+    );
+    assert!(!claude_env.exists(), "the reviewer was started");
+}
+
 #[test]
 fn a_reviewers_control_characters_never_reach_the_terminal() {
     let p = Panel::new();

@@ -2,12 +2,15 @@
 //! within its cap (the head as it comes, the tail held and written at the
 //! end, the line saying what was dropped between), and [`sweep_logs`]
 //! applies the retention to `driver_logs/` after a settled turn.
+//! [`Lines`] cuts the same output into whole lines for a watch
+//! (`super::runner::Watch`) while the process runs.
 //!
 //! Not here: the policy, the words and the numbers
 //! (`loopx_core::driver::capture`), reading the process's pipe (the
 //! runner).
 
 use loopx_core::driver::capture::{self, LogEntry, OutputCap, Retention};
+use loopx_core::driver::stream;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, Write as _};
@@ -67,6 +70,58 @@ impl BoundedLog {
         self.file.write_all(back)?;
         self.file.flush()?;
         Ok(self.dropped)
+    }
+}
+
+/// Whole lines cut from a process's output as it arrives, held until the
+/// watch takes them. Bounded whatever the process prints: a line longer
+/// than [`stream::MAX_EVENT_LINE`] is skipped (no event is that long), and
+/// past [`Lines::HELD`] lines not yet taken the oldest go (a retry event
+/// names its attempt, so a later one stands for any dropped before it).
+#[derive(Debug, Default)]
+pub struct Lines {
+    partial: Vec<u8>,
+    /// The line being read is too long to pass on.
+    overlong: bool,
+    ready: VecDeque<String>,
+}
+
+impl Lines {
+    /// The most lines held for the watch.
+    pub const HELD: usize = 256;
+
+    pub fn push(&mut self, mut chunk: &[u8]) {
+        while !chunk.is_empty() {
+            let (part, rest, ended) = match chunk.iter().position(|b| *b == b'\n') {
+                Some(at) => (&chunk[..at], &chunk[at + 1..], true),
+                None => (chunk, &[][..], false),
+            };
+            if !self.overlong {
+                if self.partial.len() + part.len() > stream::MAX_EVENT_LINE {
+                    self.overlong = true;
+                    self.partial.clear();
+                } else {
+                    self.partial.extend_from_slice(part);
+                }
+            }
+            if ended {
+                if !self.overlong {
+                    let line = String::from_utf8_lossy(&self.partial).into_owned();
+                    if self.ready.len() == Self::HELD {
+                        self.ready.pop_front();
+                    }
+                    self.ready.push_back(line);
+                }
+                self.partial.clear();
+                self.overlong = false;
+            }
+            chunk = rest;
+        }
+    }
+
+    /// The whole lines read since the last take, oldest first.
+    pub fn take(&mut self) -> VecDeque<String> {
+        std::mem::take(&mut self.ready)
     }
 }
 
@@ -144,6 +199,27 @@ mod tests {
         assert!(bytes.starts_with(b"FIRST") && bytes.ends_with(b"LAST"));
         let text = String::from_utf8(bytes).unwrap();
         assert_eq!(text.find(&line), Some(32_768));
+    }
+
+    #[test]
+    fn lines_come_whole_across_chunks_and_stay_bounded() {
+        let mut lines = Lines::default();
+        lines.push(b"{\"a\":1}\n{\"b\"");
+        lines.push(b":2}\npartial");
+        assert_eq!(lines.take(), ["{\"a\":1}", "{\"b\":2}"]);
+        assert!(lines.take().is_empty(), "taken once");
+        // An overlong line is skipped whole, even split over chunks; the
+        // line after it comes through.
+        lines.push(&vec![b'x'; stream::MAX_EVENT_LINE]);
+        lines.push(b"more\nnext\n");
+        assert_eq!(lines.take(), ["next"]);
+        // A flood of lines keeps only the newest.
+        for n in 0..Lines::HELD + 10 {
+            lines.push(format!("{n}\n").as_bytes());
+        }
+        let held = lines.take();
+        assert_eq!(held.len(), Lines::HELD);
+        assert_eq!(held.front().map(String::as_str), Some("10"));
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //!   the real one.
 //! - [`reviewer`]: a panel reviewer through the same runner.
 //! - [`env`]: the names of the variables a started process sees.
+//! - `watch`: a running turn's output read as it arrives (its CLI's
+//!   retries shown, and ended past the loop's policy).
 //!
 //! This file holds the driver's bookkeeping, one function per commit or
 //! read: register and unregister a driver, ask the core's step what to do
@@ -32,6 +34,7 @@ pub mod reviewer;
 pub mod run;
 pub mod runner;
 pub mod turn;
+mod watch;
 
 use crate::loop_dir::{LoopDir, Reading, DRIVER_LOCK, DRIVER_LOGS};
 use crate::{clock, fsutil, platform};
@@ -43,8 +46,8 @@ use loopx_core::driver::session::Session;
 use loopx_core::driver::step::{self, Situation, Step};
 use loopx_core::driver::{
     self, DriverOwner, DriverRequest, DriverState, DriverSummary, HostAttestation, Intent,
-    Liveness, Observed, RecoveryPlan, Registration, RunEnded, Settlement, TurnOutcome, Waiting,
-    Workspace,
+    Liveness, Observed, RecoveryPlan, Registration, RunEnded, Settlement, TurnOutcome, TurnRetry,
+    Waiting, Workspace,
 };
 use loopx_core::focus::candidate::Hold;
 use loopx_core::focus::plan::PlanState;
@@ -267,6 +270,13 @@ pub fn store_back(
     if let Err(error) = set_waiting(dir, pid, Some(Waiting { until: now, reason }), provider) {
         eprintln!("loopx drive: warning: could not record the store outage in status ({error:#})");
     }
+}
+
+/// Record that the open turn's CLI is retrying (its `n`-th retry event
+/// this turn), for `status` to show until the turn settles.
+pub fn record_retry(dir: &LoopDir, retry: TurnRetry, n: u64) -> Result<()> {
+    let id = op("retry", &format!("{}-{n}", retry.dispatch_id))?;
+    write(dir, &id, &DriverRequest::Retrying { retry })
 }
 
 /// Commit the intent of a turn, before its agent starts.

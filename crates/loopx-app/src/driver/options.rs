@@ -4,6 +4,7 @@
 
 use loopx_core::driver::capture::OutputCap;
 use loopx_core::driver::session::Limits;
+use loopx_core::driver::stream::RetryPolicy;
 use loopx_core::panel::Switch;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -36,6 +37,9 @@ pub struct Options {
     pub output_cap: OutputCap,
     /// `--transport`, as given (`crate::containment::prepare` resolves it).
     pub transport: Option<String>,
+    /// How many of its own retries of a refused key or a usage limit a
+    /// turn's CLI is let make before the turn is ended.
+    pub cli_retries: RetryPolicy,
 }
 
 /// What the driver tells a person while it runs; the adapter renders it.

@@ -40,7 +40,11 @@ pub fn run_reviewer(
         program,
         args,
         cwd: launch.cwd.clone(),
-        env: vec![(env::PANEL_REVIEWER, "1".into())],
+        // Under trusted-local an endpoint setting was refused before any
+        // reviewer started, so only an unconfined one is pointed.
+        env: std::iter::once((env::PANEL_REVIEWER, "1".into()))
+            .chain(launch.env.iter().map(|(name, value)| (*name, value.into())))
+            .collect(),
         env_removed: env::WITHHELD_FROM_REVIEWERS,
         stdin: None,
         output: Output::Capture {

@@ -10,6 +10,7 @@
 
 use loopx_core::driver::capture::OutputCap;
 use loopx_core::driver::session::StopSignal;
+use loopx_core::driver::stream::CutShort;
 use std::ffi::OsString;
 use std::fs::File;
 use std::path::PathBuf;
@@ -78,6 +79,26 @@ pub struct ProcessOutcome {
     pub prompt_delivered: bool,
     /// Nothing it started was alive after the runner's sweep.
     pub cleaned_up: bool,
+    /// The watch ended it before it exited, and why.
+    pub cut_short: Option<CutShort>,
+}
+
+/// Reads a process's output line by line while it runs (a turn's
+/// structured events), on the runner's own thread, and may have it ended.
+pub trait Watch {
+    /// One whole line of its output (without the newline), in order; a
+    /// line longer than the runner reads whole is not passed. `Some`: end
+    /// the process now (its whole group), for this reason.
+    fn line(&mut self, line: &str) -> Option<CutShort>;
+}
+
+/// A watch that reads nothing and never ends a process.
+pub struct Unwatched;
+
+impl Watch for Unwatched {
+    fn line(&mut self, _line: &str) -> Option<CutShort> {
+        None
+    }
 }
 
 /// How a turn's process is started, watched, limited and reaped.
@@ -85,5 +106,17 @@ pub trait TurnRunner {
     /// Run `process` until it exits, its timeout passes, or the driver is
     /// told to stop (SIGTERM, SIGINT); end everything it started either
     /// way. `Err`: it could not be started, and nothing runs.
-    fn run(&self, process: Process) -> anyhow::Result<ProcessOutcome>;
+    fn run(&self, process: Process) -> anyhow::Result<ProcessOutcome> {
+        self.run_watched(process, &mut Unwatched)
+    }
+
+    /// [`TurnRunner::run`], with `watch` reading its output (a turn's log,
+    /// [`Output::Log`]) as it arrives: a line the watch says ends the
+    /// process ends its whole group at once, reported as
+    /// [`ProcessOutcome::cut_short`].
+    fn run_watched(
+        &self,
+        process: Process,
+        watch: &mut dyn Watch,
+    ) -> anyhow::Result<ProcessOutcome>;
 }

@@ -26,6 +26,7 @@ use loopx_core::driver::capture::{OutputCap, Retention};
 use loopx_core::driver::classify::{self, Reading as OutputReading, END_OF_PROMPT};
 use loopx_core::driver::provider::{self, Launcher, Structured};
 use loopx_core::driver::session::TurnResult;
+use loopx_core::driver::stream::StreamWatch;
 use loopx_core::driver::HostAttestation;
 use loopx_core::driver::{turn_advanced, Intent, Settlement, TurnOutcome};
 use loopx_core::goal::Actor;
@@ -276,21 +277,33 @@ pub fn run_turn(
     progress.running(Some(format!(
         "iteration {iteration} [{provider_name}] running"
     )));
-    let ran = runner.run(Process {
-        program,
-        args,
-        cwd: root.to_path_buf(),
-        env,
-        env_removed: &[],
-        stdin,
-        output: Output::Log { file: log, cap },
-        timeout: options.iteration_timeout,
-        record: Record {
-            logs: logs.to_path_buf(),
-            name: dispatch_id.clone(),
+    let structured = launcher.map_or(Structured::Text, |l| l.structured);
+    let mut watch = super::watch::TurnWatch {
+        dir,
+        progress,
+        dispatch_id: &dispatch_id,
+        label: format!("iteration {iteration} [{provider_name}]"),
+        watch: StreamWatch::new(structured, options.cli_retries),
+        recorded: 0,
+    };
+    let ran = runner.run_watched(
+        Process {
+            program,
+            args,
+            cwd: root.to_path_buf(),
+            env,
+            env_removed: &[],
+            stdin,
+            output: Output::Log { file: log, cap },
+            timeout: options.iteration_timeout,
+            record: Record {
+                logs: logs.to_path_buf(),
+                name: dispatch_id.clone(),
+            },
+            confinement: contained.map(|(_, confinement)| confinement),
         },
-        confinement: contained.map(|(_, confinement)| confinement),
-    });
+        &mut watch,
+    );
     progress.running(None);
     let ran = ran?;
     failpoint::reached("drive.after_agent");
@@ -301,8 +314,10 @@ pub fn run_turn(
     });
 
     let output = super::agent_log(dir, &log_name);
-    let structured = launcher.map_or(Structured::Text, |l| l.structured);
-    let read = classify::read(classify::agent_output(&output), structured, clock::now());
+    let mut read = classify::read(classify::agent_output(&output), structured, clock::now());
+    if let Some(cut) = &ran.cut_short {
+        read.cut_short(cut);
+    }
     // The agent has run: from here on the turn is only ever settled,
     // however long the store takes to come back, never run again.
     let after = through_outages(dir, on, "reading the turn's result", progress, || {

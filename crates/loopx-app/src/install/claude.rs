@@ -14,7 +14,7 @@
 //!   theirs: reinstall replaces, and uninstall removes, only loopx's hook.
 
 use super::json::Json;
-use super::{shell_quote, skill, Component, Edit, Places, Scope, Source};
+use super::{skill, stop_hook, Component, Edit, Places, Scope, Source};
 
 pub fn components(scope: Scope, places: &Places, source: &Source) -> Vec<Component> {
     let (base, mcp_file) = match scope {
@@ -45,16 +45,6 @@ pub fn components(scope: Scope, places: &Places, source: &Source) -> Vec<Compone
                 ]),
             },
         },
-        Component {
-            name: "hook",
-            path: base.join(".claude/settings.json"),
-            edit: Edit::JsonHook {
-                parents: &["hooks", "Stop"],
-                command: format!(
-                    "{} hook-check",
-                    shell_quote(&source.loopx.display().to_string())
-                ),
-            },
-        },
+        stop_hook(base.join(".claude/settings.json"), source),
     ]
 }

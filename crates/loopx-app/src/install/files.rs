@@ -238,12 +238,13 @@ fn finish(request: &Request, plans: Vec<Planned>, installing: bool) -> Result<In
             }
         }
     }
-    // Codex reads a project's config only once it trusts the project.
-    let notes = (installing && request.target == Target::Codex && request.scope == Scope::Project)
-        .then(|| super::codex::untrusted_note(request.places))
-        .flatten()
-        .into_iter()
-        .collect();
+    // Codex reads a project's config only once it trusts the project,
+    // and runs a hook only once a person trusted it.
+    let notes = if installing && request.target == Target::Codex {
+        super::codex::notes(request.scope, request.places)
+    } else {
+        Vec::new()
+    };
     Ok(InstallView {
         target: request.target,
         scope: request.scope,

@@ -25,8 +25,9 @@ impl Json {
         Json::Object(Vec::new())
     }
 
-    pub fn parse(text: &str) -> serde_json::Result<Self> {
-        serde_json::from_str(text)
+    /// JSON, or JSONC (comments, trailing commas: OpenCode's config).
+    pub fn parse(text: &str) -> anyhow::Result<Self> {
+        Ok(serde_json::from_str(&super::jsonc::blank(text)?)?)
     }
 
     /// Two-space indentation and a final newline, as the runtimes' own

@@ -34,6 +34,7 @@ mod claude;
 pub mod codex;
 mod files;
 pub mod json;
+mod jsonc;
 mod opencode;
 
 pub use files::{
@@ -224,6 +225,23 @@ fn skill(skills: &Path, source: &Source) -> Component {
     }
 }
 
+/// The Stop hook `loopx hook-check` in the hooks file at `path`, in the
+/// shape Claude Code and Codex share (`hooks.Stop`, a group of command
+/// hooks).
+fn stop_hook(path: PathBuf, source: &Source) -> Component {
+    Component {
+        name: "hook",
+        path,
+        edit: Edit::JsonHook {
+            parents: &["hooks", "Stop"],
+            command: format!(
+                "{} hook-check",
+                shell_quote(&source.loopx.display().to_string())
+            ),
+        },
+    }
+}
+
 /// The skill every runtime gets: when to call loopx, and how. One text
 /// for all three (they share the Agent Skills format: `name`,
 /// `description`, string-to-string `metadata`).
@@ -328,7 +346,7 @@ impl Edit {
                     .expect("an env map is an object")
                     .set(RECORD_KEY, Json::Scalar(record.into()));
                 slot.set(key, entry);
-                Ok(doc.print_like(current))
+                print_json(current, &doc, &[*parents, &[*key]].concat())
             }
             Edit::JsonHook { parents, command } => {
                 let mut doc = parse_json(current, path)?;
@@ -363,7 +381,7 @@ impl Edit {
                         Json::Array(vec![hook]),
                     )])),
                 }
-                Ok(doc.print_like(current))
+                print_json(current, &doc, parents)
             }
             Edit::TomlKey {
                 table,
@@ -424,7 +442,7 @@ impl Edit {
                 remove_json(&mut doc, parents, |slot| {
                     slot.remove(key);
                 });
-                Ok(Some(doc.print_like(Some(current))))
+                print_json(Some(current), &doc, &[*parents, &[*key]].concat()).map(Some)
             }
             Edit::JsonHook { parents, .. } => {
                 let mut doc = parse_json(Some(current), path)?;
@@ -433,7 +451,7 @@ impl Edit {
                         groups.retain_mut(|group| !remove_loopx_hook(group));
                     }
                 });
-                Ok(Some(doc.print_like(Some(current))))
+                print_json(Some(current), &doc, parents).map(Some)
             }
             Edit::TomlKey { table, key, .. } => {
                 let mut doc: toml_edit::DocumentMut = current.parse()?;
@@ -554,13 +572,23 @@ impl Edit {
     }
 }
 
+/// `doc`, the tree of `current` after an edit at `path`, as text: the
+/// person's file with only the value at `path` changed (every comment,
+/// key order and indentation kept), or printed whole for a new file.
+fn print_json(current: Option<&str>, doc: &Json, path: &[&str]) -> Result<String> {
+    match current {
+        Some(text) if !text.trim().is_empty() => jsonc::carry(text, doc, path),
+        _ => Ok(doc.print()),
+    }
+}
+
 fn parse_json(current: Option<&str>, path: &Path) -> Result<Json> {
     let doc = match current {
         None => Json::object(),
         Some(text) if text.trim().is_empty() => Json::object(),
         Some(text) => Json::parse(text).with_context(|| {
             format!(
-                "{} is not valid JSON: fix it, then install again",
+                "{} is not valid JSON (comments and trailing commas are fine): fix it, then install again",
                 path.display()
             )
         })?,

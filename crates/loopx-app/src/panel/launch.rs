@@ -3,6 +3,7 @@
 //! runner starts, limits and reaps the process; the panel only reads
 //! what it reports.
 
+use loopx_core::driver::provider::{self, Launcher};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -22,6 +23,46 @@ pub struct Launch {
     pub timeout: Duration,
     /// A name for its process record, unique in the loop.
     pub name: String,
+    /// Variables added to its environment: the endpoint its provider's
+    /// `AAS_AUTOLOOP_<PROVIDER>_BASE_URL` points it at, as a turn's.
+    pub env: Vec<(&'static str, String)>,
+}
+
+impl Launch {
+    /// Reviewer `provider` with `launcher`, answering `prompt` in `cwd`,
+    /// pointed at the endpoint its setting names the way a turn of it is
+    /// (`provider::point_at`). `Err`: the setting cannot be honoured (no
+    /// known way for this CLI, or not a URL), in words naming it.
+    pub fn reviewer(
+        provider: &str,
+        launcher: &Launcher,
+        prompt: &str,
+        cwd: PathBuf,
+        timeout: Duration,
+        name: String,
+    ) -> Result<Launch, String> {
+        let args = launcher.review_argv(prompt, &cwd.display().to_string());
+        let pointed = match provider::find(provider) {
+            Some(known) => provider::point_at(
+                known,
+                args,
+                crate::driver::env::base_url(provider).as_deref(),
+            )?,
+            None => provider::Launch {
+                args,
+                env: Vec::new(),
+            },
+        };
+        Ok(Launch {
+            provider: provider.to_owned(),
+            binary: launcher.binary.to_owned(),
+            args: pointed.args,
+            cwd,
+            timeout,
+            name,
+            env: pointed.env,
+        })
+    }
 }
 
 /// What came of a reviewer process.

@@ -376,15 +376,24 @@ impl Prepared {
                 exit_status: None,
             });
         }
-        let launch = Launch {
-            provider: reviewer.name.to_owned(),
-            binary: reviewer.launcher.binary.to_owned(),
-            args: reviewer
-                .launcher
-                .review_argv(reviewer.prompt, &cwd.display().to_string()),
-            cwd: cwd.clone(),
-            timeout: Duration::from_secs(timeout_s),
-            name: crate::operation::fresh_name(&format!("panel-{}", reviewer.attempt)),
+        let launch = match Launch::reviewer(
+            reviewer.name,
+            reviewer.launcher,
+            reviewer.prompt,
+            cwd.clone(),
+            Duration::from_secs(timeout_s),
+            crate::operation::fresh_name(&format!("panel-{}", reviewer.attempt)),
+        ) {
+            Ok(launch) => launch,
+            Err(unusable) => {
+                return Ok(Found {
+                    outcome: AttemptOutcome::Refused,
+                    detail: unusable,
+                    decided: None,
+                    elapsed_ms: 0,
+                    exit_status: None,
+                })
+            }
         };
         let ran =
             runner(&launch).map_err(|error| error.context("the reviewer could not be started"))?;

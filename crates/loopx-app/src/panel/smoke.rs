@@ -127,17 +127,18 @@ pub fn smoke(
             detail: String::new(),
         };
         if let Some(launcher) = launcher {
-            let launch = Launch {
-                provider: name.clone(),
-                binary: launcher.binary.to_owned(),
-                args: launcher.review_argv(SMOKE_PROMPT, &work.display().to_string()),
-                cwd: work.clone(),
-                timeout: Duration::from_secs(timeout_s),
-                name: crate::operation::fresh_name(&format!("smoke-{name}")),
-            };
-            let (outcome, detail, elapsed_ms) = match runner(&launch) {
-                Err(error) => ("failed", format!("could not be started: {error:#}"), 0),
-                Ok(ran) => {
+            let launch = Launch::reviewer(
+                name,
+                launcher,
+                SMOKE_PROMPT,
+                work.clone(),
+                Duration::from_secs(timeout_s),
+                crate::operation::fresh_name(&format!("smoke-{name}")),
+            );
+            let (outcome, detail, elapsed_ms) = match launch.map(|launch| runner(&launch)) {
+                Err(unusable) => ("failed", unusable, 0),
+                Ok(Err(error)) => ("failed", format!("could not be started: {error:#}"), 0),
+                Ok(Ok(ran)) => {
                     let said =
                         loopx_core::redact::redact_owned(&String::from_utf8_lossy(&ran.stdout));
                     let elapsed_ms = ran.elapsed.as_millis() as u64;

@@ -82,6 +82,17 @@ impl Reading {
     }
 }
 
+impl Reading {
+    /// The loop ended the turn while its CLI still retried a call that
+    /// cannot succeed soon (`super::stream`): the class and the words are
+    /// the cut's, and a reset time the provider gave is kept.
+    pub fn cut_short(&mut self, cut: &super::stream::CutShort) {
+        self.class = Some(cut.class);
+        self.reported_error = Some(cut.reason.clone());
+        self.resets_at = cut.resets_at.or(self.resets_at);
+    }
+}
+
 /// The agent's part of a log: everything after the prompt sentinel.
 pub fn agent_output(log: &str) -> &str {
     match log.find(END_OF_PROMPT) {
@@ -184,7 +195,7 @@ pub fn launch_refusal(output: &str) -> Option<String> {
 }
 
 /// A failure class from the HTTP status the model API answered.
-fn class_from_status(status: Option<u64>) -> Option<FailureClass> {
+pub(crate) fn class_from_status(status: Option<u64>) -> Option<FailureClass> {
     match status? {
         401 | 403 => Some(FailureClass::Auth),
         429 => Some(FailureClass::Quota),
@@ -228,6 +239,28 @@ pub fn reset_from_text(output: &str, now: Timestamp) -> Option<Timestamp> {
         .ok()
 }
 
+/// When a usage limit resets, from a model API's rate-limit headers:
+/// Anthropic's unified reset (seconds since the epoch), else its
+/// per-kind resets (RFC 3339), the latest of them.
+fn reset_from_headers(headers: &Value) -> Option<Timestamp> {
+    let header = |name: &str| headers.get(name).and_then(Value::as_str);
+    if let Some(at) = header("anthropic-ratelimit-unified-reset")
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .and_then(|n| epoch(&Value::from(n)))
+    {
+        return Some(at);
+    }
+    [
+        "anthropic-ratelimit-requests-reset",
+        "anthropic-ratelimit-tokens-reset",
+        "anthropic-ratelimit-input-tokens-reset",
+        "anthropic-ratelimit-output-tokens-reset",
+    ]
+    .iter()
+    .filter_map(|name| header(name)?.trim().parse::<Timestamp>().ok())
+    .max()
+}
+
 fn number(value: &Value, key: &str) -> Option<u64> {
     value.get(key).and_then(Value::as_u64)
 }
@@ -246,7 +279,7 @@ fn usage_tokens(usage: &Value) -> Option<u64> {
     (!found.is_empty()).then(|| found.iter().fold(0u64, |sum, n| sum.saturating_add(*n)))
 }
 
-fn epoch(value: &Value) -> Option<Timestamp> {
+pub(crate) fn epoch(value: &Value) -> Option<Timestamp> {
     let seconds = value
         .as_i64()
         .or_else(|| value.as_f64().map(|f| f as i64))?;
@@ -321,6 +354,14 @@ pub fn read(output: &str, structured: Structured, now: Timestamp) -> Reading {
                     .unwrap_or(kind)
                     .to_owned();
                 reading.failed(status, message);
+                // OpenCode passes the API's response headers on: the reset
+                // time of a usage limit is there when the API gave one.
+                if let Some(at) = data
+                    .and_then(|d| d.get("responseHeaders"))
+                    .and_then(reset_from_headers)
+                {
+                    reading.resets_at = Some(at);
+                }
             }
             (Structured::OpencodeJson, "step_finish") => {
                 let part = event.get("part").unwrap_or(&event);
@@ -441,6 +482,37 @@ mod tests {
             read(text, Structured::Text, now()).resets_at,
             Some("2026-12-02T18:00:00Z".parse().unwrap())
         );
+    }
+
+    #[test]
+    fn opencodes_error_carries_the_apis_reset_time_in_its_headers() {
+        let line = |headers: &str| {
+            format!(
+                r#"{{"type":"error","error":{{"name":"APIError","data":{{"message":"Number of requests has exceeded your rate limit","statusCode":429,"isRetryable":true,"responseHeaders":{headers}}}}}}}"#
+            )
+        };
+        for (headers, reset) in [
+            (
+                r#"{"anthropic-ratelimit-unified-reset":"1893456000","retry-after":"1"}"#,
+                Some("2030-01-01T00:00:00Z"),
+            ),
+            (
+                r#"{"anthropic-ratelimit-requests-reset":"2030-01-01T00:00:00Z","anthropic-ratelimit-tokens-reset":"2030-01-01T00:05:00Z"}"#,
+                Some("2030-01-01T00:05:00Z"),
+            ),
+            (
+                r#"{"retry-after":"1","anthropic-ratelimit-unified-reset":"soon"}"#,
+                None,
+            ),
+        ] {
+            let reading = read(&line(headers), Structured::OpencodeJson, now());
+            assert_eq!(reading.class, Some(FailureClass::Quota), "{headers}");
+            assert_eq!(
+                reading.resets_at,
+                reset.map(|r| r.parse().unwrap()),
+                "{headers}"
+            );
+        }
     }
 
     #[test]

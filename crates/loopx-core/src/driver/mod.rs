@@ -11,6 +11,7 @@ pub mod classify;
 pub mod provider;
 pub mod session;
 pub mod step;
+pub mod stream;
 
 use crate::operation::{Decided, Owner};
 use classify::{FailureClass, Usage};
@@ -204,6 +205,19 @@ pub struct DriverState {
     /// has, so older journals read the same.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_run: Option<RunEnded>,
+    /// The open turn's CLI retrying a failed model API call: its latest
+    /// retry, until the turn settles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retrying: Option<TurnRetry>,
+}
+
+/// A running turn's CLI retrying a failed model API call, as last seen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnRetry {
+    pub dispatch_id: String,
+    #[serde(flatten)]
+    pub retry: stream::CliRetry,
+    pub at: Timestamp,
 }
 
 /// How one drive run ended: its exit, why in words, and how many turns it
@@ -255,6 +269,10 @@ pub enum DriverRequest {
         waiting: Option<Waiting>,
         provider: Option<String>,
     },
+    /// The open turn's CLI is retrying (what `status` shows meanwhile).
+    Retrying {
+        retry: TurnRetry,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -283,6 +301,9 @@ pub enum DriverEvent {
     Waiting {
         waiting: Option<Waiting>,
         provider: Option<String>,
+    },
+    Retrying {
+        retry: TurnRetry,
     },
 }
 
@@ -444,6 +465,26 @@ impl Owner for DriverOwner {
                     receipt("waiting", None),
                 ))
             }
+            DriverRequest::Retrying { retry } => {
+                if open_id().as_deref() != Some(retry.dispatch_id.as_str()) {
+                    return Err(DriverError::NotOpen {
+                        dispatch_id: retry.dispatch_id.clone(),
+                        open: open_id(),
+                    });
+                }
+                if state.retrying.as_ref().map(|r| &r.retry) == Some(&retry.retry) {
+                    return Ok(Decided::unchanged(receipt(
+                        "unchanged",
+                        Some(&retry.dispatch_id),
+                    )));
+                }
+                Ok(Decided::write(
+                    DriverEvent::Retrying {
+                        retry: retry.clone(),
+                    },
+                    receipt("retrying", Some(&retry.dispatch_id)),
+                ))
+            }
         }
     }
 
@@ -451,6 +492,7 @@ impl Owner for DriverOwner {
         let mut state = state.unwrap_or_default();
         let settle = |state: &mut DriverState, settlement: Settlement| {
             state.open = None;
+            state.retrying = None;
             state.dispatches += 1;
             crate::window::push_newest(&mut state.recent, settlement, RECENT_SETTLEMENTS);
         };
@@ -475,6 +517,7 @@ impl Owner for DriverOwner {
             DriverEvent::Intended { intent } => {
                 state.current_provider = Some(intent.provider.clone());
                 state.waiting = None;
+                state.retrying = None;
                 state.open = Some((**intent).clone());
             }
             DriverEvent::Settled { settlement } => settle(&mut state, (**settlement).clone()),
@@ -503,6 +546,11 @@ impl Owner for DriverOwner {
                 state.waiting = waiting.clone();
                 state.current_provider = provider.clone();
             }
+            DriverEvent::Retrying { retry } => {
+                if state.open.as_ref().map(|o| &o.dispatch_id) == Some(&retry.dispatch_id) {
+                    state.retrying = Some(retry.clone());
+                }
+            }
         }
         state
     }
@@ -515,6 +563,7 @@ impl Owner for DriverOwner {
             DriverEvent::Settled { .. } => "driver.settled",
             DriverEvent::Cancelled { .. } => "driver.cancelled",
             DriverEvent::Waiting { .. } => "driver.waiting",
+            DriverEvent::Retrying { .. } => "driver.retrying",
         }
     }
 }
@@ -796,6 +845,70 @@ mod tests {
     }
 
     #[test]
+    fn a_running_turns_cli_retry_is_shown_until_the_turn_settles_and_never_for_another() {
+        let now = Timestamp::UNIX_EPOCH;
+        let registered = DriverOwner::evolve(
+            None,
+            &DriverEvent::Registered {
+                registration: Registration {
+                    pid: 7,
+                    started_at: now,
+                    providers: vec!["claude".into()],
+                    command: None,
+                    transport: None,
+                    limits: None,
+                },
+                workspace_root: "/p".into(),
+                reclaimed_from: None,
+            },
+        );
+        let open = DriverOwner::evolve(
+            Some(registered),
+            &DriverEvent::Intended {
+                intent: Box::new(intent()),
+            },
+        );
+        let retry = |dispatch_id: &str, attempt: u32| DriverRequest::Retrying {
+            retry: TurnRetry {
+                dispatch_id: dispatch_id.into(),
+                retry: stream::CliRetry {
+                    attempt,
+                    max_retries: Some(10),
+                    status: Some(429),
+                    error: "rate_limit".into(),
+                    delay_ms: Some(1000),
+                },
+                at: now,
+            },
+        };
+        // Not the open turn's: refused, nothing written.
+        assert!(matches!(
+            DriverOwner::decide(Some(&open), &retry("d0", 1), &now),
+            Err(DriverError::NotOpen { .. })
+        ));
+        let decided = DriverOwner::decide(Some(&open), &retry("d1", 1), &now).unwrap();
+        let retrying = DriverOwner::evolve(Some(open), &decided.event.unwrap());
+        let line = summary(&retrying, |_| true).line();
+        assert!(
+            line.contains("on iteration 4, its CLI on retry 1 of 10 after 429 rate_limit"),
+            "{line}"
+        );
+        // The same retry again writes nothing.
+        let again = DriverOwner::decide(Some(&retrying), &retry("d1", 1), &now).unwrap();
+        assert!(again.event.is_none());
+        let settled = DriverOwner::evolve(
+            Some(retrying),
+            &DriverEvent::Cancelled {
+                dispatch_id: "d1".into(),
+                reason: "test".into(),
+                at: now,
+            },
+        );
+        assert_eq!(settled.retrying, None);
+        assert_eq!(summary(&settled, |_| true).retrying, None);
+    }
+
+    #[test]
     fn one_intent_at_a_time_and_settlement_must_match() {
         let now = Timestamp::UNIX_EPOCH;
         let state = DriverOwner::evolve(
@@ -857,6 +970,9 @@ pub struct DriverSummary {
     /// Under trusted-local, the limits in force.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limits: Option<crate::containment::limits::Limits>,
+    /// The running turn's CLI retrying a failed model API call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retrying: Option<TurnRetry>,
 }
 
 /// The driver as `alive` says its registered pid is.
@@ -889,6 +1005,7 @@ pub fn summary(state: &DriverState, alive: impl Fn(u32) -> bool) -> DriverSummar
             .as_ref()
             .filter(|_| running)
             .and_then(|r| r.limits),
+        retrying: state.retrying.clone().filter(|_| running),
     }
 }
 
@@ -912,12 +1029,16 @@ impl DriverSummary {
                 waiting.until
             ),
             (true, None) => format!(
-                "running (pid {}, {}, since {}){}; {}",
+                "running (pid {}, {}, since {}){}{}; {}",
                 self.pid.unwrap_or(0),
                 self.provider.as_deref().unwrap_or("?"),
                 self.since.map(|s| s.to_string()).unwrap_or_default(),
                 self.iteration
                     .map(|i| format!(", on iteration {i}"))
+                    .unwrap_or_default(),
+                self.retrying
+                    .as_ref()
+                    .map(|r| format!(", its CLI on {}", r.retry.words()))
                     .unwrap_or_default(),
                 self.transport_words()
             ),

@@ -292,7 +292,17 @@ pub fn endpoint_launch(
     root: &str,
     base_url: Option<&str>,
 ) -> Result<Launch, String> {
-    let mut args = launcher.argv(prompt, root);
+    point_at(provider, launcher.argv(prompt, root), base_url)
+}
+
+/// `args`, a command line of `provider` (a turn's, or a panel reviewer's
+/// [`Launcher::review_argv`]), pointed at `base_url` when one is set: the
+/// one rule for how each CLI takes an endpoint.
+pub fn point_at(
+    provider: &Provider,
+    mut args: Vec<String>,
+    base_url: Option<&str>,
+) -> Result<Launch, String> {
     let Some(url) = base_url else {
         return Ok(Launch {
             args,

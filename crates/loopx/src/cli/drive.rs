@@ -14,6 +14,7 @@ use loopx_app::loop_dir::LoopDir;
 use loopx_core::driver::capture::{OutputCap, CAP_ENV};
 use loopx_core::driver::provider;
 use loopx_core::driver::session::{Exit, Limits};
+use loopx_core::driver::stream::{RetryPolicy, MAX_CLI_RETRIES_ENV};
 use loopx_core::driver::RecoveryPlan;
 use loopx_core::goal::{self, Actor};
 use loopx_core::panel::Switch;
@@ -90,6 +91,14 @@ pub struct DriveArgs {
     /// are kept (older ones are removed after each turn).
     #[arg(long, value_name = "BYTES")]
     pub max_turn_output: Option<String>,
+    /// How many of its own retries of a refused key (401/403) or a usage
+    /// limit (429) a provider CLI may make before the driver ends the turn
+    /// as auth or quota (read from its stream as it runs: Claude Code's
+    /// api_retry events, Codex's reconnects), instead of waiting out
+    /// minutes of retries. Overloads and 5xx are left to the CLI. Default
+    /// 2, or LOOPX_MAX_CLI_RETRIES.
+    #[arg(long, value_name = "N")]
+    pub max_cli_retries: Option<u32>,
     /// How provider processes run: trusted-local (an explicit opt-in:
     /// attested claude/codex binaries, each turn in its own cgroup scope
     /// under bubblewrap with memory, task, CPU and POSIX limits; see
@@ -199,6 +208,13 @@ pub fn drive(args: &DriveArgs, store: Option<&str>) -> Result<Reply> {
         Ok(cap) => cap,
         Err(message) => return Ok(bad_arguments(message)),
     };
+    let cli_retries = match RetryPolicy::resolve(
+        args.max_cli_retries,
+        std::env::var(MAX_CLI_RETRIES_ENV).ok().as_deref(),
+    ) {
+        Ok(policy) => policy,
+        Err(message) => return Ok(bad_arguments(message)),
+    };
     let target = match &args.cmd {
         Some(cmd) if cmd.trim().is_empty() => {
             return Ok(bad_arguments("--cmd must not be empty".into()))
@@ -223,6 +239,7 @@ pub fn drive(args: &DriveArgs, store: Option<&str>) -> Result<Reply> {
         panel: args.panel.into(),
         output_cap,
         transport: args.transport.clone(),
+        cli_retries,
     };
     let dir = match LoopDir::open(args.dir.at(store), Access::ReadWrite) {
         Ok(dir) => dir,

@@ -19,8 +19,8 @@
 //! protocol in `loopx_app::driver`, the panel, the core's classifier).
 
 use anyhow::{bail, Context as _, Result};
-use loopx_app::driver::capture::BoundedLog;
-use loopx_app::driver::runner::{Output, Process, ProcessOutcome, TurnRunner};
+use loopx_app::driver::capture::{BoundedLog, Lines};
+use loopx_app::driver::runner::{Output, Process, ProcessOutcome, TurnRunner, Watch};
 use loopx_app::driver::{agent_identity, record_path, write_record};
 use loopx_app::platform;
 use loopx_store::failpoint;
@@ -34,8 +34,8 @@ use std::time::{Duration, Instant};
 pub struct Plain;
 
 impl TurnRunner for Plain {
-    fn run(&self, process: Process) -> Result<ProcessOutcome> {
-        run_bounded(process)
+    fn run_watched(&self, process: Process, watch: &mut dyn Watch) -> Result<ProcessOutcome> {
+        run_bounded(process, watch)
     }
 }
 
@@ -61,8 +61,8 @@ enum Sink {
         truncated: bool,
     },
     /// Its log; `None` once finished (a writer that escaped the sweep is
-    /// not written any more).
-    Log(Option<BoundedLog>),
+    /// not written any more). The lines, for the watch.
+    Log(Option<BoundedLog>, Lines),
 }
 
 impl Sink {
@@ -79,16 +79,17 @@ impl Sink {
             }
             // A log that cannot be written (a full disk) loses output, not
             // the turn: the process is still read, never blocked.
-            Sink::Log(log) => {
+            Sink::Log(log, lines) => {
                 if let Some(log) = log {
                     let _ = log.write(chunk);
+                    lines.push(chunk);
                 }
             }
         }
     }
 }
 
-fn run_bounded(process: Process) -> Result<ProcessOutcome> {
+fn run_bounded(process: Process, watch: &mut dyn Watch) -> Result<ProcessOutcome> {
     if let Some(signal) = platform::stop_signal() {
         bail!(
             "not started: the driver was told to stop ({})",
@@ -127,7 +128,8 @@ fn run_bounded(process: Process) -> Result<ProcessOutcome> {
             // One pipe for both, so their lines interleave as in a file.
             let (reader, writer) = std::io::pipe()?;
             command.stdout(writer.try_clone()?).stderr(writer);
-            (Sink::Log(Some(BoundedLog::new(file, cap))), Some(reader))
+            let sink = Sink::Log(Some(BoundedLog::new(file, cap)), Lines::default());
+            (sink, Some(reader))
         }
         Output::Capture { limit } => {
             command.stdout(Stdio::piped()).stderr(Stdio::null());
@@ -205,6 +207,7 @@ fn run_bounded(process: Process) -> Result<ProcessOutcome> {
     });
     let deadline = started + process.timeout;
     let mut timed_out = false;
+    let mut cut_short = None;
     // The stop signal that reached the driver, and when the group was asked
     // to end.
     let mut stopping = None;
@@ -213,6 +216,12 @@ fn run_bounded(process: Process) -> Result<ProcessOutcome> {
             Ok(status) => break status?,
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => bail!("the process's waiter vanished"),
+        }
+        if cut_short.is_none() {
+            cut_short = watched(&shared, watch);
+            if cut_short.is_some() {
+                platform::kill_group(pgid);
+            }
         }
         if stopping.is_none() {
             if let Some(signal) = platform::stop_signal() {
@@ -258,6 +267,7 @@ fn run_bounded(process: Process) -> Result<ProcessOutcome> {
         prompt_delivered: delivery
             .is_none_or(|thread| thread.is_finished() && thread.join().unwrap_or(false)),
         cleaned_up,
+        cut_short,
         ..ProcessOutcome::default()
     };
     let mut held = shared.lock().unwrap_or_else(|p| p.into_inner());
@@ -268,7 +278,7 @@ fn run_bounded(process: Process) -> Result<ProcessOutcome> {
             outcome.captured = std::mem::take(bytes);
             outcome.truncated = *truncated;
         }
-        Sink::Log(log) => {
+        Sink::Log(log, _) => {
             if let Some(log) = log.take() {
                 outcome.dropped = log.finish().context("cannot finish the turn's log")?;
                 outcome.truncated = outcome.dropped > 0;
@@ -276,6 +286,21 @@ fn run_bounded(process: Process) -> Result<ProcessOutcome> {
         }
     }
     Ok(outcome)
+}
+
+/// The lines read since the last look, through `watch`: why it ends the
+/// process, if it does.
+fn watched(
+    sink: &Mutex<Sink>,
+    watch: &mut dyn Watch,
+) -> Option<loopx_core::driver::stream::CutShort> {
+    // Taken under the lock, read outside it: the watch may write to the
+    // store, and the reader must never wait on that.
+    let lines = match &mut *sink.lock().unwrap_or_else(|p| p.into_inner()) {
+        Sink::Log(_, lines) => lines.take(),
+        Sink::Head { .. } => return None,
+    };
+    lines.iter().find_map(|line| watch.line(line))
 }
 
 /// Read `pipe` to its end into `sink`.
