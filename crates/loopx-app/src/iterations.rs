@@ -9,6 +9,7 @@
 
 use crate::loop_dir::LoopDir;
 use crate::AppError;
+use loopx_core::driver::snapshot::TurnSnapshot;
 use loopx_core::driver::{self, DriverEvent, Intent};
 use loopx_core::ledger::{IterationRecord, LedgerEvent, STREAM};
 use loopx_core::path::LoopPath;
@@ -29,6 +30,10 @@ pub struct IterationDetail {
     pub record: IterationRecord,
     pub dispatch: Option<Intent>,
     pub log: Option<String>,
+    /// The workspace before and after its turn, when the driver took git
+    /// snapshots.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<TurnSnapshot>,
 }
 
 /// How much of a turn's log the detail shows: its end, where a failure is.
@@ -82,16 +87,28 @@ pub fn detail(dir: &LoopDir, iteration: u64) -> Result<IterationDetail, AppError
             "no iteration {iteration} in this ledger (iterations are numbered from 1)"
         ))
     })?;
-    let mut dispatch = None;
+    let mut dispatch: Option<Intent> = None;
+    let mut snapshot = None;
     dir.authority()
         .store()
         .journal(driver::STREAM, 0, &mut |entry| {
-            if let Ok(DriverEvent::Intended { intent }) = serde_json::from_str(&entry.event) {
-                if intent.iteration == iteration
-                    && (record.dispatch_id.is_empty() || intent.dispatch_id == record.dispatch_id)
+            match serde_json::from_str(&entry.event) {
+                Ok(DriverEvent::Intended { intent })
+                    if intent.iteration == iteration
+                        && (record.dispatch_id.is_empty()
+                            || intent.dispatch_id == record.dispatch_id) =>
                 {
                     dispatch = Some(*intent);
+                    snapshot = None;
                 }
+                Ok(DriverEvent::Snapshotted { snapshot: taken })
+                    if dispatch
+                        .as_ref()
+                        .is_some_and(|d| d.dispatch_id == taken.dispatch_id) =>
+                {
+                    snapshot = Some(*taken);
+                }
+                _ => {}
             }
             Ok(())
         })
@@ -102,6 +119,7 @@ pub fn detail(dir: &LoopDir, iteration: u64) -> Result<IterationDetail, AppError
         record,
         dispatch,
         log,
+        snapshot,
     })
 }
 

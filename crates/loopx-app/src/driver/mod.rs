@@ -162,11 +162,11 @@ pub fn next_step(
 
 /// `prefix.id`: the operation id of one driver write, stable across a
 /// retry of the same write.
-fn op(prefix: &str, id: &str) -> Result<OperationId> {
+pub(crate) fn op(prefix: &str, id: &str) -> Result<OperationId> {
     Ok(OperationId::parse(&format!("{prefix}.{id}"))?)
 }
 
-fn write(dir: &LoopDir, id: &OperationId, request: &DriverRequest) -> Result<()> {
+pub(crate) fn write(dir: &LoopDir, id: &OperationId, request: &DriverRequest) -> Result<()> {
     let now = clock::now();
     dir.authority()
         .execute::<DriverOwner>(driver::STREAM, id, request, &now, now)?;
@@ -656,6 +656,10 @@ pub struct Recovery {
     /// then probably its current turn, not a leftover.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub running_driver: Option<u32>,
+    /// The workspace against the last one loopx left (its after-snapshot
+    /// or a rollback), when the loop has workspace snapshots.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<crate::snapshot::WorkspaceCheck>,
 }
 
 impl Recovery {
@@ -678,6 +682,7 @@ pub fn show_recovery(dir: &LoopDir) -> Result<Recovery> {
         plan,
         open,
         running_driver,
+        workspace: crate::snapshot::recovery_check(dir),
     })
 }
 
@@ -692,6 +697,7 @@ pub fn run_recovery(dir: &LoopDir) -> Result<Recovery> {
         plan,
         open: state.open,
         running_driver: None,
+        workspace: crate::snapshot::recovery_check(dir),
     })
 }
 

@@ -10,6 +10,7 @@ pub mod capture;
 pub mod classify;
 pub mod provider;
 pub mod session;
+pub mod snapshot;
 pub mod step;
 
 use crate::operation::{Decided, Owner};
@@ -204,6 +205,13 @@ pub struct DriverState {
     /// has, so older journals read the same.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_run: Option<RunEnded>,
+    /// The last turn's git snapshots (absent while none was taken).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_snapshot: Option<snapshot::TurnSnapshot>,
+    /// The workspace as loopx last left it (a turn's end, a rollback, the
+    /// operator's acceptance): what a rollback and a restart check against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_left: Option<snapshot::WorkspaceMark>,
 }
 
 /// How one drive run ended: its exit, why in words, and how many turns it
@@ -255,6 +263,20 @@ pub enum DriverRequest {
         waiting: Option<Waiting>,
         provider: Option<String>,
     },
+    /// A turn's workspace before and after, as committed to loopx's refs.
+    Snapshot {
+        snapshot: Box<snapshot::TurnSnapshot>,
+    },
+    /// The workspace was restored to a snapshot.
+    RollBack {
+        rollback: Box<snapshot::Rollback>,
+        /// The user's HEAD, which a rollback never moves.
+        head: Option<String>,
+    },
+    /// The operator accepted the workspace as found at a restart.
+    AcceptWorkspace {
+        mark: snapshot::WorkspaceMark,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -283,6 +305,18 @@ pub enum DriverEvent {
     Waiting {
         waiting: Option<Waiting>,
         provider: Option<String>,
+    },
+    Snapshotted {
+        snapshot: Box<snapshot::TurnSnapshot>,
+    },
+    RolledBack {
+        rollback: Box<snapshot::Rollback>,
+        head: Option<String>,
+        at: Timestamp,
+    },
+    WorkspaceAccepted {
+        mark: snapshot::WorkspaceMark,
+        at: Timestamp,
     },
 }
 
@@ -444,6 +478,31 @@ impl Owner for DriverOwner {
                     receipt("waiting", None),
                 ))
             }
+            DriverRequest::Snapshot { snapshot } => Ok(Decided::write(
+                DriverEvent::Snapshotted {
+                    snapshot: snapshot.clone(),
+                },
+                receipt("snapshotted", Some(&snapshot.dispatch_id)),
+            )),
+            DriverRequest::RollBack { rollback, head } => {
+                let mut rollback = rollback.clone();
+                rollback.reason = crate::redact::redact_owned(&rollback.reason);
+                Ok(Decided::write(
+                    DriverEvent::RolledBack {
+                        rollback,
+                        head: head.clone(),
+                        at: *now,
+                    },
+                    receipt("rolled_back", None),
+                ))
+            }
+            DriverRequest::AcceptWorkspace { mark } => Ok(Decided::write(
+                DriverEvent::WorkspaceAccepted {
+                    mark: mark.clone(),
+                    at: *now,
+                },
+                receipt("workspace_accepted", None),
+            )),
         }
     }
 
@@ -503,6 +562,16 @@ impl Owner for DriverOwner {
                 state.waiting = waiting.clone();
                 state.current_provider = provider.clone();
             }
+            DriverEvent::Snapshotted { snapshot } => {
+                state.workspace_left = Some(snapshot.left());
+                state.last_snapshot = Some((**snapshot).clone());
+            }
+            DriverEvent::RolledBack { rollback, head, .. } => {
+                state.workspace_left = Some(rollback.left(head.clone()));
+            }
+            DriverEvent::WorkspaceAccepted { mark, .. } => {
+                state.workspace_left = Some(mark.clone());
+            }
         }
         state
     }
@@ -515,6 +584,9 @@ impl Owner for DriverOwner {
             DriverEvent::Settled { .. } => "driver.settled",
             DriverEvent::Cancelled { .. } => "driver.cancelled",
             DriverEvent::Waiting { .. } => "driver.waiting",
+            DriverEvent::Snapshotted { .. } => "driver.snapshotted",
+            DriverEvent::RolledBack { .. } => "driver.rolled_back",
+            DriverEvent::WorkspaceAccepted { .. } => "driver.workspace_accepted",
         }
     }
 }
@@ -857,6 +929,9 @@ pub struct DriverSummary {
     /// Under trusted-local, the limits in force.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limits: Option<crate::containment::limits::Limits>,
+    /// The last turn's git snapshots: both commits and what changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<snapshot::TurnSnapshot>,
 }
 
 /// The driver as `alive` says its registered pid is.
@@ -889,6 +964,7 @@ pub fn summary(state: &DriverState, alive: impl Fn(u32) -> bool) -> DriverSummar
             .as_ref()
             .filter(|_| running)
             .and_then(|r| r.limits),
+        snapshot: state.last_snapshot.clone(),
     }
 }
 
