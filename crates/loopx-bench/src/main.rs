@@ -33,6 +33,9 @@
 //!   on goals of 10, 1,000 and 10,000 todos seeded through the bulk path,
 //!   each against its floor and against itself at the smallest size (see
 //!   [`todos`]).
+//! - `snapshot`: one workspace snapshot against `git add -A && git
+//!   commit` of the same small change, on repositories of 100 to 10,000
+//!   files (see [`snapshot`]).
 //! - `panel`: `loopx panel --phase result_review` with an instant fake
 //!   reviewer, against `goal-focus review --file` alone (see [`panel`]).
 //!
@@ -53,6 +56,7 @@ mod measure;
 mod moving;
 mod panel;
 mod seed;
+mod snapshot;
 mod todos;
 
 use measure::{json_of, time_once, time_runs, Summary};
@@ -94,6 +98,10 @@ suites:
                         seeded by one `todo add --from-file` each; each
                         alternating with its floor, and its ratio to itself
                         at the smallest size
+  snapshot              one workspace snapshot (the driver's, before a turn) on
+                        repositories of --sizes files (default 100,1000,10000)
+                        with a small change, alternating with a plain
+                        `git add -A && git commit` of the same change
   move                  loopx migrate --from-dir into --store postgres://…
                         on seeded ledgers (--sizes; at most 5 runs each, a
                         fresh database per run, dropped after it)
@@ -131,6 +139,7 @@ enum Suite {
     Move,
     Panel,
     Todos,
+    Snapshot,
 }
 
 struct Options {
@@ -159,6 +168,7 @@ fn parse_options() -> Result<Option<Options>> {
         Some("move") => Some(Suite::Move),
         Some("panel") => Some(Suite::Panel),
         Some("todos") => Some(Suite::Todos),
+        Some("snapshot") => Some(Suite::Snapshot),
         _ => None,
     };
     if suite.is_some() {
@@ -221,7 +231,11 @@ fn parse_options() -> Result<Option<Options>> {
     if options.suite == Suite::Todos && !sizes_given {
         options.sizes = vec![10, 1_000, 10_000];
     }
-    if options.suite != Suite::GoalOwner && !options.loopx.is_file() {
+    if options.suite == Suite::Snapshot && !sizes_given {
+        options.sizes = vec![100, 1_000, 10_000];
+    }
+    let in_process = matches!(options.suite, Suite::GoalOwner | Suite::Snapshot);
+    if !in_process && !options.loopx.is_file() {
         return Err(format!(
             "no loopx binary at {}: build it with `cargo build --release -p loopx` or pass --loopx PATH",
             options.loopx.display()
@@ -326,6 +340,12 @@ fn run() -> Result<()> {
                 },
                 &work,
             );
+            kept_or_removed(&work, options.keep, result)?
+        }
+        Suite::Snapshot => {
+            let work =
+                std::env::temp_dir().join(format!("loopx-bench-snapshot-{}", std::process::id()));
+            let result = snapshot::run(&options.sizes, options.runs, &work);
             kept_or_removed(&work, options.keep, result)?
         }
         Suite::Panel => {

@@ -160,6 +160,14 @@ pub struct Workspace {
     own: Vec<String>,
 }
 
+/// A snapshot just taken: its commit, its tree and the HEAD it sits on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taken {
+    pub commit: String,
+    pub tree: String,
+    pub head: Option<String>,
+}
+
 /// How one path differs between two trees.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Change {
@@ -288,6 +296,17 @@ impl Workspace {
         }
         command.args(["-m", message]);
         Ok(text(run(command, None, STDERR_CAP)?))
+    }
+
+    /// Commit the working tree as it is now ([`Self::tree_now`]) on the
+    /// user's HEAD and point loopx's ref `name` at it.
+    pub fn snapshot_to(&self, name: &str, message: &str) -> Result<Taken> {
+        let tree = self.tree_now()?;
+        let head = self.head();
+        let commit = self.commit(&tree, head.as_deref(), message)?;
+        self.set_ref(name, &commit)
+            .with_context(|| format!("cannot point {name} at the snapshot"))?;
+        Ok(Taken { commit, tree, head })
     }
 
     /// Point loopx's ref `name` at `commit`.

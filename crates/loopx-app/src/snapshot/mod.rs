@@ -60,13 +60,10 @@ impl Snapshots {
 
     /// Commit the workspace as turn `turn` begins (its `before` ref).
     pub fn before_turn(&self, turn: u64, dispatch_id: &str) -> Result<()> {
-        let tree = self.workspace.tree_now()?;
-        let head = self.workspace.head();
         let message = format!("loopx: workspace before turn {turn} ({dispatch_id})");
-        let commit = self.workspace.commit(&tree, head.as_deref(), &message)?;
         self.workspace
-            .set_ref(&ref_name(&self.run_id, turn, Side::Before), &commit)
-            .context("cannot record the turn's before snapshot")
+            .snapshot_to(&ref_name(&self.run_id, turn, Side::Before), &message)?;
+        Ok(())
     }
 
     /// Commit the workspace as turn `turn` ended (its `after` ref): both
@@ -78,14 +75,14 @@ impl Snapshots {
             .read_ref(&before_ref)
             .with_context(|| format!("the before snapshot {before_ref} is missing"))?;
         let before_tree = self.workspace.tree_of(&before)?;
-        let after_tree = self.workspace.tree_now()?;
-        let head = self.workspace.head();
         let message = format!("loopx: workspace after turn {turn} ({dispatch_id})");
-        let after = self
+        let git::Taken {
+            commit: after,
+            tree: after_tree,
+            head,
+        } = self
             .workspace
-            .commit(&after_tree, head.as_deref(), &message)?;
-        self.workspace
-            .set_ref(&ref_name(&self.run_id, turn, Side::After), &after)?;
+            .snapshot_to(&ref_name(&self.run_id, turn, Side::After), &message)?;
         let stat = self.workspace.stat(&before_tree, &after_tree)?;
         Ok(TurnSnapshot {
             turn,
