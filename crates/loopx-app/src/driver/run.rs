@@ -557,12 +557,19 @@ impl Run<'_> {
         let Some(snapshots) = &self.snapshots else {
             return Ok(());
         };
-        let decided = crate::focus::candidate::slot(self.dir)?
-            .and_then(|slot| slot.last_archived)
+        let Some(slot) = crate::focus::candidate::slot(self.dir)? else {
+            return Ok(());
+        };
+        let decided = slot
+            .last_archived
             .filter(|archived| archived.fingerprint.to_string() == fingerprint);
-        if let Some(archived) = decided {
+        // The turn that staged it, if a driven turn did.
+        let dispatch = slot
+            .last_decided
+            .and_then(|held| held.candidate.dispatch_id);
+        if let (Some(archived), Some(dispatch)) = (decided, dispatch) {
             if loopx_core::driver::snapshot::undoes_turn(archived.outcome) {
-                let said = snapshots.undo_rejected(self.dir, fingerprint)?;
+                let said = snapshots.undo_rejected(self.dir, &dispatch, fingerprint)?;
                 self.progress
                     .say(&format!("candidate {fingerprint} rejected: {said}"));
             }

@@ -153,13 +153,20 @@ impl Snapshots {
 
     /// Undo the workspace changes of the turn that staged a candidate the
     /// review rejected: back to that turn's `before` (its `after` ref keeps
-    /// them). Only while the workspace is still what the turn left.
-    pub fn undo_rejected(&self, dir: &LoopDir, fingerprint: &str) -> Result<String> {
+    /// them). Only for the turn of `dispatch_id` (the last one), and only
+    /// while the workspace is still what that turn left.
+    pub fn undo_rejected(
+        &self,
+        dir: &LoopDir,
+        dispatch_id: &str,
+        fingerprint: &str,
+    ) -> Result<String> {
         let state = dir.driver()?.1;
-        let Some(turn) = state.last_snapshot else {
-            return Ok(
-                "no snapshot of the turn that staged it; the workspace is left as it is".into(),
-            );
+        let last = state.last_snapshot.filter(|s| s.dispatch_id == dispatch_id);
+        let Some(turn) = last else {
+            return Ok(format!(
+                "its turn ({dispatch_id}) is not the last snapshotted one, so the workspace is left as it is"
+            ));
         };
         let now = self.workspace.tree_now()?;
         if state.workspace_left.as_ref().map(|m| &m.tree) != Some(&turn.after_tree)
