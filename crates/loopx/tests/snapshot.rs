@@ -402,3 +402,35 @@ fn a_repository_without_commits_and_a_non_git_root_run_without_snapshots_and_say
     assert!(git(&p.root, &["for-each-ref", "refs/loopx"]).is_empty());
     assert_eq!(p.json(&["snapshot", "list"])["total"], 0);
 }
+
+#[test]
+fn rollback_never_follows_a_symlink_out_of_the_work_tree() {
+    let p = Project::new();
+    p.drive_ok(
+        &format!("mkdir -p sub && echo mine > sub/file.txt\n{EDITING_AGENT}"),
+        1,
+    );
+    // Something outside the project, and the project's directory swapped
+    // for a link to it.
+    let outside = p.f.temp.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("file.txt"), "not yours\n").unwrap();
+    std::fs::remove_dir_all(p.root.join("sub")).unwrap();
+    std::os::unix::fs::symlink(&outside, p.root.join("sub")).unwrap();
+
+    let done = p.json(&["rollback", "--to", "1", "--force"]);
+    assert_eq!(done["status"], "ok", "{done}");
+    assert_eq!(
+        std::fs::read_to_string(outside.join("file.txt")).unwrap(),
+        "not yours\n"
+    );
+    let sub = std::fs::symlink_metadata(p.root.join("sub")).unwrap();
+    assert!(
+        sub.is_dir(),
+        "the link is replaced by the snapshot's directory"
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.root.join("sub/file.txt")).unwrap(),
+        "mine\n"
+    );
+}
