@@ -434,3 +434,38 @@ fn rollback_never_follows_a_symlink_out_of_the_work_tree() {
         "mine\n"
     );
 }
+
+#[test]
+fn a_store_file_kept_in_the_project_is_left_out_of_snapshots() {
+    let p = Project::new();
+    // A loop whose directory is outside the project and whose SQLite
+    // state is inside it.
+    let other = p.f.temp.path().join("other-loop");
+    let locator = format!("sqlite:{}", p.root.join("state.sqlite").display());
+    let d = other.to_str().unwrap();
+    let with_store = |args: &[&str]| {
+        let mut command = p.f.loopx();
+        command.args(args).args(["--dir", d, "--store", &locator]);
+        command
+    };
+    with_store(&["init", "--goal", "g", "--success-criteria", "c"])
+        .args(["--max-iterations", "5"])
+        .assert()
+        .success();
+    with_store(&["drive", "--root", p.root.to_str().unwrap()])
+        .args(["--cmd", EDITING_AGENT, "--max-iterations", "1"])
+        .assert()
+        .success();
+    let status = with_store(&["status", "--json"]).output().unwrap();
+    let run_id = serde_json::from_slice::<Value>(&status.stdout).unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(p.root.join("state.sqlite").is_file());
+    let paths = p.paths_in(&format!("refs/loopx/{run_id}/turns/1/after"));
+    assert!(paths.contains(&"turn-1.txt".to_owned()), "{paths:?}");
+    assert!(
+        paths.iter().all(|path| !path.starts_with("state.sqlite")),
+        "{paths:?}"
+    );
+}

@@ -179,7 +179,7 @@ pub struct Change {
 impl Workspace {
     /// The work tree holding `root`, with `own_paths` (the loop
     /// directory, ...) kept out of every snapshot.
-    pub fn open(root: &Path, own_paths: &[&Path]) -> Result<Workspace> {
+    pub fn open(root: &Path, own_paths: &[impl AsRef<Path>]) -> Result<Workspace> {
         let top = PathBuf::from(text(run(
             Self::at(root, &["rev-parse", "--show-toplevel"]),
             None,
@@ -199,7 +199,13 @@ impl Workspace {
         let own = own_paths
             .iter()
             .filter_map(|path| {
-                let path = path.canonicalize().ok()?;
+                let path = path.as_ref();
+                // A file that does not exist yet (a store's `-wal`) is
+                // placed by its directory.
+                let path = path.canonicalize().ok().or_else(|| {
+                    let parent = path.parent()?.canonicalize().ok()?;
+                    Some(parent.join(path.file_name()?))
+                })?;
                 let relative = path.strip_prefix(&top).ok()?;
                 Some(relative.to_string_lossy().into_owned())
             })

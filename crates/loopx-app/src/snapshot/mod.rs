@@ -20,7 +20,7 @@ use loopx_core::driver::snapshot::{
 };
 use loopx_core::driver::DriverRequest;
 use serde::Serialize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The most changed paths a view lists (its total says how many there are).
 pub const LISTED_PATHS: usize = 100;
@@ -52,9 +52,7 @@ impl Snapshots {
     /// The snapshots of the loop in `dir`, driven in `root`.
     pub fn open(dir: &LoopDir, root: &Path) -> Result<Snapshots> {
         let run_id = dir.read()?.ledger.run_id;
-        // The loop directory holds the ledger, logs, views and tokens: a
-        // snapshot never holds it, so a rollback never rewinds it.
-        let workspace = Workspace::open(root, &[dir.root()])?;
+        let workspace = Workspace::open(root, &own_paths(dir))?;
         Ok(Snapshots { workspace, run_id })
     }
 
@@ -209,6 +207,26 @@ pub fn record(dir: &LoopDir, snapshot: &TurnSnapshot) -> Result<()> {
     )
 }
 
+/// What loopx writes that a snapshot never holds, so a rollback never
+/// rewinds it: the loop directory (the ledger, logs, views, tokens) and a
+/// SQLite store kept elsewhere (`--store`), with its companion files.
+fn own_paths(dir: &LoopDir) -> Vec<PathBuf> {
+    let mut paths = vec![dir.root().to_path_buf()];
+    let store = dir
+        .store_override()
+        .and_then(|text| loopx_store::Locator::parse(text).ok())
+        .and_then(|locator| locator.sqlite_path().map(Path::to_path_buf));
+    if let Some(file) = store {
+        for suffix in ["-wal", "-shm", "-journal"] {
+            let mut companion = file.clone().into_os_string();
+            companion.push(suffix);
+            paths.push(companion.into());
+        }
+        paths.push(file);
+    }
+    paths
+}
+
 /// The workspace now against `mark`, with what differs.
 fn check_against(workspace: &Workspace, mark: Option<WorkspaceMark>) -> Result<WorkspaceCheck> {
     // Nothing to compare with: the workspace is not even read.
@@ -310,7 +328,7 @@ pub fn recovery_check(dir: &LoopDir) -> Option<WorkspaceCheck> {
     let state = dir.driver().ok()?.1;
     let mark = state.workspace_left.clone()?;
     let root = state.workspace_root?;
-    let workspace = Workspace::open(Path::new(&root), &[dir.root()]).ok()?;
+    let workspace = Workspace::open(Path::new(&root), &own_paths(dir)).ok()?;
     check_against(&workspace, Some(mark)).ok()
 }
 
@@ -416,7 +434,7 @@ fn driven_workspace(dir: &LoopDir) -> Result<Workspace, AppError> {
     let root = dir.driver()?.1.workspace_root.ok_or_else(|| {
         AppError::refused("this loop was never driven, so it has no workspace snapshots")
     })?;
-    Ok(Workspace::open(Path::new(&root), &[dir.root()])?)
+    Ok(Workspace::open(Path::new(&root), &own_paths(dir))?)
 }
 
 /// What `loopx rollback` did, or would do.
