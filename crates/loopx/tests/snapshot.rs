@@ -469,3 +469,36 @@ fn a_store_file_kept_in_the_project_is_left_out_of_snapshots() {
         "{paths:?}"
     );
 }
+
+#[test]
+fn a_rollback_killed_before_its_record_fails_closed_and_completes_with_force() {
+    let p = Project::new();
+    p.drive_ok(EDITING_AGENT, 1);
+    let after_1 = p.files();
+    p.drive_ok(EDITING_AGENT, 1);
+    let mut command = Command::new(common::loopx_path());
+    command
+        .args(["rollback", "--dir", p.f.d(), "--to", "1"])
+        .env("LOOPX_REGISTRY_DIR", &p.f.registry);
+    common::kill_at_failpoint(command, "rollback.restored");
+    // Restored on disk, not on record: loopx does not pretend it was.
+    let refused = p.run(&["rollback", "--to", "1"]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("did not make"),
+        "{}",
+        stderr(&refused)
+    );
+    assert!(common::journal_events(&p.f.dir, "driver.rolled_back").is_empty());
+    let forced = p.json(&["rollback", "--to", "1", "--force"]);
+    assert_eq!(forced["changes_total"], 0, "{forced}");
+    let mut expected = after_1;
+    expected.insert("build-2.log".into(), b"noise\n".to_vec());
+    assert_eq!(p.files(), expected);
+    assert_eq!(
+        common::journal_events(&p.f.dir, "driver.rolled_back").len(),
+        1
+    );
+    // Now on record: a drive goes on from it without being told.
+    p.drive_ok(EDITING_AGENT, 1);
+}

@@ -537,6 +537,9 @@ fn restore(
     );
     workspace.set_ref(&name, &saved)?;
     let changes = workspace.restore(tree, now)?;
+    // Killed here, the journal still names the old workspace: the next
+    // rollback or drive sees a change loopx did not record, and says so.
+    loopx_store::failpoint::reached("rollback.restored");
     let rollback = Rollback {
         to,
         commit: commit.to_owned(),
