@@ -502,3 +502,22 @@ fn a_rollback_killed_before_its_record_fails_closed_and_completes_with_force() {
     // Now on record: a drive goes on from it without being told.
     p.drive_ok(EDITING_AGENT, 1);
 }
+
+#[test]
+fn a_private_index_left_by_a_killed_snapshot_is_removed_later_and_a_fresh_one_kept() {
+    let p = Project::new();
+    let left = p.root.join(".git/loopx-index-left");
+    let fresh = p.root.join(".git/loopx-index-fresh");
+    std::fs::write(&left, b"x").unwrap();
+    std::fs::write(&fresh, b"x").unwrap();
+    let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+    std::fs::File::options()
+        .write(true)
+        .open(&left)
+        .unwrap()
+        .set_modified(two_hours_ago)
+        .unwrap();
+    p.drive_ok(EDITING_AGENT, 1);
+    assert!(!left.exists());
+    assert!(fresh.exists(), "another snapshot's index may be in use");
+}

@@ -22,6 +22,10 @@ use std::process::{Command, Stdio};
 /// The most a git command may print before loopx stops reading (a list of
 /// every path of a very large change fits).
 const OUTPUT_CAP: u64 = 64 * 1024 * 1024;
+/// The name of every private index, beside the user's.
+const INDEX_PREFIX: &str = "loopx-index-";
+/// How old a private index must be to count as left behind.
+const STALE_INDEX: std::time::Duration = std::time::Duration::from_secs(3600);
 /// The most of git's complaint an error quotes.
 const STDERR_CAP: u64 = 4 * 1024;
 
@@ -211,7 +215,32 @@ impl Workspace {
             })
             .filter(|relative| !relative.is_empty())
             .collect();
-        Ok(Workspace { top, index, own })
+        let workspace = Workspace { top, index, own };
+        workspace.remove_stale_indexes();
+        Ok(workspace)
+    }
+
+    /// Private indexes a killed loopx left behind (an hour old: no
+    /// snapshot takes that long, so none is another one's in use).
+    fn remove_stale_indexes(&self) {
+        let Some(Ok(entries)) = self.index.parent().map(std::fs::read_dir) else {
+            return;
+        };
+        let stale = |entry: &std::fs::DirEntry| {
+            entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with(INDEX_PREFIX)
+                && entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|at| at.elapsed().ok())
+                    .is_some_and(|age| age > STALE_INDEX)
+        };
+        for entry in entries.flatten().filter(stale) {
+            let _ = std::fs::remove_file(entry.path());
+        }
     }
 
     pub fn top(&self) -> &Path {
@@ -236,7 +265,7 @@ impl Workspace {
 
     fn temp_index(&self) -> TempIndex {
         let dir = self.index.parent().unwrap_or(&self.top);
-        TempIndex(dir.join(format!("loopx-index-{}", platform::nonce())))
+        TempIndex(dir.join(format!("{INDEX_PREFIX}{}", platform::nonce())))
     }
 
     /// The user's HEAD commit, if it names one.
