@@ -131,6 +131,14 @@ fn each_turn_is_committed_before_and_after_with_untracked_files_and_without_the_
     );
     let stash = git(&p.root, &["rev-parse", "refs/stash"]);
     let index = std::fs::read(p.root.join(".git/index")).unwrap();
+    // A file whose stat data no longer matches the index but whose content
+    // does: `git diff` refreshes such an entry into the index it reads.
+    std::fs::File::options()
+        .write(true)
+        .open(p.root.join("gone-later.txt"))
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(60))
+        .unwrap();
 
     p.drive_ok(EDITING_AGENT, 2);
     assert_eq!(iteration_numbers(&p.f.dir), vec![1, 2]);

@@ -384,16 +384,22 @@ pub fn settle_claim(dir: &LoopDir, iteration: u64, check: CheckRun, name: &str) 
 
 /// What the project root looks like now.
 pub fn workspace(root: &Path) -> Workspace {
+    // A probe reads a copy of the user's index: `git diff` would write the
+    // stat data it refreshes into the user's own.
+    let index = crate::snapshot::git::index_copy(root);
     let git = |args: &[&str]| -> Option<String> {
-        let output = Command::new("git")
+        let mut command = Command::new("git");
+        command
             .arg("-C")
             .arg(root)
             .args(args)
             // A probe: `git status` must not take the index lock.
             .env("GIT_OPTIONAL_LOCKS", "0")
-            .stderr(Stdio::null())
-            .output()
-            .ok()?;
+            .stderr(Stdio::null());
+        if let Some(index) = &index {
+            command.env("GIT_INDEX_FILE", index.path());
+        }
+        let output = command.output().ok()?;
         output
             .status
             .success()

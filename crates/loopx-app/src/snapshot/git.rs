@@ -144,7 +144,32 @@ fn text(captured: Captured) -> String {
 
 /// A private index file in the repository's git directory, removed when
 /// dropped. The user's own index is only ever read (copied from).
-struct TempIndex(PathBuf);
+pub struct TempIndex(PathBuf);
+
+impl TempIndex {
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+/// A private copy of the index of the repository holding `root`, for a
+/// porcelain probe to run against (`GIT_INDEX_FILE`): `git diff` writes
+/// the stat data it refreshes into the index it reads, whatever
+/// `GIT_OPTIONAL_LOCKS` says, and the user's index is not loopx's to
+/// write. `None` outside a repository or without an index.
+pub fn index_copy(root: &Path) -> Option<TempIndex> {
+    let out = run(
+        Workspace::at(root, &["rev-parse", "--absolute-git-dir"]),
+        None,
+        STDERR_CAP,
+    )
+    .ok()?;
+    let git_dir = PathBuf::from(text(out));
+    let index = git_dir.join("index");
+    let copy = TempIndex(git_dir.join(format!("{INDEX_PREFIX}{}", platform::nonce())));
+    std::fs::copy(&index, &copy.0).ok()?;
+    Some(copy)
+}
 
 impl Drop for TempIndex {
     fn drop(&mut self) {
