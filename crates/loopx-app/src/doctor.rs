@@ -240,6 +240,14 @@ fn store_and_workspace(at: Place<'_>, places: &Places, checks: &mut Vec<Check>) 
         (Some(_), None) => "a git repository with no commits yet".into(),
         (None, _) => "not a git repository".into(),
     };
+    // What `drive` would do by default here, in the driver's own words.
+    let snapshots = loopx_core::driver::snapshot::decide(
+        loopx_core::driver::snapshot::Setting::Auto,
+        crate::snapshot::git::probe(&places.project),
+    )
+    .map(|decision| decision.note.unwrap_or_else(|| "git snapshots on".into()))
+    .unwrap_or_default();
+    let state = format!("{state}; {snapshots}");
     let recorded = loop_dir
         .driver()
         .ok()

@@ -10,6 +10,7 @@
 use crate::journal_scan;
 use crate::loop_dir::LoopDir;
 use crate::AppError;
+use loopx_core::driver::snapshot::TurnSnapshot;
 use loopx_core::driver::{self, DriverEvent, Intent};
 use loopx_core::ledger::{IterationRecord, LedgerEvent, STREAM};
 use loopx_core::path::LoopPath;
@@ -31,6 +32,10 @@ pub struct IterationDetail {
     pub record: IterationRecord,
     pub dispatch: Option<Intent>,
     pub log: Option<String>,
+    /// The workspace before and after its turn, when the driver took git
+    /// snapshots.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<TurnSnapshot>,
 }
 
 /// How much of a turn's log the detail shows: its end, where a failure is.
@@ -91,20 +96,25 @@ pub fn detail(dir: &LoopDir, iteration: u64) -> Result<IterationDetail, AppError
             "no iteration {iteration} in this ledger (iterations are numbered from 1)"
         ))
     })?;
-    let dispatch = dispatch_of(dir, &record)?;
+    let (dispatch, snapshot) = dispatch_of(dir, &record)?;
     let log = dispatch.as_ref().and_then(|i| log_tail(dir, &i.log));
     Ok(IterationDetail {
         status: "ok",
         record,
         dispatch,
         log,
+        snapshot,
     })
 }
 
 /// The driver's dispatch that recorded `record`: the intent for its
 /// iteration with its dispatch id, or the last intent for its iteration
-/// when the record names none.
-fn dispatch_of(dir: &LoopDir, record: &IterationRecord) -> Result<Option<Intent>, AppError> {
+/// when the record names none; and that turn's git snapshots, recorded
+/// after it settled and before the next intent.
+fn dispatch_of(
+    dir: &LoopDir,
+    record: &IterationRecord,
+) -> Result<(Option<Intent>, Option<TurnSnapshot>), AppError> {
     let store = dir.authority().store();
     let (driver_revision, _) = dir.driver()?;
     let intended = |event: &str| match serde_json::from_str(event) {
@@ -120,23 +130,34 @@ fn dispatch_of(dir: &LoopDir, record: &IterationRecord) -> Result<Option<Intent>
         iteration,
     )
     .map_err(anyhow::Error::new)?;
-    let mut dispatch = None;
+    let mut dispatch: Option<Intent> = None;
+    let mut snapshot = None;
     journal_scan::oldest_first(store, driver::STREAM, from, &mut |row| {
-        let Some(intent) = intended(row.event) else {
-            return ControlFlow::Continue(());
-        };
-        if intent.iteration > iteration {
-            return ControlFlow::Break(());
-        }
-        if intent.iteration == iteration
-            && (record.dispatch_id.is_empty() || intent.dispatch_id == record.dispatch_id)
-        {
-            dispatch = Some(*intent);
+        match serde_json::from_str(row.event) {
+            Ok(DriverEvent::Intended { intent }) if intent.iteration > iteration => {
+                return ControlFlow::Break(());
+            }
+            Ok(DriverEvent::Intended { intent })
+                if intent.iteration == iteration
+                    && (record.dispatch_id.is_empty()
+                        || intent.dispatch_id == record.dispatch_id) =>
+            {
+                dispatch = Some(*intent);
+                snapshot = None;
+            }
+            Ok(DriverEvent::Snapshotted { snapshot: taken })
+                if dispatch
+                    .as_ref()
+                    .is_some_and(|d| d.dispatch_id == taken.dispatch_id) =>
+            {
+                snapshot = Some(*taken);
+            }
+            _ => {}
         }
         ControlFlow::Continue(())
     })
     .map_err(anyhow::Error::new)?;
-    Ok(dispatch)
+    Ok((dispatch, snapshot))
 }
 
 /// Iteration records from the journal, oldest first, from revision `after`

@@ -278,6 +278,14 @@ impl StatusView {
         let mut text =
             view::status_text(&self.ledger, &self.verdict, self.ending.as_ref(), self.now);
         text.push_str(&format!("  driver      {}\n", self.driver.line()));
+        if let Some(snapshot) = &self.driver.snapshot {
+            text.push_str(&format!(
+                "  workspace   turn {}: {} (`loopx snapshot show {}`)\n",
+                snapshot.turn,
+                snapshot.stat.words(),
+                snapshot.turn
+            ));
+        }
         text
     }
 }

@@ -42,6 +42,7 @@ pub mod panel;
 pub mod platform;
 pub mod receipt;
 pub mod registry;
+pub mod snapshot;
 pub mod stop;
 pub mod turns;
 pub mod views;

@@ -12,6 +12,7 @@ use crate::journal_scan;
 use crate::loop_dir::LoopDir;
 use crate::AppError;
 use jiff::Timestamp;
+use loopx_core::driver::snapshot::TurnSnapshot;
 use loopx_core::driver::{self, DriverEvent, TurnOutcome};
 use serde::Serialize;
 use std::ops::ControlFlow;
@@ -33,6 +34,10 @@ pub struct Turn {
     /// How it ended; absent while open, `cancelled` when cancelled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outcome: Option<TurnOutcome>,
+    /// Its workspace before and after, on loopx's git refs (absent when
+    /// the run took no snapshots).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<TurnSnapshot>,
 }
 
 /// A page of the loop's turns: the newest `limit` before a cursor,
@@ -156,6 +161,7 @@ pub fn join(events: impl IntoIterator<Item = DriverEvent>) -> Vec<Turn> {
                 ended_at: None,
                 seconds: None,
                 outcome: None,
+                snapshot: None,
             }),
             DriverEvent::Settled { settlement } => end(
                 &mut turns,
@@ -166,6 +172,16 @@ pub fn join(events: impl IntoIterator<Item = DriverEvent>) -> Vec<Turn> {
             DriverEvent::Cancelled {
                 dispatch_id, at, ..
             } => end(&mut turns, &dispatch_id, at, TurnOutcome::Cancelled),
+            // Taken after the settlement, so found among ended turns.
+            DriverEvent::Snapshotted { snapshot } => {
+                if let Some(turn) = turns
+                    .iter_mut()
+                    .rev()
+                    .find(|t| t.dispatch_id == snapshot.dispatch_id)
+                {
+                    turn.snapshot = Some(*snapshot);
+                }
+            }
             _ => {}
         }
     }

@@ -36,6 +36,9 @@
 //! - `views`: what the dashboard polls (`/fragment/live`, `/api/turns`,
 //!   `/api/cost`, iteration 1) on loops driven for 20, 2,000 and 20,000
 //!   turns, against `/api/status` (see [`views`]).
+//! - `snapshot`: one workspace snapshot against `git add -A && git
+//!   commit` of the same small change, on repositories of 100 to 10,000
+//!   files (see [`snapshot`]).
 //! - `panel`: `loopx panel --phase result_review` with an instant fake
 //!   reviewer, against `goal-focus review --file` alone (see [`panel`]).
 //!
@@ -56,6 +59,7 @@ mod measure;
 mod moving;
 mod panel;
 mod seed;
+mod snapshot;
 mod todos;
 mod views;
 
@@ -103,6 +107,10 @@ suites:
                         --sizes turns (default 20,2000,20000), against
                         /api/status, and each at the largest size over the
                         smallest
+  snapshot              one workspace snapshot (the driver's, before a turn) on
+                        repositories of --sizes files (default 100,1000,10000)
+                        with a small change, alternating with a plain
+                        `git add -A && git commit` of the same change
   move                  loopx migrate --from-dir into --store postgres://…
                         on seeded ledgers (--sizes; at most 5 runs each, a
                         fresh database per run, dropped after it)
@@ -141,6 +149,7 @@ enum Suite {
     Panel,
     Todos,
     Views,
+    Snapshot,
 }
 
 struct Options {
@@ -170,6 +179,7 @@ fn parse_options() -> Result<Option<Options>> {
         Some("panel") => Some(Suite::Panel),
         Some("todos") => Some(Suite::Todos),
         Some("views") => Some(Suite::Views),
+        Some("snapshot") => Some(Suite::Snapshot),
         _ => None,
     };
     if suite.is_some() {
@@ -235,7 +245,11 @@ fn parse_options() -> Result<Option<Options>> {
     if options.suite == Suite::Views && !sizes_given {
         options.sizes = vec![20, 2_000, 20_000];
     }
-    if options.suite != Suite::GoalOwner && !options.loopx.is_file() {
+    if options.suite == Suite::Snapshot && !sizes_given {
+        options.sizes = vec![100, 1_000, 10_000];
+    }
+    let in_process = matches!(options.suite, Suite::GoalOwner | Suite::Snapshot);
+    if !in_process && !options.loopx.is_file() {
         return Err(format!(
             "no loopx binary at {}: build it with `cargo build --release -p loopx` or pass --loopx PATH",
             options.loopx.display()
@@ -355,6 +369,12 @@ fn run() -> Result<()> {
                 },
                 &work,
             );
+            kept_or_removed(&work, options.keep, result)?
+        }
+        Suite::Snapshot => {
+            let work =
+                std::env::temp_dir().join(format!("loopx-bench-snapshot-{}", std::process::id()));
+            let result = snapshot::run(&options.sizes, options.runs, &work);
             kept_or_removed(&work, options.keep, result)?
         }
         Suite::Panel => {

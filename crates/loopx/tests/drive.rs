@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{iteration_numbers, Fixture};
+use common::{git, iteration_numbers, Fixture};
 use predicates::prelude::PredicateBooleanExt as _;
 use predicates::str::contains;
 use serde_json::{json, Value};
@@ -582,22 +582,6 @@ fn kill_driver_at(d: &Drive, args: &[&str], failpoint: &str) {
     assert!(reached, "drive never reached {failpoint}");
     child.kill().unwrap();
     child.wait().unwrap();
-}
-
-fn git(root: &Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap()
-        .status
-        .success();
-    assert!(ok, "git {args:?}");
 }
 
 #[test]

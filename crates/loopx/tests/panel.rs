@@ -1495,3 +1495,70 @@ fn gate_six_a_dead_provider_fails_over_to_another_family_replans_for_it_and_goes
     assert_eq!(review["executor"]["provider"], "codex", "{status}");
     assert_eq!(review["reviewer"]["provider"], "codewhale", "{status}");
 }
+
+impl Panel {
+    /// Make the project a git repository with one commit of `work.txt`,
+    /// so the driver snapshots each turn.
+    fn git_project(&self) {
+        common::git(&self.project, &["init", "-q"]);
+        std::fs::write(self.project.join("work.txt"), "before\n").unwrap();
+        common::git(&self.project, &["add", "work.txt"]);
+        common::git(&self.project, &["commit", "-q", "-m", "start"]);
+    }
+
+    /// The paths of the workspace snapshot `side` of turn 1.
+    fn snapshot_paths(&self, side: &str) -> String {
+        let run_id = self.status()["run_id"].as_str().unwrap().to_owned();
+        common::git(
+            &self.project,
+            &[
+                "ls-tree",
+                "-r",
+                "--name-only",
+                &format!("refs/loopx/{run_id}/turns/1/{side}"),
+            ],
+        )
+    }
+}
+
+/// The agent's edits after it staged: a tracked file grows, a file appears.
+const EDITS: &str = "echo agent >> work.txt\necho new > agent-new.txt";
+
+#[test]
+fn a_candidate_the_panel_rejects_has_its_turn_rolled_back_and_a_quarantined_one_is_kept() {
+    let p = Panel::directed();
+    p.git_project();
+    p.staging_agent_then(EDITS);
+    p.reviewer("codex", &answer("codex", "fail"));
+    let (_, stderr) = p.drive(&["--panel", "on", "--max-iterations", "1"]);
+    assert_eq!(p.status()["last_iteration"]["bank"]["status"], "rejected");
+    assert!(
+        stderr.contains("rejected: turn 1's workspace changes undone"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.project.join("work.txt")).unwrap(),
+        "before\n"
+    );
+    assert!(!p.project.join("agent-new.txt").exists());
+    // Kept on the turn's after ref, and the rollback is on record.
+    assert!(p.snapshot_paths("after").contains("agent-new.txt"));
+    assert_eq!(journal_events(&p.f.dir, "driver.rolled_back").len(), 1);
+
+    let q = Panel::directed();
+    q.git_project();
+    q.staging_agent_then(&format!("{EDITS}\nsleep 30"));
+    q.reviewer("codex", &answer("codex", "fail"));
+    let (code, stderr) = q.drive(&["--panel", "on", "--iteration-timeout", "2"]);
+    assert_eq!(code, 4, "{stderr}");
+    assert!(stderr.contains("quarantined"), "{stderr}");
+    // Evidence for a person: left as the turn left it, both sides on refs.
+    assert_eq!(
+        std::fs::read_to_string(q.project.join("work.txt")).unwrap(),
+        "before\nagent\n"
+    );
+    assert!(q.project.join("agent-new.txt").exists());
+    assert!(q.snapshot_paths("after").contains("agent-new.txt"));
+    assert!(!q.snapshot_paths("before").contains("agent-new.txt"));
+    assert!(journal_events(&q.f.dir, "driver.rolled_back").is_empty());
+}

@@ -1528,3 +1528,31 @@ fn the_all_loops_views_are_paged() {
         "{page}"
     );
 }
+
+#[test]
+fn a_snapshotted_turn_shows_both_commits_and_its_stat_on_its_iteration() {
+    let f = Fixture::new();
+    f.init(10, &[]);
+    let root = f.temp.path().join("project");
+    std::fs::create_dir_all(&root).unwrap();
+    common::git(&root, &["init", "-q"]);
+    common::git(&root, &["commit", "-q", "--allow-empty", "-m", "start"]);
+    let agent = "printf 'one\\ntwo\\n' > made.txt; loopx append-iteration --mode bounded-research --objective edit --decision continue >/dev/null";
+    f.loopx()
+        .args(["drive", "--dir", f.d(), "--root", root.to_str().unwrap()])
+        .args(["--cmd", agent, "--max-iterations", "1"])
+        .assert()
+        .success();
+    let server = serve(&f, &[]);
+    let detail = server.get("/api/iterations/1").json();
+    let after = detail["snapshot"]["after"].as_str().unwrap().to_owned();
+    assert_eq!(detail["snapshot"]["stat"]["insertions"], 2, "{detail}");
+    let turns = server.get("/api/turns").json();
+    assert_eq!(turns["turns"][0]["snapshot"]["after"], after.as_str());
+    let page = server.get("/iterations/1").body;
+    assert!(page.contains("data-testid=\"snapshot\""), "{page}");
+    assert!(
+        page.contains(&after) && page.contains("1 file, +2 -0"),
+        "{page}"
+    );
+}

@@ -172,11 +172,11 @@ pub fn next_step(
 
 /// `prefix.id`: the operation id of one driver write, stable across a
 /// retry of the same write.
-fn op(prefix: &str, id: &str) -> Result<OperationId> {
+pub(crate) fn op(prefix: &str, id: &str) -> Result<OperationId> {
     Ok(OperationId::parse(&format!("{prefix}.{id}"))?)
 }
 
-fn write(dir: &LoopDir, id: &OperationId, request: &DriverRequest) -> Result<()> {
+pub(crate) fn write(dir: &LoopDir, id: &OperationId, request: &DriverRequest) -> Result<()> {
     let now = clock::now();
     dir.authority()
         .execute::<DriverOwner>(driver::STREAM, id, request, &now, now)?;
@@ -406,16 +406,22 @@ pub fn settle_claim(dir: &LoopDir, iteration: u64, check: CheckRun, name: &str) 
 
 /// What the project root looks like now.
 pub fn workspace(root: &Path) -> Workspace {
+    // A probe reads a copy of the user's index: `git diff` would write the
+    // stat data it refreshes into the user's own.
+    let index = crate::snapshot::git::index_copy(root);
     let git = |args: &[&str]| -> Option<String> {
-        let output = Command::new("git")
+        let mut command = Command::new("git");
+        command
             .arg("-C")
             .arg(root)
             .args(args)
             // A probe: `git status` must not take the index lock.
             .env("GIT_OPTIONAL_LOCKS", "0")
-            .stderr(Stdio::null())
-            .output()
-            .ok()?;
+            .stderr(Stdio::null());
+        if let Some(index) = &index {
+            command.env("GIT_INDEX_FILE", index.path());
+        }
+        let output = command.output().ok()?;
         output
             .status
             .success()
@@ -678,6 +684,10 @@ pub struct Recovery {
     /// then probably its current turn, not a leftover.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub running_driver: Option<u32>,
+    /// The workspace against the last one loopx left (its after-snapshot
+    /// or a rollback), when the loop has workspace snapshots.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<crate::snapshot::WorkspaceCheck>,
 }
 
 impl Recovery {
@@ -700,6 +710,7 @@ pub fn show_recovery(dir: &LoopDir) -> Result<Recovery> {
         plan,
         open,
         running_driver,
+        workspace: crate::snapshot::recovery_check(dir),
     })
 }
 
@@ -714,6 +725,7 @@ pub fn run_recovery(dir: &LoopDir) -> Result<Recovery> {
         plan,
         open: state.open,
         running_driver: None,
+        workspace: crate::snapshot::recovery_check(dir),
     })
 }
 

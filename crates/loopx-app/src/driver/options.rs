@@ -4,6 +4,7 @@
 
 use loopx_core::driver::capture::OutputCap;
 use loopx_core::driver::session::Limits;
+use loopx_core::driver::snapshot::Setting;
 use loopx_core::driver::stream::RetryPolicy;
 use loopx_core::panel::Switch;
 use std::path::PathBuf;
@@ -40,6 +41,12 @@ pub struct Options {
     /// How many of its own retries of a refused key or a usage limit a
     /// turn's CLI is let make before the turn is ended.
     pub cli_retries: RetryPolicy,
+    /// `--git-snapshot`: a git commit of the workspace before and after
+    /// each turn.
+    pub git_snapshot: Setting,
+    /// `--accept-workspace`: the operator's word that a workspace changed
+    /// since loopx left it is the one to go on from.
+    pub accept_workspace: bool,
 }
 
 /// What the driver tells a person while it runs; the adapter renders it.

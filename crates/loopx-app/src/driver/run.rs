@@ -92,6 +92,14 @@ pub fn drive(
     )
     .map_err(|error| anyhow::Error::from(error).context(Misdirected("provider transport")))?;
     check_endpoints(&options.target)?;
+    // Asked for and impossible (no repository, no commit): refused before
+    // anything is written, like any other misdirected flag.
+    let (snapshots, snapshot_note) =
+        crate::snapshot::for_run(dir, &options.root, options.git_snapshot)
+            .context(Misdirected("git snapshots"))?;
+    if let Some(note) = snapshot_note {
+        progress.say(&note);
+    }
     let _lock = super::take_lock(dir)?;
     let logs = super::log_dir(dir)?;
     let panel = crate::panel::enabled(dir, options.panel)?;
@@ -142,6 +150,7 @@ pub fn drive(
         turns: 0,
         warned: Vec::new(),
         replanned_since_turn: false,
+        snapshots,
     };
     let ended = match run.go() {
         // Told to stop while waiting out an outage or a wait: the signal,
@@ -220,6 +229,8 @@ struct Run<'a> {
     /// Gate 6 proposed a plan since the last turn: another closed gate
     /// before a turn runs is a person's to look at.
     replanned_since_turn: bool,
+    /// The run's git snapshots of the workspace, when on.
+    snapshots: Option<crate::snapshot::Snapshots>,
 }
 
 impl Run<'_> {
@@ -255,6 +266,9 @@ impl Run<'_> {
         // Nothing is open now, so any agent record left is stale (a driver
         // killed between its settlement and the record's removal).
         super::remove_stale_records(self.logs);
+        if let Some(refused) = self.check_workspace()? {
+            return Ok(self.ended(Exit::RuntimeError, refused));
+        }
         // What the journal last heard this driver wait for: a wait is
         // committed when it changes, not on every look.
         let mut announced: Option<String> = None;
@@ -307,6 +321,7 @@ impl Run<'_> {
                             format!("the panel cannot review candidate {fingerprint}: {why}");
                         return Ok(self.ended(Exit::RuntimeError, reason));
                     }
+                    self.after_review(&fingerprint.to_string())?;
                     continue;
                 }
                 Step::Replan { trigger } => {
@@ -436,6 +451,7 @@ impl Run<'_> {
                 containment: self.containment,
                 runner: self.runner,
                 progress,
+                snapshots: self.snapshots.as_ref(),
             };
             let turn = run_turn(context, &provider_name, launcher, &reading)?;
             self.turns += 1;
@@ -492,6 +508,73 @@ impl Run<'_> {
                 }
             }
         }
+    }
+
+    /// At the start of a run: the workspace against the one loopx last
+    /// left. Changed underneath, it is refused (why, in words) unless the
+    /// operator accepted it (`--accept-workspace`), which is recorded.
+    fn check_workspace(&self) -> Result<Option<String>> {
+        let Some(snapshots) = &self.snapshots else {
+            return Ok(None);
+        };
+        if let Some(taken) = snapshots.complete_interrupted(self.dir)? {
+            self.progress.say(&format!(
+                "turn {} ended without its after-snapshot (the driver was stopped before it); taken now: {}",
+                taken.turn,
+                taken.stat.words()
+            ));
+        }
+        let check = snapshots.check(self.dir)?;
+        if !check.changed() {
+            return Ok(None);
+        }
+        if !self.options.accept_workspace {
+            return Ok(Some(format!(
+                "{}; a new turn would build on changes loopx did not make: look at them (`git -C {} status`, `loopx recover --dir {} --json`), then drive again with --accept-workspace to go on from them, or `loopx rollback --dir {} --to N --force` to go back",
+                check.sentence(),
+                snapshots.top().display(),
+                self.dir.display(),
+                self.dir.display()
+            )));
+        }
+        through_outages(
+            self.dir,
+            None,
+            "accepting the workspace",
+            self.progress,
+            || snapshots.accept(self.dir, &check),
+        )?;
+        self.progress.say(&format!(
+            "{}; accepted (--accept-workspace): the next turn starts from it",
+            check.sentence()
+        ));
+        Ok(None)
+    }
+
+    /// After the panel's result review in a snapshotting run: a rejected
+    /// candidate's turn has its workspace changes undone.
+    fn after_review(&self, fingerprint: &str) -> Result<()> {
+        let Some(snapshots) = &self.snapshots else {
+            return Ok(());
+        };
+        let Some(slot) = crate::focus::candidate::slot(self.dir)? else {
+            return Ok(());
+        };
+        let decided = slot
+            .last_archived
+            .filter(|archived| archived.fingerprint.to_string() == fingerprint);
+        // The turn that staged it, if a driven turn did.
+        let dispatch = slot
+            .last_decided
+            .and_then(|held| held.candidate.dispatch_id);
+        if let (Some(archived), Some(dispatch)) = (decided, dispatch) {
+            if loopx_core::driver::snapshot::undoes_turn(archived.outcome) {
+                let said = snapshots.undo_rejected(self.dir, &dispatch, fingerprint)?;
+                self.progress
+                    .say(&format!("candidate {fingerprint} rejected: {said}"));
+            }
+        }
+        Ok(())
     }
 
     /// Run one panel phase with real reviewers and say how it went. `Err`:

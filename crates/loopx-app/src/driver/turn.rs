@@ -166,6 +166,8 @@ pub struct TurnContext<'a> {
     pub containment: &'a Containment,
     pub runner: &'a dyn TurnRunner,
     pub progress: &'a dyn Progress,
+    /// The run's git snapshots of the workspace, when on.
+    pub snapshots: Option<&'a crate::snapshot::Snapshots>,
 }
 
 /// Run one turn end to end: intent, agent, reading, charge, settlement.
@@ -182,6 +184,7 @@ pub fn run_turn(
         containment,
         runner,
         progress,
+        snapshots,
     } = context;
     let root = options.root.as_path();
     let iteration = before.ledger.spent.iterations + 1;
@@ -201,6 +204,17 @@ pub fn run_turn(
         Containment::TrustedLocal(contained) => {
             Some(contained.ready(provider_name, &dispatch_id, options.iteration_timeout)?)
         }
+    };
+    // The workspace as the turn finds it, before anything can change it.
+    let snapshot_turn = match snapshots {
+        Some(snapshots) => {
+            let turn = 1 + through_outages(dir, on, "numbering the turn", progress, || {
+                Ok(dir.driver()?.1.dispatches)
+            })?;
+            snapshots.before_turn(turn, &dispatch_id)?;
+            Some((snapshots, turn))
+        }
+        None => None,
     };
     failpoint::reached("drive.before_intent");
     // Recorded before the intent: an open intent without a record means
@@ -378,6 +392,18 @@ pub fn run_turn(
     })?;
     let _ = std::fs::remove_file(super::record_path(logs, &dispatch_id));
     failpoint::reached("drive.after_settle");
+    if let Some((snapshots, turn)) = snapshot_turn {
+        // Taken once; only the journal write is retried through an outage.
+        let snapshot = snapshots.after_turn(turn, &dispatch_id, iteration)?;
+        through_outages(dir, on, "recording the turn's snapshots", progress, || {
+            crate::snapshot::record(dir, &snapshot)
+        })?;
+        progress.say(&format!(
+            "iteration {iteration} [{provider_name}] workspace: {} ({})",
+            snapshot.stat.words(),
+            snapshots.ref_of(turn, loopx_core::driver::snapshot::Side::After)
+        ));
+    }
     sweep_logs(dir, logs, progress);
     let usd = if read.usage.usd > 0.0 {
         format!(", ${:.4}", read.usage.usd)

@@ -10,6 +10,7 @@ pub mod capture;
 pub mod classify;
 pub mod provider;
 pub mod session;
+pub mod snapshot;
 pub mod step;
 pub mod stream;
 
@@ -209,6 +210,13 @@ pub struct DriverState {
     /// retry, until the turn settles.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retrying: Option<TurnRetry>,
+    /// The last turn's git snapshots (absent while none was taken).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_snapshot: Option<snapshot::TurnSnapshot>,
+    /// The workspace as loopx last left it (a turn's end, a rollback, the
+    /// operator's acceptance): what a rollback and a restart check against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_left: Option<snapshot::WorkspaceMark>,
 }
 
 /// A running turn's CLI retrying a failed model API call, as last seen.
@@ -273,6 +281,20 @@ pub enum DriverRequest {
     Retrying {
         retry: TurnRetry,
     },
+    /// A turn's workspace before and after, as committed to loopx's refs.
+    Snapshot {
+        snapshot: Box<snapshot::TurnSnapshot>,
+    },
+    /// The workspace was restored to a snapshot.
+    RollBack {
+        rollback: Box<snapshot::Rollback>,
+        /// The user's HEAD, which a rollback never moves.
+        head: Option<String>,
+    },
+    /// The operator accepted the workspace as found at a restart.
+    AcceptWorkspace {
+        mark: snapshot::WorkspaceMark,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -304,6 +326,18 @@ pub enum DriverEvent {
     },
     Retrying {
         retry: TurnRetry,
+    },
+    Snapshotted {
+        snapshot: Box<snapshot::TurnSnapshot>,
+    },
+    RolledBack {
+        rollback: Box<snapshot::Rollback>,
+        head: Option<String>,
+        at: Timestamp,
+    },
+    WorkspaceAccepted {
+        mark: snapshot::WorkspaceMark,
+        at: Timestamp,
     },
 }
 
@@ -485,6 +519,31 @@ impl Owner for DriverOwner {
                     receipt("retrying", Some(&retry.dispatch_id)),
                 ))
             }
+            DriverRequest::Snapshot { snapshot } => Ok(Decided::write(
+                DriverEvent::Snapshotted {
+                    snapshot: snapshot.clone(),
+                },
+                receipt("snapshotted", Some(&snapshot.dispatch_id)),
+            )),
+            DriverRequest::RollBack { rollback, head } => {
+                let mut rollback = rollback.clone();
+                rollback.reason = crate::redact::redact_owned(&rollback.reason);
+                Ok(Decided::write(
+                    DriverEvent::RolledBack {
+                        rollback,
+                        head: head.clone(),
+                        at: *now,
+                    },
+                    receipt("rolled_back", None),
+                ))
+            }
+            DriverRequest::AcceptWorkspace { mark } => Ok(Decided::write(
+                DriverEvent::WorkspaceAccepted {
+                    mark: mark.clone(),
+                    at: *now,
+                },
+                receipt("workspace_accepted", None),
+            )),
         }
     }
 
@@ -551,6 +610,16 @@ impl Owner for DriverOwner {
                     state.retrying = Some(retry.clone());
                 }
             }
+            DriverEvent::Snapshotted { snapshot } => {
+                state.workspace_left = Some(snapshot.left());
+                state.last_snapshot = Some((**snapshot).clone());
+            }
+            DriverEvent::RolledBack { rollback, head, .. } => {
+                state.workspace_left = Some(rollback.left(head.clone()));
+            }
+            DriverEvent::WorkspaceAccepted { mark, .. } => {
+                state.workspace_left = Some(mark.clone());
+            }
         }
         state
     }
@@ -564,6 +633,9 @@ impl Owner for DriverOwner {
             DriverEvent::Cancelled { .. } => "driver.cancelled",
             DriverEvent::Waiting { .. } => "driver.waiting",
             DriverEvent::Retrying { .. } => "driver.retrying",
+            DriverEvent::Snapshotted { .. } => "driver.snapshotted",
+            DriverEvent::RolledBack { .. } => "driver.rolled_back",
+            DriverEvent::WorkspaceAccepted { .. } => "driver.workspace_accepted",
         }
     }
 }
@@ -973,6 +1045,9 @@ pub struct DriverSummary {
     /// The running turn's CLI retrying a failed model API call.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retrying: Option<TurnRetry>,
+    /// The last turn's git snapshots: both commits and what changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<snapshot::TurnSnapshot>,
 }
 
 /// The driver as `alive` says its registered pid is.
@@ -1006,6 +1081,7 @@ pub fn summary(state: &DriverState, alive: impl Fn(u32) -> bool) -> DriverSummar
             .filter(|_| running)
             .and_then(|r| r.limits),
         retrying: state.retrying.clone().filter(|_| running),
+        snapshot: state.last_snapshot.clone(),
     }
 }
 

@@ -14,6 +14,7 @@ use loopx_app::loop_dir::LoopDir;
 use loopx_core::driver::capture::{OutputCap, CAP_ENV};
 use loopx_core::driver::provider;
 use loopx_core::driver::session::{Exit, Limits};
+use loopx_core::driver::snapshot::Setting;
 use loopx_core::driver::stream::{RetryPolicy, MAX_CLI_RETRIES_ENV};
 use loopx_core::driver::RecoveryPlan;
 use loopx_core::goal::{self, Actor};
@@ -108,6 +109,38 @@ pub struct DriveArgs {
     /// Goal Focus enforce mode, and refused in it.
     #[arg(long, value_name = "TRANSPORT")]
     pub transport: Option<String>,
+    /// Commit the workspace before and after each turn to loopx's refs
+    /// (`refs/loopx/<run>/turns/<n>/before|after`; untracked files
+    /// included, .gitignore respected, the loop directory left out; the
+    /// user's branch, index, stash and working tree untouched): on, off,
+    /// or auto (on when the project root is a git work tree with a commit;
+    /// otherwise off, said in one line). See `loopx snapshot --help` and
+    /// `loopx rollback --help`.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub git_snapshot: SnapshotSwitch,
+    /// Go on from a workspace that changed since loopx last left it (its
+    /// files or HEAD differ from the last turn's after-snapshot): without
+    /// it, such a restart stops with exit 4 and shows what changed.
+    #[arg(long)]
+    pub accept_workspace: bool,
+}
+
+/// `--git-snapshot`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum SnapshotSwitch {
+    On,
+    Auto,
+    Off,
+}
+
+impl From<SnapshotSwitch> for Setting {
+    fn from(switch: SnapshotSwitch) -> Setting {
+        match switch {
+            SnapshotSwitch::On => Setting::On,
+            SnapshotSwitch::Auto => Setting::Auto,
+            SnapshotSwitch::Off => Setting::Off,
+        }
+    }
 }
 
 /// `--panel`.
@@ -240,6 +273,8 @@ pub fn drive(args: &DriveArgs, store: Option<&str>) -> Result<Reply> {
         output_cap,
         transport: args.transport.clone(),
         cli_retries,
+        git_snapshot: args.git_snapshot.into(),
+        accept_workspace: args.accept_workspace,
     };
     let dir = match LoopDir::open(args.dir.at(store), Access::ReadWrite) {
         Ok(dir) => dir,
@@ -446,6 +481,15 @@ pub fn recover(args: &RecoverArgs, store: Option<&str>) -> Result<Reply> {
         (RecoveryPlan::CancelUnstarted { dispatch_id }, false) => format!("would cancel {dispatch_id}: no iteration, no workspace change, no live agent; `{apply}` (or the next `loopx drive`) does it, and the next drive dispatches afresh"),
         (RecoveryPlan::FailClosed { inspect, .. }, _) => format!("needs a person: {}", inspect.replace("<DIR>", &dir.display())),
     };
+    if let Some(check) = &recovery.workspace {
+        text.push_str(&format!("\n{}", check.sentence()));
+        for change in &check.changes {
+            text.push_str(&format!("\n  changed: {}", change.path));
+        }
+        if check.changed() {
+            text.push_str("\n`loopx drive` refuses to start a turn on it until you pass --accept-workspace (or `loopx rollback --to N --force` puts a snapshot back)");
+        }
+    }
     if let Some(pid) = recovery.running_driver {
         text = format!("a driver (pid {pid}) is running this loop, so the open dispatch is probably its current turn, not a leftover; {text}");
     }

@@ -16,6 +16,7 @@ mod notify;
 mod panel;
 mod selftest;
 mod serve;
+mod snapshot;
 mod stop;
 mod ticker;
 
@@ -102,6 +103,10 @@ pub enum Command {
     /// `serve`, and open the dashboard in a browser.
     Dashboard(serve::ServeArgs),
     Backup(backup::BackupArgs),
+    /// The workspace's git snapshots, before and after each driven turn: list, show, diff.
+    #[command(subcommand)]
+    Snapshot(snapshot::SnapshotCommand),
+    Rollback(snapshot::RollbackArgs),
     Install(install::InstallArgs),
     /// Remove what `loopx install` added (same flags), giving back every file as it was.
     Uninstall(install::InstallArgs),
@@ -387,6 +392,8 @@ fn dispatch(command: Command, json: bool, store: Option<&str>) -> Result<Reply> 
         Command::Serve(args) => serve::serve(&args, false, json, store),
         Command::Dashboard(args) => serve::serve(&args, true, json, store),
         Command::Backup(args) => backup::backup(&args, store),
+        Command::Snapshot(command) => snapshot::snapshot(&command, store),
+        Command::Rollback(args) => snapshot::rollback(&args, store),
         Command::Install(args) => install::install(&args),
         Command::Uninstall(args) => install::uninstall(&args),
         Command::Doctor(args) => install::doctor(&args, store),

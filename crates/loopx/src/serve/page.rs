@@ -696,6 +696,17 @@ pub async fn iteration(
                     _ => p class="muted" { "This iteration was not recorded under the driver, or its log is gone." },
                 }
             }
+            @if let Some(snapshot) = &detail.snapshot {
+                section data-testid="snapshot" {
+                    h2 { "Workspace" }
+                    p { "Turn " (snapshot.turn) ": " (snapshot.stat.words()) }
+                    div class="table" { table {
+                        tr { th { "Before" } td data-testid="snapshot-before" { (short_digest(&snapshot.before)) } }
+                        tr { th { "After" } td data-testid="snapshot-after" { (short_digest(&snapshot.after)) } }
+                    } }
+                    p class="muted" { "loopx snapshot diff " (snapshot.turn) " shows the patch; loopx rollback --to " (snapshot.turn) " restores it." }
+                }
+            }
         };
         Ok(Html(layout(&format!("Iteration {n}"), &dir.display(), body).into_string()).into_response())
     })

@@ -405,6 +405,26 @@ fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
     }
 }
 
+/// Run `git -C root args` as a fixed test identity; must succeed. Its stdout.
+pub fn git(root: &Path, args: &[&str]) -> String {
+    let output = std::process::Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 /// The iteration numbers the journal holds, in order.
 pub fn iteration_numbers(dir: &Path) -> Vec<u64> {
     journal_events(dir, "ledger.iteration_appended")
@@ -504,7 +524,8 @@ pub fn held_at(
 }
 
 /// Start `command` with `failpoint` armed, wait until it pauses there (it
-/// says so on stderr), then SIGKILL it: a crash at exactly that boundary.
+/// says so on stderr, after whatever else it printed), then SIGKILL it: a
+/// crash at exactly that boundary.
 pub fn kill_at_failpoint(mut command: std::process::Command, failpoint: &str) {
     use std::io::{BufRead, BufReader};
     require_failpoints();
@@ -514,15 +535,11 @@ pub fn kill_at_failpoint(mut command: std::process::Command, failpoint: &str) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(
-        line.trim(),
-        format!("failpoint: {failpoint}"),
-        "the command never reached {failpoint}"
-    );
+    let said = format!("failpoint: {failpoint}");
+    let reached = BufReader::new(child.stderr.take().unwrap())
+        .lines()
+        .any(|line| line.is_ok_and(|line| line.trim() == said));
+    assert!(reached, "the command never reached {failpoint}");
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
 }
