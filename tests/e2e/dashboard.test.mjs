@@ -252,7 +252,7 @@ test('the health line follows the driver, and budgets, chart and timeline match 
     assert.match(await iterations.innerText(), /3 of 10/);
     assert.match(await page.getByTestId('budget-tokens').innerText(), /unlimited/);
     assert.match(await page.getByTestId('budget-wall_time_hours').innerText(), /\d+s of 1h · exhausted in 5\dm at this rate/);
-    const turns = JSON.parse(loopx(loop.dir, ['cost'])).rows;
+    const turns = JSON.parse(loopx(loop.dir, ['cost', '--by', 'turn'])).rows;
     assert.equal(turns.length, 4, 'the hand-written iteration is a turn too');
     assert.equal(await page.getByTestId('turn-bar').count(), turns.length);
     assert.equal(await page.getByTestId('turn-tokens').count(), turns.length);
