@@ -376,7 +376,8 @@ fn a_driver_killed_before_the_after_snapshot_takes_it_at_restart() {
 }
 
 #[test]
-fn a_repository_without_commits_and_a_non_git_root_run_without_snapshots_and_say_so() {
+fn a_repository_without_commits_an_ignored_root_and_a_non_git_root_run_without_snapshots_and_say_so(
+) {
     let bare = Project::bare();
     let agent = "loopx append-iteration --mode bounded-research --objective t --decision continue >/dev/null";
     let said = bare.drive_ok(agent, 1);
@@ -403,6 +404,20 @@ fn a_repository_without_commits_and_a_non_git_root_run_without_snapshots_and_say
     let said = empty.drive_ok(agent, 1);
     assert!(said.contains("no commit yet"), "{said}");
     assert!(git(&empty.root, &["for-each-ref", "refs/loopx"]).is_empty());
+    // A project under another repository's ignored directory (as the
+    // demo's `target/demo-project`): off, said once, and the turn runs.
+    let nested = Project::bare();
+    let outer = nested.f.temp.path();
+    git(outer, &["init", "-q"]);
+    std::fs::write(outer.join(".gitignore"), "project/\n").unwrap();
+    git(outer, &["add", ".gitignore"]);
+    git(outer, &["commit", "-q", "-m", "start"]);
+    let said = nested.drive_ok(agent, 1);
+    assert!(
+        said.contains("ignored by the git repository around it"),
+        "{said}"
+    );
+    assert!(git(outer, &["for-each-ref", "refs/loopx"]).is_empty());
     // Off by request: nothing said, nothing taken.
     let p = Project::new();
     let output = p.drive(agent, 1, &["--git-snapshot", "off"]);

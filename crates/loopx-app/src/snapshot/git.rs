@@ -43,6 +43,8 @@ pub fn probe(root: &Path) -> Repository {
         Repository::NotGit
     } else if !git(&["rev-parse", "--verify", "-q", "HEAD^{commit}"]) {
         Repository::NoCommits
+    } else if git(&["check-ignore", "-q", "."]) {
+        Repository::Ignored
     } else {
         Repository::Ready
     }

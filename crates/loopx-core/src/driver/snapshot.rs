@@ -33,6 +33,9 @@ pub enum Repository {
     NotGit,
     /// A git work tree whose HEAD names no commit yet.
     NoCommits,
+    /// Inside a work tree that ignores it (a project under another
+    /// repository's ignored `target/`): there is nothing git would add.
+    Ignored,
     /// A work tree with a commit to hang snapshots on.
     Ready,
 }
@@ -61,6 +64,11 @@ pub fn decide(setting: Setting, repository: Repository) -> Result<Decision, Cann
             "the project root to be a git work tree",
             "run `git init` and commit once, or drive with --git-snapshot off",
             "git snapshots off: the project root is not a git work tree",
+        )),
+        Repository::Ignored => Some((
+            "a project root its git repository does not ignore",
+            "drive a root the repository tracks (or `git init` one of its own), or drive with --git-snapshot off",
+            "git snapshots off: the project root is ignored by the git repository around it",
         )),
         Repository::NoCommits => Some((
             "a repository with at least one commit",
@@ -387,7 +395,11 @@ mod tests {
     #[test]
     fn snapshots_default_on_in_a_repository_with_a_commit_and_off_with_a_note_elsewhere() {
         assert!(decide(Setting::Auto, Repository::Ready).unwrap().on);
-        for repository in [Repository::NotGit, Repository::NoCommits] {
+        for repository in [
+            Repository::NotGit,
+            Repository::NoCommits,
+            Repository::Ignored,
+        ] {
             let auto = decide(Setting::Auto, repository).unwrap();
             assert!(!auto.on && auto.note.unwrap().starts_with("git snapshots off"));
             let error = decide(Setting::On, repository).unwrap_err().to_string();
