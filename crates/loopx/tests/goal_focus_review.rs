@@ -1105,3 +1105,63 @@ fn only_a_banked_reviewed_discharge_resets_the_count_of_iterations_without_reduc
     assert!(!stalled(&f), "{}", f.focus_status());
     assert_eq!(f.contract()["open_obligations"], 1);
 }
+
+#[test]
+fn a_candidate_outside_the_plans_compute_policy_is_refused_and_one_inside_it_staged() {
+    let f = Fixture::enforce(5);
+    // The force-loop general profile's defaults, on the selected approach.
+    f.reviewed_direction_with(json!({
+        "allowed_services": ["local", "kaggle", "modal"],
+        "forbidden_services": ["hetzner", "github-actions"]
+    }));
+    let staging = |extra: &[&str]| -> Vec<String> {
+        [
+            &common::STAGE_BY_HAND[..],
+            &["--claim-id", "c1", "--claim-evidence", "c1=notes/b.md"],
+            extra,
+        ]
+        .concat()
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
+    };
+    let refused = |extra: &[&str]| {
+        let args = staging(extra);
+        f.refused(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let forbidden = refused(&[
+        "--compute-run",
+        r#"{"service":"GitHub Actions","status":"succeeded"}"#,
+    ]);
+    assert!(
+        forbidden.contains("\"github-actions\", which the plan forbids"),
+        "{forbidden}"
+    );
+    let unlisted = refused(&[
+        "--compute-run",
+        r#"{"service":"other:lab","status":"failed"}"#,
+    ]);
+    assert!(
+        unlisted.contains("not among those the plan allows"),
+        "{unlisted}"
+    );
+    let silent = refused(&[]);
+    assert!(silent.contains("says nothing about compute"), "{silent}");
+    // Inside the policy, or no compute at all: staged.
+    let fingerprint = f.stage_with(
+        &[],
+        &["c1=notes/b.md"],
+        &[
+            "--compute-run",
+            r#"{"service":"kaggle","status":"succeeded"}"#,
+        ],
+    );
+    assert!(fingerprint.starts_with("sha256:"), "{fingerprint}");
+}
+
+#[test]
+fn without_a_compute_policy_a_report_need_not_say_anything_about_compute() {
+    let f = Fixture::enforce(5);
+    f.reviewed_direction();
+    assert!(f.stage(&["c1=notes/b.md"]).starts_with("sha256:"));
+}

@@ -422,6 +422,7 @@ impl SourceRegistry {
                             eligibility,
                             reopen_conditions,
                             trip_wires: Vec::new(),
+                            compute_policy: None,
                         }
                     })
                     .collect();

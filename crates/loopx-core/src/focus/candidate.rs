@@ -500,6 +500,8 @@ pub enum CandidateError {
     TargetTwice { obligation_id: String },
     #[error("dispatch {dispatch_id} already staged a candidate: one candidate per dispatch")]
     DispatchUsed { dispatch_id: String },
+    #[error("{0}")]
+    Compute(#[from] super::compute::ComputeRefused),
 }
 
 impl CandidateError {

@@ -27,6 +27,7 @@
 
 pub mod banking;
 pub mod candidate;
+pub mod compute;
 pub mod contract;
 pub mod decisions;
 pub mod direction;

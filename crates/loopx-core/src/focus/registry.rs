@@ -46,6 +46,10 @@ pub struct Approach {
     /// their fingerprints.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trip_wires: Vec<TripWire>,
+    /// The compute services this approach's work may and must not use
+    /// (`super::compute`). Absent when none, as above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_policy: Option<super::compute::ComputePolicy>,
 }
 
 /// The approach's value to the goal as an interval in [0, 1]: the honest

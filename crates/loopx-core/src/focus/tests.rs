@@ -31,6 +31,7 @@ fn approach(id: &str, low: f64, high: f64) -> Approach {
         eligibility: Eligibility::default(),
         reopen_conditions: vec![],
         trip_wires: vec![],
+        compute_policy: None,
     }
 }
 

@@ -238,12 +238,22 @@ impl Fixture {
     /// dominates, a replan proposing it, and codex's endorsement for
     /// claude's turns.
     pub fn reviewed_direction(&self) {
+        self.reviewed_direction_with(serde_json::Value::Null);
+    }
+
+    /// [`Fixture::reviewed_direction`], the selected approach carrying
+    /// `compute_policy` (none when null).
+    pub fn reviewed_direction_with(&self, compute_policy: serde_json::Value) {
         use serde_json::json;
         let approach = |id: &str, low: f64, high: f64| json!({"approach_id": id, "estimate": {"low": low, "high": high}});
+        let mut induction = approach("induction", 0.6, 0.9);
+        if !compute_policy.is_null() {
+            induction["compute_policy"] = compute_policy;
+        }
         let registry = self.json_file(
             "direction-registry.json",
             &json!({"campaigns": [
-                {"campaign_id": "direct", "approaches": [approach("induction", 0.6, 0.9)]},
+                {"campaign_id": "direct", "approaches": [induction]},
                 {"campaign_id": "search", "approaches": [approach("weak", 0.0, 0.1)]}
             ]}),
         );
