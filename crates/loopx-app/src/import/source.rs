@@ -8,6 +8,7 @@ use super::view::SourceFile;
 use crate::{fsutil, AppError};
 use jiff::Timestamp;
 use loopx_core::digest::{Digest, Hasher};
+use loopx_core::focus::compute::ComputePolicy;
 use loopx_core::focus::contract::{Criterion, Obligation, ObligationKind, ObligationStatus, Scope};
 use loopx_core::focus::direction::SelectionKind;
 use loopx_core::focus::registry::{Approach, Campaign, Eligibility, EligibilityStatus, Estimate};
@@ -354,6 +355,33 @@ struct SourceApproach {
     reopen_conditions: Vec<String>,
     #[serde(default)]
     reopen_condition: String,
+    #[serde(default)]
+    compute_policy: Option<SourceComputePolicy>,
+}
+
+/// An approach's compute policy as the reference writes it: the allowed
+/// services as `allowed_services`, `backends` or one `backend`.
+#[derive(Debug, Deserialize)]
+struct SourceComputePolicy {
+    #[serde(default, alias = "backends")]
+    allowed_services: Vec<String>,
+    #[serde(default)]
+    backend: String,
+    #[serde(default)]
+    forbidden_services: Vec<String>,
+}
+
+impl SourceComputePolicy {
+    fn policy(&self) -> ComputePolicy {
+        let mut allowed = self.allowed_services.clone();
+        if !self.backend.trim().is_empty() {
+            allowed.push(self.backend.clone());
+        }
+        ComputePolicy {
+            allowed_services: allowed,
+            forbidden_services: self.forbidden_services.clone(),
+        }
+    }
 }
 
 impl Keyed for SourceApproach {
@@ -422,7 +450,10 @@ impl SourceRegistry {
                             eligibility,
                             reopen_conditions,
                             trip_wires: Vec::new(),
-                            compute_policy: None,
+                            compute_policy: a
+                                .compute_policy
+                                .as_ref()
+                                .map(SourceComputePolicy::policy),
                         }
                     })
                     .collect();
