@@ -160,19 +160,7 @@ fn a_full_reference_loop_round_trips_with_its_history_and_validates() {
     assert_eq!(focus["direction_decisions"], 1);
     // The approach's compute policy comes along (`backends` is its
     // allowlist), and the plan that selects it carries it.
-    let conn = rusqlite::Connection::open_with_flags(
-        f.dir.join("loopx.sqlite"),
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-    )
-    .unwrap();
-    let registry: String = conn
-        .query_row(
-            "SELECT state FROM snapshots WHERE stream = ?1",
-            [loopx_core::focus::REGISTRY_STREAM],
-            |row| row.get(0),
-        )
-        .unwrap();
-    let registry: Value = serde_json::from_str(&registry).unwrap();
+    let registry = f.stored_snapshot(loopx_core::focus::REGISTRY_STREAM);
     assert_eq!(
         registry["campaigns"][0]["approaches"][0]["compute_policy"],
         serde_json::json!({"allowed_services": ["local", "kaggle"], "forbidden_services": ["hetzner"]}),

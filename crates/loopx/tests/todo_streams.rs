@@ -256,19 +256,7 @@ fn a_writeback_across_streams_replays_whole_and_refuses_a_reused_id() {
 
 /// The goal's snapshot as stored.
 fn goal_snapshot(f: &Fixture) -> Value {
-    let conn = rusqlite::Connection::open_with_flags(
-        f.dir.join("loopx.sqlite"),
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-    )
-    .unwrap();
-    let state: String = conn
-        .query_row(
-            "SELECT state FROM snapshots WHERE stream = 'goal:main'",
-            [],
-            |row| row.get(0),
-        )
-        .unwrap();
-    serde_json::from_str(&state).unwrap()
+    f.stored_snapshot("goal:main")
 }
 
 #[test]

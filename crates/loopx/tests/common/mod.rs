@@ -214,6 +214,24 @@ impl Fixture {
         self.run_in_dir(&[&["goal-focus"], args].concat())
     }
 
+    /// The snapshot of `stream` as the loop's SQLite file stores it, read
+    /// around loopx (what no command prints whole).
+    pub fn stored_snapshot(&self, stream: &str) -> serde_json::Value {
+        let conn = rusqlite::Connection::open_with_flags(
+            self.dir.join("loopx.sqlite"),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .unwrap();
+        let state: String = conn
+            .query_row(
+                "SELECT state FROM snapshots WHERE stream = ?1",
+                [stream],
+                |row| row.get(0),
+            )
+            .unwrap();
+        serde_json::from_str(&state).unwrap()
+    }
+
     pub fn focus_ok(&self, args: &[&str]) -> serde_json::Value {
         let (ok, json, stderr) = self.focus(args);
         assert!(ok, "goal-focus {args:?} failed: {stderr}");
