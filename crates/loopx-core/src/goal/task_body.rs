@@ -19,7 +19,8 @@ const MAX_NOTES: usize = 3;
 /// The outcomes section stops adding lines past this many bytes.
 const OUTCOME_BYTES: usize = 3 * 1024;
 
-fn clip(text: &str, max: usize) -> String {
+/// `text` on one line, cut to `max` characters with an ellipsis.
+pub(crate) fn clip(text: &str, max: usize) -> String {
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if line.chars().count() <= max {
         line
