@@ -320,3 +320,46 @@ fn the_driver_refuses_to_start_on_a_malformed_file() {
     assert!(stderr.contains("goal_priority.json"), "{stderr}");
     assert_eq!(f.fingerprint(), before, "the driver started");
 }
+
+#[test]
+fn the_drivers_prompt_carries_the_section() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let f = Fixture::new();
+    f.init(3, &[]);
+    for _ in 0..2 {
+        f.append("continue", &["--local-without-goal-delta"])
+            .success();
+    }
+    write_config(&f, &config(true, "advise"));
+    let root = f.temp.path().join("project");
+    std::fs::create_dir_all(&root).unwrap();
+    let agent = f.temp.path().join("agent");
+    std::fs::write(
+        &agent,
+        format!(
+            "#!/bin/sh\ncat >/dev/null\n'{}' append-iteration --mode bounded-research --objective turn --decision stop --stop-reason loops_reached --goal-contribution replan >/dev/null\n",
+            common::loopx_path().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = f
+        .loopx()
+        .args(["drive", "--dir", f.d(), "--root", root.to_str().unwrap()])
+        .args(["--cmd", agent.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let logs: Vec<_> = std::fs::read_dir(f.dir.join("driver_logs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(logs.len(), 1, "{stderr}");
+    let log = std::fs::read_to_string(&logs[0]).unwrap();
+    assert!(
+        log.contains("## Goal priority (advise mode, advisory)"),
+        "{log}"
+    );
+    assert!(log.contains(REPLAN), "{log}");
+}
