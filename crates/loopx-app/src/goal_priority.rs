@@ -11,7 +11,6 @@ use crate::error::AppError;
 use crate::fsutil;
 use crate::loop_dir::LoopDir;
 use loopx_core::ledger::goal_priority::{self as rule, Resolved};
-use loopx_core::ledger::IterationRecord;
 use loopx_core::path::{FileProblem, LoopPath};
 use std::path::Path;
 
@@ -41,9 +40,14 @@ pub fn resolve(dir: &LoopDir) -> Result<Resolved, AppError> {
     resolve_at(dir.root())
 }
 
-/// The warnings an active config gives for the latest records.
-pub fn warnings(resolved: &Resolved, records: &[IterationRecord]) -> Vec<String> {
-    rule::warnings(resolved, records)
+/// The warnings `resolved` gives for the loop's latest records (read
+/// only when it is active; an unreadable ledger is the caller's to report).
+pub fn warnings_now(dir: &LoopDir, resolved: &Resolved) -> Vec<String> {
+    let records = match resolved.active {
+        true => dir.read().map(|r| r.ledger.recent).unwrap_or_default(),
+        false => Vec::new(),
+    };
+    rule::warnings(resolved, &records)
 }
 
 /// Refuse, before anything is written, a template that would replace an

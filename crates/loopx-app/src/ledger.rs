@@ -155,14 +155,7 @@ pub fn append_or_stage(
     let request = LedgerRequest::AppendIteration(report);
     match try_commit(&dir, &operation_id, &request, clock::now()) {
         Ok((receipt, mut warnings)) => Ok(Recorded::Banked({
-            if priority.active {
-                if let Ok(reading) = dir.read() {
-                    warnings.extend(crate::goal_priority::warnings(
-                        &priority,
-                        &reading.ledger.recent,
-                    ));
-                }
-            }
+            warnings.extend(crate::goal_priority::warnings_now(&dir, &priority));
             ReceiptView::new("append-iteration", receipt, appended)
                 .in_dir(dir.display())
                 .with_warnings(warnings)
@@ -438,15 +431,9 @@ pub fn validate(dir: &LoopDir) -> Result<ValidateView, AppError> {
     let mut audit = dir.audit(clock::now())?;
     // Legacy goal priority: its streak warnings, or its file's problem.
     match crate::goal_priority::resolve(dir) {
-        Ok(priority) if priority.active => {
-            if let Ok(reading) = dir.read() {
-                audit.warnings.extend(crate::goal_priority::warnings(
-                    &priority,
-                    &reading.ledger.recent,
-                ));
-            }
-        }
-        Ok(_) => {}
+        Ok(priority) => audit
+            .warnings
+            .extend(crate::goal_priority::warnings_now(dir, &priority)),
         Err(problem) => audit.errors.push(problem.message),
     }
     Ok(ValidateView {

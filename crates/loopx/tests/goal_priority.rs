@@ -83,7 +83,9 @@ fn without_a_file_or_when_disabled_nothing_changes() {
     assert!(validate_warnings(&f, None).is_empty());
     // On without a config has nothing to enable.
     assert_eq!(task_body(&f, Some("on")), plain);
-    assert!(validate_warnings(&f, Some("on")).is_empty());
+    let inert = validate_warnings(&f, Some("on"));
+    assert_eq!(inert.len(), 1, "{inert:?}");
+    assert!(inert[0].contains("=on has no effect"), "{inert:?}");
     // A config that does not say enabled: true stays off, in every mode.
     write_config(&f, &config(false, "hard"));
     assert_eq!(task_body(&f, None), plain);

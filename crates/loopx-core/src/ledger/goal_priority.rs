@@ -130,6 +130,8 @@ pub struct Resolved {
     pub discipline: Discipline,
     /// Why it is (or is not) active, in one line.
     pub reason: String,
+    /// `on` was asked for a loop without a config: nothing to enable.
+    pub inert_switch: bool,
     pub config: Config,
 }
 
@@ -173,6 +175,7 @@ pub fn resolve(config: Option<Config>, switch: Option<Switch>) -> Resolved {
         active,
         discipline,
         reason,
+        inert_switch: switch == Some(Switch::On) && !exists,
         config,
     }
 }
@@ -221,6 +224,10 @@ fn bare_advance(records: &[IterationRecord]) -> Option<u64> {
 pub fn warnings(resolved: &Resolved, records: &[IterationRecord]) -> Vec<String> {
     let mut out = Vec::new();
     if !resolved.active {
+        // The switch asked for something the loop cannot give: say so.
+        if resolved.inert_switch {
+            out.push(format!("goal priority: {}", resolved.reason));
+        }
         return out;
     }
     let run = streak(resolved, records);
