@@ -175,6 +175,7 @@ pub fn append_or_stage(
 pub fn preview_append(root: Place<'_>, report: IterationReport) -> Result<AppendPreview, AppError> {
     let operation_id = given_or_generated(None)?;
     let dir = LoopDir::open(root, Access::ReadOnly)?;
+    let priority = crate::goal_priority::resolve(&dir)?;
     let request = LedgerRequest::AppendIteration(report);
     let context = LedgerContext {
         now: clock::now(),
@@ -190,6 +191,15 @@ pub fn preview_append(root: Place<'_>, report: IterationReport) -> Result<Append
         decision,
         ..
     } = appended(decided.receipt);
+    // What goal priority would warn about once this record is banked.
+    let warnings = match &decided.event {
+        Some(LedgerEvent::IterationAppended { record }) if priority.active => {
+            let mut records = dir.read()?.ledger.recent;
+            records.push((**record).clone());
+            loopx_core::ledger::goal_priority::warnings(&priority, &records)
+        }
+        _ => crate::goal_priority::warnings_now(&dir, &priority),
+    };
     Ok(AppendPreview {
         status: "ok",
         action: "append-iteration",
@@ -198,7 +208,7 @@ pub fn preview_append(root: Place<'_>, report: IterationReport) -> Result<Append
         iteration,
         decision,
         would_append: decided.event,
-        warnings: Vec::new(),
+        warnings,
     })
 }
 

@@ -12,6 +12,16 @@ const ENV: &str = "AAS_AUTOLOOP_GOAL_PRIORITY";
 const SECTION: &str = "## Goal priority";
 const REPLAN: &str = "REPLAN_REQUIRED";
 const STREAK: &str = "local work without a goal delta (the cap is 2)";
+/// `append-iteration` of one continuing iteration, run in the loop.
+const APPEND: [&str; 7] = [
+    "append-iteration",
+    "--mode",
+    "bounded-research",
+    "--objective",
+    "x",
+    "--decision",
+    "continue",
+];
 const BARE: &str = "claimed `advance` without saying what advanced";
 
 fn write_config(f: &Fixture, config: &Value) {
@@ -272,18 +282,7 @@ fn a_malformed_file_is_refused_by_name_and_changes_nothing() {
         "[]",
     ] {
         std::fs::write(f.dir.join("goal_priority.json"), bad).unwrap();
-        for args in [
-            &["task-body"][..],
-            &[
-                "append-iteration",
-                "--mode",
-                "bounded-research",
-                "--objective",
-                "x",
-                "--decision",
-                "continue",
-            ][..],
-        ] {
+        for args in [&["task-body"][..], &APPEND[..]] {
             let (_, stderr) = f.refused_in_dir(args);
             assert!(stderr.contains("goal_priority.json"), "{bad}: {stderr}");
         }
@@ -364,4 +363,25 @@ fn the_drivers_prompt_carries_the_section() {
         "{log}"
     );
     assert!(log.contains(REPLAN), "{log}");
+}
+
+#[test]
+fn a_dry_run_shows_the_warnings_the_append_would_give_and_writes_nothing() {
+    let f = Fixture::new();
+    f.init(6, &[]);
+    f.append("continue", &["--local-without-goal-delta"])
+        .success();
+    write_config(&f, &config(true, "soft"));
+    let before = f.fingerprint();
+    let (ok, view, stderr) =
+        f.run_in_dir(&[&APPEND[..], &["--local-without-goal-delta", "--dry-run"]].concat());
+    assert!(ok, "{stderr}");
+    assert_eq!(f.fingerprint(), before, "a dry run wrote");
+    let warnings = view["warnings"].as_array().unwrap();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("the last 2 iterations were")),
+        "{view}"
+    );
 }
