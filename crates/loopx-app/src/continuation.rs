@@ -13,6 +13,7 @@ use loopx_core::digest::Digest;
 use loopx_core::goal::continuation::{self, SelectedTodo, ShouldRun};
 use loopx_core::goal::{self, Actor};
 use loopx_core::ledger::arbiter::{arbitrate, Verdict};
+use loopx_core::ledger::vocabulary::GoalFocusMode;
 use serde::Serialize;
 
 /// The continuation decision for one actor, with every read it was made
@@ -62,7 +63,7 @@ impl LoopDir {
         // Only an enforce-mode loop stages candidates and gates turns:
         // others read nothing more. One Goal Focus read serves both.
         let (candidate, direction) = match reading.ledger.config.goal_focus_mode {
-            loopx_core::ledger::vocabulary::GoalFocusMode::Enforce => {
+            GoalFocusMode::Enforce => {
                 let focus = self.focus()?;
                 (focus.candidate.hold(), focus.gate_closing_signals(now))
             }
@@ -81,16 +82,23 @@ impl LoopDir {
     /// The next turn's prompt, rendered from state: byte-identical while
     /// the frontier does not change.
     pub fn task_body(&self, goal_id: &str, actor: &Actor) -> Result<String> {
-        Ok(self.render_task_body(&self.next_turn(goal_id, actor)?))
+        self.render_task_body(&self.next_turn(goal_id, actor)?)
     }
 
-    fn render_task_body(&self, turn: &NextTurn) -> String {
-        goal::task_body::render(
+    fn render_task_body(&self, turn: &NextTurn) -> Result<String> {
+        let ledger = &turn.reading.ledger;
+        // Legacy goal priority: a malformed file refuses the prompt.
+        let priority = crate::goal_priority::resolve(self)?;
+        let enforces = ledger.config.goal_focus_mode == GoalFocusMode::Enforce;
+        let goal_priority =
+            loopx_core::ledger::goal_priority::section(&priority, &ledger.recent, enforces);
+        Ok(goal::task_body::render(
             &self.display(),
-            &turn.reading.ledger,
+            ledger,
             &turn.goal.goal,
             &turn.should_run,
-        )
+            &goal_priority,
+        ))
     }
 }
 
@@ -150,7 +158,7 @@ pub struct WorkContext {
 /// [`should_run`], computed once. Read-only.
 pub fn work_context(dir: &LoopDir, goal_id: &str, actor: &Actor) -> Result<WorkContext> {
     let turn = dir.next_turn(goal_id, actor)?;
-    let body = dir.render_task_body(&turn);
+    let body = dir.render_task_body(&turn)?;
     let ShouldRun {
         should_run,
         selected_todo,

@@ -33,6 +33,9 @@ pub struct Initialized {
     pub run_id: String,
     pub state_status: LoopStatus,
     pub max_iterations: u64,
+    /// The goal-priority template written beside the loop, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub goal_priority_template: Option<String>,
 }
 
 /// What `append-iteration` recorded.
@@ -55,6 +58,25 @@ pub struct AppendPreview {
     pub decision: Decision,
     pub would_append: Option<LedgerEvent>,
     pub warnings: Vec<String>,
+}
+
+/// [`init`], then, when `goal_priority_template` is `Some(force)`, write
+/// the goal-priority template beside the loop. An existing
+/// `goal_priority.json` without `force` refuses the whole init before
+/// anything is written.
+pub fn init_with_template(
+    root: Place<'_>,
+    operation_id: Option<&str>,
+    request: InitLoop,
+    goal_priority_template: Option<bool>,
+) -> Result<ReceiptView<Initialized>, AppError> {
+    let Some(force) = goal_priority_template else {
+        return init(root, operation_id, request);
+    };
+    crate::goal_priority::check_template(root.dir, force)?;
+    let mut view = init(root, operation_id, request)?;
+    view.body.goal_priority_template = Some(crate::goal_priority::write_template(root.dir)?);
+    Ok(view)
 }
 
 /// Create a loop in `root` (refused, leaving nothing behind, when the
@@ -97,6 +119,7 @@ pub fn init(
             run_id,
             state_status,
             max_iterations,
+            goal_priority_template: None,
         },
         _ => unreachable!("init yields an init receipt"),
     })
@@ -127,13 +150,16 @@ pub fn append_or_stage(
 ) -> Result<Recorded, AppError> {
     let operation_id = given_or_generated(operation_id)?;
     let dir = LoopDir::open(root, Access::ReadWrite)?;
+    // A malformed goal_priority.json refuses the append before it is made.
+    let priority = crate::goal_priority::resolve(&dir)?;
     let request = LedgerRequest::AppendIteration(report);
     match try_commit(&dir, &operation_id, &request, clock::now()) {
-        Ok((receipt, warnings)) => Ok(Recorded::Banked(
+        Ok((receipt, mut warnings)) => Ok(Recorded::Banked({
+            warnings.extend(crate::goal_priority::warnings_now(&dir, &priority));
             ReceiptView::new("append-iteration", receipt, appended)
                 .in_dir(dir.display())
-                .with_warnings(warnings),
-        )),
+                .with_warnings(warnings)
+        })),
         Err(AuthorityError::Rejected(LedgerError::EnforceNeedsDispatch)) => {
             let LedgerRequest::AppendIteration(report) = request else {
                 unreachable!("the request is an append")
@@ -149,6 +175,7 @@ pub fn append_or_stage(
 pub fn preview_append(root: Place<'_>, report: IterationReport) -> Result<AppendPreview, AppError> {
     let operation_id = given_or_generated(None)?;
     let dir = LoopDir::open(root, Access::ReadOnly)?;
+    let priority = crate::goal_priority::resolve(&dir)?;
     let request = LedgerRequest::AppendIteration(report);
     let context = LedgerContext {
         now: clock::now(),
@@ -164,6 +191,15 @@ pub fn preview_append(root: Place<'_>, report: IterationReport) -> Result<Append
         decision,
         ..
     } = appended(decided.receipt);
+    // What goal priority would warn about once this record is banked.
+    let warnings = match &decided.event {
+        Some(LedgerEvent::IterationAppended { record }) if priority.active => {
+            let mut records = dir.read()?.ledger.recent;
+            records.push((**record).clone());
+            loopx_core::ledger::goal_priority::warnings(&priority, &records)
+        }
+        _ => crate::goal_priority::warnings_now(&dir, &priority),
+    };
     Ok(AppendPreview {
         status: "ok",
         action: "append-iteration",
@@ -172,7 +208,7 @@ pub fn preview_append(root: Place<'_>, report: IterationReport) -> Result<Append
         iteration,
         decision,
         would_append: decided.event,
-        warnings: Vec::new(),
+        warnings,
     })
 }
 
@@ -402,7 +438,14 @@ impl ValidateView {
 }
 
 pub fn validate(dir: &LoopDir) -> Result<ValidateView, AppError> {
-    let audit = dir.audit(clock::now())?;
+    let mut audit = dir.audit(clock::now())?;
+    // Legacy goal priority: its streak warnings, or its file's problem.
+    match crate::goal_priority::resolve(dir) {
+        Ok(priority) => audit
+            .warnings
+            .extend(crate::goal_priority::warnings_now(dir, &priority)),
+        Err(problem) => audit.errors.push(problem.message),
+    }
     Ok(ValidateView {
         status: if audit.is_valid() { "ok" } else { "failed" },
         checked: Checked {

@@ -26,6 +26,7 @@ pub mod error;
 pub mod focus;
 pub mod fsutil;
 pub mod goal;
+pub mod goal_priority;
 pub mod health;
 pub mod import;
 pub mod install;

@@ -92,6 +92,10 @@ pub fn drive(
     )
     .map_err(|error| anyhow::Error::from(error).context(Misdirected("provider transport")))?;
     check_endpoints(&options.target)?;
+    // A malformed goal_priority.json is the operator's to fix: refused
+    // here, before the driver registers, rather than at the first prompt.
+    crate::goal_priority::resolve(dir)
+        .map_err(|error| anyhow::Error::from(error).context(Misdirected("goal priority")))?;
     // Asked for and impossible (no repository, no commit): refused before
     // anything is written, like any other misdirected flag.
     let (snapshots, snapshot_note) =

@@ -40,7 +40,7 @@ pub mod review;
 pub mod signals;
 pub mod strategy;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use contract::GoalContract;
 pub use document::{Document, DocumentOwner, Revise, Revised, RevisedReceipt, Revision};

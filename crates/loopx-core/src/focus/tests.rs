@@ -233,7 +233,7 @@ fn ledger() -> Ledger {
     }
 }
 
-pub(super) fn record(iteration: u64) -> crate::ledger::IterationRecord {
+pub(crate) fn record(iteration: u64) -> crate::ledger::IterationRecord {
     use crate::ledger::vocabulary::{Decision, Mode};
     crate::ledger::IterationRecord {
         iteration,

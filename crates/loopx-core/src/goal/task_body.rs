@@ -19,7 +19,8 @@ const MAX_NOTES: usize = 3;
 /// The outcomes section stops adding lines past this many bytes.
 const OUTCOME_BYTES: usize = 3 * 1024;
 
-fn clip(text: &str, max: usize) -> String {
+/// `text` on one line, cut to `max` characters with an ellipsis.
+pub(crate) fn clip(text: &str, max: usize) -> String {
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if line.chars().count() <= max {
         line
@@ -56,7 +57,15 @@ fn final_turn(w: &mut String, ledger: &Ledger) {
     );
 }
 
-pub fn render(dir: &str, ledger: &Ledger, goal: &Goal, decision: &ShouldRun) -> String {
+/// `goal_priority` is the legacy goal-priority section, already rendered
+/// (`crate::ledger::goal_priority::section`; empty when it is off).
+pub fn render(
+    dir: &str,
+    ledger: &Ledger,
+    goal: &Goal,
+    decision: &ShouldRun,
+    goal_priority: &str,
+) -> String {
     let mut out = String::new();
     let w = &mut out;
     let _ = writeln!(w, "# loopx: one bounded turn toward the goal\n");
@@ -215,6 +224,8 @@ pub fn render(dir: &str, ledger: &Ledger, goal: &Goal, decision: &ShouldRun) -> 
             let _ = writeln!(w, "- {} ({}): {}", note.at, note.by, clip(&note.note, 300));
         }
     }
+    // Goal priority (legacy v1), when on: Goal Focus speaks instead when it enforces.
+    w.push_str(goal_priority);
     let _ = writeln!(w, "\n## The one-iteration contract\n");
     let _ = writeln!(
         w,

@@ -829,7 +829,7 @@ fn the_task_body_is_stable_and_small() {
             &Actor::Owner,
             at(now),
         );
-        task_body::render("/p/.loopx", &ledger, h.goal(), &decision)
+        task_body::render("/p/.loopx", &ledger, h.goal(), &decision, "")
     };
     let first = body(&h, 1);
     assert_eq!(first, body(&h, 99));

@@ -23,6 +23,7 @@ pub mod arbiter;
 pub mod audit;
 pub mod budget;
 mod canonical_read;
+pub mod goal_priority;
 pub mod mode;
 pub mod proof;
 pub mod view;

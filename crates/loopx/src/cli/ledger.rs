@@ -94,6 +94,14 @@ pub struct InitArgs {
     /// A permission the agents hold for this goal (repeatable).
     #[arg(long = "permission")]
     pub permissions: Vec<String>,
+    /// Also write goal_priority.json (legacy goal priority v1, disabled and
+    /// soft until edited) into the loop directory; an existing file is
+    /// refused, and nothing is written, unless --force.
+    #[arg(long)]
+    pub goal_priority_template: bool,
+    /// With --goal-priority-template: replace an existing goal_priority.json.
+    #[arg(long, requires = "goal_priority_template")]
+    pub force: bool,
     /// Stable id for this operation; repeating it replays the receipt.
     #[arg(long)]
     pub operation_id: Option<String>,
@@ -232,10 +240,18 @@ pub fn init(args: &InitArgs, store: Option<&str>) -> Result<Reply> {
             permissions: nonblank(&args.permissions),
         },
     };
-    let view = ledger::init(args.dir.at(store), args.operation_id.as_deref(), request)?;
+    let view = ledger::init_with_template(
+        args.dir.at(store),
+        args.operation_id.as_deref(),
+        request,
+        args.goal_priority_template.then_some(args.force),
+    )?;
     let dir = view.dir.as_deref().unwrap_or_default();
+    let template = (view.body.goal_priority_template.as_deref())
+        .map(|path| format!("\nwrote the goal-priority template {path} (disabled until edited)"))
+        .unwrap_or_default();
     let text = format!(
-        "{} loop {} in {dir} ({} at most){}\nnext: loopx append-iteration --dir {dir} --mode bounded-research --objective \"...\" --decision continue",
+        "{} loop {} in {dir} ({} at most){}{template}\nnext: loopx append-iteration --dir {dir} --mode bounded-research --objective \"...\" --decision continue",
         if view.replayed { "already initialized" } else { "initialized" },
         view.body.run_id,
         words::count(view.body.max_iterations, "iteration"),

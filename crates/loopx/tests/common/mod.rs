@@ -20,6 +20,7 @@ pub fn loopx(registry: &Path) -> Command {
         .env("LOOPX_INJECTED_PROVIDERS", "1")
         .env_remove("LOOPX_DIR")
         .env_remove("AAS_AUTOLOOP_PANEL")
+        .env_remove("AAS_AUTOLOOP_GOAL_PRIORITY")
         .env_remove("AUTOLOOP_DISABLE")
         .env_remove("AUTOLOOP_DRIVER")
         .env_remove("CLAUDE_PROJECT_DIR");
