@@ -245,3 +245,49 @@ fn a_bad_pin_is_refused_naming_its_variable_and_nothing_is_written() {
         );
     }
 }
+
+#[test]
+fn doctor_says_each_pin_in_force_and_fails_an_unusable_one() {
+    let f = Fixture::new();
+    f.init(5, &[]);
+    let pins = |set: &[(&str, &str)]| {
+        let mut command = f.loopx();
+        command.args(["doctor", "--json", "--dir", f.d()]);
+        clean(&mut command, set);
+        let view: serde_json::Value =
+            serde_json::from_slice(&command.output().unwrap().stdout).unwrap();
+        let checks: Vec<serde_json::Value> = view["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["name"].as_str().unwrap().starts_with("pin."))
+            .cloned()
+            .collect();
+        checks
+    };
+    assert!(pins(&[]).is_empty());
+    let set = pins(&[
+        ("AAS_CODEX_LATEST_MODEL", "gpt-pin-2"),
+        ("AAS_CODEX_HIGHEST_THINKING", "xhigh"),
+        ("AAS_KIMI_LATEST_MODEL", "-x"),
+    ]);
+    let names: Vec<&str> = set.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "pin.AAS_CODEX_LATEST_MODEL",
+            "pin.AAS_CODEX_HIGHEST_THINKING",
+            "pin.AAS_KIMI_LATEST_MODEL"
+        ]
+    );
+    assert_eq!(set[0]["ok"], true);
+    assert!(set[0]["detail"]
+        .as_str()
+        .unwrap()
+        .contains("codex starts with AAS_CODEX_LATEST_MODEL=gpt-pin-2"));
+    assert_eq!(set[2]["ok"], false, "{}", set[2]);
+    assert!(set[2]["fix"]
+        .as_str()
+        .unwrap()
+        .contains("AAS_KIMI_LATEST_MODEL"));
+}
