@@ -6,7 +6,6 @@
 mod common;
 
 use common::Fixture;
-use std::os::unix::fs::PermissionsExt;
 
 /// Every pin variable loopx reads; each test clears the ones it does not set.
 const PINS: &[&str] = &[
@@ -150,29 +149,19 @@ fn each_pin_is_in_the_exact_argv_agent_cmd_prints() {
     assert_eq!(json["family"], "anthropic");
 }
 
-fn executable(path: &std::path::Path, body: &str) {
-    std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
 #[test]
 fn a_driven_turn_starts_the_provider_with_its_pins() {
     let f = Fixture::new();
     f.init(5, &[]);
-    let root = f.temp.path().join("project");
-    let bin = f.temp.path().join("bin");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::create_dir_all(&bin).unwrap();
     let seen = f.temp.path().join("argv");
-    executable(
-        &bin.join("claude"),
+    let (root, path) = f.fake_provider(
+        "claude",
         &format!(
             r#"for a in "$@"; do printf '%s\n' "$a"; done > {seen}
 loopx append-iteration --mode bounded-research --objective "pinned turn" --decision continue >/dev/null"#,
             seen = seen.display()
         ),
     );
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
     let mut command = f.loopx();
     command
         .args(["drive", "--dir", f.d(), "--root"])

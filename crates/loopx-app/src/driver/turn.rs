@@ -190,7 +190,11 @@ pub fn run_turn(
     let iteration = before.ledger.spent.iterations + 1;
     let on = Some(provider_name);
     let prompt = through_outages(dir, on, "writing the prompt", progress, || {
-        dir.task_body(&options.goal_id, &Actor::Agent(options.agent_id.clone()))
+        dir.task_body_with_panel(
+            &options.goal_id,
+            &Actor::Agent(options.agent_id.clone()),
+            options.panel,
+        )
     })?;
     let staged_before =
         through_outages(dir, on, "reading the candidate", progress, || staged(dir))?;
