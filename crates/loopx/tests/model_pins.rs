@@ -158,6 +158,8 @@ fn a_driven_turn_starts_the_provider_with_its_pins() {
         "claude",
         &format!(
             r#"for a in "$@"; do printf '%s\n' "$a"; done > {seen}
+loopx status --json > {seen}.status.json
+loopx status > {seen}.status.txt
 loopx append-iteration --mode bounded-research --objective "pinned turn" --decision continue >/dev/null"#,
             seen = seen.display()
         ),
@@ -188,6 +190,22 @@ loopx append-iteration --mode bounded-research --objective "pinned turn" --decis
         argv[argv.len() - 4..],
         ["--model", "claude-pin-1", "--effort", "max"],
         "{argv:?}"
+    );
+    // While it runs, status says which pins the driver started it with.
+    let status = std::fs::read_to_string(seen.with_extension("status.json")).unwrap();
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(
+        status["driver"]["pins"],
+        serde_json::json!({
+            "AAS_CLAUDE_HIGHEST_THINKING": "max",
+            "AAS_CLAUDE_LATEST_MODEL": "claude-pin-1"
+        }),
+        "{status}"
+    );
+    let text = std::fs::read_to_string(seen.with_extension("status.txt")).unwrap();
+    assert!(
+        text.contains("pins AAS_CLAUDE_HIGHEST_THINKING=max, AAS_CLAUDE_LATEST_MODEL=claude-pin-1"),
+        "{text}"
     );
 }
 

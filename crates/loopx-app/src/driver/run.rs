@@ -115,6 +115,12 @@ pub fn drive(
         command,
         transport: Some(containment.transport()),
         limits: containment.limits().copied(),
+        pins: provider_names
+            .iter()
+            .filter_map(|name| provider::find(name))
+            .flat_map(|each| provider::pins_set(each, |name| std::env::var(name).ok()))
+            .map(|(variable, value)| (variable.to_owned(), value))
+            .collect(),
     };
     let root_identity = super::workspace(&options.root);
     super::register(dir, registration, root_identity.root.clone()).map_err(|error| {
