@@ -36,7 +36,8 @@ pub struct ProviderCommand {
     #[serde(skip)]
     pub program: Option<&'static str>,
     /// Its arguments, with `<prompt>` where the prompt goes (and the
-    /// endpoint setting applied, as a turn gets it).
+    /// model and thinking pins and the endpoint setting applied, as a turn
+    /// gets them).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub argv: Option<Vec<String>>,
     /// The variables a turn adds for the provider's endpoint setting
@@ -93,9 +94,16 @@ pub fn agent_commands(
     let prompt = dir.task_body(goal::DEFAULT_GOAL_ID, &Actor::Agent("agent".into()))?;
     let root = root.display().to_string();
     let env = |name: &str| std::env::var(name).ok();
+    // An unusable pin is refused here as `drive` refuses it: a command
+    // line without it would not be the one a turn runs.
+    let pins: Vec<Vec<String>> = providers
+        .iter()
+        .map(|each| crate::driver::env::pin_args(each).map_err(AppError::refused))
+        .collect::<Result<_, _>>()?;
     let providers = providers
         .into_iter()
-        .map(|each| {
+        .zip(pins)
+        .map(|(each, pins)| {
             let family = provider::family(each, env);
             let found = installed_launcher(each);
             let wanted: Vec<&str> = each.launchers.iter().map(|l| l.binary).collect();
@@ -106,7 +114,12 @@ pub fn agent_commands(
             let shown = launcher.is_some();
             let base_url = crate::driver::env::base_url(each.name);
             let launch = launcher.map(|l| {
-                provider::endpoint_launch(each, l, "<prompt>", &root, base_url.as_deref())
+                provider::endpoint_launch(each, l, "<prompt>", &root, base_url.as_deref()).map(
+                    |mut launch| {
+                        launch.args.extend(pins.iter().cloned());
+                        launch
+                    },
+                )
             });
             let endpoint_error = launch.clone().and_then(Result::err);
             let launch = launch.and_then(Result::ok);
@@ -117,7 +130,11 @@ pub fn agent_commands(
                 program: launcher.map(|l| l.binary),
                 argv: match &launch {
                     Some(launch) => Some(launch.args.clone()),
-                    None => launcher.map(|l| l.argv("<prompt>", &root)),
+                    None => launcher.map(|l| {
+                        let mut argv = l.argv("<prompt>", &root);
+                        argv.extend(pins.iter().cloned());
+                        argv
+                    }),
                 },
                 env: launch
                     .map(|l| l.env.into_iter().collect())

@@ -11,9 +11,11 @@ use crate::loop_dir::{LoopDir, Reading};
 use anyhow::Result;
 use loopx_core::digest::Digest;
 use loopx_core::goal::continuation::{self, SelectedTodo, ShouldRun};
+use loopx_core::goal::task_body::Policies;
 use loopx_core::goal::{self, Actor};
 use loopx_core::ledger::arbiter::{arbitrate, Verdict};
 use loopx_core::ledger::vocabulary::GoalFocusMode;
+use loopx_core::panel::Switch;
 use serde::Serialize;
 
 /// The continuation decision for one actor, with every read it was made
@@ -80,24 +82,44 @@ impl LoopDir {
     }
 
     /// The next turn's prompt, rendered from state: byte-identical while
-    /// the frontier does not change.
+    /// the frontier does not change. Its panel section is there when
+    /// `drive --panel auto` would run a panel ([`crate::panel::enabled`]).
     pub fn task_body(&self, goal_id: &str, actor: &Actor) -> Result<String> {
-        self.render_task_body(&self.next_turn(goal_id, actor)?)
+        self.task_body_with_panel(goal_id, actor, Switch::Auto)
     }
 
-    fn render_task_body(&self, turn: &NextTurn) -> Result<String> {
+    /// [`Self::task_body`] for a driver whose `--panel` is `panel`.
+    pub fn task_body_with_panel(
+        &self,
+        goal_id: &str,
+        actor: &Actor,
+        panel: Switch,
+    ) -> Result<String> {
+        let turn = self.next_turn(goal_id, actor)?;
+        self.render_task_body(&turn, panel)
+    }
+
+    fn render_task_body(&self, turn: &NextTurn, panel: Switch) -> Result<String> {
         let ledger = &turn.reading.ledger;
         // Legacy goal priority: a malformed file refuses the prompt.
         let priority = crate::goal_priority::resolve(self)?;
         let enforces = ledger.config.goal_focus_mode == GoalFocusMode::Enforce;
-        let goal_priority =
-            loopx_core::ledger::goal_priority::section(&priority, &ledger.recent, enforces);
+        let policies = Policies {
+            panel: crate::panel::enabled(self, panel)?,
+            goal_priority: loopx_core::ledger::goal_priority::section(
+                &priority,
+                &ledger.recent,
+                enforces,
+            ),
+            compute_policy: crate::focus::compute_policy(self)?.prompt(),
+            ..Policies::default()
+        };
         Ok(goal::task_body::render(
             &self.display(),
             ledger,
             &turn.goal.goal,
             &turn.should_run,
-            &goal_priority,
+            &policies,
         ))
     }
 }
@@ -158,7 +180,7 @@ pub struct WorkContext {
 /// [`should_run`], computed once. Read-only.
 pub fn work_context(dir: &LoopDir, goal_id: &str, actor: &Actor) -> Result<WorkContext> {
     let turn = dir.next_turn(goal_id, actor)?;
-    let body = dir.render_task_body(&turn)?;
+    let body = dir.render_task_body(&turn, Switch::Auto)?;
     let ShouldRun {
         should_run,
         selected_todo,

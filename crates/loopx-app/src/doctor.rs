@@ -8,6 +8,7 @@
 //! workspace (repository root, HEAD, dirty or clean) against the root the
 //! driver registered; which providers are on PATH, each binary's
 //! `--version` and whether the provider table was qualified against it;
+//! each model or thinking pin set, and whether it is usable;
 //! free disk in the loop directory.
 //!
 //! Writes nothing: the store is opened read-only, config files are only
@@ -64,6 +65,7 @@ pub fn doctor(at: Place<'_>, places: &Places, source: &Source) -> DoctorView {
         .collect();
     checks.push(providers_summary(&names));
     checks.extend(found);
+    checks.extend(pin_checks());
     let transport = crate::containment::readiness();
     checks.push(Check {
         name: "transport".into(),
@@ -370,6 +372,33 @@ fn provider_check(provider: &provider::Provider) -> Option<Check> {
             warning: None,
         },
     })
+}
+
+/// A line per model or thinking pin set here
+/// (`AAS_<PROVIDER>_LATEST_MODEL`, `AAS_<PROVIDER>_HIGHEST_THINKING`):
+/// what the provider's turns and reviewers start with, or why `drive`
+/// would refuse it.
+fn pin_checks() -> Vec<Check> {
+    let env = |name: &str| std::env::var(name).ok();
+    let mut checks = Vec::new();
+    for each in provider::PROVIDERS {
+        for (variable, value) in provider::pins_set(each, env) {
+            let usable = provider::check_pin(variable, &value);
+            checks.push(Check {
+                name: format!("pin.{variable}"),
+                ok: usable.is_ok(),
+                detail: match &usable {
+                    Ok(()) => format!("{} starts with {variable}={value}", each.name),
+                    Err(problem) => problem.clone(),
+                },
+                fix: usable
+                    .err()
+                    .map(|_| format!("unset {variable}, or set it to one model or effort name")),
+                warning: None,
+            });
+        }
+    }
+    checks
 }
 
 fn disk(dir: &Path) -> Check {

@@ -162,7 +162,14 @@ fn a_contained_turn_runs_in_its_own_scope_with_its_limits_and_leaves_nothing() {
         ),
         &[],
     );
-    let out = p.drive(&[], &[]);
+    // A model pin equal to the attested model, and a thinking pin.
+    let out = p.drive(
+        &[],
+        &[
+            ("AAS_CLAUDE_LATEST_MODEL", "claude-test"),
+            ("AAS_CLAUDE_HIGHEST_THINKING", "max"),
+        ],
+    );
     assert!(out.status.success(), "{}", text(&out));
     let cgroup = p.seen("cgroup");
     for controller in ["memory", "pids", "cpu"] {
@@ -178,8 +185,11 @@ fn a_contained_turn_runs_in_its_own_scope_with_its_limits_and_leaves_nothing() {
     assert_eq!(p.seen("nofile").trim(), "1024");
     assert_eq!(p.seen("core").trim(), "0");
     assert_eq!(p.seen("cgroupfs").trim(), "0", "the cgroup API is masked");
-    // The pinned model is passed, and the pinned binary ran (not PATH's).
-    assert!(p.seen("args").contains("claude-test"), "{}", p.seen("args"));
+    // The pinned model is passed once, with the thinking pin, and the
+    // pinned binary ran (not PATH's).
+    let args = p.seen("args");
+    assert_eq!(args.matches("claude-test").count(), 1, "{args}");
+    assert!(args.contains("--effort\nmax\n"), "{args}");
     // Nothing outlives the turn: not the daemon, not the scope.
     let daemon: i32 = p.seen("daemon").trim().parse().unwrap();
     assert!(
@@ -340,6 +350,12 @@ fn every_refusal_comes_before_anything_starts_and_names_its_cause() {
         "ANTHROPIC_BASE_URL is set",
     );
     refused(&["--transport", "strict-isolated"], &[], "strict-isolated");
+    // A model pin can only agree with the attested model.
+    refused(
+        &[],
+        &[("AAS_CLAUDE_LATEST_MODEL", "claude-other")],
+        "AAS_CLAUDE_LATEST_MODEL=\"claude-other\" conflicts with the attested model \"claude-test\"",
+    );
     // A missing pin, then a binary changed after it was pinned.
     let mut unpinned = Pinned::new(APPEND, &[]);
     unpinned.pins.retain(|(name, _)| !name.contains("SHA256"));

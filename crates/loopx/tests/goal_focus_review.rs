@@ -1114,6 +1114,17 @@ fn a_candidate_outside_the_plans_compute_policy_is_refused_and_one_inside_it_sta
         "allowed_services": ["local", "kaggle", "modal"],
         "forbidden_services": ["hetzner", "github-actions"]
     }));
+    // The turn prompt states it, in its place.
+    let out = f
+        .loopx()
+        .args(["task-body", "--dir", f.d()])
+        .output()
+        .unwrap();
+    let body = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        body.contains("## Compute policy\n\n- The reviewed plan's compute services: allowed: kaggle, local, modal; forbidden: github-actions, hetzner."),
+        "{body}"
+    );
     let staging = |extra: &[&str]| -> Vec<String> {
         [
             &common::STAGE_BY_HAND[..],
@@ -1163,5 +1174,13 @@ fn a_candidate_outside_the_plans_compute_policy_is_refused_and_one_inside_it_sta
 fn without_a_compute_policy_a_report_need_not_say_anything_about_compute() {
     let f = Fixture::enforce(5);
     f.reviewed_direction();
+    let out = f
+        .loopx()
+        .args(["task-body", "--dir", f.d()])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8(out.stdout)
+        .unwrap()
+        .contains("## Compute policy"));
     assert!(f.stage(&["c1=notes/b.md"]).starts_with("sha256:"));
 }

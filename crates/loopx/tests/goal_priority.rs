@@ -124,7 +124,7 @@ fn advise_and_hard_add_the_goal_text_and_the_replan_warning_to_the_prompt() {
         write_config(&f, &config(true, mode));
         let body = task_body(&f, None);
         assert!(
-            body.contains(&format!("{SECTION} ({mode} mode, advisory)")),
+            body.contains(&format!("{SECTION}\n\n- Mode: {mode} (advisory)")),
             "{body}"
         );
         assert!(
@@ -142,9 +142,9 @@ fn advise_and_hard_add_the_goal_text_and_the_replan_warning_to_the_prompt() {
             mode == "hard",
             "{body}"
         );
-        // The section comes before the contract, once.
+        // The section comes in its place after the contract, once.
         let at = body.find(SECTION).unwrap();
-        assert!(at < body.find("## The one-iteration contract").unwrap());
+        assert!(at > body.find("## The one-iteration contract").unwrap());
         assert_eq!(body.matches(SECTION).count(), 1);
         assert_eq!(validate_warnings(&f, None).len(), 1);
     }
@@ -359,7 +359,7 @@ fn the_drivers_prompt_carries_the_section() {
     assert_eq!(logs.len(), 1, "{stderr}");
     let log = std::fs::read_to_string(&logs[0]).unwrap();
     assert!(
-        log.contains("## Goal priority (advise mode, advisory)"),
+        log.contains("## Goal priority\n\n- Mode: advise (advisory)"),
         "{log}"
     );
     assert!(log.contains(REPLAN), "{log}");

@@ -116,14 +116,18 @@ impl Contained {
 impl Attested {
     /// The command line of a process of this provider: its pinned binary
     /// (never what PATH finds) with `args`, then `extra` flags and the
-    /// pinned model.
+    /// pinned model, once: a model pin in `args` can only be the attested
+    /// model (another was refused at attestation, [`attest`]).
     pub fn command(
         &self,
         mut args: Vec<String>,
         extra: &[&str],
     ) -> (std::ffi::OsString, Vec<String>) {
         args.extend(extra.iter().map(|flag| (*flag).to_owned()));
-        args.extend(["--model".to_owned(), self.pin.model.clone()]);
+        let model = ["--model".to_owned(), self.pin.model.clone()];
+        if !args.windows(2).any(|pair| pair == model) {
+            args.extend(model);
+        }
         (self.pin.bin.clone().into(), args)
     }
 
@@ -288,6 +292,9 @@ pub fn prepare(
 /// Read `provider`'s pins and check what is on disk against them.
 fn attest(provider: &str) -> Result<Attested, AppError> {
     let pin = pin::read(provider, &var).map_err(refused)?;
+    if let Some(known) = provider::find(provider) {
+        provider::check_attested_model(known, var, &pin.model).map_err(refused)?;
+    }
     let mut cache = identity::Cache::default();
     let identity = identity::identify(&pin, &mut cache)?;
     pin::check(&pin, &identity, None).map_err(refused)?;

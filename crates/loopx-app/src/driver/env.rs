@@ -47,3 +47,12 @@ pub fn base_url(provider: &str) -> Option<String> {
         .ok()
         .filter(|url| !url.is_empty())
 }
+
+/// The arguments the model and thinking pins set here
+/// (`AAS_<PROVIDER>_LATEST_MODEL`, `AAS_<PROVIDER>_HIGHEST_THINKING`) add
+/// to a command line of `provider`
+/// (`loopx_core::driver::provider::pin_args`). `Err`: a pin is unusable,
+/// in words naming it.
+pub fn pin_args(provider: &loopx_core::driver::provider::Provider) -> Result<Vec<String>, String> {
+    loopx_core::driver::provider::pin_args(provider, |name| std::env::var(name).ok())
+}

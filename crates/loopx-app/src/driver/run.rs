@@ -119,6 +119,12 @@ pub fn drive(
         command,
         transport: Some(containment.transport()),
         limits: containment.limits().copied(),
+        pins: provider_names
+            .iter()
+            .filter_map(|name| provider::find(name))
+            .flat_map(|each| provider::pins_set(each, |name| std::env::var(name).ok()))
+            .map(|(variable, value)| (variable.to_owned(), value))
+            .collect(),
     };
     let root_identity = super::workspace(&options.root);
     super::register(dir, registration, root_identity.root.clone()).map_err(|error| {
@@ -191,14 +197,20 @@ pub fn drive(
     ended
 }
 
-/// Every endpoint setting of the run's providers is usable before a turn
-/// starts: a provider with no known way to change its endpoint, or a URL
-/// that is not one, is the caller's to fix (exit 2).
+/// Every endpoint setting and model or thinking pin of the run's providers
+/// is usable before a turn starts: a provider with no known way to change
+/// its endpoint, a URL that is not one, or a pin that is not one value,
+/// is the caller's to fix (exit 2).
 fn check_endpoints(target: &Target) -> Result<()> {
     let Target::Providers(names) = target else {
         return Ok(());
     };
     for name in names {
+        if let Some(provider) = loopx_core::driver::provider::find(name) {
+            super::env::pin_args(provider)
+                .map_err(anyhow::Error::msg)
+                .context(Misdirected("wrong model pin"))?;
+        }
         let (Some(provider), Some(url)) = (
             loopx_core::driver::provider::find(name),
             super::env::base_url(name),

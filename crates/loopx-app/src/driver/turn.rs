@@ -190,7 +190,11 @@ pub fn run_turn(
     let iteration = before.ledger.spent.iterations + 1;
     let on = Some(provider_name);
     let prompt = through_outages(dir, on, "writing the prompt", progress, || {
-        dir.task_body(&options.goal_id, &Actor::Agent(options.agent_id.clone()))
+        dir.task_body_with_panel(
+            &options.goal_id,
+            &Actor::Agent(options.agent_id.clone()),
+            options.panel,
+        )
     })?;
     let staged_before =
         through_outages(dir, on, "reading the candidate", progress, || staged(dir))?;
@@ -248,8 +252,12 @@ pub fn run_turn(
         // The pinned binary and model, never what PATH finds.
         (Some(launcher), _) if contained.is_some() => {
             let (attested, _) = contained.as_ref().expect("matched");
-            let (program, args) =
-                attested.command(launcher.argv(&prompt, &root.display().to_string()), &[]);
+            let provider =
+                provider::find(provider_name).context("a provider turn has a provider")?;
+            // Checked when the run started (`run::check_endpoints`).
+            let mut args = launcher.argv(&prompt, &root.display().to_string());
+            args.extend(env::pin_args(provider).map_err(anyhow::Error::msg)?);
+            let (program, args) = attested.command(args, &[]);
             (program, args, None)
         }
         (Some(launcher), _) => {
@@ -264,13 +272,15 @@ pub fn run_turn(
                 env::base_url(provider_name).as_deref(),
             )
             .map_err(anyhow::Error::msg)?;
+            let mut args = launch.args;
+            args.extend(env::pin_args(provider).map_err(anyhow::Error::msg)?);
             env.extend(
                 launch
                     .env
                     .into_iter()
                     .map(|(name, value)| (name, value.into())),
             );
-            (launcher.binary.into(), launch.args, None)
+            (launcher.binary.into(), args, None)
         }
         (None, Target::Command(cmd)) => (
             "sh".into(),

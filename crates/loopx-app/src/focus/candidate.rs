@@ -27,10 +27,8 @@ use loopx_core::focus::candidate::{
     self, Candidate, CandidateError, CandidateOwner, CandidateReceipt, CandidateRequest, Evidence,
     Slot, CANDIDATE_STREAM, EVIDENCE_BYTES,
 };
-use loopx_core::focus::compute::{self, ComputePolicy};
+use loopx_core::focus::compute;
 use loopx_core::focus::contract::{GoalContract, ObligationStatus};
-use loopx_core::focus::registry::ApproachRegistry;
-use loopx_core::focus::replan::PlanOwner;
 use loopx_core::focus::review::{self, ResultReview};
 use loopx_core::focus::{self, banking, ContractOwner, Revise};
 use loopx_core::ledger::{
@@ -119,18 +117,6 @@ pub struct Staged {
     pub evidence_files: usize,
 }
 
-/// The compute policy of the current plan: what its selected approaches
-/// in the registry allow and forbid (none without a plan).
-fn compute_policy(dir: &LoopDir) -> Result<ComputePolicy, AppError> {
-    let plan =
-        (dir.authority().load::<PlanOwner>(focus::PLAN_STREAM)).map_err(anyhow::Error::from)?;
-    let Some(plan) = plan.state else {
-        return Ok(ComputePolicy::default());
-    };
-    let (registry, _) = super::document(dir, focus::REGISTRY_STREAM, ApproachRegistry::default)?;
-    Ok(ComputePolicy::of(&plan, &registry.document))
-}
-
 /// Stage `report` as the loop's pending candidate: bound to the driver's
 /// open dispatch intent, whose provider is the executor (with none open,
 /// `stated_executor`, the operator's `--executor`, names it; see
@@ -172,7 +158,7 @@ pub fn stage(
     let obligation_targets =
         candidate::obligation_targets(&obligation_ids, &targets, &contract.document)
             .map_err(crate::error::refusal)?;
-    compute_policy(dir)?
+    super::compute_policy(dir)?
         .admits(compute::reported_services(report.direction.compute_runs.as_deref()).as_deref())
         .map_err(|refused| crate::error::refusal(CandidateError::from(refused)))?;
     let mut evidence: Vec<Evidence> = Vec::new();

@@ -24,6 +24,7 @@ use anyhow::Result;
 use jiff::Timestamp;
 use loopx_core::digest::Digest;
 use loopx_core::driver::DriverSummary;
+use loopx_core::focus::compute::ComputePolicy;
 use loopx_core::focus::decisions::DecisionRecorded;
 use loopx_core::focus::decisions::{DecisionContext, DecisionLog, DecisionOwner, Record};
 use loopx_core::focus::mode::{self, Gate, Holds, ModeSource};
@@ -140,6 +141,19 @@ impl FocusReading {
             read_plan_revision: self.plan.state.as_ref().map_or(0, |p| p.plan_revision),
         }
     }
+}
+
+/// The compute policy of the current plan: what its selected approaches
+/// in the registry allow and forbid (none without a plan). Staging checks
+/// a candidate against it; the turn prompt states it.
+pub fn compute_policy(dir: &LoopDir) -> Result<ComputePolicy, AppError> {
+    let plan =
+        (dir.authority().load::<PlanOwner>(focus::PLAN_STREAM)).map_err(anyhow::Error::from)?;
+    let Some(plan) = plan.state else {
+        return Ok(ComputePolicy::default());
+    };
+    let (registry, _) = document(dir, focus::REGISTRY_STREAM, ApproachRegistry::default)?;
+    Ok(ComputePolicy::of(&plan, &registry.document))
 }
 
 /// A document and the store revision it was read at.

@@ -30,9 +30,11 @@ pub struct Launch {
 
 impl Launch {
     /// Reviewer `provider` with `launcher`, answering `prompt` in `cwd`,
-    /// pointed at the endpoint its setting names the way a turn of it is
-    /// (`provider::point_at`). `Err`: the setting cannot be honoured (no
-    /// known way for this CLI, or not a URL), in words naming it.
+    /// with its model and thinking pins and pointed at the endpoint its
+    /// setting names, the way a turn of it is (`provider::pin_args`,
+    /// `provider::point_at`). `Err`: a pin is unusable, or the endpoint
+    /// setting cannot be honoured (no known way for this CLI, or not a
+    /// URL), in words naming it.
     pub fn reviewer(
         provider: &str,
         launcher: &Launcher,
@@ -41,13 +43,16 @@ impl Launch {
         timeout: Duration,
         name: String,
     ) -> Result<Launch, String> {
-        let args = launcher.review_argv(prompt, &cwd.display().to_string());
+        let mut args = launcher.review_argv(prompt, &cwd.display().to_string());
         let pointed = match provider::find(provider) {
-            Some(known) => provider::point_at(
-                known,
-                args,
-                crate::driver::env::base_url(provider).as_deref(),
-            )?,
+            Some(known) => {
+                args.extend(crate::driver::env::pin_args(known)?);
+                provider::point_at(
+                    known,
+                    args,
+                    crate::driver::env::base_url(provider).as_deref(),
+                )?
+            }
             None => provider::Launch {
                 args,
                 env: Vec::new(),

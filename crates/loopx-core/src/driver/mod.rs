@@ -45,6 +45,10 @@ pub struct Registration {
     /// Under trusted-local, the limits in force.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<crate::containment::limits::Limits>,
+    /// The model and thinking pins its providers start with
+    /// ([`provider::pins_set`]), by variable.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub pins: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -929,6 +933,7 @@ mod tests {
                     command: None,
                     transport: None,
                     limits: None,
+                    pins: Default::default(),
                 },
                 workspace_root: "/p".into(),
                 reclaimed_from: None,
@@ -1042,6 +1047,9 @@ pub struct DriverSummary {
     /// Under trusted-local, the limits in force.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limits: Option<crate::containment::limits::Limits>,
+    /// The running driver's model and thinking pins, by variable.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub pins: std::collections::BTreeMap<String, String>,
     /// The running turn's CLI retrying a failed model API call.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retrying: Option<TurnRetry>,
@@ -1080,6 +1088,12 @@ pub fn summary(state: &DriverState, alive: impl Fn(u32) -> bool) -> DriverSummar
             .as_ref()
             .filter(|_| running)
             .and_then(|r| r.limits),
+        pins: state
+            .registration
+            .as_ref()
+            .filter(|_| running)
+            .map(|r| r.pins.clone())
+            .unwrap_or_default(),
         retrying: state.retrying.clone().filter(|_| running),
         snapshot: state.last_snapshot.clone(),
     }
@@ -1094,6 +1108,15 @@ impl DriverSummary {
             .unwrap_or_default()
     }
 
+    /// The running driver's pins, as `; pins A=x, B=y`; empty without.
+    pub fn pins_words(&self) -> String {
+        if self.pins.is_empty() {
+            return String::new();
+        }
+        let pins: Vec<String> = self.pins.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        format!("; pins {}", pins.join(", "))
+    }
+
     /// One line for `loopx status`.
     pub fn line(&self) -> String {
         match (self.running, &self.waiting) {
@@ -1105,7 +1128,7 @@ impl DriverSummary {
                 waiting.until
             ),
             (true, None) => format!(
-                "running (pid {}, {}, since {}){}{}; {}",
+                "running (pid {}, {}, since {}){}{}; {}{}",
                 self.pid.unwrap_or(0),
                 self.provider.as_deref().unwrap_or("?"),
                 self.since.map(|s| s.to_string()).unwrap_or_default(),
@@ -1116,7 +1139,8 @@ impl DriverSummary {
                     .as_ref()
                     .map(|r| format!(", its CLI on {}", r.retry.words()))
                     .unwrap_or_default(),
-                self.transport_words()
+                self.transport_words(),
+                self.pins_words()
             ),
             (false, _) if self.iteration.is_some() => format!(
                 "not running; dispatch for iteration {} is open (`loopx recover` shows what to do, `loopx recover --apply` does it)",

@@ -141,6 +141,11 @@ pub struct Provider {
     pub family: Family,
     /// How the CLI is pointed at another endpoint (see [`endpoint_launch`]).
     pub endpoint: Endpoint,
+    /// The variable that pins its model, and the flag the CLI takes it
+    /// with (see [`pin_args`]).
+    pub model_pin: ModelPin,
+    /// How its reasoning effort is pinned, when it can be.
+    pub thinking_pin: Option<ThinkingPin>,
     /// The CLI refuses its autonomy flag when run as root, unless this
     /// variable says the machine is a sandbox (see [`root_refusal`]).
     pub refuses_root_unless: Option<&'static str>,
@@ -345,6 +350,156 @@ pub fn point_at(
     Ok(Launch { args, env })
 }
 
+/// A provider's model pin: `variable` (`AAS_<PROVIDER>_LATEST_MODEL`)
+/// becomes `flag <value>` on its command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelPin {
+    pub variable: &'static str,
+    pub flag: &'static str,
+}
+
+/// A provider's reasoning-effort pin (`AAS_<PROVIDER>_HIGHEST_THINKING`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThinkingPin {
+    /// `flag <value>`.
+    Flag {
+        variable: &'static str,
+        flag: &'static str,
+    },
+    /// `-c key="<value>"`: a Codex config override.
+    CodexConfig {
+        variable: &'static str,
+        key: &'static str,
+    },
+}
+
+impl ThinkingPin {
+    pub fn variable(self) -> &'static str {
+        match self {
+            ThinkingPin::Flag { variable, .. } | ThinkingPin::CodexConfig { variable, .. } => {
+                variable
+            }
+        }
+    }
+}
+
+/// The longest pin value taken (a model id or an effort level).
+pub const PIN_MAX_CHARS: usize = 128;
+
+/// Whether `value` of pin `variable` can go on a command line as one
+/// flag's value: not empty, at most [`PIN_MAX_CHARS`], no whitespace,
+/// control characters, quotes or backslashes (it is written into a TOML
+/// string for Codex), and not starting with `-`, so it can never be read
+/// as a flag. The error names the variable.
+pub fn check_pin(variable: &str, value: &str) -> Result<(), String> {
+    let bad = value.is_empty()
+        || value.chars().count() > PIN_MAX_CHARS
+        || value.starts_with('-')
+        || value
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '"' | '\'' | '\\' | '`'));
+    if bad {
+        Err(format!(
+            "{variable}={value:?} is not a usable pin: it must be 1 to {PIN_MAX_CHARS} characters without spaces, quotes, backslashes or control characters, and must not start with '-'; fix or unset it"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// The pins set for `provider` in an environment where `env(name)` reads
+/// a variable: `(variable, value)` for its model pin, then its thinking
+/// pin, each when set and not empty. Values are not checked here.
+pub fn pins_set(
+    provider: &Provider,
+    env: impl Fn(&str) -> Option<String>,
+) -> Vec<(&'static str, String)> {
+    [
+        Some(provider.model_pin.variable),
+        provider.thinking_pin.map(ThinkingPin::variable),
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(|variable| {
+        env(variable)
+            .filter(|value| !value.is_empty())
+            .map(|value| (variable, value))
+    })
+    .collect()
+}
+
+/// The arguments `provider`'s model and thinking pins add to the end of
+/// any of its command lines (a turn's, a reviewer's): `--model X` (`-m X`
+/// for grok and kimi), claude's `--effort Y`, codex's
+/// `-c model_reasoning_effort="Y"`. The one rule for pins; a pin never
+/// changes the provider's [`family`]. `Err`: a set pin is not usable
+/// ([`check_pin`]), naming its variable; a bad pin is never skipped.
+pub fn pin_args(
+    provider: &Provider,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Vec<String>, String> {
+    let mut args = Vec::new();
+    for (variable, value) in pins_set(provider, &env) {
+        check_pin(variable, &value)?;
+        if variable == provider.model_pin.variable {
+            args.extend([provider.model_pin.flag.to_owned(), value]);
+            continue;
+        }
+        match provider.thinking_pin {
+            Some(ThinkingPin::Flag { flag, .. }) => args.extend([flag.to_owned(), value]),
+            Some(ThinkingPin::CodexConfig { key, .. }) => {
+                args.extend(["-c".to_owned(), format!("{key}=\"{value}\"")])
+            }
+            None => {}
+        }
+    }
+    Ok(args)
+}
+
+/// Under an attested launch, which always runs `attested_model`: a model
+/// pin set to another model is refused (naming both); an equal one, or
+/// none, is fine, and the attested launch adds the model once.
+pub fn check_attested_model(
+    provider: &Provider,
+    env: impl Fn(&str) -> Option<String>,
+    attested_model: &str,
+) -> Result<(), String> {
+    let variable = provider.model_pin.variable;
+    match env(variable).filter(|value| !value.is_empty()) {
+        Some(pinned) if pinned != attested_model => Err(format!(
+            "{variable}={pinned:?} conflicts with the attested model {attested_model:?} (AAS_AUTOLOOP_ATTESTED_MODEL_{}); unset it or make them equal",
+            provider.name.to_uppercase()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Every pin variable in the table, in table order, each once.
+pub fn pin_variables() -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for provider in PROVIDERS {
+        for variable in [
+            Some(provider.model_pin.variable),
+            provider.thinking_pin.map(ThinkingPin::variable),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if !out.contains(&variable) {
+                out.push(variable);
+            }
+        }
+    }
+    out
+}
+
+const fn model_pin(variable: &'static str) -> ModelPin {
+    ModelPin {
+        variable,
+        flag: "--model",
+    }
+}
+
 /// What a person running `provider` as root must do first, when its CLI
 /// refuses its autonomy flag as root and `env(name)` does not already say
 /// the machine is a sandbox.
@@ -399,6 +554,11 @@ pub const PROVIDERS: &[Provider] = &[
         name: "claude",
         family: Family::Anthropic,
         endpoint: Endpoint::Env("ANTHROPIC_BASE_URL"),
+        model_pin: model_pin("AAS_CLAUDE_LATEST_MODEL"),
+        thinking_pin: Some(ThinkingPin::Flag {
+            variable: "AAS_CLAUDE_HIGHEST_THINKING",
+            flag: "--effort",
+        }),
         // "--dangerously-skip-permissions cannot be used with root/sudo
         // privileges for security reasons" (2.1.197).
         refuses_root_unless: Some("IS_SANDBOX"),
@@ -422,6 +582,11 @@ pub const PROVIDERS: &[Provider] = &[
         name: "codex",
         family: Family::Openai,
         endpoint: Endpoint::CodexProvider,
+        model_pin: model_pin("AAS_CODEX_LATEST_MODEL"),
+        thinking_pin: Some(ThinkingPin::CodexConfig {
+            variable: "AAS_CODEX_HIGHEST_THINKING",
+            key: "model_reasoning_effort",
+        }),
         refuses_root_unless: None,
         // 0.171 dropped `--full-auto`; outside a git repository (or a
         // project it trusts) exec refuses to run without
@@ -453,6 +618,8 @@ pub const PROVIDERS: &[Provider] = &[
         name: "deepseek",
         family: Family::Deepseek,
         endpoint: Endpoint::None,
+        model_pin: model_pin("AAS_DEEPSEEK_LATEST_MODEL"),
+        thinking_pin: None,
         refuses_root_unless: None,
         launchers: &[
             text("codewhale", DEEPSEEK_PINNED, &[]),
@@ -468,6 +635,8 @@ pub const PROVIDERS: &[Provider] = &[
         name: "opencode",
         family: Family::Unverified,
         endpoint: Endpoint::OpencodeConfig,
+        model_pin: model_pin("AAS_OPENCODE_LATEST_MODEL"),
+        thinking_pin: None,
         refuses_root_unless: None,
         // `--auto`: approve every permission not explicitly denied (an
         // unattended turn cannot answer a prompt).
@@ -486,6 +655,8 @@ pub const PROVIDERS: &[Provider] = &[
         name: "copilot",
         family: Family::Unverified,
         endpoint: Endpoint::None,
+        model_pin: model_pin("AAS_COPILOT_LATEST_MODEL"),
+        thinking_pin: None,
         refuses_root_unless: None,
         launchers: &[text("copilot", &["-p"], &["--allow-all-tools"])],
     },
@@ -493,6 +664,8 @@ pub const PROVIDERS: &[Provider] = &[
         name: "antigravity",
         family: Family::Google,
         endpoint: Endpoint::None,
+        model_pin: model_pin("AAS_ANTIGRAVITY_LATEST_MODEL"),
+        thinking_pin: None,
         refuses_root_unless: None,
         launchers: &[
             text("agy", &["-p"], &["--dangerously-skip-permissions"]),
@@ -503,6 +676,11 @@ pub const PROVIDERS: &[Provider] = &[
         name: "grok",
         family: Family::Xai,
         endpoint: Endpoint::None,
+        model_pin: ModelPin {
+            variable: "AAS_GROK_LATEST_MODEL",
+            flag: "-m",
+        },
+        thinking_pin: None,
         refuses_root_unless: None,
         launchers: &[
             text("grok", &["-p"], &["--yolo"]),
@@ -515,6 +693,11 @@ pub const PROVIDERS: &[Provider] = &[
         name: "kimi",
         family: Family::Unverified,
         endpoint: Endpoint::None,
+        model_pin: ModelPin {
+            variable: "AAS_KIMI_LATEST_MODEL",
+            flag: "-m",
+        },
+        thinking_pin: None,
         refuses_root_unless: None,
         launchers: &[text("kimi", &["-p"], &["--auto"])],
     },
@@ -983,6 +1166,110 @@ mod tests {
         assert!(plain.env.is_empty());
     }
     #[test]
+    fn each_pin_becomes_its_providers_flag_at_the_end_and_the_family_stays() {
+        let pinned = |name: &str, vars: &[(&str, &str)]| {
+            let vars: Vec<(String, String)> = vars
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            let env = move |n: &str| vars.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+            let provider = find(name).unwrap();
+            assert_eq!(family(provider, &env), family(provider, |_| None), "{name}");
+            pin_args(provider, env)
+        };
+        let claude = pinned(
+            "claude",
+            &[
+                ("AAS_CLAUDE_LATEST_MODEL", "claude-x-1"),
+                ("AAS_CLAUDE_HIGHEST_THINKING", "max"),
+            ],
+        );
+        assert_eq!(
+            claude.unwrap(),
+            ["--model", "claude-x-1", "--effort", "max"]
+        );
+        let codex = pinned(
+            "codex",
+            &[
+                ("AAS_CODEX_LATEST_MODEL", "gpt-x"),
+                ("AAS_CODEX_HIGHEST_THINKING", "xhigh"),
+            ],
+        );
+        assert_eq!(
+            codex.unwrap(),
+            ["--model", "gpt-x", "-c", "model_reasoning_effort=\"xhigh\""]
+        );
+        for (name, variable, flag) in [
+            ("deepseek", "AAS_DEEPSEEK_LATEST_MODEL", "--model"),
+            ("codewhale", "AAS_DEEPSEEK_LATEST_MODEL", "--model"),
+            ("opencode", "AAS_OPENCODE_LATEST_MODEL", "--model"),
+            ("copilot", "AAS_COPILOT_LATEST_MODEL", "--model"),
+            ("antigravity", "AAS_ANTIGRAVITY_LATEST_MODEL", "--model"),
+            ("grok", "AAS_GROK_LATEST_MODEL", "-m"),
+            ("kimi", "AAS_KIMI_LATEST_MODEL", "-m"),
+        ] {
+            assert_eq!(
+                pinned(name, &[(variable, "vendor/m-1.5:x@y")]).unwrap(),
+                [flag, "vendor/m-1.5:x@y"],
+                "{name}"
+            );
+            // Another provider's pins and thinking pins are not its own.
+            assert!(pinned(
+                name,
+                &[
+                    ("AAS_CLAUDE_HIGHEST_THINKING", "max"),
+                    ("AAS_CODEX_HIGHEST_THINKING", "max")
+                ]
+            )
+            .unwrap()
+            .is_empty());
+        }
+        assert!(pinned("claude", &[("AAS_CLAUDE_LATEST_MODEL", "")])
+            .unwrap()
+            .is_empty());
+        assert_eq!(pin_variables().len(), 10);
+    }
+
+    #[test]
+    fn an_unusable_pin_is_refused_naming_its_variable_never_skipped() {
+        let claude = find("claude").unwrap();
+        let long = "m".repeat(PIN_MAX_CHARS + 1);
+        for bad in [
+            "--dangerously-skip-permissions",
+            "-x",
+            "two words",
+            "tab\there",
+            "new\nline",
+            "quo\"te",
+            "it's",
+            "back\\slash",
+            long.as_str(),
+        ] {
+            for variable in ["AAS_CLAUDE_LATEST_MODEL", "AAS_CLAUDE_HIGHEST_THINKING"] {
+                let env = |n: &str| (n == variable).then(|| bad.to_owned());
+                let refused = pin_args(claude, env).unwrap_err();
+                assert!(refused.contains(variable), "{refused}");
+            }
+        }
+        let fine = "m".repeat(PIN_MAX_CHARS);
+        assert!(check_pin("V", &fine).is_ok());
+    }
+
+    #[test]
+    fn an_attested_launch_refuses_a_different_model_pin_and_takes_an_equal_one() {
+        let claude = find("claude").unwrap();
+        let pin =
+            |v: &'static str| move |n: &str| (n == "AAS_CLAUDE_LATEST_MODEL").then(|| v.to_owned());
+        assert!(check_attested_model(claude, pin("claude-a"), "claude-a").is_ok());
+        assert!(check_attested_model(claude, |_| None, "claude-a").is_ok());
+        let refused = check_attested_model(claude, pin("claude-b"), "claude-a").unwrap_err();
+        assert!(
+            refused.contains("AAS_CLAUDE_LATEST_MODEL") && refused.contains("claude-a"),
+            "{refused}"
+        );
+    }
+
+    #[test]
     fn claude_as_root_outside_a_sandbox_is_told_what_to_do_and_nobody_else_is() {
         let claude = find("claude").unwrap();
         let unset = |_: &str| None;
@@ -1015,6 +1302,8 @@ mod tests {
             name: "cli",
             family: Family::Unverified,
             endpoint: Endpoint::None,
+            model_pin: model_pin("AAS_CLI_LATEST_MODEL"),
+            thinking_pin: None,
             refuses_root_unless: None,
             launchers: &ROWS,
         };

@@ -90,6 +90,18 @@ impl ComputePolicy {
         )
     }
 
+    /// What the turn prompt's compute-policy section says of it: nothing
+    /// without a restriction.
+    pub fn prompt(&self) -> String {
+        if !self.restricts() {
+            return String::new();
+        }
+        format!(
+            "- The reviewed plan's compute services: {}.\n- Report every service you use (`--compute-run '{{\"service\":\"local\",\"status\":\"succeeded\"}}'`), or that you used none (`--compute-none`): a result outside this policy, or silent about compute, is refused when it is staged.",
+            self.describe()
+        )
+    }
+
     /// Whether the compute a report gives (`None`: it said nothing;
     /// `Some` of no runs: it used none) keeps to this policy.
     pub fn admits(&self, services: Option<&[String]>) -> Result<(), ComputeRefused> {
@@ -186,6 +198,10 @@ mod tests {
             general.admits(None),
             Err(ComputeRefused::Unreported { .. })
         ));
+        assert!(general
+            .prompt()
+            .contains("allowed: local, kaggle, modal; forbidden: hetzner, github-actions"));
+        assert!(ComputePolicy::default().prompt().is_empty());
         // A deny list alone: anything else goes.
         let deny = policy(&[], &["hetzner"]);
         assert_eq!(deny.admits(Some(&used(&["modal"]))), Ok(()));

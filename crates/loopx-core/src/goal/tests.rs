@@ -813,6 +813,23 @@ fn a_successor_lifetime_inherits_no_outcomes_and_refuses_old_instances() {
     );
 }
 
+/// The owner's should-run decision on `h`'s goal at second `now`.
+fn owners_decision(
+    ledger: &crate::ledger::Ledger,
+    h: &Harness,
+    now: i64,
+) -> super::continuation::ShouldRun {
+    let verdict = arbitrate(ledger, Sentinels::default(), at(now));
+    should_run(
+        ledger,
+        &verdict,
+        Sentinels::default(),
+        h.goal(),
+        &Actor::Owner,
+        at(now),
+    )
+}
+
 #[test]
 fn the_task_body_is_stable_and_small() {
     let mut h = Harness::new();
@@ -820,16 +837,14 @@ fn the_task_body_is_stable_and_small() {
     h.refine(agent("a"), create_outcome("a", &todo)).unwrap();
     let ledger = ledger(10);
     let body = |h: &Harness, now| {
-        let verdict = arbitrate(&ledger, Sentinels::default(), at(now));
-        let decision = should_run(
+        let decision = owners_decision(&ledger, h, now);
+        task_body::render(
+            "/p/.loopx",
             &ledger,
-            &verdict,
-            Sentinels::default(),
             h.goal(),
-            &Actor::Owner,
-            at(now),
-        );
-        task_body::render("/p/.loopx", &ledger, h.goal(), &decision, "")
+            &decision,
+            &task_body::Policies::default(),
+        )
     };
     let first = body(&h, 1);
     assert_eq!(first, body(&h, 99));
@@ -844,6 +859,69 @@ fn the_task_body_is_stable_and_small() {
     );
     h.todo(Actor::Owner, &todo, TodoAction::Complete).unwrap();
     assert_ne!(first, body(&h, 1));
+}
+
+#[test]
+fn the_policy_sections_follow_the_contract_in_the_specified_order() {
+    use crate::ledger::vocabulary::GoalFocusMode;
+    let h = Harness::new();
+    let policies = task_body::Policies {
+        compute_policy: "COMPUTE".into(),
+        panel: true,
+        goal_focus: "FOCUS".into(),
+        goal_priority: "PRIORITY".into(),
+        formal_policy: "FORMAL".into(),
+    };
+    let body = |mode, policies: &task_body::Policies| {
+        let mut ledger = ledger(10);
+        ledger.config.goal_focus_mode = mode;
+        let decision = owners_decision(&ledger, &h, 1);
+        task_body::render("/p/.loopx", &ledger, h.goal(), &decision, policies)
+    };
+    let headings = |text: &str| -> Vec<String> {
+        let contract = text.find("## The one-iteration contract").unwrap();
+        text[contract..]
+            .lines()
+            .filter_map(|l| l.strip_prefix("## "))
+            .skip(1)
+            .map(str::to_owned)
+            .collect()
+    };
+    let all = [
+        "Compute policy",
+        "Review panel",
+        "Goal Focus",
+        "Goal priority",
+        "Formal policy",
+    ];
+    // Monitor: Goal Focus only reports, so goal priority follows it.
+    assert_eq!(headings(&body(GoalFocusMode::Monitor, &policies)), all);
+    // Enforce: Goal Focus in place of goal priority.
+    assert_eq!(
+        headings(&body(GoalFocusMode::Enforce, &policies)),
+        [all[0], all[1], all[2], all[4]]
+    );
+    // Off: goal priority in place of Goal Focus.
+    assert_eq!(
+        headings(&body(GoalFocusMode::Off, &policies)),
+        [all[0], all[1], all[3], all[4]]
+    );
+    // Each section's text sits under its own heading, in that order.
+    let monitor = body(GoalFocusMode::Monitor, &policies);
+    let at_of = |s: &str| monitor.find(s).unwrap();
+    assert!(at_of("COMPUTE") < at_of("/p/.loopx/panel/"));
+    assert!(at_of("/p/.loopx/panel/") < at_of("FOCUS"));
+    assert!(at_of("FOCUS") < at_of("PRIORITY") && at_of("PRIORITY") < at_of("FORMAL"));
+    // An empty section renders nothing; without a panel, none of it.
+    let bare = body(GoalFocusMode::Monitor, &task_body::Policies::default());
+    assert!(headings(&bare).is_empty(), "{bare}");
+    // Whatever the sections, the primary is told not to nest panel CLIs.
+    for text in [&bare, &monitor] {
+        assert!(text.contains(task_body::NO_NESTED_PANEL), "{text}");
+    }
+    assert!(
+        task_body::NO_NESTED_PANEL.contains("Do not start reviewer or panel agent CLIs yourself")
+    );
 }
 
 #[derive(Debug, Clone)]

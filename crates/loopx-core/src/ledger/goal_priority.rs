@@ -281,11 +281,8 @@ pub fn section(
     let config = &resolved.config;
     let mut out = String::new();
     let w = &mut out;
-    let _ = writeln!(
-        w,
-        "\n## Goal priority ({} mode, advisory)\n",
-        resolved.discipline.as_str()
-    );
+    // Headed by the prompt's ordered slot (`task_body::policy_sections`).
+    let _ = writeln!(w, "- Mode: {} (advisory)", resolved.discipline.as_str());
     if resolved.discipline == Discipline::Hard {
         let _ = writeln!(
             w,
@@ -480,7 +477,7 @@ mod tests {
         assert!(section(&on(Discipline::Soft), &records, false).is_empty());
         assert!(section(&on(Discipline::Advise), &records, true).is_empty());
         let advise = section(&on(Discipline::Advise), &records, false);
-        assert!(advise.contains("## Goal priority (advise mode"));
+        assert!(advise.contains("- Mode: advise (advisory)"));
         assert!(advise.contains("claimed `advance` without saying"));
         let hard = section(&on(Discipline::Hard), &records, false);
         assert!(hard.contains("The operator requires"));

@@ -166,6 +166,21 @@ impl Fixture {
         fingerprint(&self.dir)
     }
 
+    /// A project root for a driven turn, and a PATH whose first directory
+    /// holds a fake provider CLI `name`: a shell script with `body`.
+    pub fn fake_provider(&self, name: &str, body: &str) -> (PathBuf, String) {
+        use std::os::unix::fs::PermissionsExt;
+        let root = self.temp.path().join("project");
+        let bin = self.temp.path().join("bin");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(&bin).unwrap();
+        let script = bin.join(name);
+        std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+        (root, path)
+    }
+
     /// A goal grown large: `todos` open todos added through the bulk path
     /// (one `todo add --from-file`), then `outcomes` outcomes, each with
     /// `requirements` unreviewed requirements and no linked work, so each
