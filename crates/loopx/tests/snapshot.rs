@@ -544,3 +544,35 @@ fn a_private_index_left_by_a_killed_snapshot_is_removed_later_and_a_fresh_one_ke
     assert!(!left.exists());
     assert!(fresh.exists(), "another snapshot's index may be in use");
 }
+
+#[test]
+fn programs_the_work_tree_configures_never_run_for_loopxs_git() {
+    // What an agent could write into the project to have loopx's own git
+    // run a command outside its turn: a content filter on every file, an
+    // external diff, a textconv, and commit signing by a program of its
+    // choosing. Each would leave a mark.
+    let p = Project::new();
+    let mark = p.f.temp.path().join("ran");
+    let touch = format!("touch {}", mark.display());
+    for (key, value) in [
+        ("filter.evil.clean", format!("{touch}; cat")),
+        ("filter.evil.smudge", format!("{touch}; cat")),
+        ("filter.evil.process", touch.clone()),
+        ("diff.external", touch.clone()),
+        ("diff.evil.textconv", touch.clone()),
+        ("commit.gpgSign", "true".to_owned()),
+        ("gpg.program", touch.clone()),
+    ] {
+        git(&p.root, &["config", key, &value]);
+    }
+    std::fs::write(p.root.join(".gitattributes"), "* filter=evil diff=evil\n").unwrap();
+    p.drive_ok(EDITING_AGENT, 1);
+    assert!(p
+        .paths_in(&p.snapshot_ref(1, "after"))
+        .contains(&"turn-1.txt".to_owned()));
+    // A rollback checks files out through the same git.
+    let done = p.json(&["rollback", "--to", "0", "--force"]);
+    assert_eq!(done["status"], "ok", "{done}");
+    assert!(!p.root.join("turn-1.txt").exists());
+    assert!(!mark.exists(), "a program the work tree configured ran");
+}

@@ -409,11 +409,15 @@ pub fn workspace(root: &Path) -> Workspace {
     // A probe reads a copy of the user's index: `git diff` would write the
     // stat data it refreshes into the user's own.
     let index = crate::snapshot::git::index_copy(root);
+    // Nor may it run a filter or diff program the work tree configures.
+    let inert = crate::snapshot::git::inert_filters(root);
     let git = |args: &[&str]| -> Option<String> {
         let mut command = Command::new("git");
         command
             .arg("-C")
             .arg(root)
+            .args(["-c", "core.fsmonitor=false"])
+            .args(&inert)
             .args(args)
             // A probe: `git status` must not take the index lock.
             .env("GIT_OPTIONAL_LOCKS", "0")
@@ -437,7 +441,7 @@ pub fn workspace(root: &Path) -> Workspace {
     };
     let head = git(&["rev-parse", "HEAD"]).map(|s| s.trim().to_owned());
     let status = git(&["status", "--porcelain=v1", "-uall"]).unwrap_or_default();
-    let diff = git(&["diff", "HEAD"]).unwrap_or_default();
+    let diff = git(&["diff", "--no-ext-diff", "--no-textconv", "HEAD"]).unwrap_or_default();
     let changes = Digest::of_bytes(format!("{status}\n{diff}").as_bytes()).to_string();
     Workspace {
         root: top,

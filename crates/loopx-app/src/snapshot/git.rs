@@ -50,8 +50,51 @@ pub fn probe(root: &Path) -> Repository {
     }
 }
 
-/// `git -C dir` with hooks, fsmonitor and prompts off, loopx's own
-/// identity, and no inherited repository or index override.
+/// The `-c` arguments that turn off every content filter the repository's
+/// configuration defines (`filter.<driver>.clean`, `.smudge`, `.process`).
+/// An agent can write the work tree's `.git/config` and `.gitattributes`,
+/// and git runs a filter for whoever adds or checks out a file: without
+/// this, loopx's own `git` would run the agent's command outside the
+/// turn's sandbox and scope. Snapshots are of the bytes as they are.
+pub fn inert_filters(dir: &Path) -> Vec<String> {
+    let listed = run(
+        Workspace::at(
+            dir,
+            &["config", "--name-only", "--get-regexp", r"^filter\."],
+        ),
+        None,
+        STDERR_CAP,
+    );
+    // None configured: `git config` exits 1, and there is nothing to turn off.
+    let Ok(listed) = listed else {
+        return Vec::new();
+    };
+    let mut drivers: Vec<String> = text(listed)
+        .lines()
+        .filter_map(|key| {
+            let rest = key.strip_prefix("filter.")?;
+            Some(rest.rsplit_once('.')?.0.to_owned())
+        })
+        .collect();
+    drivers.sort();
+    drivers.dedup();
+    drivers
+        .iter()
+        .flat_map(|driver| {
+            ["clean", "smudge", "process"]
+                .into_iter()
+                .map(move |key| format!("filter.{driver}.{key}="))
+                .chain([format!("filter.{driver}.required=false")])
+        })
+        .flat_map(|setting| ["-c".to_owned(), setting])
+        .collect()
+}
+
+/// `git -C dir` with hooks, fsmonitor, commit signing and prompts off,
+/// loopx's own identity, and no inherited repository or index override.
+/// (What would run a program the work tree names: hooks, fsmonitor,
+/// `gpg.program`, content filters ([`inert_filters`]), external diff and
+/// textconv (`--no-ext-diff --no-textconv` where loopx diffs).)
 fn base_command(dir: &Path) -> Command {
     let mut command = Command::new("git");
     command
@@ -66,6 +109,8 @@ fn base_command(dir: &Path) -> Command {
             "core.quotePath=false",
             "-c",
             "gc.auto=0",
+            "-c",
+            "commit.gpgSign=false",
         ])
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_AUTHOR_NAME", "loopx")
@@ -189,6 +234,8 @@ pub struct Workspace {
     index: PathBuf,
     /// loopx's own paths inside the work tree, relative to the top.
     own: Vec<String>,
+    /// [`inert_filters`] of the repository, passed to every command.
+    inert: Vec<String>,
 }
 
 /// A snapshot just taken: its commit, its tree and the HEAD it sits on.
@@ -242,7 +289,13 @@ impl Workspace {
             })
             .filter(|relative| !relative.is_empty())
             .collect();
-        let workspace = Workspace { top, index, own };
+        let inert = inert_filters(&top);
+        let workspace = Workspace {
+            top,
+            index,
+            own,
+            inert,
+        };
         workspace.remove_stale_indexes();
         Ok(workspace)
     }
@@ -281,7 +334,9 @@ impl Workspace {
     }
 
     fn git(&self, args: &[&str]) -> Command {
-        Self::at(&self.top, args)
+        let mut command = base_command(&self.top);
+        command.args(&self.inert).args(args);
+        command
     }
 
     fn with_index(&self, index: &TempIndex, args: &[&str]) -> Command {
