@@ -512,7 +512,11 @@ fn missing_binaries_fail_over_and_exit_6_when_none_is_left() {
 #[test]
 fn one_driver_per_loop_and_a_dead_one_is_reclaimed() {
     let d = Drive::new(5);
-    let agent = d.script("agent", &format!("sleep 2\n{APPEND}"));
+    let started = d.f.temp.path().join("agent-started");
+    let agent = d.script(
+        "agent",
+        &format!("touch '{}'\nsleep 2\n{APPEND}", started.display()),
+    );
     let mut first = d
         .command(&["--cmd", &agent])
         .stderr(Stdio::null())
@@ -524,8 +528,10 @@ fn one_driver_per_loop_and_a_dead_one_is_reclaimed() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(d.status()["driver"]["pid"], first.id());
-    // Its open dispatch is its current turn, and recover says so.
-    while d.status()["driver"]["iteration"].is_null() && Instant::now() < deadline {
+    // Its open dispatch is its current turn, and recover says so (once
+    // the agent runs: between the intent and the agent's start, the
+    // dispatch is one nothing has started yet).
+    while !started.exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     d.f.loopx()
