@@ -85,34 +85,34 @@ impl LoopDir {
     /// the frontier does not change. Its panel section is there when
     /// `drive --panel auto` would run a panel ([`crate::panel::enabled`]).
     pub fn task_body(&self, goal_id: &str, actor: &Actor) -> Result<String> {
-        self.task_body_with_panel(goal_id, actor, Switch::Auto)
+        self.task_body_with_panel(goal_id, actor, Switch::Auto, None)
     }
 
-    /// [`Self::task_body`] for a driver whose `--panel` is `panel`.
+    /// [`Self::task_body`] for a driver whose `--panel` is `panel`, and
+    /// which ran target advice before this turn when `advice` names its
+    /// synthesis (loop-relative).
     pub fn task_body_with_panel(
         &self,
         goal_id: &str,
         actor: &Actor,
         panel: Switch,
+        advice: Option<&str>,
     ) -> Result<String> {
         let turn = self.next_turn(goal_id, actor)?;
-        self.render_task_body(&turn, panel)
+        self.render_task_body(&turn, panel, advice)
     }
 
-    fn render_task_body(&self, turn: &NextTurn, panel: Switch) -> Result<String> {
+    fn render_task_body(
+        &self,
+        turn: &NextTurn,
+        panel: Switch,
+        advice: Option<&str>,
+    ) -> Result<String> {
         let ledger = &turn.reading.ledger;
-        // Legacy goal priority: a malformed file refuses the prompt.
-        let priority = crate::goal_priority::resolve(self)?;
-        let enforces = ledger.config.goal_focus_mode == GoalFocusMode::Enforce;
         let policies = Policies {
             panel: crate::panel::enabled(self, panel)?,
-            goal_priority: loopx_core::ledger::goal_priority::section(
-                &priority,
-                &ledger.recent,
-                enforces,
-            ),
-            compute_policy: crate::focus::compute_policy(self)?.prompt(),
-            ..Policies::default()
+            target_advice: advice.map(str::to_owned),
+            ..self.policy_texts(ledger)?
         };
         Ok(goal::task_body::render(
             &self.display(),
@@ -121,6 +121,24 @@ impl LoopDir {
             &turn.should_run,
             &policies,
         ))
+    }
+
+    /// The policy sections' texts as `ledger` stands (each empty when its
+    /// policy is off): the turn prompt's, and the target-advice brief's.
+    /// The panel's part is the caller's.
+    pub(crate) fn policy_texts(&self, ledger: &loopx_core::ledger::Ledger) -> Result<Policies> {
+        // Legacy goal priority: a malformed file refuses the prompt.
+        let priority = crate::goal_priority::resolve(self)?;
+        let enforces = ledger.config.goal_focus_mode == GoalFocusMode::Enforce;
+        Ok(Policies {
+            goal_priority: loopx_core::ledger::goal_priority::section(
+                &priority,
+                &ledger.recent,
+                enforces,
+            ),
+            compute_policy: crate::focus::compute_policy(self)?.prompt(),
+            ..Policies::default()
+        })
     }
 }
 
@@ -180,7 +198,7 @@ pub struct WorkContext {
 /// [`should_run`], computed once. Read-only.
 pub fn work_context(dir: &LoopDir, goal_id: &str, actor: &Actor) -> Result<WorkContext> {
     let turn = dir.next_turn(goal_id, actor)?;
-    let body = dir.render_task_body(&turn, Switch::Auto)?;
+    let body = dir.render_task_body(&turn, Switch::Auto, None)?;
     let ShouldRun {
         should_run,
         selected_todo,

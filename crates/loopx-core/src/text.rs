@@ -16,6 +16,15 @@
 use std::borrow::Cow;
 use std::fmt;
 
+/// The first `max` characters of `text` (all of it when shorter), cut on
+/// a character boundary, lines kept.
+pub fn prefix_chars(text: &str, max: usize) -> &str {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => &text[..at],
+        None => text,
+    }
+}
+
 /// `text` safe to print to a terminal: every control character but the
 /// newline and the tab (ESC, NUL, BEL, `\r`, DEL, the C1 range, which
 /// includes the 8-bit CSI) written as a visible `\u{..}` escape, so output

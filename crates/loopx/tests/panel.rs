@@ -1562,3 +1562,165 @@ fn a_candidate_the_panel_rejects_has_its_turn_rolled_back_and_a_quarantined_one_
     assert!(!q.snapshot_paths("before").contains("agent-new.txt"));
     assert!(journal_events(&q.f.dir, "driver.rolled_back").is_empty());
 }
+
+/// A loop Goal Focus does not enforce (the legacy flow), with codex
+/// advising in `advice` and codewhale answering nothing.
+fn legacy_with_advisors(advice: &str) -> Panel {
+    let f = Fixture::new();
+    f.init(5, &[]);
+    let p = Panel::around(f);
+    p.panel_json(r#"{"providers": ["codex", "codewhale"]}"#);
+    p.reviewer("codex", &format!("printf '%s\\n' '{advice}'"));
+    p.reviewer("codewhale", "true");
+    p
+}
+
+#[test]
+fn target_advice_asks_each_reviewer_once_per_state_and_synthesizes_for_the_primary() {
+    let p = legacy_with_advisors("Keep the committed path; it fails if B breaks at n = 5.");
+    let run = || {
+        let output = p
+            .loopx(&["panel", "--dir", p.f.d(), "--phase", "target_advice"])
+            .args(["--executor", "claude", "--json"])
+            .output()
+            .unwrap();
+        let view: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+        (
+            output.status.code(),
+            view,
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (code, view, stderr) = run();
+    assert_eq!(code, Some(0), "{view} {stderr}");
+    assert_eq!(view["state"], "advised", "{view}");
+    assert_eq!(view["advised"], 1, "{view}");
+    let outcomes: Vec<&str> = (view["attempts"].as_array().unwrap().iter())
+        .map(|a| a["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["advised", "malformed"], "{view}");
+    let synthesis_path = view["synthesis"].as_str().unwrap().to_owned();
+    assert!(
+        synthesis_path.ends_with("/target_advice/host_synthesis.md"),
+        "{synthesis_path}"
+    );
+    let synthesis = std::fs::read_to_string(p.f.dir.join(&synthesis_path)).unwrap();
+    assert!(synthesis.contains("- Advice from: codex\n"), "{synthesis}");
+    assert!(
+        synthesis.contains("> Keep the committed path; it fails if B breaks at n = 5."),
+        "{synthesis}"
+    );
+    assert!(
+        synthesis.contains("- codewhale (deepseek): malformed"),
+        "{synthesis}"
+    );
+    assert!(
+        synthesis.contains("## The committed next path\n\nstart the first bounded iteration"),
+        "{synthesis}"
+    );
+    assert_eq!(mode(&p.f.dir.join(&synthesis_path)), 0o600);
+    // The brief: the loop's state, not the reviewer's name.
+    let folder = std::path::Path::new(&synthesis_path).parent().unwrap();
+    let brief = std::fs::read_to_string(p.f.dir.join(folder).join("1-codex.prompt")).unwrap();
+    assert!(brief.contains("## recovery.md (excerpt)"), "{brief}");
+    assert!(!brief.contains("codex"), "{brief}");
+    // The same state again: nobody is asked twice, the synthesis stands.
+    let (code, again, stderr) = run();
+    assert_eq!(code, Some(0), "{again} {stderr}");
+    assert_eq!((p.launches("codex"), p.launches("codewhale")), (1, 1));
+    assert_eq!(again["attempts"], serde_json::json!([]), "{again}");
+    assert_eq!(again["synthesis"], synthesis_path.as_str());
+    assert_eq!(
+        std::fs::read_to_string(p.f.dir.join(&synthesis_path)).unwrap(),
+        synthesis
+    );
+    // The loop's state moved: a new round.
+    p.f.append("continue", &[]);
+    let (code, moved, stderr) = run();
+    assert_eq!(code, Some(0), "{moved} {stderr}");
+    assert_ne!(moved["synthesis"], synthesis_path.as_str());
+    assert_eq!(p.launches("codex"), 2);
+    p.f.assert_valid();
+}
+
+#[test]
+fn target_advice_is_refused_in_enforce_mode_and_changes_nothing() {
+    let p = Panel::new();
+    p.reviewer("codex", "echo advice");
+    let before = p.f.fingerprint();
+    let output = p
+        .loopx(&["panel", "--dir", p.f.d(), "--phase", "target_advice"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("strategy_review"), "{stderr}");
+    assert_eq!(p.f.fingerprint(), before);
+    assert_eq!(p.launches("codex"), 0);
+}
+
+#[test]
+fn drive_with_the_panel_on_a_legacy_loop_asks_target_advice_before_each_turn() {
+    let p = legacy_with_advisors("Measure before you change anything.");
+    let prompts = p.f.temp.path().join("prompts");
+    let marker = p.marker("agent");
+    p.script(
+        "claude",
+        &format!(
+            "echo turn >> '{}'\nprintf '%s\\n=====\\n' \"$2\" >> '{}'\nloopx append-iteration --mode bounded-research --objective turn --decision continue >/dev/null",
+            marker.display(),
+            prompts.display()
+        ),
+    );
+    let (code, stderr) = p.drive(&["--panel", "on", "--max-iterations", "2"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(p.launches("agent"), 2, "{stderr}");
+    // One round per turn, every reviewer once each: the state moved.
+    assert_eq!((p.launches("codex"), p.launches("codewhale")), (2, 2));
+    assert!(
+        stderr.contains("panel: target advice from 1 of 2"),
+        "{stderr}"
+    );
+    let prompts = std::fs::read_to_string(&prompts).unwrap();
+    let synthesis_lines: Vec<&str> = (prompts.lines())
+        .filter(|l| l.contains("asked the panel for target advice"))
+        .collect();
+    assert_eq!(synthesis_lines.len(), 2, "{prompts}");
+    for line in synthesis_lines {
+        let path = line
+            .split_once(&format!("{}/", p.f.d()))
+            .and_then(|(_, rest)| rest.split_once(". "))
+            .map(|(path, _)| path)
+            .unwrap_or_else(|| panic!("{line}"));
+        let synthesis = std::fs::read_to_string(p.f.dir.join(path)).unwrap();
+        assert!(synthesis.contains("> Measure before you change anything."));
+    }
+    let finished = journal_events(&p.f.dir, "panel.attempt_finished");
+    let advised = finished
+        .iter()
+        .filter(|e| e["outcome"] == "advised")
+        .count();
+    assert_eq!(advised, 2, "{finished:?}");
+    p.f.assert_valid();
+}
+
+#[test]
+fn a_failing_advisor_costs_its_attempt_and_the_turn_runs_without_advice() {
+    let p = legacy_with_advisors("unused");
+    p.reviewer("codex", "echo 'out of credit' >&2; exit 3");
+    let prompts = p.f.temp.path().join("prompts");
+    p.script(
+        "claude",
+        &format!(
+            "printf '%s' \"$2\" > '{}'\nloopx append-iteration --mode bounded-research --objective turn --decision continue >/dev/null",
+            prompts.display()
+        ),
+    );
+    let (code, stderr) = p.drive(&["--panel", "on", "--max-iterations", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("target advice from 0 of 2"), "{stderr}");
+    let prompt = std::fs::read_to_string(&prompts).unwrap();
+    assert!(prompt.contains("## Review panel"), "{prompt}");
+    assert!(!prompt.contains("target advice"), "{prompt}");
+    assert_eq!(p.status()["iterations"], 1);
+}

@@ -23,7 +23,7 @@ use super::runner::TurnRunner;
 use super::turn::{run_turn, verify_claim, TurnContext};
 use crate::containment::Containment;
 use crate::loop_dir::LoopDir;
-use crate::{clock, platform};
+use crate::{clock, platform, AppError};
 use anyhow::{Context as _, Result};
 use loopx_core::containment::Role;
 use loopx_core::driver::provider;
@@ -460,6 +460,17 @@ impl Run<'_> {
                 super::set_waiting(dir, pid, None, on)
             })?;
             announced = None;
+            // A loop Goal Focus does not enforce gets the legacy flow:
+            // the panel's target advice before each turn.
+            let advice = match self.panel
+                && reading.ledger.config.goal_focus_mode != GoalFocusMode::Enforce
+            {
+                true => match self.target_advice(&provider_name) {
+                    Ok(synthesis) => synthesis,
+                    Err(reason) => return Ok(self.ended(Exit::RuntimeError, reason)),
+                },
+                false => None,
+            };
             let context = TurnContext {
                 dir,
                 options,
@@ -468,6 +479,7 @@ impl Run<'_> {
                 runner: self.runner,
                 progress,
                 snapshots: self.snapshots.as_ref(),
+                advice: advice.as_deref(),
             };
             let turn = run_turn(context, &provider_name, launcher, &reading)?;
             self.turns += 1;
@@ -617,6 +629,32 @@ impl Run<'_> {
             return Err(format!("no reviewer could be launched: {text}"));
         }
         Ok(())
+    }
+
+    /// Ask the panel for target advice on the loop as it stands, for a
+    /// turn `provider` runs, and return the synthesis's path when there
+    /// is advice in it. A reviewer that fails, times out or says nothing
+    /// costs its attempt and the turn runs without it (advice decides
+    /// nothing); `Err`, why the driver must stop: the panel was refused
+    /// (panel.json, the transport, nobody left to invite), which the next
+    /// look would find again.
+    fn target_advice(&self, provider: &str) -> std::result::Result<Option<String>, String> {
+        let refused =
+            |error: AppError| format!("the panel cannot give target advice: {}", error.message);
+        let prepared = crate::panel::prepare(
+            self.dir.place(),
+            Phase::TargetAdvice,
+            Some(provider),
+            self.options.transport.as_deref(),
+        )
+        .map_err(refused)?;
+        let announce = |line: &str| self.progress.say(&format!("panel: {line}"));
+        let view =
+            super::reviewer::review(prepared, None, self.runner, &announce).map_err(refused)?;
+        for line in view.text().lines() {
+            announce(line);
+        }
+        Ok(view.answered().then_some(view.synthesis).flatten())
     }
 
     /// Sleep up to `seconds`, waking early when the loop must stop.

@@ -168,6 +168,9 @@ pub struct TurnContext<'a> {
     pub progress: &'a dyn Progress,
     /// The run's git snapshots of the workspace, when on.
     pub snapshots: Option<&'a crate::snapshot::Snapshots>,
+    /// The synthesis of the target advice asked before this turn, when
+    /// the panel gave one (loop-relative).
+    pub advice: Option<&'a str>,
 }
 
 /// Run one turn end to end: intent, agent, reading, charge, settlement.
@@ -185,6 +188,7 @@ pub fn run_turn(
         runner,
         progress,
         snapshots,
+        advice,
     } = context;
     let root = options.root.as_path();
     let iteration = before.ledger.spent.iterations + 1;
@@ -194,6 +198,7 @@ pub fn run_turn(
             &options.goal_id,
             &Actor::Agent(options.agent_id.clone()),
             options.panel,
+            advice,
         )
     })?;
     let staged_before =

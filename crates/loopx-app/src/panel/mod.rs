@@ -16,11 +16,14 @@
 //! passes a runner (the binary's, which gives it its own process group, a
 //! timeout and a bounded capture).
 //!
-//! Files by job: `config` (panel.json, the switches, a new loop's mode),
+//! Files by job: `advice` (the target-advice brief from the loop's state,
+//! and the synthesis the primary reads), `config` (panel.json, the
+//! switches, a new loop's mode),
 //! `launch` (the runner seam: what to run, what came of it), `prepare`
 //! (the checks before a run, the attempts left), `run` (the attempts and
 //! the run's view), `smoke` (`--smoke`); their items are re-exported here.
 
+mod advice;
 mod config;
 mod launch;
 mod prepare;

@@ -1,9 +1,11 @@
-//! Before a panel run: what the phase reviews (the pending candidate, or
-//! the plan awaiting a strategy review), every check that can refuse it
+//! Before a panel run: what the phase reviews (the pending candidate, the
+//! plan awaiting a strategy review, or the state target advice is asked
+//! on), every check that can refuse it
 //! (consent, invitations, attempts left), and the attempts already spent,
 //! for the driver's step. Writes nothing and spawns nothing. Not here:
 //! the run itself (`run.rs`).
 
+use super::advice::Target;
 use super::config::{load_config, refused};
 use crate::containment::Containment;
 use crate::focus::candidate::{self, family_of};
@@ -24,7 +26,7 @@ use loopx_core::panel::{
 };
 use loopx_store::sqlite::Access;
 
-fn attempts(dir: &LoopDir) -> anyhow::Result<Attempts> {
+pub(super) fn attempts(dir: &LoopDir) -> anyhow::Result<Attempts> {
     Ok(dir
         .authority()
         .load::<AttemptOwner>(ATTEMPTS_STREAM)?
@@ -83,6 +85,8 @@ pub(super) enum Subject {
         brief: Box<StrategyBrief>,
         executor: Option<String>,
     },
+    /// The loop's state, on which target advice is asked before a turn.
+    Target(Box<Target>),
 }
 
 impl Subject {
@@ -90,6 +94,7 @@ impl Subject {
         match self {
             Subject::Candidate(held) => held.fingerprint.clone(),
             Subject::Direction { brief, .. } => brief.bind.current_plan.fingerprint.clone(),
+            Subject::Target(target) => target.fingerprint(),
         }
     }
 
@@ -97,6 +102,7 @@ impl Subject {
         match self {
             Subject::Candidate(held) => held.candidate.executor_family,
             Subject::Direction { brief, .. } => brief.executor.family,
+            Subject::Target(target) => target.executor,
         }
     }
 
@@ -107,6 +113,8 @@ impl Subject {
                 brief::result_review(&held.candidate, &held.fingerprint, reviewer)
             }
             Subject::Direction { brief, .. } => brief::strategy_review(brief, reviewer),
+            // One brief for every reviewer: it names the state, not them.
+            Subject::Target(target) => target.brief.clone(),
         }
     }
 }
@@ -158,8 +166,10 @@ fn pending_candidate(dir: &LoopDir, mode: GoalFocusMode) -> Result<Held, AppErro
 /// candidate; no plan awaiting a strategy review, or an unknown executor),
 /// panel.json is invalid, enforce mode lacks the egress consent, nobody
 /// can be invited, no attempt is left, or the provider transport
-/// (`transport`, else its variable) refuses the reviewers. `executor`
-/// names the executor's provider for a strategy review when no driver has.
+/// (`transport`, else its variable) refuses the reviewers; target advice
+/// is refused in enforce mode. `executor` names the executor's provider
+/// for a strategy review when no driver has, and for target advice the
+/// provider about to run the turn.
 pub fn prepare(
     root: Place<'_>,
     phase: Phase,
@@ -174,6 +184,15 @@ pub fn prepare(
             brief: Box::new(strategy::brief(root, executor)?.brief),
             executor: executor.map(str::to_owned),
         },
+        Phase::TargetAdvice => {
+            if mode == GoalFocusMode::Enforce {
+                return Err(AppError::refused(format!(
+                    "{} is in Goal Focus enforce mode: its direction is reviewed by strategy_review (`loopx panel --phase strategy_review`); target_advice is the flow for loops Goal Focus does not enforce",
+                    dir.display()
+                )));
+            }
+            Subject::Target(Box::new(Target::of(&dir, executor)?))
+        }
     };
     let config = load_config(&dir)?.unwrap_or_default();
     consent(mode, std::env::var(EGRESS_ENV).ok().as_deref()).map_err(refused)?;
@@ -193,7 +212,13 @@ pub fn prepare(
     let fingerprint = subject.fingerprint();
     let attempts = attempts(&dir)?;
     let past_cap = attempts.used(phase, &fingerprint) >= config.max_attempts;
-    if past_cap && untried(&invitation.invited, &attempts, phase, &fingerprint) == 0 {
+    // Target advice asks each reviewer once per state: a round whose
+    // reviewers were all asked is finished, not exhausted (its run only
+    // rewrites the synthesis).
+    if phase != Phase::TargetAdvice
+        && past_cap
+        && untried(&invitation.invited, &attempts, phase, &fingerprint) == 0
+    {
         return Err(refused(PanelProblem::Exhausted {
             phase: phase.name(),
             subject: fingerprint.to_string(),

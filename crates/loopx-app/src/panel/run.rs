@@ -1,14 +1,16 @@
 //! A prepared panel run: each invited reviewer in turn, each attempt
 //! committed before its launch and its outcome after, the artifacts under
-//! `panel/<candidate>/<phase>/<attempt>-<provider>.{prompt,out,json}`
+//! `panel/<subject>/<phase>/<attempt>-<provider>.{prompt,out,json}`
 //! (private, output redacted), and a well-formed answer handed to the use
-//! case that decides with it; and the view of what the run did. Not
+//! case that decides with it (target advice: every reviewer once, then
+//! the synthesis); and the view of what the run did. Not
 //! here: the checks before it (`prepare.rs`) or the process (the
 //! caller's runner, `launch.rs`).
 
+use super::advice::{self, Target};
 use super::config::refused;
 use super::launch::{Launch, Ran, Unanswered, OUTPUT_BYTES};
-use super::prepare::{Prepared, Subject};
+use super::prepare::{self, Prepared, Subject};
 use crate::focus::candidate::{self, family_of, Finalized};
 use crate::focus::strategy::{self, StrategyReviewView};
 use crate::loop_dir::LoopDir;
@@ -74,11 +76,24 @@ pub struct PanelView {
     /// What went wrong after a commit (an outcome that could not be
     /// recorded): what happened happened regardless.
     pub warnings: Vec<String>,
+    /// target_advice: the loop-relative path of the synthesis written for
+    /// the primary, and how many reviewers advised on this state in all
+    /// (this run's and any earlier run's on the same state).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub synthesis: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advised: Option<u32>,
 }
 
 impl PanelView {
     pub fn decided(&self) -> bool {
         self.finalized.is_some() || self.committed.is_some()
+    }
+
+    /// The run did what its phase is for: decided its subject, or (target
+    /// advice) has advice to synthesize.
+    pub fn answered(&self) -> bool {
+        self.decided() || self.advised.is_some_and(|n| n > 0)
     }
 
     pub fn text(&self) -> String {
@@ -104,6 +119,15 @@ impl PanelView {
         let what = match self.phase {
             Phase::ResultReview => "candidate",
             Phase::StrategyReview => "plan",
+            Phase::TargetAdvice => {
+                text.push_str(&format!(
+                    "target advice from {} of {} reviewers invited; synthesis for the primary at {}",
+                    self.advised.unwrap_or(0),
+                    self.invited.len(),
+                    self.synthesis.as_deref().unwrap_or("(not written)")
+                ));
+                return text;
+            }
         };
         match (&self.finalized, &self.committed) {
             (Some(f), _) => text.push_str(&format!(
@@ -188,6 +212,8 @@ impl Prepared {
             finalized: None,
             committed: None,
             warnings: Vec::new(),
+            synthesis: None,
+            advised: None,
         };
         let subject = self.subject.fingerprint();
         let mut tried: Vec<String> = (self.attempts.tried(self.phase, &subject))
@@ -199,6 +225,10 @@ impl Prepared {
             // called again, their artifacts and outcomes stand.
             let (used, max) = (view.attempts_used, self.config.max_attempts);
             if !attempts::may_start(used, max, tried.iter().map(String::as_str), reviewer) {
+                continue;
+            }
+            // Advice is asked of each reviewer once per state.
+            if self.phase == Phase::TargetAdvice && tried.contains(reviewer) {
                 continue;
             }
             let launcher = crate::launchers::installed_launcher_named(reviewer);
@@ -250,7 +280,35 @@ impl Prepared {
                 break;
             }
         }
+        if let Subject::Target(target) = &self.subject {
+            self.synthesize(target, &mut view)?;
+        }
         Ok(view)
+    }
+
+    /// After a target-advice round: the synthesis of every answer the
+    /// round has, for the primary.
+    fn synthesize(&self, target: &Target, view: &mut PanelView) -> Result<(), AppError> {
+        let folder = [ARTIFACTS, &short(&view.subject), self.phase.name()];
+        private_dir(&self.dir, &folder)?;
+        view.synthesis = Some(advice::write_synthesis(
+            &self.dir,
+            target,
+            &folder.join("/"),
+        )?);
+        let advised = prepare::attempts(&self.dir)?
+            .tally(self.phase, &view.subject)
+            .map_or(0, |t| {
+                (t.attempts.iter())
+                    .filter(|a| a.outcome == Some(AttemptOutcome::Advised))
+                    .count() as u32
+            });
+        view.advised = Some(advised);
+        if advised > 0 {
+            view.status = "ok";
+            view.state = "advised";
+        }
+        Ok(())
     }
 
     /// One reviewer, start to finish: the attempt committed, the brief
@@ -439,6 +497,16 @@ impl Prepared {
         );
         let root = self.dir.place();
         let decided = match &self.subject {
+            Subject::Target(_) => {
+                return Ok(match loopx_core::panel::advice::advice_in(output) {
+                    Ok(advice) => (
+                        AttemptOutcome::Advised,
+                        format!("{} characters of advice", advice.chars().count()),
+                        None,
+                    ),
+                    Err(why) => (AttemptOutcome::Malformed, why.to_owned(), None),
+                });
+            }
             Subject::Candidate(held) => {
                 let review: ResultReview = match brief::extract(output, SCHEMA) {
                     Ok(review) => review,

@@ -868,6 +868,7 @@ fn the_policy_sections_follow_the_contract_in_the_specified_order() {
     let policies = task_body::Policies {
         compute_policy: "COMPUTE".into(),
         panel: true,
+        target_advice: Some("panel/abc/target_advice/host_synthesis.md".into()),
         goal_focus: "FOCUS".into(),
         goal_priority: "PRIORITY".into(),
         formal_policy: "FORMAL".into(),
@@ -910,6 +911,10 @@ fn the_policy_sections_follow_the_contract_in_the_specified_order() {
     let monitor = body(GoalFocusMode::Monitor, &policies);
     let at_of = |s: &str| monitor.find(s).unwrap();
     assert!(at_of("COMPUTE") < at_of("/p/.loopx/panel/"));
+    // The synthesis of this turn's target advice, inside the panel section.
+    let advice =
+        at_of("read only its synthesis, /p/.loopx/panel/abc/target_advice/host_synthesis.md");
+    assert!(at_of("/p/.loopx/panel/") < advice && advice < at_of("FOCUS"));
     assert!(at_of("/p/.loopx/panel/") < at_of("FOCUS"));
     assert!(at_of("FOCUS") < at_of("PRIORITY") && at_of("PRIORITY") < at_of("FORMAL"));
     // An empty section renders nothing; without a panel, none of it.

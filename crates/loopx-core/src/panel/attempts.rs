@@ -15,8 +15,8 @@
 //! subject matters and the stream stays small).
 //!
 //! Also owns the panel's memory of how long reviews take: the elapsed
-//! time of each provider's last [`RECENT_SUCCESSES`] reviews that decided
-//! their subject, per phase, across subjects. The adaptive timeout
+//! time of each provider's last [`RECENT_SUCCESSES`] reviews that answered
+//! (decided their subject, or advised), per phase, across subjects. The adaptive timeout
 //! (`config::timeout_s`) reads it. Does not own what an attempt's outcome
 //! means (the application records it for people) or the cap's value
 //! (panel.json's, passed with each start).
@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 
 pub const ATTEMPTS_STREAM: &str = "panel:attempts";
 
-/// How many of a provider's decisive reviews per phase the panel
+/// How many of a provider's answered reviews per phase the panel
 /// remembers the elapsed time of.
 pub const RECENT_SUCCESSES: usize = 5;
 
@@ -48,6 +48,8 @@ pub enum AttemptOutcome {
     /// A well-formed review the judge refused (wrong fingerprint, split
     /// coverage, same family, ...).
     Refused,
+    /// A target-advice reviewer advised (advice decides nothing).
+    Advised,
     /// No usable review document in the output.
     Malformed,
     /// Killed at its timeout.
@@ -64,6 +66,7 @@ impl AttemptOutcome {
             AttemptOutcome::BankedRejected => "banked_rejected",
             AttemptOutcome::Committed => "committed",
             AttemptOutcome::Refused => "refused",
+            AttemptOutcome::Advised => "advised",
             AttemptOutcome::Malformed => "malformed",
             AttemptOutcome::TimedOut => "timed_out",
             AttemptOutcome::Failed => "failed",
@@ -77,6 +80,12 @@ impl AttemptOutcome {
                 | AttemptOutcome::BankedRejected
                 | AttemptOutcome::Committed
         )
+    }
+
+    /// The reviewer gave what its phase asks for: a deciding review, or
+    /// advice. Its elapsed time is what the adaptive timeout learns from.
+    pub fn answered(self) -> bool {
+        self.decided() || self == AttemptOutcome::Advised
     }
 }
 
@@ -102,7 +111,7 @@ pub struct Tally {
 pub struct Attempts {
     pub phases: BTreeMap<Phase, Tally>,
     /// Per phase, per provider: the elapsed milliseconds of its last
-    /// [`RECENT_SUCCESSES`] reviews that decided their subject, oldest
+    /// [`RECENT_SUCCESSES`] reviews that answered (decided their subject, or advised), oldest
     /// first. Absent when empty, so the snapshots of loops whose reviews
     /// were recorded before elapsed times were are unchanged.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -149,7 +158,7 @@ impl Attempts {
         self.phases.get(&phase).filter(|t| &t.subject == subject)
     }
 
-    /// How long `provider`'s recent decisive reviews in `phase` took, in
+    /// How long `provider`'s recent answered reviews in `phase` took, in
     /// milliseconds, oldest first (empty when none is known).
     pub fn recent_success_ms(&self, phase: Phase, provider: &str) -> &[u64] {
         self.recent_success_ms
@@ -346,7 +355,7 @@ impl Owner for AttemptOwner {
                 let Some(a) = found else { return state };
                 a.outcome = Some(*outcome);
                 a.detail = detail.clone();
-                if let (true, Some(elapsed_ms)) = (outcome.decided(), elapsed_ms) {
+                if let (true, Some(elapsed_ms)) = (outcome.answered(), elapsed_ms) {
                     let provider = a.provider.clone();
                     let recent = state
                         .recent_success_ms

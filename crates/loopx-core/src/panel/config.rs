@@ -24,8 +24,7 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 /// each one sends the candidate out again.
 const MOST_ATTEMPTS: u32 = 20;
 
-/// Keys `timeouts` may have: the phases, and the reference's legacy
-/// `target_advice` (accepted, not used: loopx has no legacy flow).
+/// Keys `timeouts` may have: the phases'.
 const TIMEOUT_KEYS: [&str; 3] = ["strategy_review", "result_review", "target_advice"];
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -55,8 +54,10 @@ pub struct PanelConfig {
     /// Reviewer launches per phase per subject (a pending candidate).
     #[serde(default = "default_max_attempts")]
     pub max_attempts: u32,
-    /// The reference runtime's key; accepted so its files load, not used.
-    #[serde(default)]
+    /// The reference runtime's key, with its default (true). Neither it
+    /// nor loopx reads it to decide anything: it is kept so its files
+    /// load and say the same thing back.
+    #[serde(default = "yes")]
     pub anti_deadlock_math_without_panel: bool,
 }
 
@@ -346,6 +347,15 @@ pub fn timeout_s(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn anti_deadlock_math_without_panel_defaults_to_true_as_the_reference_does() {
+        assert!(PanelConfig::default().anti_deadlock_math_without_panel);
+        let off = PanelConfig::parse(br#"{"anti_deadlock_math_without_panel": false}"#).unwrap();
+        assert!(!off.anti_deadlock_math_without_panel);
+        let timed = PanelConfig::parse(br#"{"timeouts": {"target_advice": 30}}"#).unwrap();
+        assert_eq!(timed.base_s(Phase::TargetAdvice), 30);
+    }
 
     fn config(json: &str) -> PanelConfig {
         PanelConfig::parse(json.as_bytes()).unwrap()

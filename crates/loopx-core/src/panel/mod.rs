@@ -6,13 +6,15 @@
 //! how many reviewer launches one pending candidate may cost, persisted as
 //! a stream ([`attempts`]), what a reviewer is told and how its answer is
 //! read back ([`brief`]), whether state may leave the host at all
-//! ([`consent`]) and whether `drive` runs the panel ([`Switch`]).
+//! ([`consent`]) and whether `drive` runs the panel ([`Switch`]); and the
+//! legacy target-advice phase's brief and synthesis ([`advice`]).
 //!
 //! Not here: the processes (the binary's `drive/reviewer.rs`), the files
 //! and the environment (`loopx_app::panel`), and what a review must say to
 //! bank a candidate (`crate::focus::review::judge`, the one judge every
 //! review goes through, whoever brings it).
 
+pub mod advice;
 pub mod attempts;
 pub mod brief;
 pub mod config;
@@ -44,6 +46,9 @@ pub enum Phase {
     StrategyReview,
     /// A staged candidate's review (`result_review.v1`).
     ResultReview,
+    /// Free-text advice on the next path before a turn, for loops Goal
+    /// Focus does not enforce (the legacy flow; [`advice`]).
+    TargetAdvice,
 }
 
 impl Phase {
@@ -51,13 +56,14 @@ impl Phase {
         match self {
             Phase::StrategyReview => "strategy_review",
             Phase::ResultReview => "result_review",
+            Phase::TargetAdvice => "target_advice",
         }
     }
 
     /// The time a reviewer gets in this phase when panel.json says nothing.
     pub fn default_timeout_s(self) -> u64 {
         match self {
-            Phase::StrategyReview => 600,
+            Phase::StrategyReview | Phase::TargetAdvice => 600,
             Phase::ResultReview => 900,
         }
     }

@@ -17,7 +17,12 @@ use loopx_core::panel::Phase;
 /// result_review.v1 banks it (accepted or rejected) exactly as `loopx
 /// goal-focus review` does. strategy_review: on the plan a replan left
 /// awaiting review; a deciding strategy_advice.v1 commits the next plan
-/// exactly as `loopx goal-focus strategy-review` does.
+/// exactly as `loopx goal-focus strategy-review` does. target_advice (the
+/// legacy flow, for loops Goal Focus does not enforce; refused in enforce
+/// mode): every invited reviewer is asked once for free-text advice on the
+/// loop's single next path; the host writes
+/// panel/<state>/target_advice/host_synthesis.md, which the next driven
+/// turn's prompt points at. Advice decides nothing.
 ///
 /// Configuration: <dir>/panel.json (providers, exclude_until_credit,
 /// timeout_mode, timeouts, timeouts_by_provider, timeout_calc,
@@ -29,7 +34,8 @@ use loopx_core::panel::Phase;
 ///
 /// Artifacts: <dir>/panel/<candidate>/<phase>/<attempt>-<provider>.prompt,
 /// .out (redacted) and .json, private to you. Exit 0 when an answer
-/// decided; 1 when the subject stays pending (every reviewer failed,
+/// decided (target_advice: when a reviewer advised); 1 when the subject
+/// stays pending (every reviewer failed,
 /// timed out, answered malformed or was refused) or the run was refused.
 ///
 /// --smoke: before a long run, check that the reviewers start and answer.
@@ -54,7 +60,9 @@ pub struct PanelArgs {
     #[arg(long)]
     pub timeout: Option<u64>,
     /// strategy_review: the executor's provider, when no driver has named
-    /// one (must agree with the driver's when one has).
+    /// one (must agree with the driver's when one has). target_advice: the
+    /// provider that will run the turn (its family is not invited when
+    /// panel.json requires a different family).
     #[arg(long)]
     pub executor: Option<String>,
     /// Accepted so the reference runtime's command line works; unused:
@@ -77,6 +85,7 @@ pub struct PanelArgs {
 pub enum PhaseArg {
     StrategyReview,
     ResultReview,
+    TargetAdvice,
 }
 
 pub fn panel(args: &PanelArgs, store: Option<&str>) -> Result<Reply> {
@@ -87,6 +96,7 @@ pub fn panel(args: &PanelArgs, store: Option<&str>) -> Result<Reply> {
         None => return smoke(args),
         Some(PhaseArg::StrategyReview) => Phase::StrategyReview,
         Some(PhaseArg::ResultReview) => Phase::ResultReview,
+        Some(PhaseArg::TargetAdvice) => Phase::TargetAdvice,
     };
     let prepared = loopx_app::panel::prepare(
         args.dir.at(store),
@@ -101,7 +111,7 @@ pub fn panel(args: &PanelArgs, store: Option<&str>) -> Result<Reply> {
     let announce = |line: &str| eprintln!("loopx panel: {}", loopx_core::text::printable(line));
     let view = driver::reviewer::review(prepared, args.timeout, &Plain, &announce)?;
     let mut reply = Reply::view(&view, view.text())?;
-    if !view.decided() {
+    if !view.answered() {
         reply.code = 1;
     }
     Ok(reply)
