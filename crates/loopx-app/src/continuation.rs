@@ -129,8 +129,22 @@ impl LoopDir {
     pub(crate) fn policy_texts(&self, ledger: &loopx_core::ledger::Ledger) -> Result<Policies> {
         // Legacy goal priority: a malformed file refuses the prompt.
         let priority = crate::goal_priority::resolve(self)?;
-        let enforces = ledger.config.goal_focus_mode == GoalFocusMode::Enforce;
+        let mode = ledger.config.goal_focus_mode;
+        let enforces = mode == GoalFocusMode::Enforce;
+        let goal_focus = match mode {
+            GoalFocusMode::Off => String::new(),
+            _ => {
+                let focus = self.focus()?;
+                loopx_core::focus::prompt::section(
+                    mode,
+                    &focus.contract.document,
+                    &focus.registry.document,
+                    focus.plan.state.as_ref(),
+                )
+            }
+        };
         Ok(Policies {
+            goal_focus,
             goal_priority: loopx_core::ledger::goal_priority::section(
                 &priority,
                 &ledger.recent,

@@ -22,6 +22,8 @@
 //! the `strategy_advice.v1` a different-family reviewer answers with and
 //! the plan an endorsement, a counter-proposal or an objection commits.
 //!
+//! The turn prompt's Goal Focus section is [`prompt`]'s.
+//!
 //! Not here: the enforcement mode itself (the ledger's `goal_focus_mode`,
 //! set once at `init`) and the review panel that runs reviewers.
 
@@ -34,6 +36,7 @@ pub mod direction;
 mod document;
 pub mod mode;
 pub mod plan;
+pub mod prompt;
 pub mod registry;
 pub mod replan;
 pub mod review;

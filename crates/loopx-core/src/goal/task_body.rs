@@ -75,8 +75,8 @@ pub struct Policies {
     /// The loop-relative path of the synthesis of the target advice the
     /// host asked the panel for before this turn, when it did.
     pub target_advice: Option<String>,
-    /// Goal Focus direction control, when its mode is not `off`. Empty
-    /// until Goal Focus words its turn guidance.
+    /// Goal Focus direction control, when its mode is not `off`
+    /// (`crate::focus::prompt::section`).
     pub goal_focus: String,
     /// goal_priority v1's goal text and warnings
     /// (`crate::ledger::goal_priority::section`; empty when it is off).
