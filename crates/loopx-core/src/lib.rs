@@ -26,6 +26,7 @@ pub mod path;
 pub mod pii;
 pub mod redact;
 pub mod refusals;
+pub mod supervisor;
 pub mod text;
 pub mod window;
 pub mod words;
