@@ -293,15 +293,33 @@ pub fn create_loop_dir(path: &Path) -> Result<()> {
 pub struct Lock(#[allow(dead_code)] File);
 
 pub fn lock(path: &Path) -> Result<Lock> {
-    let file = OpenOptions::new()
+    let file = open_lock_file(path)?;
+    file.lock()
+        .with_context(|| format!("cannot lock {}", path.display()))?;
+    Ok(Lock(file))
+}
+
+fn open_lock_file(path: &Path) -> Result<File> {
+    OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(path)
-        .with_context(|| format!("cannot open lock file {}", path.display()))?;
-    file.lock()
-        .with_context(|| format!("cannot lock {}", path.display()))?;
-    Ok(Lock(file))
+        .with_context(|| format!("cannot open lock file {}", path.display()))
+}
+
+/// Take the exclusive lock on `path` if no other process holds it: the
+/// open file holds it for as long as it lives, and it dies with the
+/// process (a dead holder never blocks the next). `None`: held elsewhere.
+pub fn try_lock(path: &Path) -> Result<Option<File>> {
+    let file = open_lock_file(path)?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(error)) => {
+            Err(error).with_context(|| format!("cannot lock {}", path.display()))
+        }
+    }
 }
 
 /// Read at most `limit` bytes of `path` (any file the user named, a pipe

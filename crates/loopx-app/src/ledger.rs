@@ -285,6 +285,8 @@ pub struct StatusView {
     /// How the loop ended, or how its last driver run gave up.
     pub ending: Option<Ending>,
     pub now: Timestamp,
+    /// The supervisor's line, when one ever ran on the loop (text only).
+    pub supervisor: Option<String>,
 }
 
 impl Serialize for StatusView {
@@ -314,6 +316,9 @@ impl StatusView {
         let mut text =
             view::status_text(&self.ledger, &self.verdict, self.ending.as_ref(), self.now);
         text.push_str(&format!("  driver      {}\n", self.driver.line()));
+        if let Some(line) = &self.supervisor {
+            text.push_str(&format!("  supervisor: {line}\n"));
+        }
         if let Some(snapshot) = &self.driver.snapshot {
             text.push_str(&format!(
                 "  workspace   turn {}: {} (`loopx snapshot show {}`)\n",
@@ -340,6 +345,7 @@ pub fn status(dir: &LoopDir) -> Result<StatusView, AppError> {
         ledger,
         verdict,
         now,
+        supervisor: crate::supervisor::status_line(dir),
     })
 }
 

@@ -45,6 +45,7 @@ pub mod receipt;
 pub mod registry;
 pub mod snapshot;
 pub mod stop;
+pub mod supervisor;
 pub mod turns;
 pub mod views;
 

@@ -488,6 +488,10 @@ fn audit_stream_by_name(
     } else {
         match stream {
             driver::STREAM => audit_stream::<DriverOwner>(store, stream, "driver state")?.parts(),
+            loopx_core::supervisor::STREAM => audit_stream::<
+                loopx_core::supervisor::SupervisorOwner,
+            >(store, stream, "supervisor record")?
+            .parts(),
             focus::CONTRACT_STREAM => {
                 audit_stream::<focus::ContractOwner>(store, stream, "goal contract")?.parts()
             }

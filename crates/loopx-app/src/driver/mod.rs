@@ -61,7 +61,7 @@ use loopx_core::panel::Phase;
 use loopx_core::path::LoopPath;
 use loopx_store::{Loaded, Step as PairStep};
 use serde::Serialize;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -453,27 +453,15 @@ pub fn workspace(root: &Path) -> Workspace {
 /// Hold the loop's driver lock for as long as the value lives. The lock
 /// dies with the process, so a dead driver never blocks the next one.
 pub fn take_lock(dir: &LoopDir) -> Result<File> {
-    let path = dir.path(DRIVER_LOCK);
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => {
-            let (_, state) = dir.driver()?;
-            let who = state
-                .registration
-                .map(|r| format!(" (pid {}, since {})", r.pid, r.started_at))
-                .unwrap_or_default();
-            bail!("another driver{who} is running this loop; one driver per loop: stop it first, or watch it with `loopx status --dir {}`", dir.display())
-        }
-        Err(std::fs::TryLockError::Error(error)) => {
-            Err(error).context("cannot lock the driver lock")
-        }
+    if let Some(file) = fsutil::try_lock(&dir.path(DRIVER_LOCK))? {
+        return Ok(file);
     }
+    let (_, state) = dir.driver()?;
+    let who = state
+        .registration
+        .map(|r| format!(" (pid {}, since {})", r.pid, r.started_at))
+        .unwrap_or_default();
+    bail!("another driver{who} is running this loop; one driver per loop: stop it first, or watch it with `loopx status --dir {}`", dir.display())
 }
 
 /// The private directory of turn logs and agent records, created or
@@ -566,6 +554,28 @@ pub fn agent_liveness(dir: &LoopDir, dispatch_id: &str) -> Liveness {
         }
         _ => unknown(),
     }
+}
+
+/// The process groups of the agents whose records say they are alive:
+/// what must be gone before a loop's processes are all stopped.
+pub fn live_agent_groups(dir: &LoopDir) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir(dir.path(DRIVER_LOGS)) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let dispatch_id = name.strip_suffix(".pid")?.to_owned();
+            (agent_liveness(dir, &dispatch_id) == Liveness::Alive).then_some(())?;
+            let bytes = fsutil::read_no_follow(&entry.path()).ok()?;
+            String::from_utf8_lossy(&bytes)
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect()
 }
 
 /// Remove every agent record: called when no dispatch is open, so any

@@ -292,6 +292,11 @@ impl Run<'_> {
             if let Some(signal) = platform::stop_signal() {
                 return Ok(self.stopped(signal, "between turns"));
             }
+            // `loopx drain`: the supervisor that started this driver asked
+            // it to stop here, its last turn settled.
+            if let Some(reason) = crate::supervisor::drain_asked_of_parent(dir) {
+                return Ok(self.ended(Exit::Done, reason));
+            }
             let session = &self.session;
             let (reading, step) = through_outages(
                 dir,
@@ -664,6 +669,10 @@ impl Run<'_> {
             let reading =
                 through_outages(self.dir, None, "waiting", self.progress, || self.dir.read())?;
             if self.dir.verdict(&reading.ledger, clock::now()).done {
+                return Ok(());
+            }
+            // A drain ends the wait too: the loop's top stops the run.
+            if crate::supervisor::drain_asked_of_parent(self.dir).is_some() {
                 return Ok(());
             }
             let left = until.saturating_duration_since(Instant::now());

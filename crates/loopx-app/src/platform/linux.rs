@@ -1,5 +1,6 @@
-//! What only Linux offers the driver: the child-subreaper role, and the
-//! `/proc` walk that finds a process's start time and this process's
+//! What only Linux offers the driver: the child-subreaper role, the
+//! parent-death signal (a supervised driver stops when its supervisor is
+//! killed), and the `/proc` walk that finds a process's start time and this process's
 //! children; and the views: swapping two files in one step. Reached only through [`super`]; `fallback.rs` is the same API
 //! for the other Unixes.
 
@@ -15,6 +16,35 @@ pub fn become_subreaper() -> bool {
     // SAFETY: prctl(PR_SET_CHILD_SUBREAPER, 1) only sets a flag on this
     // process.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) == 0 }
+}
+
+/// Have the kernel send the process `command` starts SIGTERM when this
+/// process dies, however it dies (SIGKILL included): a supervised child
+/// stops at its next safe point instead of running on unsupervised.
+pub fn die_with_parent(command: &mut std::process::Command) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: getpid(2) before the fork; prctl(2) and getppid(2) after it
+    // are async-signal-safe and touch no memory of ours.
+    let parent = unsafe { libc::getpid() };
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGTERM as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent died before the request took: act on it now.
+            if libc::getppid() != parent {
+                libc::raise(libc::SIGTERM);
+            }
+            Ok(())
+        })
+    }
 }
 
 /// The pids whose parent is this process: each of its threads' children

@@ -26,9 +26,9 @@ use linux as os;
 
 pub use unix::{
     alive, append_private, catch_stop_signals, create_private, effective_uid, exists, free_bytes,
-    group_alive, in_new_group, kill_adopted, kill_group, kill_pid, make_private_dir, may_write,
-    open_child, open_untrusted, spawn_recorded, stop_is_urgent, stop_signal, sync_dir,
-    terminate_group, which,
+    group_alive, in_new_group, in_new_session, kill_adopted, kill_group, kill_pid,
+    make_private_dir, may_write, open_child, open_untrusted, reap_exited, spawn_recorded,
+    stop_is_urgent, stop_signal, sync_dir, terminate, terminate_group, which,
 };
 
 /// When process `pid` started (clock ticks since boot), where the platform
@@ -43,6 +43,12 @@ pub fn start_time(pid: u32) -> Option<u64> {
 /// is missing.
 pub fn exchange(a: &std::path::Path, b: &std::path::Path) -> std::io::Result<()> {
     os::exchange(a, b)
+}
+
+/// Have the process `command` starts get SIGTERM when this one dies,
+/// where the platform can (Linux: `PR_SET_PDEATHSIG`); elsewhere nothing.
+pub fn die_with_parent(command: &mut std::process::Command) -> &mut std::process::Command {
+    os::die_with_parent(command)
 }
 
 /// Become the reaper of every orphaned descendant, so that a process a

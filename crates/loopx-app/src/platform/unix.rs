@@ -191,6 +191,55 @@ pub fn terminate_group(pgid: u32) {
     }
 }
 
+/// SIGTERM the one process `pid`: asks it to end. One that is gone is not
+/// an error.
+pub fn terminate(pid: u32) {
+    if let Ok(pid) = i32::try_from(pid) {
+        if pid > 0 {
+            // SAFETY: kill(2) with a positive pid signals that process; it
+            // reads no memory of ours.
+            unsafe {
+                libc::kill(pid, libc::SIGTERM);
+            }
+        }
+    }
+}
+
+/// Start `command` in a session of its own (setsid): no controlling
+/// terminal, so closing the terminal that started it does not end it, and
+/// a process group of its own.
+pub fn in_new_session(command: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setsid(2) is async-signal-safe and touches no memory of ours.
+    unsafe {
+        command.pre_exec(|| match libc::setsid() {
+            -1 => Err(io::Error::last_os_error()),
+            _ => Ok(()),
+        })
+    }
+}
+
+/// Reap every child of this process that has exited, but those in `keep`
+/// (a child the caller waits for itself): an orphan the subreaper adopted
+/// stays a zombie until reaped, and a zombie's group still answers
+/// [`group_alive`]. Never blocks.
+pub fn reap_exited(keep: &[u32]) {
+    for pid in super::os::children() {
+        if keep.contains(&pid) {
+            continue;
+        }
+        let Ok(pid) = i32::try_from(pid) else {
+            continue;
+        };
+        let mut status = 0;
+        // SAFETY: waitpid(2) on our own child with WNOHANG: it returns at
+        // once, whether or not the child has exited.
+        unsafe {
+            libc::waitpid(pid, &mut status, libc::WNOHANG);
+        }
+    }
+}
+
 /// The first stop signal this process caught (0: none yet), and how many
 /// it has caught.
 static FIRST_STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);

@@ -18,6 +18,7 @@ mod selftest;
 mod serve;
 mod snapshot;
 mod stop;
+mod supervisor;
 mod ticker;
 
 use anyhow::Result;
@@ -112,6 +113,10 @@ pub enum Command {
     Uninstall(install::InstallArgs),
     Doctor(install::DoctorArgs),
     RequestStop(stop::RequestStopArgs),
+    Start(supervisor::StartArgs),
+    Stop(supervisor::StopArgs),
+    Drain(supervisor::DrainArgs),
+    ServiceStatus(supervisor::ServiceStatusArgs),
     Mcp(mcp::McpArgs),
     Migrate(migrate::MigrateArgs),
     Import(import::ImportArgs),
@@ -398,6 +403,10 @@ fn dispatch(command: Command, json: bool, store: Option<&str>) -> Result<Reply> 
         Command::Uninstall(args) => install::uninstall(&args),
         Command::Doctor(args) => install::doctor(&args, store),
         Command::RequestStop(args) => stop::request_stop(&args, store),
+        Command::Start(args) => supervisor::start(&args, store),
+        Command::Stop(args) => supervisor::stop(&args, store),
+        Command::Drain(args) => supervisor::drain(&args, store),
+        Command::ServiceStatus(args) => supervisor::service_status(&args, store),
         Command::Mcp(args) => mcp::mcp(&args, store),
         Command::Migrate(args) => migrate::migrate(&args, store),
         Command::Import(args) => import::import(&args, store),

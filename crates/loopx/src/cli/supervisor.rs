@@ -1,0 +1,220 @@
+//! start, stop, drain and service-status: parse, call
+//! `loopx_app::supervisor`, render.
+
+use super::ledger::{parse_duration, DirArgs};
+use super::Reply;
+use anyhow::{Context as _, Result};
+use clap::Args;
+use loopx_app::loop_dir::LoopDir;
+use loopx_app::supervisor::{self, run};
+use loopx_core::supervisor::Backend;
+use loopx_store::sqlite::Access;
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Run a loop unattended: a supervisor that runs `loopx drive` as a child
+/// process and restarts it when it dies.
+///
+/// The failover order handed to the driver (`drive --provider a,b,…`) is
+/// --provider, else `DIR/failover.json` (`primary_order`,
+/// `max_quota_waits_per_primary`, `max_restarts`), else claude, codex,
+/// grok, opencode, antigravity, copilot, kimi, deepseek (those installed).
+/// Failing over between them is the driver's; the supervisor restarts a
+/// driver that died (killed, panicked) after a back-off, resuming its open
+/// turn through the driver's recovery (nothing runs or is charged twice),
+/// and ends when the driver ends with a meaning.
+///
+/// Exit codes: 0 the loop is done, a stop was requested or the supervisor
+/// drained; 2 bad arguments or failover.json; 10 another supervisor runs
+/// this loop (its pid is named); 11 the failover order is empty, or the
+/// driver excluded every provider in it; 12 --max-restarts spent; 14 the
+/// driver stopped on a quarantined candidate (never restarted: a person
+/// must look); 130/143 stopped by SIGINT/SIGTERM (its driver's turn
+/// settled as interrupted).
+///
+/// Linux and macOS; Windows is not supported yet.
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    /// The project root the agents work in (default: the current directory).
+    #[arg(long)]
+    pub root: Option<PathBuf>,
+    /// The failover order, first available first (comma-separated),
+    /// instead of failover.json's.
+    #[arg(long, value_delimiter = ',', conflicts_with = "cmd")]
+    pub provider: Vec<String>,
+    /// A shell command run per turn instead of providers (as `drive --cmd`).
+    #[arg(long)]
+    pub cmd: Option<String>,
+    /// Restarts of a driver that died before the supervisor gives up (exit
+    /// 12); default failover.json's `max_restarts`, else 50.
+    #[arg(long)]
+    pub max_restarts: Option<u32>,
+    /// The first wait before a restart (doubles per restart, up to 5 min;
+    /// starts over after a driver that ran 10 min). 0: none.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub restart_backoff: u64,
+    /// Start the supervisor in its own session, its output appended to
+    /// DIR/supervisor/supervisor.log, and return at once with its pid.
+    #[arg(long)]
+    pub detach: bool,
+    /// Set on the supervisor `--detach` starts.
+    #[arg(long, hide = true)]
+    pub detached: bool,
+    /// More `drive` flags, after `--` (e.g. `-- --iteration-timeout 7200`).
+    #[arg(last = true)]
+    pub drive_args: Vec<String>,
+}
+
+pub fn start(args: &StartArgs, store: Option<&str>) -> Result<Reply> {
+    let dir = LoopDir::open(args.dir.at(store), Access::ReadWrite)?;
+    let root = args
+        .root
+        .clone()
+        .map_or_else(std::env::current_dir, Ok)
+        .context("cannot tell the current directory")?;
+    let root = root
+        .canonicalize()
+        .with_context(|| format!("wrong --root: {} does not exist", root.display()))?;
+    let options = run::StartOptions {
+        program: std::env::current_exe().context("cannot find the loopx binary")?,
+        root,
+        providers: args.provider.clone(),
+        cmd: args.cmd.clone(),
+        store: store.map(str::to_owned),
+        max_restarts: args.max_restarts,
+        first_backoff: Duration::from_secs(args.restart_backoff),
+        drive_args: args.drive_args.clone(),
+        backend: match args.detached {
+            true => Backend::Detach,
+            false => Backend::Foreground,
+        },
+    };
+    if args.detach {
+        return match run::detach(&dir, &options, &detached_args(&dir, &options))? {
+            Ok(detached) => Reply::view(&detached, detached.text()),
+            Err(ended) => Ok(ended_reply(&ended)),
+        };
+    }
+    loopx_app::platform::catch_stop_signals()?;
+    let say = |line: &str| {
+        eprintln!(
+            "{} loopx start: {}",
+            loopx_app::clock::now(),
+            loopx_core::text::printable(line)
+        )
+    };
+    let ended = run::supervise(&dir, &options, &say)?;
+    Ok(ended_reply(&ended))
+}
+
+/// The `start` command line the detached supervisor runs: these options,
+/// spelled out, without `--detach`.
+fn detached_args(dir: &LoopDir, options: &run::StartOptions) -> Vec<String> {
+    let mut words: Vec<String> = ["start", "--detached", "--dir"].map(str::to_owned).to_vec();
+    words.push(dir.display());
+    words.extend(["--root".to_owned(), options.root.display().to_string()]);
+    if !options.providers.is_empty() {
+        words.extend(["--provider".to_owned(), options.providers.join(",")]);
+    }
+    if let Some(cmd) = &options.cmd {
+        words.extend(["--cmd".to_owned(), cmd.clone()]);
+    }
+    if let Some(max) = options.max_restarts {
+        words.extend(["--max-restarts".to_owned(), max.to_string()]);
+    }
+    words.extend([
+        "--restart-backoff".to_owned(),
+        format!("{}s", options.first_backoff.as_secs()),
+    ]);
+    if let Some(store) = &options.store {
+        words.extend(["--store".to_owned(), store.clone()]);
+    }
+    if !options.drive_args.is_empty() {
+        words.push("--".to_owned());
+        words.extend(options.drive_args.iter().cloned());
+    }
+    words
+}
+
+fn ended_reply(ended: &run::Ended) -> Reply {
+    let status = match ended.code {
+        0 => "ok",
+        _ => "failed",
+    };
+    Reply {
+        json: json!({
+            "status": status, "action": "start", "exit_code": ended.code,
+            "reason": ended.exit.reason(), "detail": ended.reason, "restarts": ended.restarts,
+        }),
+        text: format!(
+            "loopx start: {} ({}; exit {})",
+            ended.reason,
+            ended.exit.reason(),
+            ended.code
+        ),
+        code: ended.code,
+        report: false,
+    }
+}
+
+/// Stop a loop's supervisor and its driver now.
+///
+/// SIGTERM to the supervisor, which stops its driver: the turn's processes
+/// are ended and the turn is settled as interrupted (nothing runs or is
+/// charged twice). With no supervisor, a running driver of the loop is
+/// stopped the same way. Waits until no process of the loop is alive,
+/// killing what is left after --grace. This stops processes, not the loop:
+/// `loopx start` resumes it; `loopx request-stop` ends the loop itself.
+/// Exit 1 if a process of the loop is still alive at the end.
+#[derive(Debug, Args)]
+pub struct StopArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    /// How long the processes have to end by themselves before they are killed.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub grace: u64,
+}
+
+pub fn stop(args: &StopArgs, store: Option<&str>) -> Result<Reply> {
+    let dir = LoopDir::open(args.dir.at(store), Access::ReadOnly)?;
+    let stopped = supervisor::stop(&dir, Duration::from_secs(args.grace))?;
+    let mut reply = Reply::view(&stopped, stopped.text())?;
+    reply.code = u8::from(!stopped.alive.is_empty());
+    Ok(reply)
+}
+
+/// Stop a loop's supervisor after the current turn settles.
+///
+/// The driver finishes the turn it is in (or the wait it is in), stops
+/// before the next one, and the supervisor exits 0. Returns at once;
+/// `loopx service-status` shows when it has. Refused when no supervisor
+/// runs. `loopx stop` stops at once instead.
+#[derive(Debug, Args)]
+pub struct DrainArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+}
+
+pub fn drain(args: &DrainArgs, store: Option<&str>) -> Result<Reply> {
+    let dir = LoopDir::open(args.dir.at(store), Access::ReadWrite)?;
+    let drained = supervisor::drain(&dir)?;
+    Reply::view(&drained, drained.text())
+}
+
+/// The loop's supervisor: pid (alive or not), backend, uptime, restarts,
+/// the driver's pid, provider and dispatch, the last driver exit, and
+/// whether a drain was requested.
+#[derive(Debug, Args)]
+pub struct ServiceStatusArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+}
+
+pub fn service_status(args: &ServiceStatusArgs, store: Option<&str>) -> Result<Reply> {
+    let dir = LoopDir::open(args.dir.at(store), Access::ReadOnly)?;
+    let status = supervisor::service_status(&dir)?;
+    Reply::view(&status, status.text())
+}
