@@ -126,6 +126,19 @@ impl Supervised {
         self.children.len() - 1
     }
 
+    /// `start --provider claude` in the foreground (held), its first
+    /// turn's agent working for good: (the held child, the agent's pid,
+    /// the driver's pid), once the agent runs.
+    fn start_in_a_long_turn(&mut self) -> (usize, i32, i32) {
+        let started = slow_agent(self, 1000.0);
+        let index = self.spawn_start(&["--provider", "claude"]);
+        wait_for(Duration::from_secs(20), "the first turn", || {
+            started.exists()
+        });
+        let driver = self.service_status()["driver_pid"].as_i64().unwrap() as i32;
+        (index, pid_in(&started), driver)
+    }
+
     /// Wait for the held child `index` to exit: (exit code, stderr).
     fn finished(&mut self, index: usize, within: Duration) -> (i32, String) {
         let child = &mut self.children[index];
@@ -459,6 +472,82 @@ fn drain_stops_after_the_current_turn_with_the_turn_settled() {
     let (ok, _, stderr) = s.f.run_in_dir(&["drain"]);
     assert!(!ok && stderr.contains("no supervisor runs"), "{stderr}");
     s.f.assert_valid();
+}
+
+#[test]
+fn failover_json_gives_the_driver_its_order_and_every_provider_excluded_exits_11() {
+    let s = Supervised::new(2, &[]);
+    std::fs::write(
+        s.f.dir.join("failover.json"),
+        r#"{"primary_order": ["claude", "codex"], "max_quota_waits_per_primary": 1}"#,
+    )
+    .unwrap();
+    let signed_out = "echo 'Error: 401 Unauthorized. Please sign in again.'; exit 1";
+    s.claude(signed_out);
+    s.script(
+        "codex",
+        &format!("[ \"$1\" = --version ] && exit 0\n{APPEND}"),
+    );
+    let (code, stderr) = s.start(&[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("from failover.json"), "{stderr}");
+    assert_eq!(iteration_numbers(&s.f.dir), vec![1, 2]);
+    let providers: Vec<Value> = common::journal_events(&s.f.dir, "driver.settled")
+        .into_iter()
+        .map(|event| event["settlement"]["provider"].clone())
+        .collect();
+    assert_eq!(providers, ["claude", "codex", "codex"].map(Value::from));
+
+    let s = Supervised::new(2, &[]);
+    s.claude(signed_out);
+    s.script(
+        "codex",
+        &format!("[ \"$1\" = --version ] && exit 0\n{signed_out}"),
+    );
+    let (code, stderr) = s.start(&["--provider", "claude,codex"]);
+    assert_eq!(code, 11, "{stderr}");
+    assert!(stderr.contains("excluded every provider"), "{stderr}");
+    assert_eq!(s.service_status()["supervisor"]["restarts"], 0);
+}
+
+#[test]
+fn a_killed_supervisor_takes_its_driver_down_and_a_new_start_resumes() {
+    let mut s = Supervised::new(2, &[]);
+    let (first, agent, driver) = s.start_in_a_long_turn();
+    s.children[first].kill().unwrap();
+    let _ = s.finished(first, Duration::from_secs(5));
+    // The kernel told the driver: it ended its turn and settled it.
+    wait_for(Duration::from_secs(20), "the driver's end", || {
+        !alive(driver) && !alive(agent)
+    });
+    assert_eq!(s.settled_outcomes(), vec![Value::from("interrupted")]);
+    assert_eq!(s.service_status()["running"], false);
+
+    s.claude(APPEND);
+    let (code, stderr) = s.start(&["--provider", "claude"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(iteration_numbers(&s.f.dir), vec![1, 2]);
+    s.assert_nothing_twice();
+    s.assert_nothing_open();
+    s.f.assert_valid();
+}
+
+#[test]
+fn ctrl_c_twice_reaches_the_driver_which_ends_its_turn_at_once() {
+    let mut s = Supervised::new(5, &[]);
+    let (start, agent, driver) = s.start_in_a_long_turn();
+    let supervisor = s.children[start].id() as i32;
+    for _ in 0..2 {
+        // SAFETY: kill(2) on the supervisor this test started and holds.
+        unsafe { libc::kill(supervisor, libc::SIGINT) };
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let (code, stderr) = s.finished(start, Duration::from_secs(10));
+    assert_eq!(code, 130, "{stderr}");
+    assert!(stderr.contains("stopped by SIGINT"), "{stderr}");
+    assert!(!alive(agent) && !alive(driver), "{stderr}");
+    assert_eq!(s.settled_outcomes(), vec![Value::from("interrupted")]);
+    s.assert_nothing_open();
 }
 
 #[test]

@@ -6,8 +6,9 @@
 //! The supervisor never leaves its driver or the driver's agent running
 //! when it exits: a stop signal (SIGTERM, SIGINT) is forwarded to the
 //! driver as SIGTERM, whose own stop path ends the turn and settles it as
-//! interrupted; a driver that does not end in [`DRIVER_GRACE`] is killed
-//! with its group; the driver gets SIGTERM from the kernel if the
+//! interrupted (a second signal is forwarded too: the driver then ends
+//! its turn at once); a driver that does not end in [`DRIVER_GRACE`] is
+//! killed with its group; the driver gets SIGTERM from the kernel if the
 //! supervisor itself is killed (`platform::die_with_parent`); and the
 //! supervisor is the subreaper of what a killed driver leaves (its agent),
 //! reaping it while a restarted driver waits for it and killing it when
@@ -314,29 +315,32 @@ fn spawn_drive(
         .with_context(|| format!("cannot start {} drive", options.program.display()))
 }
 
-/// Wait for the driver to end, forwarding a stop signal once as SIGTERM
-/// and killing its group if it does not end within [`DRIVER_GRACE`] (at
-/// once on a second signal); reap whatever a killed earlier driver left.
+/// Wait for the driver to end, reaping whatever a killed earlier driver
+/// left. A stop signal is forwarded as SIGTERM, and a second one again
+/// (the driver then ends its turn at once, as a second Ctrl-C does to a
+/// driver run by hand); a driver that has not ended [`DRIVER_GRACE`]
+/// after the first is killed with its group.
 fn watch(child: &mut Child) -> Result<DriveEnd> {
     use std::os::unix::process::ExitStatusExt as _;
     let pgid = child.id();
     let mut asked: Option<Instant> = None;
+    let mut urged = false;
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
         }
         platform::reap_exited(&[pgid]);
-        if platform::stop_signal().is_some() {
-            match asked {
-                None => {
-                    platform::terminate(pgid);
-                    asked = Some(Instant::now());
-                }
-                Some(when) if platform::stop_is_urgent() || when.elapsed() >= DRIVER_GRACE => {
-                    platform::kill_group(pgid);
-                }
-                Some(_) => {}
+        match asked {
+            None if platform::stop_signal().is_some() => {
+                platform::terminate(pgid);
+                asked = Some(Instant::now());
             }
+            Some(_) if platform::stop_is_urgent() && !urged => {
+                platform::terminate(pgid);
+                urged = true;
+            }
+            Some(when) if when.elapsed() >= DRIVER_GRACE => platform::kill_group(pgid),
+            _ => {}
         }
         std::thread::sleep(POLL);
     };
