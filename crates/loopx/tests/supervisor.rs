@@ -551,9 +551,39 @@ fn ctrl_c_twice_reaches_the_driver_which_ends_its_turn_at_once() {
 }
 
 #[test]
+fn replace_stops_the_running_supervisor_settling_its_turn_then_starts_another() {
+    let s = Supervised::new(10, &[]);
+    let started = slow_agent(&s, 1000.0);
+    let old = s.json_ok(&s.start_words(&["--provider", "claude", "--detach"]))["pid"]
+        .as_i64()
+        .unwrap() as i32;
+    wait_for(Duration::from_secs(20), "the first turn", || {
+        started.exists()
+    });
+    let agent = pid_in(&started);
+    std::fs::remove_file(&started).unwrap();
+    let mut replace = s.start_words(&["--provider", "claude", "--detach"]);
+    replace[0] = "replace";
+    let new = s.json_ok(&replace)["pid"].as_i64().unwrap() as i32;
+    assert_ne!(new, old);
+    assert!(
+        !alive(old) && !alive(agent),
+        "the old supervisor or its turn lives on"
+    );
+    assert_eq!(s.settled_outcomes(), vec![Value::from("interrupted")]);
+    wait_for(Duration::from_secs(20), "the new supervisor's turn", || {
+        started.exists()
+    });
+    let status = s.service_status();
+    assert_eq!(status["running"], true, "{status}");
+    assert_eq!(status["supervisor"]["pid"].as_i64(), Some(i64::from(new)));
+    s.assert_nothing_twice();
+}
+
+#[test]
 fn every_supervisor_command_has_help() {
     let f = Fixture::new();
-    for command in ["start", "stop", "drain", "service-status"] {
+    for command in ["start", "replace", "stop", "drain", "service-status"] {
         let output = f.loopx().args([command, "--help"]).output().unwrap();
         assert!(output.status.success(), "{command} --help failed");
         assert!(!output.stdout.is_empty());

@@ -1,4 +1,4 @@
-//! start, stop, drain and service-status: parse, call
+//! start, replace, stop, drain and service-status: parse, call
 //! `loopx_app::supervisor`, render.
 
 use super::ledger::{parse_duration, DirArgs};
@@ -70,6 +70,37 @@ pub struct StartArgs {
 
 pub fn start(args: &StartArgs, store: Option<&str>) -> Result<Reply> {
     let dir = LoopDir::open(args.dir.at(store), Access::ReadWrite)?;
+    start_on(&dir, args, store)
+}
+
+/// Replace the loop's supervisor: stop the running one and its driver
+/// (as `loopx stop`: the turn is settled as interrupted, nothing runs or is
+/// charged twice), then start as `loopx start` with these flags.
+///
+/// Exits 1, starting nothing, if a process of the loop outlived the stop;
+/// otherwise as `start`.
+#[derive(Debug, Args)]
+pub struct ReplaceArgs {
+    #[command(flatten)]
+    pub start: StartArgs,
+    /// How long the old processes have to end by themselves before they are killed.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub grace: u64,
+}
+
+pub fn replace(args: &ReplaceArgs, store: Option<&str>) -> Result<Reply> {
+    let dir = LoopDir::open(args.start.dir.at(store), Access::ReadWrite)?;
+    let stopped = supervisor::stop(&dir, Duration::from_secs(args.grace))?;
+    if !stopped.alive.is_empty() {
+        let mut reply = Reply::view(&stopped, stopped.text())?;
+        reply.code = 1;
+        return Ok(reply);
+    }
+    eprintln!("loopx replace: {}", stopped.text());
+    start_on(&dir, &args.start, store)
+}
+
+fn start_on(dir: &LoopDir, args: &StartArgs, store: Option<&str>) -> Result<Reply> {
     let root = args
         .root
         .clone()
@@ -93,7 +124,7 @@ pub fn start(args: &StartArgs, store: Option<&str>) -> Result<Reply> {
         },
     };
     if args.detach {
-        return match run::detach(&dir, &options, &detached_args(&dir, &options))? {
+        return match run::detach(dir, &options, &detached_args(dir, &options))? {
             Ok(detached) => Reply::view(&detached, detached.text()),
             Err(ended) => Ok(ended_reply(&ended)),
         };
@@ -106,7 +137,7 @@ pub fn start(args: &StartArgs, store: Option<&str>) -> Result<Reply> {
             loopx_core::text::printable(line)
         )
     };
-    let ended = run::supervise(&dir, &options, &say)?;
+    let ended = run::supervise(dir, &options, &say)?;
     Ok(ended_reply(&ended))
 }
 
