@@ -446,6 +446,12 @@ fn drain_stops_after_the_current_turn_with_the_turn_settled() {
         started.exists()
     });
     let agent = pid_in(&started);
+    // Its log, followed from here.
+    let follower = s
+        .command(&["logs", "--dir", s.f.d(), "--follow"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let (ok, drained, stderr) = s.f.run_in_dir(&["drain"]);
     assert!(ok, "{stderr}");
     assert_eq!(drained["already_requested"], false);
@@ -468,6 +474,18 @@ fn drain_stops_after_the_current_turn_with_the_turn_settled() {
     assert_eq!(s.settled_outcomes(), vec![Value::from("advanced")]);
     s.assert_nothing_twice();
     s.assert_nothing_open();
+    // The follower looks twice a second.
+    std::thread::sleep(Duration::from_millis(1200));
+    // SAFETY: kill(2) on the follower this test started and holds.
+    unsafe { libc::kill(follower.id() as i32, libc::SIGINT) };
+    let followed = follower.wait_with_output().unwrap();
+    let followed = String::from_utf8_lossy(&followed.stdout);
+    assert!(
+        followed.contains("started") && followed.contains("drained"),
+        "{followed}"
+    );
+    let log = s.json_ok(&["logs", "--dir", s.f.d()]);
+    assert!(log["text"].as_str().unwrap().contains("drained"), "{log}");
     // Nothing left to drain.
     let (ok, _, stderr) = s.f.run_in_dir(&["drain"]);
     assert!(!ok && stderr.contains("no supervisor runs"), "{stderr}");
@@ -583,7 +601,14 @@ fn replace_stops_the_running_supervisor_settling_its_turn_then_starts_another() 
 #[test]
 fn every_supervisor_command_has_help() {
     let f = Fixture::new();
-    for command in ["start", "replace", "stop", "drain", "service-status"] {
+    for command in [
+        "start",
+        "replace",
+        "stop",
+        "drain",
+        "service-status",
+        "logs",
+    ] {
         let output = f.loopx().args([command, "--help"]).output().unwrap();
         assert!(output.status.success(), "{command} --help failed");
         assert!(!output.stdout.is_empty());

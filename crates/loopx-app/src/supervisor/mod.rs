@@ -409,3 +409,51 @@ pub fn failover(
         crate::launchers::installed_launcher_named(name).is_some()
     })
 }
+
+/// A piece of the supervisor's log.
+#[derive(Debug, Serialize)]
+pub struct LogRead {
+    pub path: String,
+    /// What was read (lossy UTF-8), at most the bytes asked for.
+    pub text: String,
+    /// Where the next read goes on from (the log's length when read).
+    pub next: u64,
+    /// Earlier bytes were left out.
+    pub truncated: bool,
+}
+
+/// Read the supervisor's log, through the loop directory's confinement:
+/// from byte `from` on, or its last `max` bytes when `from` is `None`; at
+/// most `max` bytes either way. A log not written yet reads empty.
+pub fn read_log(dir: &LoopDir, from: Option<u64>, max: u64) -> Result<LogRead> {
+    use loopx_core::path::{FileProblem, LoopPath};
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let name = LoopPath::parse(LOG).expect("a plain relative path");
+    let path = dir.path(LOG).display().to_string();
+    let mut file = match fsutil::open_confined(dir.root(), &name) {
+        Ok(file) => file,
+        Err(FileProblem::Missing) => {
+            let empty = String::new();
+            return Ok(LogRead {
+                path,
+                text: empty,
+                next: 0,
+                truncated: false,
+            });
+        }
+        Err(problem) => anyhow::bail!("{path} {}", problem.describe()),
+    };
+    let length = file.metadata()?.len();
+    let start = from
+        .unwrap_or_else(|| length.saturating_sub(max))
+        .min(length);
+    file.seek(SeekFrom::Start(start))?;
+    let mut bytes = Vec::new();
+    file.take(max).read_to_end(&mut bytes)?;
+    Ok(LogRead {
+        path,
+        text: String::from_utf8_lossy(&bytes).into_owned(),
+        next: start + bytes.len() as u64,
+        truncated: from.is_none() && start > 0,
+    })
+}

@@ -249,3 +249,37 @@ pub fn service_status(args: &ServiceStatusArgs, store: Option<&str>) -> Result<R
     let status = supervisor::service_status(&dir)?;
     Reply::view(&status, status.text())
 }
+
+/// The supervisor's log (`DIR/supervisor/supervisor.log`: what a detached
+/// supervisor and its driver printed); its end, or with -f everything
+/// written to it from then on, until Ctrl-C. The turns' own output is in
+/// `DIR/driver_logs/`, one log per dispatch.
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    /// At most this many bytes from its end.
+    #[arg(long, default_value_t = 64 * 1024)]
+    pub bytes: u64,
+    /// Keep printing what is written to it (text only), until Ctrl-C.
+    #[arg(short, long)]
+    pub follow: bool,
+}
+
+pub fn logs(args: &LogsArgs, json: bool, store: Option<&str>) -> Result<Reply> {
+    let dir = LoopDir::open(args.dir.at(store), Access::ReadOnly)?;
+    let read = supervisor::read_log(&dir, None, args.bytes)?;
+    if !args.follow || json {
+        return Reply::view(&read, read.text.clone());
+    }
+    loopx_app::platform::catch_stop_signals()?;
+    let mut next = read.next;
+    print!("{}", loopx_core::text::printable(&read.text));
+    while !loopx_app::platform::pause(Duration::from_millis(500)) {
+        let more = supervisor::read_log(&dir, Some(next), args.bytes)?;
+        print!("{}", loopx_core::text::printable(&more.text));
+        std::io::Write::flush(&mut std::io::stdout())?;
+        next = more.next;
+    }
+    Ok(Reply::ok(json!({"status": "ok"}), ""))
+}
