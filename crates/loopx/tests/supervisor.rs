@@ -370,6 +370,14 @@ fn a_driver_that_keeps_dying_is_restarted_up_to_the_cap_then_exits_12() {
     assert_eq!(code, 12, "{stderr}");
     assert!(stderr.contains("restart cap (2)"), "{stderr}");
     assert_eq!(s.service_status()["supervisor"]["restarts"], 2);
+    // Told as they happened: the start, each restart, the give-up.
+    let audit = std::fs::read_to_string(s.f.dir.join("notify_audit.jsonl")).unwrap();
+    let told: Vec<&str> = audit
+        .lines()
+        .filter(|line| line.contains("\"supervisor-"))
+        .collect();
+    assert_eq!(told.len(), 4, "{audit}");
+    assert!(told[3].contains("restart cap (2)"), "{}", told[3]);
     s.assert_nothing_twice();
     s.f.assert_valid();
 }

@@ -119,7 +119,7 @@ pub fn supervise(dir: &LoopDir, options: &StartOptions, say: &dyn Fn(&str)) -> R
             at: clock::now(),
         },
     )?;
-    say(&format!(
+    let started = format!(
         "supervisor {pid} started on {} with failover order {}{}",
         dir.display(),
         order_words.join(", "),
@@ -127,7 +127,9 @@ pub fn supervise(dir: &LoopDir, options: &StartOptions, say: &dyn Fn(&str)) -> R
             .as_ref()
             .map(|f| format!(" (from {})", f.source))
             .unwrap_or_default()
-    ));
+    );
+    say(&started);
+    tell(dir, "started", &started);
     let ended = supervise_drives(dir, options, failover.as_ref(), say);
     // Whatever a killed driver left (its agent, adopted here) ends with
     // the supervisor.
@@ -140,10 +142,12 @@ pub fn supervise(dir: &LoopDir, options: &StartOptions, say: &dyn Fn(&str)) -> R
         at: clock::now(),
     };
     note(dir, &end, say);
-    say(&format!(
+    let said = format!(
         "supervisor {pid} ended: {} (exit {})",
         ended.reason, ended.code
-    ));
+    );
+    say(&said);
+    tell(dir, "ended", &said);
     Ok(ended)
 }
 
@@ -209,10 +213,9 @@ fn supervise_drives(
                 step,
                 reason,
             } => {
-                say(&format!(
-                    "{reason}; restarting in {:.1}s",
-                    after.as_secs_f64()
-                ));
+                let said = format!("{reason}; restarting in {:.1}s", after.as_secs_f64());
+                say(&said);
+                tell(dir, "restart", &said);
                 restarts = restarts_after;
                 backoff_step = step;
                 pause(dir, after);
@@ -234,6 +237,29 @@ fn note(dir: &LoopDir, request: &SupervisorRequest, say: &dyn Fn(&str)) {
             )
         ));
     }
+}
+
+/// Tell the operator what the supervisor did (`what`: started, restart,
+/// ended), through the loop's notification settings; never fails and
+/// never changes loop state (`crate::notify::automatic`). The driver tells
+/// its own turns, waits, failovers and stops.
+fn tell(dir: &LoopDir, what: &str, message: &str) {
+    crate::notify::automatic(
+        dir,
+        loopx_core::notify::Facts {
+            kind: "supervisor".into(),
+            event_id: format!(
+                "supervisor-{}-{what}-{}",
+                std::process::id(),
+                platform::nonce()
+            ),
+            completed: message.to_owned(),
+            current: message.to_owned(),
+            plan: "Continue under the supervisor's failover and restart policy (`loopx service-status`)."
+                .into(),
+            ..Default::default()
+        },
+    );
 }
 
 /// Sleep up to `duration`, waking early for a stop signal or a drain
