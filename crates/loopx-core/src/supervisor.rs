@@ -176,6 +176,8 @@ pub enum SupervisorExit {
     RestartCap,
     /// The driver stopped on a quarantined candidate: a person must look.
     Quarantined,
+    /// The supervisor itself failed (its driver could not be started).
+    RuntimeError,
     Interrupted,
     Terminated,
 }
@@ -189,6 +191,7 @@ impl SupervisorExit {
             SupervisorExit::Exhausted => 11,
             SupervisorExit::RestartCap => 12,
             SupervisorExit::Quarantined => 14,
+            SupervisorExit::RuntimeError => 1,
             SupervisorExit::Interrupted => 130,
             SupervisorExit::Terminated => 143,
         }
@@ -202,6 +205,7 @@ impl SupervisorExit {
             SupervisorExit::Exhausted => "all_primaries_exhausted",
             SupervisorExit::RestartCap => "restart_cap_reached",
             SupervisorExit::Quarantined => "candidate_quarantined",
+            SupervisorExit::RuntimeError => "runtime_error",
             SupervisorExit::Interrupted => "interrupted",
             SupervisorExit::Terminated => "terminated",
         }

@@ -119,14 +119,13 @@ pub fn supervise(dir: &LoopDir, options: &StartOptions, say: &dyn Fn(&str)) -> R
             at: clock::now(),
         },
     )?;
+    let running = match &failover {
+        Some(f) => format!("failover order {} (from {})", f.order.join(", "), f.source),
+        None => "a --cmd per turn".to_owned(),
+    };
     let started = format!(
-        "supervisor {pid} started on {} with failover order {}{}",
-        dir.display(),
-        order_words.join(", "),
-        failover
-            .as_ref()
-            .map(|f| format!(" (from {})", f.source))
-            .unwrap_or_default()
+        "supervisor {pid} started on {} with {running}",
+        dir.display()
     );
     say(&started);
     tell(dir, "started", &started);
@@ -134,7 +133,21 @@ pub fn supervise(dir: &LoopDir, options: &StartOptions, say: &dyn Fn(&str)) -> R
     // Whatever a killed driver left (its agent, adopted here) ends with
     // the supervisor.
     platform::kill_adopted(&[]);
-    let ended = ended?;
+    let ended = match ended {
+        Ok(ended) => ended,
+        Err(error) => {
+            // Said in the record too, so no view takes it for a kill.
+            let reason = format!("the supervisor failed: {error:#}");
+            let failed = SupervisorRequest::End {
+                pid,
+                exit: SupervisorExit::RuntimeError,
+                reason,
+                at: clock::now(),
+            };
+            note(dir, &failed, say);
+            return Err(error);
+        }
+    };
     let end = SupervisorRequest::End {
         pid,
         exit: ended.exit,
@@ -400,7 +413,7 @@ impl Detached {
 /// How long `start --detach` watches its supervisor start before it
 /// returns: long enough to report one that refused at once (a lock held,
 /// an empty order), short enough to return at once.
-const DETACH_WATCH: Duration = Duration::from_millis(700);
+const DETACH_WATCH: Duration = Duration::from_millis(500);
 
 /// Start the supervisor in a session of its own, its output appended to
 /// the loop's supervisor log (private), and return once it has recorded
