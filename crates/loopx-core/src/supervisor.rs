@@ -400,6 +400,8 @@ pub enum Backend {
     Foreground,
     /// In its own session, its output in the loop's supervisor log.
     Detach,
+    /// As a transient systemd user unit.
+    Systemd,
 }
 
 /// One supervisor's record.

@@ -607,6 +607,56 @@ fn replace_stops_the_running_supervisor_settling_its_turn_then_starts_another() 
 }
 
 #[test]
+fn the_systemd_backend_is_refused_without_a_user_manager_showing_the_unit() {
+    let answers = Command::new("systemctl")
+        .args(["--user", "show-environment"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if answers {
+        // It would start a real unit here.
+        return common::skipped_without("a host without a systemd user manager");
+    }
+    let s = Supervised::new(10, &[]);
+    let output = s
+        .command(&s.start_words(&["--provider", "claude", "--backend", "systemd", "--json"]))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let refused: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("no systemd user manager answers"),
+        "{refused}"
+    );
+    let argv: Vec<&str> = refused["unit"]["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|word| word.as_str().unwrap())
+        .collect();
+    let name = refused["unit"]["name"].as_str().unwrap();
+    assert!(name.starts_with("loopx-supervisor-") && name.ends_with(".service"));
+    assert_eq!(argv[..2], ["systemd-run", "--user"]);
+    assert!(
+        argv.contains(&format!("--unit={name}").as_str()),
+        "{argv:?}"
+    );
+    assert!(
+        argv.contains(&"--property=KillMode=control-group"),
+        "{argv:?}"
+    );
+    // The unit runs this same supervisor in the foreground, recording its backend.
+    let command = argv.split(|word| *word == "--").nth(1).unwrap();
+    assert!(command[0].ends_with("loopx"), "{command:?}");
+    assert_eq!(command[1..4], ["start", "--started-as", "systemd"]);
+    assert!(command.contains(&s.f.d()) && command.contains(&"claude"));
+    // Nothing was started.
+    assert_eq!(s.service_status()["supervisor"], Value::Null);
+}
+
+#[test]
 fn every_supervisor_command_has_help() {
     let f = Fixture::new();
     for command in [

@@ -3,6 +3,7 @@
 //! - [`run`]: the supervisor itself (`start`, in the foreground or
 //!   detached): `loopx drive` as a real child process, restarted when it
 //!   dies, ended with it when it ends with a meaning.
+//! - [`systemd`]: the same supervisor as a transient systemd user unit.
 //!
 //! This file holds what the commands around a running supervisor do: the
 //! one-supervisor-per-loop lock (`supervisor/lock`, an flock that dies
@@ -23,6 +24,7 @@
 //! order: `loopx_core::supervisor`), what a drive does (`crate::driver`).
 
 pub mod run;
+pub mod systemd;
 
 use crate::loop_dir::LoopDir;
 use crate::{clock, driver, fsutil, platform};

@@ -410,6 +410,67 @@ impl Detached {
     }
 }
 
+/// What the supervisor would refuse at once (an order it cannot use, a
+/// supervisor already running), said before it is started elsewhere so
+/// the caller hears it.
+fn refused_before_start(dir: &LoopDir, options: &StartOptions) -> Option<Ended> {
+    if let Err(ended) = order(dir, options) {
+        return Some(ended);
+    }
+    super::lock_held(dir).then(|| Ended::new(SupervisorExit::LockHeld, super::held_words(dir), 0))
+}
+
+/// What `start --backend systemd` did, or would have done.
+#[derive(Debug, Serialize)]
+pub struct ViaSystemd {
+    pub status: &'static str,
+    pub action: &'static str,
+    pub unit: super::systemd::Unit,
+    /// Why it was refused (no user manager answers, systemd-run failed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl ViaSystemd {
+    pub fn text(&self) -> String {
+        match &self.error {
+            None => format!(
+                "supervisor started as the user unit {}; see it with `loopx service-status` or `systemctl --user status {}`",
+                self.unit.name, self.unit.name
+            ),
+            Some(error) => format!(
+                "{error}; nothing was started. The unit it would create: {}",
+                self.unit.argv.join(" ")
+            ),
+        }
+    }
+}
+
+/// Start the supervisor as a transient systemd user unit running
+/// `start_args` (the `start` command line that records the systemd
+/// backend), where a user manager answers; refused (the unit shown)
+/// where none does. `Err(ended)`: refused as the supervisor would.
+pub fn via_systemd(
+    dir: &LoopDir,
+    options: &StartOptions,
+    start_args: &[String],
+) -> std::result::Result<ViaSystemd, Ended> {
+    if let Some(ended) = refused_before_start(dir, options) {
+        return Err(ended);
+    }
+    let unit = super::systemd::unit(dir, &options.program, &options.root, start_args);
+    let error = super::systemd::user_manager()
+        .map_err(|why| format!("no systemd user manager answers here: {why}; start with --detach instead, or from a session that has one"))
+        .and_then(|()| super::systemd::create(&unit).map_err(|why| format!("systemd-run refused the unit: {why}")))
+        .err();
+    Ok(ViaSystemd {
+        status: if error.is_none() { "ok" } else { "failed" },
+        action: "start",
+        unit,
+        error,
+    })
+}
+
 /// How long `start --detach` watches its supervisor start before it
 /// returns: long enough to report one that refused at once (a lock held,
 /// an empty order), short enough to return at once.
@@ -425,13 +486,8 @@ pub fn detach(
     options: &StartOptions,
     start_args: &[String],
 ) -> Result<std::result::Result<Detached, Ended>> {
-    // Refused here as the supervisor would refuse, so the caller hears it.
-    if let Err(ended) = order(dir, options) {
+    if let Some(ended) = refused_before_start(dir, options) {
         return Ok(Err(ended));
-    }
-    if super::lock_held(dir) {
-        let held = super::held_words(dir);
-        return Ok(Err(Ended::new(SupervisorExit::LockHeld, held, 0)));
     }
     super::private_dir(dir)?;
     let log_path = dir.path(LOG);

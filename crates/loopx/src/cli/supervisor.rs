@@ -13,6 +13,23 @@ use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendArg {
+    Foreground,
+    Detach,
+    Systemd,
+}
+
+impl From<BackendArg> for Backend {
+    fn from(arg: BackendArg) -> Self {
+        match arg {
+            BackendArg::Foreground => Backend::Foreground,
+            BackendArg::Detach => Backend::Detach,
+            BackendArg::Systemd => Backend::Systemd,
+        }
+    }
+}
+
 /// Run a loop unattended: a supervisor that runs `loopx drive` as a child
 /// process and restarts it when it dies.
 ///
@@ -57,12 +74,20 @@ pub struct StartArgs {
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub restart_backoff: u64,
     /// Start the supervisor in its own session, its output appended to
-    /// DIR/supervisor/supervisor.log, and return at once with its pid.
+    /// DIR/supervisor/supervisor.log, and return at once with its pid
+    /// (the same as --backend detach).
     #[arg(long)]
     pub detach: bool,
-    /// Set on the supervisor `--detach` starts.
-    #[arg(long, hide = true)]
-    pub detached: bool,
+    /// How the supervisor runs: in this terminal, detached (--detach), or
+    /// as a transient systemd user unit where a user manager answers
+    /// (refused elsewhere, showing the unit it would create; the unit has
+    /// the user manager's environment, no credential is passed to it).
+    #[arg(long, value_enum, default_value = "foreground")]
+    pub backend: BackendArg,
+    /// Set on the supervisor --detach or --backend systemd starts: the
+    /// backend it records.
+    #[arg(long, hide = true, value_enum)]
+    pub started_as: Option<BackendArg>,
     /// More `drive` flags, after `--` (e.g. `-- --iteration-timeout 7200`).
     #[arg(last = true)]
     pub drive_args: Vec<String>,
@@ -118,16 +143,33 @@ fn start_on(dir: &LoopDir, args: &StartArgs, store: Option<&str>) -> Result<Repl
         max_restarts: args.max_restarts,
         first_backoff: Duration::from_secs(args.restart_backoff),
         drive_args: args.drive_args.clone(),
-        backend: match args.detached {
-            true => Backend::Detach,
-            false => Backend::Foreground,
-        },
+        backend: args.started_as.unwrap_or(BackendArg::Foreground).into(),
     };
-    if args.detach {
-        return match run::detach(dir, &options, &detached_args(dir, &options))? {
-            Ok(detached) => Reply::view(&detached, detached.text()),
-            Err(ended) => Ok(ended_reply(&ended)),
-        };
+    let backend = match args.detach {
+        true => BackendArg::Detach,
+        false => args.backend,
+    };
+    match backend {
+        BackendArg::Foreground => {}
+        BackendArg::Detach => {
+            let start_args = started_as_args(dir, &options, BackendArg::Detach);
+            return match run::detach(dir, &options, &start_args)? {
+                Ok(detached) => Reply::view(&detached, detached.text()),
+                Err(ended) => Ok(ended_reply(&ended)),
+            };
+        }
+        BackendArg::Systemd => {
+            let start_args = started_as_args(dir, &options, BackendArg::Systemd);
+            return match run::via_systemd(dir, &options, &start_args) {
+                Ok(via) => {
+                    let refused = via.error.is_some();
+                    let mut reply = Reply::view(&via, via.text())?;
+                    reply.code = if refused { 2 } else { 0 };
+                    Ok(reply)
+                }
+                Err(ended) => Ok(ended_reply(&ended)),
+            };
+        }
     }
     loopx_app::platform::catch_stop_signals()?;
     let say = |line: &str| {
@@ -141,10 +183,14 @@ fn start_on(dir: &LoopDir, args: &StartArgs, store: Option<&str>) -> Result<Repl
     Ok(ended_reply(&ended))
 }
 
-/// The `start` command line the detached supervisor runs: these options,
-/// spelled out, without `--detach`.
-fn detached_args(dir: &LoopDir, options: &run::StartOptions) -> Vec<String> {
-    let mut words: Vec<String> = ["start", "--detached", "--dir"].map(str::to_owned).to_vec();
+/// The `start` command line a detached or systemd supervisor runs: these
+/// options spelled out, in the foreground, recording `backend`.
+fn started_as_args(dir: &LoopDir, options: &run::StartOptions, backend: BackendArg) -> Vec<String> {
+    use clap::ValueEnum as _;
+    let name = backend.to_possible_value().expect("not skipped");
+    let mut words: Vec<String> = ["start", "--started-as", name.get_name(), "--dir"]
+        .map(str::to_owned)
+        .to_vec();
     words.push(dir.display());
     words.extend(["--root".to_owned(), options.root.display().to_string()]);
     if !options.providers.is_empty() {
