@@ -214,6 +214,16 @@ fn store_and_workspace(at: Place<'_>, places: &Places, checks: &mut Vec<Check>) 
                 fix: None,
                 warning: None,
             });
+            // A supervisor that ever ran here: is it running (informative).
+            if let Some(line) = crate::supervisor::status_line(&loop_dir) {
+                checks.push(Check {
+                    name: "supervisor".into(),
+                    ok: true,
+                    detail: line,
+                    fix: None,
+                    warning: None,
+                });
+            }
             loop_dir
         }
         Err(error) => {

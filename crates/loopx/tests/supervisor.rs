@@ -278,6 +278,21 @@ fn start_detach_returns_at_once_shows_in_service_status_and_refuses_a_second_sta
         String::from_utf8_lossy(&text.stdout)
     );
 
+    let doctor = s.f.json(&["doctor", "--dir", s.f.d()]);
+    let line = doctor["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|check| check["name"] == "supervisor")
+        .unwrap_or_else(|| panic!("{doctor}"));
+    assert!(
+        line["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("pid {pid} running")),
+        "{line}"
+    );
+
     // One supervisor per loop, in the foreground or detached.
     let (code, stderr) = s.start(&["--provider", "claude"]);
     assert_eq!(code, 10, "{stderr}");
