@@ -672,6 +672,34 @@ fn the_systemd_backend_is_refused_without_a_user_manager_showing_the_unit() {
 }
 
 #[test]
+fn the_store_reaches_the_driver_in_its_environment_not_on_its_command_line() {
+    let s = Supervised::new(2, &[]);
+    // Named explicitly, as a PostgreSQL URL with its password would be.
+    let store = format!("sqlite:{}", s.f.dir.join("loopx.sqlite").display());
+    let (seen, env) = (s.file("driver-cmdline"), s.file("agent-store"));
+    s.claude(&format!(
+        "tr '\\0' ' ' < /proc/$PPID/cmdline > {}\necho \"$LOOPX_STORE\" > {}\n{APPEND}",
+        seen.display(),
+        env.display()
+    ));
+    let mut words = s.start_words(&["--provider", "claude"]);
+    words.splice(0..0, ["--store", store.as_str()]);
+    let output = s.command(&words).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let cmdline = std::fs::read_to_string(&seen).unwrap();
+    assert!(
+        cmdline.contains(" drive ") && !cmdline.contains("sqlite:"),
+        "{cmdline}"
+    );
+    assert_eq!(std::fs::read_to_string(&env).unwrap().trim(), store);
+    assert_eq!(iteration_numbers(&s.f.dir), vec![1, 2]);
+}
+
+#[test]
 fn every_supervisor_command_has_help() {
     let f = Fixture::new();
     for command in [

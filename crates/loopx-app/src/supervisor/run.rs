@@ -43,7 +43,9 @@ pub struct StartOptions {
     pub providers: Vec<String>,
     /// `--cmd`: a shell command per turn instead of providers.
     pub cmd: Option<String>,
-    /// `--store`, handed on to the driver.
+    /// `--store`, handed on to the driver and a detached supervisor in
+    /// their environment (`LOOPX_STORE`), never on a command line: a
+    /// PostgreSQL URL may hold a password, which `ps` would show.
     pub store: Option<String>,
     /// `--max-restarts`; else `failover.json`'s, else the default.
     pub max_restarts: Option<u32>,
@@ -328,11 +330,15 @@ fn drive_args(dir: &LoopDir, options: &StartOptions, failover: Option<&Failover>
         ]),
         (None, None) => {}
     }
-    if let Some(store) = &options.store {
-        args.extend(["--store".to_owned(), store.clone()]);
-    }
     args.extend(options.drive_args.iter().cloned());
     args
+}
+
+/// Hand the store on in the environment (see [`StartOptions::store`]).
+fn with_store(command: &mut Command, options: &StartOptions) {
+    if let Some(store) = &options.store {
+        command.env(crate::driver::env::STORE, store);
+    }
 }
 
 /// Start the driver: its own process group (a Ctrl-C at the terminal
@@ -347,6 +353,7 @@ fn spawn_drive(
     command
         .args(drive_args(dir, options, failover))
         .stdin(Stdio::null());
+    with_store(&mut command, options);
     platform::in_new_group(&mut command);
     platform::die_with_parent(&mut command);
     command
@@ -459,6 +466,10 @@ pub fn via_systemd(
         return Err(ended);
     }
     let unit = super::systemd::unit(dir, &options.program, &options.root, start_args);
+    if options.store.is_some() {
+        let refused = "the systemd backend takes no --store or LOOPX_STORE: a store URL may hold a password, which must not become a unit's property; start with --detach instead";
+        return Err(Ended::new(SupervisorExit::BadArguments, refused.into(), 0));
+    }
     let error = super::systemd::user_manager()
         .map_err(|why| format!("no systemd user manager answers here: {why}; start with --detach instead, or from a session that has one"))
         .and_then(|()| super::systemd::create(&unit).map_err(|why| format!("systemd-run refused the unit: {why}")))
@@ -499,6 +510,7 @@ pub fn detach(
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);
+    with_store(&mut command, options);
     platform::in_new_session(&mut command);
     let mut child = command
         .spawn()

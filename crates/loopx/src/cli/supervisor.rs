@@ -47,10 +47,12 @@ impl From<BackendArg> for Backend {
 /// this loop (its pid is named); 11 the failover order is empty, or the
 /// driver excluded every provider in it; 12 --max-restarts spent; 14 the
 /// driver stopped on a quarantined candidate (never restarted: a person
-/// must look); 130/143 stopped by SIGINT/SIGTERM (its driver's turn
-/// settled as interrupted).
+/// must look); 1 the supervisor itself failed (its driver could not be
+/// started); 130/143 stopped by SIGINT/SIGTERM (its driver's turn settled
+/// as interrupted).
 ///
-/// Linux and macOS; Windows is not supported yet.
+/// Linux and WSL (macOS builds, without the parent-death signal); not
+/// Windows yet.
 #[derive(Debug, Args)]
 pub struct StartArgs {
     #[command(flatten)]
@@ -206,9 +208,6 @@ fn started_as_args(dir: &LoopDir, options: &run::StartOptions, backend: BackendA
         "--restart-backoff".to_owned(),
         format!("{}s", options.first_backoff.as_secs()),
     ]);
-    if let Some(store) = &options.store {
-        words.extend(["--store".to_owned(), store.clone()]);
-    }
     if !options.drive_args.is_empty() {
         words.push("--".to_owned());
         words.extend(options.drive_args.iter().cloned());
