@@ -700,6 +700,47 @@ fn the_store_reaches_the_driver_in_its_environment_not_on_its_command_line() {
 }
 
 #[test]
+fn a_driver_run_by_hand_is_named_and_start_exits_10() {
+    let mut s = Supervised::new(10, &[]);
+    let started = slow_agent(&s, 1000.0);
+    let words = [
+        "drive",
+        "--dir",
+        s.f.d(),
+        "--root",
+        s.root.to_str().unwrap(),
+    ];
+    let by_hand = s
+        .command(&words)
+        .args(["--provider", "claude"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = by_hand.id();
+    s.children.push(by_hand);
+    wait_for(Duration::from_secs(20), "the turn", || started.exists());
+    for extra in [&[][..], &["--detach"]] {
+        let mut flags = vec!["--provider", "claude"];
+        flags.extend(extra);
+        let (code, stderr) = s.start(&flags);
+        assert_eq!(code, 10, "{stderr}");
+        assert!(
+            stderr.contains(&format!("a driver (pid {pid})")),
+            "{stderr}"
+        );
+    }
+    assert_eq!(s.service_status()["supervisor"], Value::Null);
+    // `stop` stops a driver run by hand too.
+    let stopped = s.json_ok(&["stop", "--dir", s.f.d()]);
+    assert_eq!(
+        stopped["driver_pid"].as_u64(),
+        Some(u64::from(pid)),
+        "{stopped}"
+    );
+    assert!(!alive(pid as i32));
+}
+
+#[test]
 fn every_supervisor_command_has_help() {
     let f = Fixture::new();
     for command in [

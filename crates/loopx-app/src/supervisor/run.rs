@@ -106,6 +106,9 @@ pub fn supervise(dir: &LoopDir, options: &StartOptions, say: &dyn Fn(&str)) -> R
         Ok(lock) => lock,
         Err(held) => return Ok(Ended::new(SupervisorExit::LockHeld, held, 0)),
     };
+    if let Some(ended) = driver_running(dir) {
+        return Ok(ended);
+    }
     platform::become_subreaper();
     let pid = std::process::id();
     let order_words = match &failover {
@@ -424,7 +427,27 @@ fn refused_before_start(dir: &LoopDir, options: &StartOptions) -> Option<Ended> 
     if let Err(ended) = order(dir, options) {
         return Some(ended);
     }
-    super::lock_held(dir).then(|| Ended::new(SupervisorExit::LockHeld, super::held_words(dir), 0))
+    if super::lock_held(dir) {
+        return Some(Ended::new(
+            SupervisorExit::LockHeld,
+            super::held_words(dir),
+            0,
+        ));
+    }
+    driver_running(dir)
+}
+
+/// A driver already running the loop without this supervisor (run by
+/// hand, or left by a supervisor killed where no parent-death signal
+/// stops it): the supervisor's own would only fail to take the driver
+/// lock, restart after restart.
+fn driver_running(dir: &LoopDir) -> Option<Ended> {
+    let pid = crate::driver::summary(dir).ok()?.pid?;
+    let words = format!(
+        "a driver (pid {pid}) already runs this loop without a supervisor; one driver per loop: stop it first (`loopx stop --dir {}`), then start",
+        dir.display()
+    );
+    Some(Ended::new(SupervisorExit::LockHeld, words, 0))
 }
 
 /// What `start --backend systemd` did, or would have done.
