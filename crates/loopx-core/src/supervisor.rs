@@ -176,6 +176,9 @@ pub enum SupervisorExit {
     RestartCap,
     /// The driver stopped on a quarantined candidate: a person must look.
     Quarantined,
+    /// The driver's recovery of a turn a killed driver left fails closed
+    /// (the workspace changed and nothing was recorded): a person must look.
+    NeedsPerson,
     /// The supervisor itself failed (its driver could not be started).
     RuntimeError,
     Interrupted,
@@ -191,6 +194,7 @@ impl SupervisorExit {
             SupervisorExit::Exhausted => 11,
             SupervisorExit::RestartCap => 12,
             SupervisorExit::Quarantined => 14,
+            SupervisorExit::NeedsPerson => 16,
             SupervisorExit::RuntimeError => 1,
             SupervisorExit::Interrupted => 130,
             SupervisorExit::Terminated => 143,
@@ -205,6 +209,7 @@ impl SupervisorExit {
             SupervisorExit::Exhausted => "all_primaries_exhausted",
             SupervisorExit::RestartCap => "restart_cap_reached",
             SupervisorExit::Quarantined => "candidate_quarantined",
+            SupervisorExit::NeedsPerson => "recovery_needs_a_person",
             SupervisorExit::RuntimeError => "runtime_error",
             SupervisorExit::Interrupted => "interrupted",
             SupervisorExit::Terminated => "terminated",
@@ -272,6 +277,8 @@ pub struct AfterDrive {
     pub drain_requested: bool,
     /// The loop's staged candidate is quarantined now.
     pub quarantined: bool,
+    /// The recovery of the open dispatch fails closed now.
+    pub recovery_needs_person: bool,
     /// Restarts so far, and the cap.
     pub restarts: u32,
     pub max_restarts: u32,
@@ -321,8 +328,9 @@ pub fn backoff(first: Duration, step: u32) -> Duration {
 /// A stop the supervisor was asked for, a drain, and every end the
 /// driver chose with a meaning (the loop is done or a stop was requested:
 /// 0; bad arguments: 2; every provider excluded: 3, 5, 6, 7) end the
-/// supervisor. A runtime error (4) on a quarantined candidate ends it too:
-/// a restart would stop there again, and a person must look. Anything
+/// supervisor. A runtime error (4) on a quarantined candidate, or on a
+/// recovery that fails closed, ends it too: a restart would stop there
+/// again, and a person must look. Anything
 /// else (a panic, a kill, a signal the supervisor did not send, another
 /// runtime error) is a driver that died: restarted after a back-off, until
 /// the cap.
@@ -364,6 +372,12 @@ pub fn after_drive(after: &AfterDrive) -> Decision {
             return finish(
                 SupervisorExit::Quarantined,
                 format!("the driver stopped on a quarantined candidate ({end}): not restarted; a person must inspect it (`loopx goal-focus recover-quarantine`)"),
+            )
+        }
+        Some(Exit::RuntimeError) if after.recovery_needs_person => {
+            return finish(
+                SupervisorExit::NeedsPerson,
+                format!("the driver cannot recover the turn a killed driver left ({end}): not restarted; a person must look (`loopx recover`)"),
             )
         }
         _ => {}
@@ -631,6 +645,7 @@ mod tests {
             stopping: None,
             drain_requested: false,
             quarantined: false,
+            recovery_needs_person: false,
             restarts: 0,
             max_restarts: 3,
             backoff_step: 0,
@@ -708,13 +723,19 @@ mod tests {
     }
 
     #[test]
-    fn a_quarantined_candidate_is_never_restarted() {
+    fn a_quarantined_candidate_or_a_recovery_that_fails_closed_is_never_restarted() {
         let mut stopped = after(DriveEnd::Code(4));
         stopped.quarantined = true;
         assert_eq!(exit_of(&after_drive(&stopped)), Some(14));
         // However few restarts were spent.
         stopped.max_restarts = 100;
         assert_eq!(exit_of(&after_drive(&stopped)), Some(14));
+        let mut closed = after(DriveEnd::Code(4));
+        closed.recovery_needs_person = true;
+        assert_eq!(exit_of(&after_drive(&closed)), Some(16));
+        // Only a runtime error is read so: a killed driver is restarted.
+        closed.end = DriveEnd::Signal(9);
+        assert_eq!(exit_of(&after_drive(&closed)), None);
     }
 
     #[test]

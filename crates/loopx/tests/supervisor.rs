@@ -741,6 +741,25 @@ fn a_driver_run_by_hand_is_named_and_start_exits_10() {
 }
 
 #[test]
+fn a_recovery_that_fails_closed_is_not_restarted_and_exits_16() {
+    let s = Supervised::new(10, &[]);
+    common::git(&s.root, &["init", "-q"]);
+    common::git(&s.root, &["commit", "-q", "--allow-empty", "-m", "start"]);
+    // The turn changes the workspace, records nothing, and its driver dies.
+    s.claude("echo half-done > work.txt\nkill -9 $PPID");
+    let (code, stderr) = s.start(&["--provider", "claude", "--restart-backoff", "0"]);
+    assert_eq!(code, 16, "{stderr}");
+    assert!(stderr.contains("a person must look"), "{stderr}");
+    // Restarted once after the kill; the restart found it needs a person.
+    let status = s.service_status();
+    assert_eq!(status["supervisor"]["restarts"], 1, "{status}");
+    assert_eq!(
+        s.f.json(&["recover", "--dir", s.f.d()])["plan"]["action"],
+        "fail_closed"
+    );
+}
+
+#[test]
 fn every_supervisor_command_has_help() {
     let f = Fixture::new();
     for command in [

@@ -210,6 +210,8 @@ fn supervise_drives(
             stopping: platform::stop_signal(),
             drain_requested: drain_requested(dir),
             quarantined: quarantined(dir),
+            recovery_needs_person: crate::driver::show_recovery(dir)
+                .is_ok_and(|recovery| recovery.needs_a_person()),
             restarts,
             max_restarts,
             backoff_step,

@@ -47,7 +47,8 @@ impl From<BackendArg> for Backend {
 /// this loop (its pid is named); 11 the failover order is empty, or the
 /// driver excluded every provider in it; 12 --max-restarts spent; 14 the
 /// driver stopped on a quarantined candidate (never restarted: a person
-/// must look); 1 the supervisor itself failed (its driver could not be
+/// must look); 16 the driver's recovery of a killed turn fails closed
+/// (never restarted either); 1 the supervisor itself failed (its driver could not be
 /// started); 130/143 stopped by SIGINT/SIGTERM (its driver's turn settled
 /// as interrupted).
 ///
