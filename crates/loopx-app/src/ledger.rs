@@ -354,20 +354,35 @@ pub struct DoneView {
     /// How the loop ended (or its last driver run gave up), in words.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ending: Option<EndingView>,
+    /// The owner's executable checks against the project's HEAD now, when
+    /// any are configured (judged, never run: `done` runs nothing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checks: Option<crate::goal::checks::ChecksView>,
 }
 
 impl DoneView {
     /// The ending's words first, then the arbiter's code, which scripts
-    /// and the reference runtime's readers know.
+    /// and the reference runtime's readers know; then configured checks
+    /// that are not met.
     pub fn text(&self) -> String {
-        match &self.ending {
+        let mut text = match &self.ending {
             Some(ending) => format!("{} [{}]", ending.words, view::verdict_text(&self.verdict)),
             None => view::verdict_text(&self.verdict),
+        };
+        if let Some(checks) = self.checks.as_ref().filter(|c| c.not_met > 0) {
+            text.push_str(&format!(
+                "\n{} of {} configured checks not met on this HEAD (`loopx check status`; `loopx check run` runs them)",
+                checks.not_met,
+                checks.criteria.len()
+            ));
         }
+        text
     }
 }
 
-pub fn done(dir: &LoopDir) -> Result<DoneView, AppError> {
+/// The stop arbiter's answer, with the configured checks judged against
+/// the HEAD of the project at `root`. Read-only: runs no check.
+pub fn done(dir: &LoopDir, root: &std::path::Path) -> Result<DoneView, AppError> {
     let Reading { ledger, .. } = dir
         .read()
         .map_err(|e| AppError::from(e.context("the done arbiter needs a readable ledger")))?;
@@ -379,6 +394,8 @@ pub fn done(dir: &LoopDir) -> Result<DoneView, AppError> {
         dir: dir.display(),
         ending: ending(&ledger, &verdict, &driver).map(EndingView::from),
         verdict,
+        checks: Some(crate::goal::checks::status(dir, root, None)?)
+            .filter(|c| !c.criteria.is_empty()),
     })
 }
 

@@ -61,8 +61,45 @@ pub fn verify_claim(
     let Some(iteration) = ledger.pending_claim else {
         return Ok(None);
     };
-    let logs = super::log_dir(dir)?;
     let name = crate::operation::fresh_name(&format!("claim-{iteration}"));
+    // The owner's configured checks first, run on this HEAD: a claim is
+    // refused while any of them is not met, whatever the success check
+    // would say. Configuring them was the owner's consent to run them.
+    let started = std::time::Instant::now();
+    let say = |line: &str| progress.say(line);
+    let checks = crate::goal::checks::run(dir, root, None, "completion gate", runner, &say)?;
+    if let Some(first) = checks.criteria.iter().find(|c| !c.state.met()) {
+        let failing: Vec<String> = (checks.criteria.iter())
+            .filter(|c| !c.state.met())
+            .map(|c| {
+                format!(
+                    "{} of {} {}",
+                    c.criterion_id,
+                    c.outcome_id,
+                    c.state.as_str()
+                )
+            })
+            .collect();
+        let check = CheckRun {
+            command: format!("configured checks: {}", failing.join(", ")),
+            exit_code: Some(1),
+            timed_out: false,
+            log: first
+                .last
+                .as_ref()
+                .map(|r| r.log.clone())
+                .unwrap_or_default(),
+            duration_ms: started.elapsed().as_millis() as u64,
+        };
+        return Ok(Some(through_outages(
+            dir,
+            None,
+            "settling the success claim",
+            progress,
+            || super::settle_claim(dir, iteration, check.clone(), &name),
+        )?));
+    }
+    let logs = super::log_dir(dir)?;
     let log_name = format!("{DRIVER_LOGS}/{name}.check.log");
     let log = platform::create_private(&dir.path(&log_name))
         .with_context(|| format!("cannot create {log_name}"))?;

@@ -102,6 +102,9 @@ pub struct CheckResult {
     pub output_digest: Digest,
     /// Its start, redacted, at most [`EXCERPT_CHARS`] characters.
     pub excerpt: String,
+    /// Its whole (bounded) output, relative to the loop directory.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub log: String,
     /// [`Criterion::argv_digest`] of what ran.
     pub argv_digest: Digest,
     /// The project's HEAD commit it ran against (none outside git).
@@ -403,6 +406,7 @@ mod tests {
             duration_ms: 1,
             output_digest: Digest::of_bytes(b""),
             excerpt: String::new(),
+            log: String::new(),
             argv_digest: c.argv_digest(),
             head: head.map(str::to_owned),
             ran_at: Timestamp::UNIX_EPOCH,

@@ -390,6 +390,7 @@ fn check_result(h: &Harness, status: checks::CheckStatus) -> checks::CheckResult
         duration_ms: 5,
         output_digest: crate::digest::Digest::of_bytes(b"ok"),
         excerpt: "ok".into(),
+        log: String::new(),
         argv_digest: criterion.argv_digest(),
         head: None,
         ran_at: at(1),

@@ -535,7 +535,7 @@ pub fn verify(args: &VerifyArgs, store: Option<&str>) -> Result<Reply> {
         None => ("no success claim is pending".to_owned(), 0),
         Some(true) => (format!("success claim verified; the loop is {status}"), 0),
         Some(false) => (
-            format!("success claim refused: the success_check failed; the loop is {status}"),
+            format!("success claim refused: a configured check is not met, or the success_check failed (`loopx check status`, driver_logs/); the loop is {status}"),
             1,
         ),
     };

@@ -329,10 +329,22 @@ pub fn status(args: &DirArgs, store: Option<&str>) -> Result<Reply> {
     Reply::view(&view, view.text())
 }
 
-pub fn done(args: &DirArgs, store: Option<&str>) -> Result<Reply> {
-    let view = ledger::done(&LoopDir::open(
-        Place::new(&args.dir, store),
-        Access::ReadOnly,
-    )?)?;
+/// The loop, and the project root its configured checks are judged in.
+#[derive(Debug, Args)]
+pub struct DoneArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    /// The project root the owner's executable checks are judged against
+    /// (its HEAD; default: the current directory). Nothing is run.
+    #[arg(long)]
+    pub root: Option<PathBuf>,
+}
+
+pub fn done(args: &DoneArgs, store: Option<&str>) -> Result<Reply> {
+    let root = args.root.clone().unwrap_or(std::env::current_dir()?);
+    let view = ledger::done(
+        &LoopDir::open(Place::new(&args.dir.dir, store), Access::ReadOnly)?,
+        &root,
+    )?;
     Reply::view(&view, view.text())
 }

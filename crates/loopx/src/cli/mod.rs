@@ -1,6 +1,7 @@
 //! Command-line definitions and the rendering every command shares.
 
 mod backup;
+mod check;
 mod contain;
 mod cost;
 mod drive;
@@ -106,6 +107,10 @@ pub enum Command {
     /// The workspace's git snapshots, before and after each driven turn: list, show, diff.
     #[command(subcommand)]
     Snapshot(snapshot::SnapshotCommand),
+    /// The goal owner's executable checks: run them now, or see where each
+    /// stands against the project's HEAD.
+    #[command(subcommand)]
+    Check(check::CheckCommand),
     Rollback(snapshot::RollbackArgs),
     Install(install::InstallArgs),
     /// Remove what `loopx install` added (same flags), giving back every file as it was.
@@ -136,7 +141,7 @@ pub enum LedgerCommand {
     /// The loop at a glance: budgets, the stop verdict, the last iteration, the driver.
     Status(ledger::DirArgs),
     /// The read-only stop arbiter: which stop condition holds (exit 0 either way; see `done`).
-    Done(ledger::DirArgs),
+    Done(ledger::DoneArgs),
 }
 
 /// What a command produced: the JSON object, the text for people, and
@@ -215,7 +220,7 @@ fn ledger_command_alone(name: &str) -> Option<clap::Command> {
         "append-iteration" => ledger::AppendArgs::augment_args(Sub::new("append-iteration")),
         "validate" => ledger::DirArgs::augment_args(Sub::new("validate")),
         "status" => ledger::DirArgs::augment_args(Sub::new("status")),
-        "done" => ledger::DirArgs::augment_args(Sub::new("done")),
+        "done" => ledger::DoneArgs::augment_args(Sub::new("done")),
         _ => return None,
     };
     Some(negative_numbers(
@@ -393,6 +398,7 @@ fn dispatch(command: Command, json: bool, store: Option<&str>) -> Result<Reply> 
         Command::Dashboard(args) => serve::serve(&args, true, json, store),
         Command::Backup(args) => backup::backup(&args, store),
         Command::Snapshot(command) => snapshot::snapshot(&command, store),
+        Command::Check(command) => check::check(&command, store),
         Command::Rollback(args) => snapshot::rollback(&args, store),
         Command::Install(args) => install::install(&args),
         Command::Uninstall(args) => install::uninstall(&args),
