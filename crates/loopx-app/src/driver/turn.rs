@@ -67,7 +67,7 @@ pub fn verify_claim(
     // would say. Configuring them was the owner's consent to run them.
     let started = std::time::Instant::now();
     let say = |line: &str| progress.say(line);
-    let checks = crate::goal::checks::run(dir, root, None, "completion gate", runner, &say)?;
+    let checks = crate::goal::checks::run(dir, root, None, None, "completion gate", runner, &say)?;
     if let Some(first) = checks.criteria.iter().find(|c| !c.state.met()) {
         let failing: Vec<String> = (checks.criteria.iter())
             .filter(|c| !c.state.met())

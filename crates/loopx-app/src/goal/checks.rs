@@ -122,6 +122,10 @@ pub struct ChecksView {
     pub criteria: Vec<CriterionView>,
     /// How many are not passed on this HEAD.
     pub not_met: usize,
+    /// The run under this operation id was already recorded: nothing ran
+    /// again, and this is where the checks stand now.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
 }
 
 impl ChecksView {
@@ -183,6 +187,7 @@ fn view(outcomes: &[Outcome], only: Option<&str>, head: Option<String>) -> Check
         head,
         criteria,
         not_met,
+        replayed: false,
     }
 }
 
@@ -194,11 +199,14 @@ pub fn head_of(root: &Path) -> Option<String> {
 
 /// Run every configured criterion of the goal (of `only` if named) in
 /// `root`, through `runner`, record the results as observed by the host
-/// for `ran_by`, and say where each stands now.
+/// for `ran_by`, and say where each stands now. Under `operation` (one
+/// outcome's run, asked through MCP), a run already recorded is not run
+/// again: a lost reply is recovered by asking again, never by a second run.
 pub fn run(
     dir: &LoopDir,
     root: &Path,
     only: Option<&str>,
+    operation: Option<&OperationId>,
     ran_by: &str,
     runner: &dyn TurnRunner,
     progress: &dyn Fn(&str),
@@ -206,6 +214,27 @@ pub fn run(
     let outcomes = outcomes(dir)?;
     if let Some(id) = only {
         outcome_of(&outcomes, id)?;
+    }
+    if let Some(op) = operation {
+        if only.is_none() {
+            return Err(AppError::refused(
+                "a check run under an operation id names its outcome: one outcome's results are one write",
+            )
+            .into());
+        }
+        let stream = goal::stream(DEFAULT_GOAL_ID);
+        if dir
+            .authority()
+            .store()
+            .receipt(&stream, op.as_str())?
+            .is_some()
+        {
+            let head = head_of(root);
+            return Ok(ChecksView {
+                replayed: true,
+                ..view(&outcomes, only, head)
+            });
+        }
     }
     let configured = |o: &&Outcome| only.is_none_or(|id| o.id == id) && !o.checks.is_empty();
     if !outcomes.iter().any(|o| configured(&o)) {
@@ -233,7 +262,10 @@ pub fn run(
             ));
             results.push(result);
         }
-        let op = OperationId::parse(&crate::operation::fresh_name("checks"))?;
+        let op = match operation {
+            Some(op) => op.clone(),
+            None => OperationId::parse(&crate::operation::fresh_name("checks"))?,
+        };
         let target = GoalTarget::owner_of_default();
         write(
             dir,

@@ -48,7 +48,8 @@ pub fn check(command: &CheckCommand, store: Option<&str>) -> Result<Reply> {
             let root = root(args)?;
             loopx_app::platform::catch_stop_signals()?;
             let say = |line: &str| eprintln!("loopx check: {}", loopx_core::text::printable(line));
-            let view = checks::run(&dir, &root, args.outcome.as_deref(), "owner", &Plain, &say)?;
+            let only = args.outcome.as_deref();
+            let view = checks::run(&dir, &root, only, None, "owner", &Plain, &say)?;
             (view, "check-run")
         }
         CheckCommand::Status(args) => {
