@@ -387,3 +387,44 @@ fn output_is_bounded_and_redacted() {
     let stored = common::stored_text(&c.f.dir);
     assert!(!stored.contains(&secret), "the secret reached the store");
 }
+
+#[test]
+fn the_driver_banks_a_success_claim_only_once_the_configured_check_passes() {
+    let c = Checks::new();
+    c.configure(json!([{"id": "docs", "validation_argv": ["test", "-f", "docs.html"]}]));
+    // The agent claims success every turn; only its second turn builds
+    // the docs the owner's check looks for.
+    let turns = c.f.temp.path().join("turns");
+    let agent = c.f.temp.path().join("agent.sh");
+    std::fs::write(
+        &agent,
+        format!(
+            r#"echo turn >> {turns}
+[ "$(wc -l < {turns})" -ge 2 ] && touch docs.html
+mkdir -p "$LOOPX_DIR/proofs" && echo ok > "$LOOPX_DIR/proofs/p.txt"
+cat > "$LOOPX_DIR/proof_artifacts/p.json" <<'JSON'
+{{"schema_version":"1.0","id":"p","artifact_type":"external-verifier","machine_checkable":true,"target":"t","proof_path":"proofs/p.txt","checker":{{"name":"c","status":"passed"}}}}
+JSON
+loopx append-iteration --mode bounded-research --objective claim --decision stop --stop-reason success --evidence-id p >/dev/null"#,
+            turns = turns.display()
+        ),
+    )
+    .unwrap();
+    let output =
+        c.f.loopx()
+            .args(["drive", "--dir", c.f.d(), "--git-snapshot", "off", "--cmd"])
+            .arg(format!("sh {}", agent.display()))
+            .arg("--root")
+            .arg(&c.project)
+            .output()
+            .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("check docs of ship: fail"), "{stderr}");
+    assert!(stderr.contains("success claim refused"), "{stderr}");
+    assert!(stderr.contains("success claim verified"), "{stderr}");
+    let status = c.f.json(&["status", "--dir", c.f.d()]);
+    assert_eq!(status["iterations"], 2, "{status}");
+    assert_eq!(status["last_iteration"]["claim"], "verified", "{status}");
+    c.f.assert_valid();
+}
