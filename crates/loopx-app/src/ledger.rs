@@ -36,6 +36,10 @@ pub struct Initialized {
     /// The goal-priority template written beside the loop, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub goal_priority_template: Option<String>,
+    /// The formal policy file written beside the loop, when a formal flag
+    /// was given (the flags are also the loop's standing orders).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub formal_policy: Option<String>,
 }
 
 /// What `append-iteration` recorded.
@@ -69,13 +73,21 @@ pub fn init_with_template(
     operation_id: Option<&str>,
     request: InitLoop,
     goal_priority_template: Option<bool>,
+    formal: &loopx_core::formal::Layer,
 ) -> Result<ReceiptView<Initialized>, AppError> {
-    let Some(force) = goal_priority_template else {
-        return init(root, operation_id, request);
-    };
-    crate::goal_priority::check_template(root.dir, force)?;
-    let mut view = init(root, operation_id, request)?;
-    view.body.goal_priority_template = Some(crate::goal_priority::write_template(root.dir)?);
+    if let Some(force) = goal_priority_template {
+        crate::goal_priority::check_template(root.dir, force)?;
+    }
+    crate::formal::check_init(root.dir, formal)?;
+    let operation_id = given_or_generated(operation_id)?;
+    let mut view = init(root, Some(operation_id.as_str()), request)?;
+    if goal_priority_template.is_some() {
+        view.body.goal_priority_template = Some(crate::goal_priority::write_template(root.dir)?);
+    }
+    if !formal.is_empty() {
+        let dir = LoopDir::open(root, Access::ReadWrite)?;
+        view.body.formal_policy = crate::formal::record_at_init(&dir, &operation_id, formal)?;
+    }
     Ok(view)
 }
 
@@ -120,6 +132,7 @@ pub fn init(
             state_status,
             max_iterations,
             goal_priority_template: None,
+            formal_policy: None,
         },
         _ => unreachable!("init yields an init receipt"),
     })

@@ -189,6 +189,7 @@ fn agent_env(
     if let Some(store) = dir.store_override() {
         vars.push((env::STORE, store.into()));
     }
+    vars.extend(crate::formal::agent_env(&options.formal));
     Ok(vars)
 }
 

@@ -123,6 +123,8 @@ pub struct DriveArgs {
     /// it, such a restart stops with exit 4 and shows what changed.
     #[arg(long)]
     pub accept_workspace: bool,
+    #[command(flatten)]
+    pub formal: super::ledger::FormalArgs,
 }
 
 /// `--git-snapshot`.
@@ -275,6 +277,7 @@ pub fn drive(args: &DriveArgs, store: Option<&str>) -> Result<Reply> {
         cli_retries,
         git_snapshot: args.git_snapshot.into(),
         accept_workspace: args.accept_workspace,
+        formal: args.formal.layer(),
     };
     let dir = match LoopDir::open(args.dir.at(store), Access::ReadWrite) {
         Ok(dir) => dir,

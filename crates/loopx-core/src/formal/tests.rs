@@ -1,0 +1,217 @@
+use super::owner::{FormalEvent, FormalRequest, OrdersSource};
+use super::*;
+use crate::operation::{Clock, Owner};
+
+fn layer(policy: Policy) -> Layer {
+    Layer {
+        policy: Some(policy),
+        ..Layer::default()
+    }
+}
+
+#[test]
+fn the_default_is_off_on_formal_with_three_credits_and_no_tick() {
+    let settings = Settings::resolve(&[]);
+    assert_eq!(settings.policy, Policy::Off);
+    assert_eq!(settings.project, "formal/");
+    assert_eq!(settings.force_credits, 3);
+    assert!(!settings.typecheck && !settings.force_after_iteration);
+    assert!(!settings.force_tick());
+}
+
+#[test]
+fn each_source_overrides_the_ones_below_it_key_by_key() {
+    let file = Layer {
+        policy: Some(Policy::On),
+        project: Some("MyProject/".into()),
+        force_credits: Some(7),
+        ..Layer::default()
+    };
+    let standing = layer(Policy::Auto);
+    let env = Layer {
+        typecheck: Some(true),
+        ..Layer::default()
+    };
+    let flags = Layer {
+        policy: Some(Policy::Force),
+        force_after_iteration: Some(true),
+        ..Layer::default()
+    };
+    let settings = Settings::resolve(&[&file, &standing, &env, &flags]);
+    assert_eq!(settings.policy, Policy::Force, "the flag wins");
+    assert_eq!(
+        settings.project, "MyProject/",
+        "a key only the file names stays"
+    );
+    assert_eq!(settings.force_credits, 7);
+    assert!(settings.typecheck && settings.force_tick());
+    assert_eq!(
+        Settings::resolve(&[&file, &standing]).policy,
+        Policy::Auto,
+        "the standing orders are over the file"
+    );
+}
+
+#[test]
+fn a_resolved_policy_handed_down_is_complete_and_resolves_to_itself() {
+    let settings = Settings::resolve(&[&layer(Policy::Force)]);
+    let handed = settings.as_layer();
+    assert!(handed.is_complete() && !layer(Policy::On).is_complete());
+    let env = layer(Policy::Off);
+    assert_eq!(Settings::resolve(&[&env, &handed]), settings);
+}
+
+#[test]
+fn policy_words_are_read_in_any_case_and_a_wrong_one_is_named() {
+    assert_eq!(
+        Policy::parse(" Mention-Only ").unwrap(),
+        Policy::MentionOnly
+    );
+    let why = Policy::parse("forse").unwrap_err();
+    assert!(why.contains("\"forse\"") && why.contains("off, mention-only, auto, on, force"));
+}
+
+#[test]
+fn the_policy_file_is_read_by_the_keys_it_names() {
+    let read = Layer::parse_json(
+        br#"{"schema_version":"formal_policy.v1","policy":"force","force_credits":2,
+            "typecheck":"yes","notes":["kept"],"status":{"phase":"F3"},"allow_path_steal":true}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        read,
+        Layer {
+            policy: Some(Policy::Force),
+            force_credits: Some(2),
+            typecheck: Some(true),
+            ..Layer::default()
+        }
+    );
+    for (bad, named) in [
+        (&br#"{"policy":"sometimes"}"#[..], "\"sometimes\""),
+        (br#"{"policy":3}"#, "policy must be a string"),
+        (br#"{"force_credits":-1}"#, "force_credits"),
+        (br#"{"typecheck":"maybe"}"#, "typecheck"),
+        (br#"{"project":"../elsewhere"}"#, "../elsewhere"),
+        (br#"{"project":"/abs/formal"}"#, "/abs/formal"),
+        (
+            br#"{"schema_version":"formal_policy.v9"}"#,
+            "formal_policy.v9",
+        ),
+        (br#"["policy"]"#, "one JSON object"),
+        (b"{", "not JSON"),
+    ] {
+        let why = Layer::parse_json(bad).unwrap_err();
+        assert!(why.contains(named), "{why}");
+    }
+}
+
+#[test]
+fn the_environment_is_read_and_a_bad_value_names_its_variable() {
+    let env = |pairs: &'static [(&'static str, &'static str)]| {
+        move |name: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        }
+    };
+    let read = Layer::from_env(env(&[
+        (ENV_POLICY, "on"),
+        (ENV_FORCE, "1"),
+        (ENV_TYPECHECK, "off"),
+        (ENV_PROJECT, ""),
+    ]))
+    .unwrap();
+    assert_eq!(read.policy, Some(Policy::On));
+    assert_eq!(read.force_after_iteration, Some(true));
+    assert_eq!(read.typecheck, Some(false));
+    assert_eq!(read.project, None, "an empty variable says nothing");
+    let why = Layer::from_env(env(&[(ENV_FORCE, "please")])).unwrap_err();
+    assert!(why.starts_with(ENV_FORCE), "{why}");
+    let why = Layer::from_env(env(&[(ENV_POLICY, "strict")])).unwrap_err();
+    assert!(why.starts_with(ENV_POLICY), "{why}");
+}
+
+#[test]
+fn the_agent_is_told_every_setting() {
+    let settings = Settings {
+        policy: Policy::Force,
+        typecheck: true,
+        ..Settings::default()
+    };
+    let env: std::collections::BTreeMap<_, _> = settings.env().into_iter().collect();
+    assert_eq!(env[ENV_POLICY], "force");
+    assert_eq!(env[ENV_PROJECT], "formal/");
+    assert_eq!(env[ENV_FORCE_CREDITS], "3");
+    assert_eq!(env[ENV_TYPECHECK], "1");
+    assert_eq!(env[ENV_FORCE], "0");
+    let again = Layer::from_env(|name| env.get(name).cloned()).unwrap();
+    assert_eq!(Settings::resolve(&[&again]), settings);
+}
+
+#[test]
+fn the_typecheck_limit_is_kept_in_bounds_and_under_the_turn_timeout() {
+    assert_eq!(typecheck_timeout(None, 3600).unwrap(), 600);
+    assert_eq!(typecheck_timeout(Some("5"), 3600).unwrap(), 60);
+    assert_eq!(typecheck_timeout(Some("99999"), 7200).unwrap(), 3600);
+    assert_eq!(typecheck_timeout(None, 2).unwrap(), 2);
+    assert!(typecheck_timeout(Some("soon"), 60).is_err());
+}
+
+fn clock() -> Clock {
+    Clock {
+        now: "2026-01-01T00:00:00Z".parse().unwrap(),
+    }
+}
+
+fn apply(state: Option<Standing>, request: &FormalRequest) -> Result<Standing, FormalProblem> {
+    let decided = FormalOwner::decide(state.as_ref(), request, &clock())?;
+    Ok(match decided.event {
+        Some(event) => FormalOwner::evolve(state, &event),
+        None => state.unwrap_or_default(),
+    })
+}
+
+#[test]
+fn standing_orders_are_set_once_and_unchanged_orders_write_nothing() {
+    let settings = Settings::resolve(&[&layer(Policy::On)]);
+    let set = FormalRequest::SetOrders {
+        settings: settings.clone(),
+        source: OrdersSource::Init,
+    };
+    let state = apply(None, &set).unwrap();
+    assert_eq!(state.orders.as_ref(), Some(&settings));
+    let again = FormalOwner::decide(Some(&state), &set, &clock()).unwrap();
+    assert!(again.event.is_none());
+}
+
+#[test]
+fn credits_are_spent_in_turn_and_never_past_the_budget() {
+    let spend = |tick| FormalRequest::SpendCredit { tick, budget: 2 };
+    let one = apply(None, &spend(1)).unwrap();
+    assert_eq!(one.credits_spent, 1);
+    assert_eq!(
+        apply(Some(one.clone()), &spend(3)).unwrap_err(),
+        FormalProblem::OutOfTurn { given: 3, next: 2 }
+    );
+    let two = apply(Some(one), &spend(2)).unwrap();
+    assert_eq!(two.credits_left(2), 0);
+    assert_eq!(
+        apply(Some(two.clone()), &spend(3)).unwrap_err(),
+        FormalProblem::Exhausted { budget: 2 }
+    );
+    // A later drive's larger budget allows more; the spent ones stay spent.
+    let three = apply(
+        Some(two),
+        &FormalRequest::SpendCredit { tick: 3, budget: 5 },
+    )
+    .unwrap();
+    assert_eq!(three.credits_left(5), 2);
+    assert!(matches!(
+        FormalOwner::decide(None, &spend(1), &clock())
+            .unwrap()
+            .event,
+        Some(FormalEvent::CreditSpent { tick: 1, .. })
+    ));
+}
