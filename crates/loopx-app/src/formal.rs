@@ -2,7 +2,8 @@
 //! (`loopx_core::formal`): reading its sources (the loop's
 //! `formal/formal_policy.json`, the standing orders in the store, the
 //! `AAS_AUTOLOOP_FORMAL_*` variables, the flags), recording the standing
-//! orders (`init`, and every drive start), the drive's pin file.
+//! orders (`init`, and every drive start), the drive's pin file, and the turn
+//! prompt's section.
 //!
 //! A source that says something wrong is an error naming it, before
 //! anything is written. A loop none of whose sources mentions the policy
@@ -12,13 +13,14 @@
 //! Not here: the rules (`loopx_core::formal`), the driver's loop
 //! (`crate::driver::run`, which calls [`start_drive`]).
 
+use crate::continuation::NextTurn;
 use crate::error::AppError;
 use crate::loop_dir::LoopDir;
 use crate::{clock, fsutil};
 use anyhow::Result;
 use loopx_core::formal::owner::{FormalRequest, OrdersSource};
 use loopx_core::formal::{
-    self as rule, FormalOwner, FormalProblem, Layer, Pin, Settings, Standing, STREAM,
+    self as rule, FormalOwner, FormalProblem, Layer, Pin, Settings, Situation, Standing, STREAM,
 };
 use loopx_core::operation::{Clock, OperationId};
 use loopx_core::path::{FileProblem, LoopPath};
@@ -82,6 +84,42 @@ pub fn resolve(dir: &LoopDir, flags: &Layer) -> Result<Resolved, AppError> {
     Ok(Resolved {
         settings: Settings::resolve(&layers),
         in_use: layers.iter().any(|layer| !layer.is_empty()),
+    })
+}
+
+/// The turn prompt's formal section for `turn` (empty when the policy is
+/// off).
+pub fn prompt_section(dir: &LoopDir, turn: &NextTurn, flags: &Layer) -> Result<String, AppError> {
+    let settings = resolve(dir, flags)?.settings;
+    if settings.policy == rule::Policy::Off {
+        return Ok(String::new());
+    }
+    let decision = &turn.should_run;
+    let selected = decision.selected_todo.as_ref().map(|t| t.title.as_str());
+    let situation = Situation {
+        formal_track: selected.is_some_and(rule::prompt::on_formal_track)
+            || rule::prompt::on_formal_track(&decision.next_action),
+        stable_candidate: stable_candidate(dir),
+    };
+    Ok(rule::prompt(&settings, situation, &dir.display()))
+}
+
+/// The largest `formal/candidates.jsonl` read.
+const CANDIDATES_BYTES: u64 = 256 * 1024;
+
+/// Whether `formal/candidates.jsonl` lists a stable candidate that the
+/// user or a host intake entered (the reference's rule). Unreadable, it
+/// lists none: the prompt then errs on the quieter side.
+fn stable_candidate(dir: &LoopDir) -> bool {
+    let name = LoopPath::parse("formal/candidates.jsonl").expect("a loop path");
+    let Ok(bytes) = fsutil::read_confined(dir.root(), &name, CANDIDATES_BYTES) else {
+        return false;
+    };
+    String::from_utf8_lossy(&bytes).lines().any(|line| {
+        let Ok(row) = serde_json::from_str::<serde_json::Value>(line) else {
+            return false;
+        };
+        row["status"] == "stable" && matches!(row["source"].as_str(), Some("user" | "host_intake"))
     })
 }
 

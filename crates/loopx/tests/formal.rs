@@ -39,6 +39,117 @@ fn init(f: &Fixture, extra: &[&str]) {
         .success();
 }
 
+fn task_body_with(f: &Fixture, env: &[(&str, &str)]) -> String {
+    let done = loopx(f)
+        .args(["task-body", "--dir", f.d()])
+        .envs(env.iter().copied())
+        .assert()
+        .success();
+    String::from_utf8(done.get_output().stdout.clone()).unwrap()
+}
+
+/// The prompt's formal section (from its heading on), or `None`.
+fn formal_section(body: &str) -> Option<&str> {
+    body.find("## Formal policy").map(|at| &body[at..])
+}
+
+#[test]
+fn each_policy_value_gives_its_own_prompt_section() {
+    let mut seen = Vec::new();
+    for (value, opening) in [
+        ("mention-only", "Policy: mention-only."),
+        ("auto", "Policy: auto, no stable formal candidate"),
+        ("on", "Policy: on, parked"),
+        ("force", "Policy: force.\n\nBinding rules:"),
+    ] {
+        let f = Fixture::new();
+        init(&f, &["--formal-policy", value]);
+        let body = task_body_with(&f, &[]);
+        let section = formal_section(&body).unwrap_or_else(|| panic!("{value}: {body}"));
+        assert!(
+            section.starts_with(&format!("## Formal policy\n\n{opening}")),
+            "{value}: {section}"
+        );
+        assert!(
+            body.find("## The one-iteration contract").unwrap()
+                < body.find("## Formal policy").unwrap(),
+            "the formal section comes last: {body}"
+        );
+        seen.push(section.to_owned());
+    }
+    seen.dedup();
+    assert_eq!(seen.len(), 4, "each value reads differently");
+    assert!(seen[3].contains("### Force hygiene") && seen[3].contains("not turned on"));
+    assert!(seen[2].contains("### Early stop") && !seen[2].contains("Binding rules"));
+
+    let off = Fixture::new();
+    init(&off, &["--formal-policy", "off"]);
+    assert_eq!(formal_section(&task_body_with(&off, &[])), None);
+    let plain = Fixture::new();
+    init(&plain, &[]);
+    assert_eq!(formal_section(&task_body_with(&plain, &[])), None);
+    assert!(
+        !plain.dir.join("formal").exists(),
+        "a loop that never heard of the policy gets no formal folder"
+    );
+}
+
+#[test]
+fn the_sources_stack_file_then_standing_orders_then_environment() {
+    let f = Fixture::new();
+    init(&f, &[]);
+    std::fs::create_dir(f.dir.join("formal")).unwrap();
+    std::fs::write(
+        f.dir.join("formal/formal_policy.json"),
+        r#"{"schema_version":"formal_policy.v1","policy":"auto","notes":["mine"]}"#,
+    )
+    .unwrap();
+    let from_file = task_body_with(&f, &[]);
+    assert!(
+        from_file.contains("Policy: auto, no stable formal candidate"),
+        "{from_file}"
+    );
+    let from_env = task_body_with(&f, &[("AAS_AUTOLOOP_FORMAL_POLICY", "mention-only")]);
+    assert!(from_env.contains("Policy: mention-only."), "{from_env}");
+    // A stable candidate the user entered turns auto's binding rules on.
+    std::fs::write(
+        f.dir.join("formal/candidates.jsonl"),
+        "{\"id\":\"c1\",\"status\":\"stable\",\"source\":\"agent\"}\n",
+    )
+    .unwrap();
+    assert!(
+        !task_body_with(&f, &[]).contains("Binding rules"),
+        "an agent's candidate is not one"
+    );
+    std::fs::write(
+        f.dir.join("formal/candidates.jsonl"),
+        "{\"id\":\"c1\",\"status\":\"stable\",\"source\":\"user\"}\n",
+    )
+    .unwrap();
+    let bound = task_body_with(&f, &[]);
+    assert!(bound.contains("### Auto checklist"), "{bound}");
+
+    // The standing orders init records are over the file.
+    let g = Fixture::new();
+    init(&g, &["--formal-policy", "on", "--formal-project", "Lean/"]);
+    let written: Value =
+        serde_json::from_slice(&std::fs::read(g.dir.join("formal/formal_policy.json")).unwrap())
+            .unwrap();
+    assert_eq!(written["policy"], "on");
+    assert_eq!(written["project"], "Lean/");
+    assert_eq!(written["force_credits"], 3);
+    std::fs::write(
+        g.dir.join("formal/formal_policy.json"),
+        r#"{"policy":"off"}"#,
+    )
+    .unwrap();
+    assert!(task_body_with(&g, &[]).contains("Policy: on, parked"));
+    let orders = journal_events(&g.dir, "formal.orders_set");
+    assert_eq!(orders.len(), 1, "{orders:?}");
+    assert_eq!(orders[0]["source"], "init");
+    assert_eq!(orders[0]["settings"]["policy"], "on");
+}
+
 #[test]
 fn init_replayed_by_operation_id_records_the_standing_orders_once() {
     let f = Fixture::new();
@@ -77,6 +188,13 @@ fn a_bad_value_is_refused_and_changes_nothing() {
         assert!(stderr.contains(name), "the variable is named: {stderr}");
         assert_eq!(d.f.fingerprint(), before, "{name} changed the loop");
     }
+    let output = loopx(&d.f)
+        .args(["task-body", "--dir", d.f.d()])
+        .env("AAS_AUTOLOOP_FORMAL_POLICY", "strict")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+
     std::fs::write(
         d.f.dir.join("formal/formal_policy.json"),
         r#"{"policy": "sometimes"}"#,
@@ -150,7 +268,7 @@ fn the_pin_is_written_once_per_drive_start_and_the_agent_is_told_the_policy() {
     let d = Driven::new(f);
     let seen = d.f.temp.path().join("seen");
     let agent = d.agent(&format!(
-        "{{ env | grep '^AAS_AUTOLOOP_FORMAL_' | sort; cat \"$LOOPX_DIR/formal/host_policy.pin.json\"; }} >> {}",
+        "{{ env | grep '^AAS_AUTOLOOP_FORMAL_' | sort; cat \"$LOOPX_DIR/formal/host_policy.pin.json\"; grep -c 'Policy: force' || true; }} >> {}",
         seen.display()
     ));
     // The flag is over the environment, and the turns go by it.
@@ -190,6 +308,11 @@ fn the_pin_is_written_once_per_drive_start_and_the_agent_is_told_the_policy() {
         told.matches(first["pinned_at"].as_str().unwrap()).count(),
         2,
         "both turns saw the one pin of this start: {told}"
+    );
+    assert_eq!(
+        told.matches("\n1\n").count(),
+        2,
+        "the prompt said force: {told}"
     );
     // The resolved policy became the standing orders: the next drive,
     // without the flag, goes by them.

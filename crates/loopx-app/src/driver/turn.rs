@@ -237,6 +237,7 @@ pub fn run_turn(
             &Actor::Agent(options.agent_id.clone()),
             options.panel,
             advice,
+            &options.formal,
         )
     })?;
     let staged_before =

@@ -19,8 +19,10 @@
 //! (`loopx_app::formal`).
 
 pub mod owner;
+pub mod prompt;
 
 pub use owner::{FormalOwner, FormalProblem, Standing, STREAM};
+pub use prompt::{prompt, Situation};
 
 use crate::path::LoopPath;
 use serde::{Deserialize, Serialize};

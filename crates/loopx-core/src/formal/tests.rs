@@ -1,4 +1,5 @@
 use super::owner::{FormalEvent, FormalRequest, OrdersSource};
+use super::prompt::on_formal_track;
 use super::*;
 use crate::operation::{Clock, Owner};
 
@@ -157,6 +158,116 @@ fn the_typecheck_limit_is_kept_in_bounds_and_under_the_turn_timeout() {
     assert_eq!(typecheck_timeout(Some("99999"), 7200).unwrap(), 3600);
     assert_eq!(typecheck_timeout(None, 2).unwrap(), 2);
     assert!(typecheck_timeout(Some("soon"), 60).is_err());
+}
+
+fn text(policy: Policy, situation: Situation) -> String {
+    let settings = Settings {
+        policy,
+        ..Settings::default()
+    };
+    prompt(&settings, situation, ".loopx")
+}
+
+const QUIET: Situation = Situation {
+    formal_track: false,
+    stable_candidate: false,
+};
+const TRACK: Situation = Situation {
+    formal_track: true,
+    stable_candidate: false,
+};
+
+#[test]
+fn off_gives_no_formal_section() {
+    assert_eq!(text(Policy::Off, QUIET), "");
+    assert_eq!(text(Policy::Off, TRACK), "");
+}
+
+#[test]
+fn mention_only_is_a_short_reminder_without_the_binding_rules() {
+    let said = text(Policy::MentionOnly, TRACK);
+    assert!(said.starts_with("Policy: mention-only."));
+    assert!(said.contains("optional"));
+    assert!(!said.contains("Binding rules") && !said.contains("Early stop"));
+}
+
+#[test]
+fn auto_binds_only_once_a_candidate_or_the_track_is_there() {
+    let quiet = text(Policy::Auto, QUIET);
+    assert!(quiet.starts_with("Policy: auto, no stable formal candidate"));
+    assert!(!quiet.contains("Binding rules"));
+    let candidate = Situation {
+        stable_candidate: true,
+        ..QUIET
+    };
+    let active = text(Policy::Auto, candidate);
+    assert!(active.contains("Binding rules:\n1. On the formal track"));
+    assert!(active.contains("### Auto checklist"));
+    assert!(!active.contains("### Formal track selected"));
+    assert!(
+        !active.contains("Early stop"),
+        "the reference's auto has none"
+    );
+}
+
+#[test]
+fn on_is_parked_off_the_track_and_binding_on_it() {
+    let parked = text(Policy::On, QUIET);
+    assert!(parked.starts_with("Policy: on, parked"));
+    assert!(!parked.contains("Binding rules"));
+    assert!(parked.contains("### Early stop"));
+    let bound = text(Policy::On, TRACK);
+    assert!(bound.starts_with("Policy: on.\n\nBinding rules:"));
+    assert!(bound.contains("### Formal track selected"));
+    assert!(bound.contains("11. The Lake build configuration is the host's"));
+    assert!(bound.contains("### Early stop"));
+    assert!(!bound.contains("Force hygiene"));
+}
+
+#[test]
+fn force_binds_everywhere_and_says_what_the_hosts_tick_does() {
+    let off_tick = text(Policy::Force, QUIET);
+    assert!(off_tick.contains("Binding rules:"));
+    assert!(
+        off_tick.contains("### Force hygiene\n\nThe host's formal hygiene tick is not turned on")
+    );
+    assert!(off_tick.contains("never marks a claim supported"));
+    let ticking = Settings {
+        policy: Policy::Force,
+        force_after_iteration: true,
+        typecheck: true,
+        ..Settings::default()
+    };
+    let said = prompt(&ticking, QUIET, ".loopx");
+    assert!(said.contains("a scan of the Lake project and `lake build`"));
+    assert!(said.contains(".loopx/formal/force_loop_reports/"));
+    let scan_only = Settings {
+        typecheck: false,
+        ..ticking
+    };
+    assert!(!prompt(&scan_only, QUIET, ".loopx").contains("lake build"));
+}
+
+#[test]
+fn the_formal_track_is_named_by_phrase_or_folder_not_by_lookalikes() {
+    for yes in [
+        "Continue the formal track: fill lemma 3",
+        "formalization-track cleanup",
+        "Lean-formal check of the bound",
+        "edit formal/Main.lean",
+        "see `formal/Bound.lean`",
+        "work/formal/Foo.lean",
+    ] {
+        assert!(on_formal_track(yes), "{yes}");
+    }
+    for no in [
+        "an informal track record",
+        "write the formal definition",
+        "informal/notes.md",
+        "",
+    ] {
+        assert!(!on_formal_track(no), "{no}");
+    }
 }
 
 fn clock() -> Clock {
