@@ -2,23 +2,35 @@
 //! (`loopx_core::formal`): reading its sources (the loop's
 //! `formal/formal_policy.json`, the standing orders in the store, the
 //! `AAS_AUTOLOOP_FORMAL_*` variables, the flags), recording the standing
-//! orders (`init`, and every drive start), the drive's pin file, and the turn
-//! prompt's section.
+//! orders (`init`, and every drive start), the drive's pin file, the turn
+//! prompt's section, and the force tick the driver runs after an ok turn.
 //!
 //! A source that says something wrong is an error naming it, before
 //! anything is written. A loop none of whose sources mentions the policy
 //! gets no `formal/` folder and no standing orders: the policy is off and
 //! stays out of the way.
 //!
+//! The force tick never fails a drive and never changes the loop: it
+//! spends a credit, scans, typechecks if asked, writes its report and
+//! says one line. Its typecheck runs through the driver's [`TurnRunner`]
+//! like `--success-check`: argv without a shell, its own process group,
+//! a timeout and a bounded log.
+//!
 //! Not here: the rules (`loopx_core::formal`), the driver's loop
-//! (`crate::driver::run`, which calls [`start_drive`]).
+//! (`crate::driver::run`, which calls [`start_drive`] and [`after_turn`]).
 
 use crate::continuation::NextTurn;
+use crate::driver::env;
+use crate::driver::options::Progress;
+use crate::driver::runner::{Output, Process, Record};
+use crate::driver::turn::TurnContext;
 use crate::error::AppError;
-use crate::loop_dir::LoopDir;
-use crate::{clock, fsutil};
-use anyhow::Result;
+use crate::loop_dir::{LoopDir, DRIVER_LOGS};
+use crate::{clock, fsutil, platform};
+use anyhow::{Context as _, Result};
+use loopx_core::driver::session::TurnResult;
 use loopx_core::formal::owner::{FormalRequest, OrdersSource};
+use loopx_core::formal::tick::{self, Report, Scan, Typecheck, TypecheckStatus};
 use loopx_core::formal::{
     self as rule, FormalOwner, FormalProblem, Layer, Pin, Settings, Situation, Standing, STREAM,
 };
@@ -26,7 +38,8 @@ use loopx_core::operation::{Clock, OperationId};
 use loopx_core::path::{FileProblem, LoopPath};
 use loopx_store::AuthorityError;
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// The formal policy a drive (or a prompt) goes by, and whether any source
 /// spoke of it at all.
@@ -204,8 +217,14 @@ fn of_authority(error: AuthorityError<FormalProblem>) -> AppError {
 
 /// At a drive's start, with the loop held: a policy in use becomes the
 /// standing orders and is pinned in `formal/host_policy.pin.json`
-/// (written once per start, private, replaced whole).
-pub fn start_drive(dir: &LoopDir, resolved: &Resolved, root: &Path) -> Result<()> {
+/// (written once per start, private, replaced whole); a force tick whose
+/// credits are all spent is said here, once.
+pub fn start_drive(
+    dir: &LoopDir,
+    resolved: &Resolved,
+    root: &Path,
+    progress: &dyn Progress,
+) -> Result<()> {
     if !resolved.in_use {
         return Ok(());
     }
@@ -223,7 +242,16 @@ pub fn start_drive(dir: &LoopDir, resolved: &Resolved, root: &Path) -> Result<()
         &folder.join("host_policy.pin.json"),
         format!("{:#}\n", serde_json::to_value(&pin)?).as_bytes(),
     )?;
+    if settings.force_tick() && standing(dir)?.credits_left(settings.force_credits) == 0 {
+        progress.say(&exhausted(settings.force_credits));
+    }
     Ok(())
+}
+
+fn exhausted(budget: u32) -> String {
+    format!(
+        "formal force tick: all {budget} credits are spent, so no tick runs after a turn (a drive with a larger --formal-force-credits allows more)"
+    )
 }
 
 /// What the agent's environment is told of the policy in `flags` (a
@@ -234,4 +262,227 @@ pub fn agent_env(flags: &Layer) -> Vec<(&'static str, OsString)> {
         .into_iter()
         .map(|(name, value)| (name, value.into()))
         .collect()
+}
+
+/// After a driven turn: when it was ok, and the policy is `force` with
+/// the flag, one force tick. Whatever goes wrong is said and the drive
+/// goes on; nothing here can stop, block or end the loop.
+pub fn after_turn(context: TurnContext<'_>, result: TurnResult) {
+    let settings = Settings::resolve(&[&context.options.formal]);
+    if result != TurnResult::Advanced || !settings.force_tick() {
+        return;
+    }
+    match force_tick(&context, &settings) {
+        Ok(Some(line)) => context.progress.say(&line),
+        Ok(None) => {}
+        Err(error) => context.progress.say(&format!(
+            "formal force tick failed ({error:#}); the drive goes on"
+        )),
+    }
+}
+
+fn force_tick(context: &TurnContext<'_>, settings: &Settings) -> Result<Option<String>> {
+    let dir = context.dir;
+    let root = context.options.root.as_path();
+    let budget = settings.force_credits;
+    let spent = standing(dir)?.credits_spent;
+    if spent >= budget {
+        // Said at the drive's start, or by the tick that spent the last.
+        return Ok(None);
+    }
+    // Counted before anything runs: a host killed during the typecheck has
+    // still spent it.
+    let tick = spent + 1;
+    let now = clock::now();
+    let id = OperationId::parse(&crate::operation::fresh_name(&format!(
+        "formal-tick-{tick}"
+    )))?;
+    dir.authority()
+        .execute::<FormalOwner>(
+            STREAM,
+            &id,
+            &FormalRequest::SpendCredit { tick, budget },
+            &Clock { now },
+            now,
+        )
+        .map_err(of_authority)?;
+    let project_dir = find_project(dir.root(), root, &settings.project);
+    let scan = project_dir.as_deref().map(scan);
+    let typecheck = match (&project_dir, settings.typecheck) {
+        (Some(project), true) => Some(typecheck(context, project, tick)?),
+        _ => None,
+    };
+    let (terminal, hygiene_status) =
+        tick::conclude(project_dir.is_some(), scan.as_ref(), typecheck.as_ref());
+    let report = Report {
+        schema_version: tick::REPORT_SCHEMA.to_owned(),
+        writer: tick::WRITER.to_owned(),
+        tick,
+        at: now,
+        iteration: dir.read()?.ledger.spent.iterations,
+        driver_pid: std::process::id(),
+        project: settings.project.clone(),
+        project_dir: project_dir.map(|p| p.display().to_string()),
+        terminal,
+        hygiene_status,
+        credits_budget: budget,
+        credits_remaining: budget - tick,
+        scan,
+        typecheck,
+        claim_support_status: tick::CLAIM_SUPPORT.to_owned(),
+        no_claim_support_promotion: true,
+    };
+    let folder = fsutil::private_dir_below(dir.root(), &["formal", "force_loop_reports"])?;
+    let name = format!("force_{}_tick{tick}.json", now.strftime("%Y%m%dT%H%M%SZ"));
+    fsutil::write_private(
+        &folder.join(&name),
+        format!("{:#}\n", serde_json::to_value(&report)?).as_bytes(),
+    )?;
+    let build = match &report.typecheck {
+        Some(t) => format!(
+            ", lake build {}",
+            serde_json::to_value(t.status)?.as_str().unwrap_or("?")
+        ),
+        None => String::new(),
+    };
+    let mut line = format!(
+        "formal force tick {tick} of {budget}: {} ({}{build}); report {}/{name}",
+        serde_json::to_value(report.hygiene_status)?
+            .as_str()
+            .unwrap_or("?"),
+        serde_json::to_value(report.terminal)?
+            .as_str()
+            .unwrap_or("?"),
+        rule::REPORTS,
+    );
+    if tick == budget {
+        line.push_str(&format!("; {}", exhausted(budget)));
+    }
+    Ok(Some(line))
+}
+
+/// The Lake project `project` names: looked for in the loop directory,
+/// then in the project root (the reference's order), confined to the one
+/// it is looked for in, and only where a lakefile is.
+pub fn find_project(loop_dir: &Path, root: &Path, project: &str) -> Option<PathBuf> {
+    let relative = project.trim().trim_end_matches('/');
+    LoopPath::parse(relative).ok()?;
+    [loop_dir, root].into_iter().find_map(|base| {
+        let base = base.canonicalize().ok()?;
+        let found = base.join(relative).canonicalize().ok()?;
+        let lakefile = ["lakefile.lean", "lakefile.toml"].iter().any(|name| {
+            found
+                .join(name)
+                .symlink_metadata()
+                .is_ok_and(|m| m.is_file())
+        });
+        (found.starts_with(&base) && lakefile).then_some(found)
+    })
+}
+
+/// The crude scan: whole-word `sorry`s in the project's `.lean` files
+/// (its build folders and hidden ones left out, no symlink followed).
+fn scan(project: &Path) -> Scan {
+    let mut files = Vec::new();
+    let mut cut_short = false;
+    let mut folders = vec![project.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() && !name.starts_with('.') && name != "lake-packages" {
+                folders.push(entry.path());
+            } else if kind.is_file() && name.ends_with(".lean") {
+                if files.len() == tick::SCAN_FILES {
+                    cut_short = true;
+                } else {
+                    files.push(entry.path());
+                }
+            }
+        }
+    }
+    let sorry_count = files
+        .iter()
+        .filter_map(|file| fsutil::read_bounded(file, tick::SCAN_FILE_BYTES).ok())
+        .map(|bytes| tick::count_sorry(&String::from_utf8_lossy(&bytes)))
+        .sum();
+    Scan {
+        lean_files: files.len(),
+        sorry_count,
+        cut_short,
+    }
+}
+
+/// `lake build` in `project`, through the drive's runner.
+fn typecheck(context: &TurnContext<'_>, project: &Path, tick: u32) -> Result<Typecheck> {
+    let timeout_s = rule::typecheck_timeout(
+        std::env::var(rule::ENV_TYPECHECK_TIMEOUT).ok().as_deref(),
+        context.options.iteration_timeout.as_secs(),
+    )
+    .map_err(anyhow::Error::msg)?;
+    let argv = vec!["lake".to_owned(), "build".to_owned()];
+    let mut result = Typecheck {
+        status: TypecheckStatus::ToolUnavailable,
+        argv: argv.clone(),
+        exit_code: None,
+        duration_ms: 0,
+        timeout_s,
+        log: None,
+        detail: String::new(),
+    };
+    let Some(lake) = platform::which("lake") else {
+        result.detail = "lake is not on PATH".into();
+        return Ok(result);
+    };
+    let name = crate::operation::fresh_name(&format!("formal-tick-{tick}"));
+    let log_name = format!("{DRIVER_LOGS}/{name}.lake.log");
+    let log = platform::create_private(&context.dir.path(&log_name))
+        .with_context(|| format!("cannot create {log_name}"))?;
+    let ran = context.runner.run(Process {
+        program: lake.into_os_string(),
+        args: argv[1..].to_vec(),
+        cwd: project.to_path_buf(),
+        env: Vec::new(),
+        // A host check of the agent's project: it has no business with
+        // the loop's identity or the consents to send state away.
+        env_removed: env::WITHHELD_FROM_REVIEWERS,
+        stdin: None,
+        output: Output::Log {
+            file: log,
+            cap: context.options.output_cap,
+        },
+        timeout: Duration::from_secs(timeout_s),
+        record: Record {
+            logs: context.logs.to_path_buf(),
+            name: name.clone(),
+        },
+        confinement: None,
+    });
+    let _ = std::fs::remove_file(crate::driver::record_path(context.logs, &name));
+    result.log = Some(log_name);
+    let ran = match ran {
+        Ok(ran) => ran,
+        Err(error) => {
+            result.detail = format!("lake could not be started: {error:#}");
+            return Ok(result);
+        }
+    };
+    result.exit_code = ran.exit_status;
+    result.duration_ms = ran.elapsed.as_millis() as u64;
+    result.status = if ran.stopped_by.is_some() {
+        TypecheckStatus::Interrupted
+    } else if ran.timed_out {
+        TypecheckStatus::TimedOut
+    } else if ran.exit_status == Some(0) {
+        TypecheckStatus::Passed
+    } else {
+        TypecheckStatus::Failed
+    };
+    Ok(result)
 }

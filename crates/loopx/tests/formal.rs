@@ -245,6 +245,22 @@ impl Driven {
         )
     }
 
+    /// A Lake project in the project root's formal/, with one `sorry`
+    /// when `sorry`.
+    fn lake_project(&self, sorry: bool) {
+        let project = self.root.join("formal");
+        std::fs::create_dir_all(project.join(".lake")).unwrap();
+        std::fs::write(project.join("lakefile.lean"), "import Lake\n").unwrap();
+        let proof = if sorry { "sorry" } else { "rfl" };
+        std::fs::write(
+            project.join("Main.lean"),
+            format!("theorem t : 1 = 1 := by {proof}\n"),
+        )
+        .unwrap();
+        // Build output is not scanned.
+        std::fs::write(project.join(".lake/Old.lean"), "sorry sorry\n").unwrap();
+    }
+
     fn drive_with(&self, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
         let output = loopx(&self.f)
             .args(["drive", "--dir", self.f.d(), "--root"])
@@ -259,6 +275,40 @@ impl Driven {
             String::from_utf8_lossy(&output.stderr).into_owned(),
         )
     }
+
+    fn reports(&self) -> Vec<Value> {
+        let folder = self.f.dir.join("formal/force_loop_reports");
+        let mut names: Vec<PathBuf> = match std::fs::read_dir(&folder) {
+            Ok(entries) => entries.map(|e| e.unwrap().path()).collect(),
+            Err(_) => Vec::new(),
+        };
+        names.sort_by_key(|path| {
+            let report: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+            report["tick"].as_u64().unwrap()
+        });
+        names
+            .iter()
+            .map(|path| serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap())
+            .collect()
+    }
+
+    fn state_status(&self) -> String {
+        let status = self.f.json(&["status", "--dir", self.f.d()]);
+        status["state_status"].as_str().unwrap().to_owned()
+    }
+}
+
+fn forced(extra: &[&str]) -> Driven {
+    let f = Fixture::new();
+    let mut flags = vec![
+        "--formal-policy",
+        "force",
+        "--formal-force-after-iteration",
+        "--formal-typecheck",
+    ];
+    flags.extend_from_slice(extra);
+    init(&f, &flags);
+    Driven::new(f)
 }
 
 #[test]
@@ -329,6 +379,213 @@ fn the_pin_is_written_once_per_drive_start_and_the_agent_is_told_the_policy() {
     );
     assert_ne!(second["driver_pid"], first["driver_pid"]);
     d.f.assert_valid();
+}
+
+#[test]
+fn a_force_tick_with_a_passing_lake_reports_clean_and_never_ends_the_loop() {
+    let d = forced(&[]);
+    d.lake_project(false);
+    let ran = d.f.temp.path().join("lake-ran");
+    d.script(
+        "lake",
+        &format!(
+            "echo \"$(pwd) $*\" >> {}; echo 'Build completed successfully.'",
+            ran.display()
+        ),
+    );
+    let agent = d.agent("");
+    let (code, stderr) = d.drive_with(&["--cmd", &agent, "--max-iterations", "2"], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let reports = d.reports();
+    assert_eq!(reports.len(), 2, "a report a tick: {stderr}");
+    let first = &reports[0];
+    assert_eq!(first["schema_version"], "formal_force_report.v1");
+    assert_eq!(first["tick"], 1);
+    assert_eq!(first["iteration"], 1);
+    assert_eq!(first["terminal"], "issue_free");
+    assert_eq!(first["hygiene_status"], "clean");
+    assert_eq!(first["typecheck"]["status"], "passed");
+    assert_eq!(first["typecheck"]["exit_code"], 0);
+    // Main.lean and lakefile.lean; .lake/ (build output) is not read.
+    assert_eq!(first["scan"]["lean_files"], 2, "{first}");
+    assert_eq!(first["scan"]["sorry_count"], 0);
+    assert_eq!(first["claim_support_status"], "not_evaluated");
+    assert_eq!(first["credits_remaining"], 2);
+    assert_eq!(reports[1]["credits_remaining"], 1);
+    let project = d.root.join("formal").canonicalize().unwrap();
+    let ran = std::fs::read_to_string(&ran).unwrap();
+    assert_eq!(ran, format!("{0} build\n{0} build\n", project.display()));
+    let log = d.f.dir.join(first["typecheck"]["log"].as_str().unwrap());
+    assert!(std::fs::read_to_string(log)
+        .unwrap()
+        .contains("Build completed"));
+    assert!(
+        stderr.contains("formal force tick 1 of 3: clean"),
+        "{stderr}"
+    );
+    assert_eq!(d.state_status(), "running", "{stderr}");
+    assert_eq!(d.f.stored_snapshot("formal")["credits_spent"], 2);
+    d.f.assert_valid();
+}
+
+#[test]
+fn a_failing_lake_and_a_sorry_are_gaps_and_the_drive_goes_on() {
+    let d = forced(&[]);
+    d.lake_project(true);
+    d.script("lake", "echo 'error: unsolved goals' >&2; exit 1");
+    let agent = d.agent("");
+    let (code, stderr) = d.drive_with(&["--cmd", &agent, "--max-iterations", "2"], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let reports = d.reports();
+    assert_eq!(reports.len(), 2);
+    assert_eq!(reports[0]["typecheck"]["status"], "failed");
+    assert_eq!(reports[0]["typecheck"]["exit_code"], 1);
+    assert_eq!(reports[0]["scan"]["sorry_count"], 1);
+    assert_eq!(reports[0]["hygiene_status"], "gaps");
+    assert_eq!(reports[0]["terminal"], "issue_free");
+    assert_eq!(reports[0]["claim_support_status"], "not_evaluated");
+    assert_eq!(d.state_status(), "running");
+}
+
+#[test]
+fn a_hanging_lake_is_killed_at_its_timeout_with_its_process_group() {
+    let d = forced(&[]);
+    d.lake_project(false);
+    let pids = d.f.temp.path().join("lake-pids");
+    d.script(
+        "lake",
+        &format!("sleep 600 & echo \"$$ $!\" > {}; wait", pids.display()),
+    );
+    let agent = d.agent("");
+    let started = std::time::Instant::now();
+    let (code, stderr) = d.drive_with(
+        &[
+            "--cmd",
+            &agent,
+            "--max-iterations",
+            "1",
+            "--iteration-timeout",
+            "3",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        started.elapsed().as_secs() < 60,
+        "the typecheck was cut at 3 s"
+    );
+    let reports = d.reports();
+    assert_eq!(reports[0]["typecheck"]["status"], "timed_out", "{stderr}");
+    assert_eq!(reports[0]["typecheck"]["timeout_s"], 3);
+    assert_eq!(reports[0]["hygiene_status"], "gaps");
+    let pids = std::fs::read_to_string(&pids).unwrap();
+    for pid in pids.split_whitespace() {
+        let alive = Command::new("kill")
+            .args(["-0", pid])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+        assert!(!alive, "lake's process {pid} outlived the tick");
+    }
+    assert_eq!(d.state_status(), "running");
+}
+
+#[test]
+fn without_lake_the_tick_records_tool_unavailable_and_the_drive_goes_on() {
+    let d = forced(&[]);
+    d.lake_project(false);
+    let agent = d.agent("");
+    assert!(
+        !std::env::split_paths(&std::env::var_os("PATH").unwrap())
+            .any(|dir| dir.join("lake").exists()),
+        "this test needs a PATH without lake"
+    );
+    let (code, stderr) = d.drive_with(&["--cmd", &agent, "--max-iterations", "2"], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(common::iteration_numbers(&d.f.dir), vec![1, 2]);
+    let reports = d.reports();
+    assert_eq!(reports.len(), 2);
+    for report in &reports {
+        assert_eq!(report["terminal"], "tool_unavailable");
+        assert_eq!(report["hygiene_status"], "unavailable");
+        assert_eq!(report["typecheck"]["status"], "tool_unavailable");
+        assert_eq!(report["claim_support_status"], "not_evaluated");
+    }
+    assert_eq!(d.state_status(), "running");
+
+    // No Lake project at all: the same, without a typecheck.
+    let e = forced(&[]);
+    let agent = e.agent("");
+    let (code, stderr) = e.drive_with(&["--cmd", &agent, "--max-iterations", "1"], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let report = &e.reports()[0];
+    assert_eq!(report["terminal"], "tool_unavailable");
+    assert_eq!(report.get("typecheck"), None);
+    assert_eq!(report.get("project_dir"), None);
+}
+
+#[test]
+fn the_credits_run_out_once_and_a_restart_does_not_refill_them() {
+    let d = forced(&["--formal-force-credits", "2"]);
+    d.lake_project(false);
+    d.script("lake", "exit 0");
+    let agent = d.agent("");
+    let (code, stderr) = d.drive_with(&["--cmd", &agent, "--max-iterations", "3"], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(common::iteration_numbers(&d.f.dir).len(), 3);
+    assert_eq!(d.reports().len(), 2, "{stderr}");
+    assert_eq!(
+        stderr.matches("all 2 credits are spent").count(),
+        1,
+        "{stderr}"
+    );
+    let (code, stderr) = d.drive_with(&["--cmd", &agent, "--max-iterations", "2"], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(d.reports().len(), 2, "no tick after a restart: {stderr}");
+    assert_eq!(
+        stderr.matches("all 2 credits are spent").count(),
+        1,
+        "{stderr}"
+    );
+    // A larger budget given to a later drive allows more; spent stays spent.
+    let (code, stderr) = d.drive_with(
+        &[
+            "--cmd",
+            &agent,
+            "--max-iterations",
+            "2",
+            "--formal-force-credits",
+            "3",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let reports = d.reports();
+    assert_eq!(reports.len(), 3, "{stderr}");
+    assert_eq!(reports[2]["tick"], 3);
+    assert_eq!(reports[2]["credits_remaining"], 0);
+    assert_eq!(d.f.stored_snapshot("formal")["credits_spent"], 3);
+}
+
+#[test]
+fn the_tick_runs_only_with_policy_force_and_the_flag() {
+    for flags in [
+        &["--formal-policy", "force", "--formal-typecheck"][..],
+        &["--formal-policy", "on", "--formal-force-after-iteration"],
+    ] {
+        let f = Fixture::new();
+        init(&f, flags);
+        let d = Driven::new(f);
+        d.lake_project(false);
+        let ran = d.f.temp.path().join("lake-ran");
+        d.script("lake", &format!("touch {}", ran.display()));
+        let agent = d.agent("");
+        let (code, stderr) = d.drive_with(&["--cmd", &agent, "--max-iterations", "1"], &[]);
+        assert_eq!(code, 0, "{stderr}");
+        assert!(d.reports().is_empty(), "{flags:?}");
+        assert!(!ran.exists(), "{flags:?}");
+    }
 }
 
 #[test]

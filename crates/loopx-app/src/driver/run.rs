@@ -114,7 +114,7 @@ pub fn drive(
     }
     let _lock = super::take_lock(dir)?;
     let logs = super::log_dir(dir)?;
-    crate::formal::start_drive(dir, &formal, &options.root)?;
+    crate::formal::start_drive(dir, &formal, &options.root, progress)?;
     let panel = crate::panel::enabled(dir, options.panel)?;
     let pid = std::process::id();
     let (providers, command) = match &options.target {
@@ -494,6 +494,7 @@ impl Run<'_> {
             self.turns += 1;
             self.replanned_since_turn = false;
             crate::notify::after_turn(dir, &provider_name, turn.result);
+            crate::formal::after_turn(context, turn.result);
             match self
                 .session
                 .after(turn.result, turn.read.resets_at, clock::now())

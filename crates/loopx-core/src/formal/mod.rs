@@ -20,6 +20,7 @@
 
 pub mod owner;
 pub mod prompt;
+pub mod tick;
 
 pub use owner::{FormalOwner, FormalProblem, Standing, STREAM};
 pub use prompt::{prompt, Situation};

@@ -1,5 +1,6 @@
 use super::owner::{FormalEvent, FormalRequest, OrdersSource};
 use super::prompt::on_formal_track;
+use super::tick::{conclude, count_sorry, Hygiene, Scan, Terminal, Typecheck, TypecheckStatus};
 use super::*;
 use crate::operation::{Clock, Owner};
 
@@ -325,4 +326,62 @@ fn credits_are_spent_in_turn_and_never_past_the_budget() {
             .event,
         Some(FormalEvent::CreditSpent { tick: 1, .. })
     ));
+}
+
+#[test]
+fn a_tick_without_a_project_or_lake_is_tool_unavailable_and_never_a_stop() {
+    let scan = Scan {
+        lean_files: 2,
+        sorry_count: 0,
+        cut_short: false,
+    };
+    let build = |status| Typecheck {
+        status,
+        argv: vec!["lake".into(), "build".into()],
+        exit_code: None,
+        duration_ms: 0,
+        timeout_s: 60,
+        log: None,
+        detail: String::new(),
+    };
+    assert_eq!(
+        conclude(false, None, None),
+        (Terminal::ToolUnavailable, Hygiene::Unavailable)
+    );
+    assert_eq!(
+        conclude(
+            true,
+            Some(&scan),
+            Some(&build(TypecheckStatus::ToolUnavailable))
+        ),
+        (Terminal::ToolUnavailable, Hygiene::Unavailable)
+    );
+    assert_eq!(
+        conclude(true, Some(&scan), Some(&build(TypecheckStatus::Passed))),
+        (Terminal::IssueFree, Hygiene::Clean)
+    );
+    for gap in [TypecheckStatus::Failed, TypecheckStatus::TimedOut] {
+        assert_eq!(
+            conclude(true, Some(&scan), Some(&build(gap))),
+            (Terminal::IssueFree, Hygiene::Gaps)
+        );
+    }
+    let sorry = Scan {
+        sorry_count: 1,
+        ..scan
+    };
+    assert_eq!(
+        conclude(true, Some(&sorry), None),
+        (Terminal::IssueFree, Hygiene::Gaps)
+    );
+}
+
+#[test]
+fn only_a_whole_word_sorry_is_counted() {
+    assert_eq!(
+        count_sorry("theorem t : 1 = 1 := by sorry\nlemma u := sorry"),
+        2
+    );
+    assert_eq!(count_sorry("sorryAx no_sorry Sorry foo.sorry sorry'"), 0);
+    assert_eq!(count_sorry("(sorry)"), 1);
 }
