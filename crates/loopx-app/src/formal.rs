@@ -22,21 +22,25 @@
 use crate::continuation::NextTurn;
 use crate::driver::env;
 use crate::driver::options::Progress;
-use crate::driver::runner::{Output, Process, Record};
+use crate::driver::runner::{Output, Process, Record, TurnRunner};
 use crate::driver::turn::TurnContext;
 use crate::error::AppError;
 use crate::loop_dir::{LoopDir, DRIVER_LOGS};
 use crate::{clock, fsutil, platform};
 use anyhow::{Context as _, Result};
+use loopx_core::digest::Digest;
+use loopx_core::driver::capture::OutputCap;
 use loopx_core::driver::session::TurnResult;
-use loopx_core::formal::owner::{FormalRequest, OrdersSource};
+use loopx_core::formal::owner::{FormalRequest, OrdersSource, Recheck};
 use loopx_core::formal::tick::{self, Report, Scan, Typecheck, TypecheckStatus};
 use loopx_core::formal::{
     self as rule, FormalOwner, FormalProblem, Layer, Pin, Settings, Situation, Standing, STREAM,
 };
+use loopx_core::ledger::proof::EvidenceFiles as _;
 use loopx_core::operation::{Clock, OperationId};
 use loopx_core::path::{FileProblem, LoopPath};
 use loopx_store::AuthorityError;
+use serde::Serialize;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -419,70 +423,229 @@ fn scan(project: &Path) -> Scan {
     }
 }
 
-/// `lake build` in `project`, through the drive's runner.
+/// `lake build` in `project`, for the force tick.
 fn typecheck(context: &TurnContext<'_>, project: &Path, tick: u32) -> Result<Typecheck> {
     let timeout_s = rule::typecheck_timeout(
         std::env::var(rule::ENV_TYPECHECK_TIMEOUT).ok().as_deref(),
         context.options.iteration_timeout.as_secs(),
     )
     .map_err(anyhow::Error::msg)?;
-    let argv = vec!["lake".to_owned(), "build".to_owned()];
-    let mut result = Typecheck {
-        status: TypecheckStatus::ToolUnavailable,
-        argv: argv.clone(),
-        exit_code: None,
-        duration_ms: 0,
+    let lake = Lake {
+        dir: context.dir,
+        runner: context.runner,
+        logs: context.logs,
+        cap: context.options.output_cap,
         timeout_s,
-        log: None,
-        detail: String::new(),
     };
-    let Some(lake) = platform::which("lake") else {
-        result.detail = "lake is not on PATH".into();
-        return Ok(result);
-    };
-    let name = crate::operation::fresh_name(&format!("formal-tick-{tick}"));
-    let log_name = format!("{DRIVER_LOGS}/{name}.lake.log");
-    let log = platform::create_private(&context.dir.path(&log_name))
-        .with_context(|| format!("cannot create {log_name}"))?;
-    let ran = context.runner.run(Process {
-        program: lake.into_os_string(),
-        args: argv[1..].to_vec(),
-        cwd: project.to_path_buf(),
-        env: Vec::new(),
-        // A host check of the agent's project: it has no business with
-        // the loop's identity or the consents to send state away.
-        env_removed: env::WITHHELD_FROM_REVIEWERS,
-        stdin: None,
-        output: Output::Log {
-            file: log,
-            cap: context.options.output_cap,
-        },
-        timeout: Duration::from_secs(timeout_s),
-        record: Record {
-            logs: context.logs.to_path_buf(),
-            name: name.clone(),
-        },
-        confinement: None,
-    });
-    let _ = std::fs::remove_file(crate::driver::record_path(context.logs, &name));
-    result.log = Some(log_name);
-    let ran = match ran {
-        Ok(ran) => ran,
-        Err(error) => {
-            result.detail = format!("lake could not be started: {error:#}");
+    lake.run(
+        project,
+        vec!["lake".into(), "build".into()],
+        &format!("formal-tick-{tick}"),
+    )
+}
+
+/// How the host runs Lake: through the runner the driver runs
+/// `--success-check` with (argv without a shell, its own process group,
+/// a timeout, the output bounded into a private log in the driver's logs).
+struct Lake<'a> {
+    dir: &'a LoopDir,
+    runner: &'a dyn TurnRunner,
+    logs: &'a Path,
+    cap: OutputCap,
+    timeout_s: u64,
+}
+
+impl Lake<'_> {
+    /// Run `argv` (its first word `lake`, found on PATH) in `project`; a
+    /// `lake` that is not there, or cannot start, is `tool_unavailable`.
+    fn run(&self, project: &Path, argv: Vec<String>, label: &str) -> Result<Typecheck> {
+        let mut result = Typecheck {
+            status: TypecheckStatus::ToolUnavailable,
+            argv: argv.clone(),
+            exit_code: None,
+            duration_ms: 0,
+            timeout_s: self.timeout_s,
+            log: None,
+            detail: String::new(),
+        };
+        let Some(lake) = platform::which("lake") else {
+            result.detail = "lake is not on PATH".into();
             return Ok(result);
+        };
+        let name = crate::operation::fresh_name(label);
+        let log_name = format!("{DRIVER_LOGS}/{name}.lake.log");
+        let log = platform::create_private(&self.dir.path(&log_name))
+            .with_context(|| format!("cannot create {log_name}"))?;
+        let ran = self.runner.run(Process {
+            program: lake.into_os_string(),
+            args: argv[1..].to_vec(),
+            cwd: project.to_path_buf(),
+            env: Vec::new(),
+            // A host check of the agent's project: it has no business with
+            // the loop's identity or the consents to send state away.
+            env_removed: env::WITHHELD_FROM_REVIEWERS,
+            stdin: None,
+            output: Output::Log {
+                file: log,
+                cap: self.cap,
+            },
+            timeout: Duration::from_secs(self.timeout_s),
+            record: Record {
+                logs: self.logs.to_path_buf(),
+                name: name.clone(),
+            },
+            confinement: None,
+        });
+        let _ = std::fs::remove_file(crate::driver::record_path(self.logs, &name));
+        result.log = Some(log_name);
+        let ran = match ran {
+            Ok(ran) => ran,
+            Err(error) => {
+                result.detail = format!("lake could not be started: {error:#}");
+                return Ok(result);
+            }
+        };
+        result.exit_code = ran.exit_status;
+        result.duration_ms = ran.elapsed.as_millis() as u64;
+        result.status = if ran.stopped_by.is_some() {
+            TypecheckStatus::Interrupted
+        } else if ran.timed_out {
+            TypecheckStatus::TimedOut
+        } else if ran.exit_status == Some(0) {
+            TypecheckStatus::Passed
+        } else {
+            TypecheckStatus::Failed
+        };
+        Ok(result)
+    }
+}
+
+/// What `formal recheck` saw and recorded.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecheckView {
+    pub evidence_id: String,
+    pub passed: bool,
+    pub recheck: Recheck,
+}
+
+/// Re-check the Lean proof artifact `evidence_id` as the host: the
+/// artifact must be valid, of type `lean` with Lake as its checker, and
+/// its proof file inside a Lake project in the loop directory (the nearest
+/// folder above it with a lakefile). `lake env lean <file>` runs there
+/// through `runner`; passed means Lean passed and the file has no `sorry`.
+/// The result, with the digests of what was checked, is recorded in the
+/// store whatever it is. An artifact that cannot be re-checked is refused,
+/// and nothing is written.
+pub fn recheck_proof(
+    dir: &LoopDir,
+    evidence_id: &str,
+    timeout_s: u64,
+    cap: OutputCap,
+    runner: &dyn TurnRunner,
+) -> Result<RecheckView, AppError> {
+    let files = dir.files();
+    let problems = loopx_core::ledger::proof::artifact_problems(evidence_id, &files);
+    if !problems.is_empty() {
+        return Err(AppError::refused(format!(
+            "{}; nothing was checked",
+            problems.join("; ")
+        )));
+    }
+    let artifact_bytes = files
+        .proof_artifact(evidence_id)
+        .map_err(|problem| AppError::refused(problem.describe()))?;
+    let artifact: serde_json::Value =
+        serde_json::from_slice(&artifact_bytes).map_err(|e| AppError::refused(e.to_string()))?;
+    let proof = rule::recheck::lake_proof(&artifact)
+        .map_err(|why| AppError::refused(format!("{why}; nothing was checked")))?;
+    let (project, inside) = lake_project_of(dir.root(), &proof).ok_or_else(|| {
+        AppError::refused(format!(
+            "{} lies in no Lake project in the loop directory (no lakefile.lean or lakefile.toml in a folder above it); nothing was checked",
+            proof.as_str()
+        ))
+    })?;
+    let proof_bytes =
+        fsutil::read_confined(dir.root(), &proof, tick::SCAN_FILE_BYTES).map_err(|problem| {
+            AppError::refused(format!("{} {}", proof.as_str(), problem.describe()))
+        })?;
+    let logs = crate::driver::log_dir(dir)?;
+    let lake = Lake {
+        dir,
+        runner,
+        logs: &logs,
+        cap,
+        timeout_s,
+    };
+    let ran = lake.run(
+        &dir.root().join(project.as_str()),
+        rule::recheck::argv(&inside),
+        &format!("recheck-{evidence_id}"),
+    )?;
+    let recheck = Recheck {
+        status: ran.status,
+        sorry_count: tick::count_sorry(&String::from_utf8_lossy(&proof_bytes)),
+        artifact_digest: Digest::of_bytes(&artifact_bytes),
+        proof_digest: Digest::of_bytes(&proof_bytes),
+        proof_path: proof.as_str().to_owned(),
+        project: project.as_str().to_owned(),
+        argv: ran.argv,
+        exit_code: ran.exit_code,
+        duration_ms: ran.duration_ms,
+        log: ran.log,
+        at: clock::now(),
+    };
+    let now = clock::now();
+    let id = OperationId::parse(&crate::operation::fresh_name("formal-recheck"))
+        .map_err(|e| AppError::refused(e.to_string()))?;
+    let request = FormalRequest::RecordRecheck {
+        evidence_id: evidence_id.to_owned(),
+        recheck: recheck.clone(),
+    };
+    dir.authority()
+        .execute::<FormalOwner>(STREAM, &id, &request, &Clock { now }, now)
+        .map_err(of_authority)?;
+    Ok(RecheckView {
+        evidence_id: evidence_id.to_owned(),
+        passed: recheck.passed(),
+        recheck,
+    })
+}
+
+/// The Lake project holding `proof`: the nearest folder above it, inside
+/// the loop directory, with a lakefile, and the proof's path inside it.
+/// (The proof file was read through no symlink, so neither were these.)
+fn lake_project_of(root: &Path, proof: &LoopPath) -> Option<(LoopPath, String)> {
+    let parts: Vec<&str> = proof.as_str().split('/').collect();
+    (1..parts.len()).rev().find_map(|depth| {
+        let folder = parts[..depth].join("/");
+        let lakefile = ["lakefile.lean", "lakefile.toml"].iter().any(|name| {
+            (root.join(&folder).join(name).symlink_metadata()).is_ok_and(|m| m.is_file())
+        });
+        match lakefile {
+            true => Some((LoopPath::parse(&folder).ok()?, parts[depth..].join("/"))),
+            false => None,
         }
-    };
-    result.exit_code = ran.exit_status;
-    result.duration_ms = ran.elapsed.as_millis() as u64;
-    result.status = if ran.stopped_by.is_some() {
-        TypecheckStatus::Interrupted
-    } else if ran.timed_out {
-        TypecheckStatus::TimedOut
-    } else if ran.exit_status == Some(0) {
-        TypecheckStatus::Passed
-    } else {
-        TypecheckStatus::Failed
-    };
-    Ok(result)
+    })
+}
+
+/// What `formal status` shows: the policy in force with its sources, the
+/// standing orders, the credits and the host's re-checks.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusView {
+    pub settings: Settings,
+    pub in_use: bool,
+    pub standing: Standing,
+    pub credits_left: u32,
+}
+
+/// `formal status`: read-only.
+pub fn status(dir: &LoopDir) -> Result<StatusView, AppError> {
+    let resolved = resolve(dir, &Layer::default())?;
+    let standing = standing(dir)?;
+    Ok(StatusView {
+        credits_left: standing.credits_left(resolved.settings.force_credits),
+        settings: resolved.settings,
+        in_use: resolved.in_use,
+        standing,
+    })
 }

@@ -261,6 +261,28 @@ impl Driven {
         std::fs::write(project.join(".lake/Old.lean"), "sorry sorry\n").unwrap();
     }
 
+    /// A `lake` that appends its working directory and arguments to a
+    /// file, then prints `output`; the file's path.
+    fn recording_lake(&self, output: &str) -> PathBuf {
+        let ran = self.f.temp.path().join("lake-ran");
+        self.script(
+            "lake",
+            &format!("echo \"$(pwd) $*\" >> {}; echo '{output}'", ran.display()),
+        );
+        ran
+    }
+
+    /// A `lake` that never ends (a child of its own sleeping too); the
+    /// file its process ids are written to.
+    fn hanging_lake(&self) -> PathBuf {
+        let pids = self.f.temp.path().join("lake-pids");
+        self.script(
+            "lake",
+            &format!("sleep 600 & echo \"$$ $!\" > {}; wait", pids.display()),
+        );
+        pids
+    }
+
     fn drive_with(&self, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
         let output = loopx(&self.f)
             .args(["drive", "--dir", self.f.d(), "--root"])
@@ -295,6 +317,19 @@ impl Driven {
     fn state_status(&self) -> String {
         let status = self.f.json(&["status", "--dir", self.f.d()]);
         status["state_status"].as_str().unwrap().to_owned()
+    }
+}
+
+/// Every process id in `pids` (a file) is gone.
+fn assert_gone(pids: &std::path::Path) {
+    for pid in std::fs::read_to_string(pids).unwrap().split_whitespace() {
+        let alive = Command::new("kill")
+            .args(["-0", pid])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+        assert!(!alive, "lake's process {pid} outlived its timeout");
     }
 }
 
@@ -385,14 +420,7 @@ fn the_pin_is_written_once_per_drive_start_and_the_agent_is_told_the_policy() {
 fn a_force_tick_with_a_passing_lake_reports_clean_and_never_ends_the_loop() {
     let d = forced(&[]);
     d.lake_project(false);
-    let ran = d.f.temp.path().join("lake-ran");
-    d.script(
-        "lake",
-        &format!(
-            "echo \"$(pwd) $*\" >> {}; echo 'Build completed successfully.'",
-            ran.display()
-        ),
-    );
+    let ran = d.recording_lake("Build completed successfully.");
     let agent = d.agent("");
     let (code, stderr) = d.drive_with(&["--cmd", &agent, "--max-iterations", "2"], &[]);
     assert_eq!(code, 0, "{stderr}");
@@ -451,11 +479,7 @@ fn a_failing_lake_and_a_sorry_are_gaps_and_the_drive_goes_on() {
 fn a_hanging_lake_is_killed_at_its_timeout_with_its_process_group() {
     let d = forced(&[]);
     d.lake_project(false);
-    let pids = d.f.temp.path().join("lake-pids");
-    d.script(
-        "lake",
-        &format!("sleep 600 & echo \"$$ $!\" > {}; wait", pids.display()),
-    );
+    let pids = d.hanging_lake();
     let agent = d.agent("");
     let started = std::time::Instant::now();
     let (code, stderr) = d.drive_with(
@@ -478,16 +502,7 @@ fn a_hanging_lake_is_killed_at_its_timeout_with_its_process_group() {
     assert_eq!(reports[0]["typecheck"]["status"], "timed_out", "{stderr}");
     assert_eq!(reports[0]["typecheck"]["timeout_s"], 3);
     assert_eq!(reports[0]["hygiene_status"], "gaps");
-    let pids = std::fs::read_to_string(&pids).unwrap();
-    for pid in pids.split_whitespace() {
-        let alive = Command::new("kill")
-            .args(["-0", pid])
-            .stderr(std::process::Stdio::null())
-            .status()
-            .unwrap()
-            .success();
-        assert!(!alive, "lake's process {pid} outlived the tick");
-    }
+    assert_gone(&pids);
     assert_eq!(d.state_status(), "running");
 }
 
@@ -578,8 +593,7 @@ fn the_tick_runs_only_with_policy_force_and_the_flag() {
         init(&f, flags);
         let d = Driven::new(f);
         d.lake_project(false);
-        let ran = d.f.temp.path().join("lake-ran");
-        d.script("lake", &format!("touch {}", ran.display()));
+        let ran = d.recording_lake("");
         let agent = d.agent("");
         let (code, stderr) = d.drive_with(&["--cmd", &agent, "--max-iterations", "1"], &[]);
         assert_eq!(code, 0, "{stderr}");
@@ -610,4 +624,157 @@ fn the_force_flags_help_names_every_source() {
             assert!(text.contains(flag), "{command} --help lacks {flag}");
         }
     }
+}
+
+/// A loop with a Lake project in its formal/ folder and a Lean proof
+/// artifact `p1` whose proof is formal/Proof/Main.lean (`proof`).
+fn with_lean_artifact(proof: &str, artifact_type: &str, checker: &str) -> Driven {
+    let f = Fixture::new();
+    init(&f, &[]);
+    let project = f.dir.join("formal");
+    std::fs::create_dir_all(project.join("Proof")).unwrap();
+    std::fs::write(project.join("lakefile.toml"), "name = \"proof\"\n").unwrap();
+    std::fs::write(project.join("Proof/Main.lean"), proof).unwrap();
+    std::fs::create_dir_all(f.dir.join("proof_artifacts")).unwrap();
+    let artifact = serde_json::json!({
+        "schema_version": "1.0", "id": "p1", "artifact_type": artifact_type,
+        "machine_checkable": true, "target": "t", "proof_path": "formal/Proof/Main.lean",
+        "checker": {"name": checker, "status": "passed"}
+    });
+    std::fs::write(f.dir.join("proof_artifacts/p1.json"), artifact.to_string()).unwrap();
+    Driven::new(f)
+}
+
+impl Driven {
+    /// `loopx formal recheck --evidence-id p1 --json` with the bin folder
+    /// first on PATH (or only the system's, without `lake`, when not
+    /// `with_bin`): (exit code, JSON, stderr).
+    fn recheck(&self, with_bin: bool, extra: &[&str]) -> (i32, Value, String) {
+        let path = match with_bin {
+            true => self.path.clone(),
+            false => std::env::var("PATH").unwrap(),
+        };
+        let output = loopx(&self.f)
+            .args([
+                "formal",
+                "recheck",
+                "--dir",
+                self.f.d(),
+                "--evidence-id",
+                "p1",
+                "--json",
+            ])
+            .args(extra)
+            .env("PATH", path)
+            .output()
+            .unwrap();
+        let json = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+        (
+            output.status.code().unwrap_or(-1),
+            json,
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+}
+
+#[test]
+fn the_host_rechecks_a_lean_proof_with_lake_and_records_what_it_saw() {
+    let d = with_lean_artifact("theorem t : 1 = 1 := rfl\n", "lean", "lake");
+    let ran = d.recording_lake("checked");
+    let (code, json, stderr) = d.recheck(true, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(json["passed"], true, "{json}");
+    assert_eq!(json["recheck"]["status"], "passed");
+    assert_eq!(json["recheck"]["project"], "formal");
+    assert_eq!(
+        json["recheck"]["argv"],
+        serde_json::json!(["lake", "env", "lean", "Proof/Main.lean"])
+    );
+    let project = d.f.dir.join("formal").canonicalize().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&ran).unwrap(),
+        format!("{} env lean Proof/Main.lean\n", project.display())
+    );
+    let stored = d.f.stored_snapshot("formal");
+    assert_eq!(stored["rechecks"]["p1"]["status"], "passed");
+    assert_eq!(
+        stored["rechecks"]["p1"]["proof_digest"],
+        json["recheck"]["proof_digest"]
+    );
+    let status = d.f.json(&["formal", "status", "--dir", d.f.d()]);
+    assert_eq!(status["settings"]["policy"], "off");
+    assert_eq!(status["standing"]["rechecks"]["p1"]["status"], "passed");
+    d.f.assert_valid();
+
+    // Lean failing, or a sorry Lean lets through, is not passed.
+    d.script("lake", "echo 'error: type mismatch' >&2; exit 1");
+    let (code, json, _) = d.recheck(true, &[]);
+    assert_eq!(
+        (code, json["recheck"]["status"].as_str()),
+        (1, Some("failed"))
+    );
+    std::fs::write(
+        d.f.dir.join("formal/Proof/Main.lean"),
+        "theorem t : 1 = 2 := by sorry\n",
+    )
+    .unwrap();
+    d.script("lake", "echo \"declaration uses 'sorry'\"");
+    let (code, json, _) = d.recheck(true, &[]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        (
+            json["recheck"]["status"].as_str(),
+            json["recheck"]["sorry_count"].as_u64()
+        ),
+        (Some("passed"), Some(1))
+    );
+    assert_eq!(json["passed"], false);
+    assert_eq!(
+        d.f.stored_snapshot("formal")["rechecks"]["p1"]["sorry_count"],
+        1
+    );
+}
+
+#[test]
+fn a_recheck_is_killed_at_its_timeout_and_needs_lake() {
+    let d = with_lean_artifact("theorem t : 1 = 1 := rfl\n", "lean", "lake");
+    let pids = d.hanging_lake();
+    let (code, json, stderr) = d.recheck(true, &["--timeout", "1"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(json["recheck"]["status"], "timed_out");
+    assert_gone(&pids);
+    let (code, json, _) = d.recheck(false, &[]);
+    assert_eq!(
+        (code, json["recheck"]["status"].as_str()),
+        (1, Some("tool_unavailable"))
+    );
+}
+
+#[test]
+fn an_artifact_the_host_cannot_recheck_is_refused_and_nothing_is_written() {
+    for (artifact_type, checker) in [("coq", "lake"), ("lean", "lean")] {
+        let d = with_lean_artifact("theorem t : 1 = 1 := rfl\n", artifact_type, checker);
+        let ran = d.recording_lake("");
+        let before = d.f.fingerprint();
+        let (code, json, stderr) = d.recheck(true, &[]);
+        assert_ne!(code, 0);
+        assert_eq!(json["status"], "failed", "{stderr}");
+        assert!(
+            json["error"]
+                .as_str()
+                .unwrap()
+                .contains("nothing was checked"),
+            "{json}"
+        );
+        assert!(!ran.exists());
+        assert_eq!(d.f.fingerprint(), before);
+    }
+    let d = with_lean_artifact("theorem t : 1 = 1 := rfl\n", "lean", "lake");
+    std::fs::remove_file(d.f.dir.join("formal/lakefile.toml")).unwrap();
+    let (code, json, _) = d.recheck(true, &[]);
+    assert_ne!(code, 0);
+    assert!(
+        json["error"].as_str().unwrap().contains("no Lake project"),
+        "{json}"
+    );
 }

@@ -9,7 +9,8 @@
 //! default policy is `off`), what the agent's environment is told
 //! ([`Settings::env`]), the pin a drive writes at its start ([`Pin`]), the
 //! prompt section ([`prompt`]), the standing orders and the force tick's
-//! credits ([`owner`]) and the tick's report ([`tick`]).
+//! credits ([`owner`]), the tick's report ([`tick`]) and which proof
+//! artifacts the host re-checks ([`recheck`]).
 //!
 //! Unlike the reference runtime, which reads a value it does not know as
 //! `off`, a value that is not one is refused with its source named: an
@@ -20,6 +21,7 @@
 
 pub mod owner;
 pub mod prompt;
+pub mod recheck;
 pub mod tick;
 
 pub use owner::{FormalOwner, FormalProblem, Standing, STREAM};

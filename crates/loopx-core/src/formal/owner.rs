@@ -10,13 +10,18 @@
 //! a typecheck has still spent it. The budget is the settings' (a later
 //! drive may raise it); what has been spent only grows.
 //!
-//! Not here: the tick itself (`loopx_app::formal`), the settings' rules
-//! (the parent module).
+//! Also kept here: the host's last re-check of each Lean proof artifact
+//! ([`Recheck`]), so "checked proof" can be what the host saw rather than
+//! what the artifact says of itself.
+//!
+//! Not here: the tick and the re-check themselves (`loopx_app::formal`),
+//! the settings' rules (the parent module).
 
 use super::Settings;
 use crate::operation::{Clock, Decided, Owner};
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 pub const STREAM: &str = "formal";
 
@@ -44,6 +49,39 @@ pub struct Standing {
     pub credits_spent: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_tick_at: Option<Timestamp>,
+    /// The host's latest re-check of each Lean proof artifact, by evidence
+    /// id. Absent when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rechecks: BTreeMap<String, Recheck>,
+}
+
+/// One host re-check of a Lean proof artifact: what was checked (the
+/// artifact's and the proof file's digests), how, and what came of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recheck {
+    pub status: super::tick::TypecheckStatus,
+    /// The proof file still says `sorry` (then the re-check is not passed,
+    /// whatever Lean's exit).
+    pub sorry_count: usize,
+    pub artifact_digest: crate::digest::Digest,
+    pub proof_digest: crate::digest::Digest,
+    pub proof_path: String,
+    /// The Lake project it ran in, relative to the loop directory.
+    pub project: String,
+    pub argv: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+    pub at: Timestamp,
+}
+
+impl Recheck {
+    /// Whether the host saw the proof check: Lean passed and no `sorry`.
+    pub fn passed(&self) -> bool {
+        self.status == super::tick::TypecheckStatus::Passed && self.sorry_count == 0
+    }
 }
 
 impl Standing {
@@ -64,6 +102,11 @@ pub enum FormalRequest {
     },
     /// Spend credit number `tick` (the next one) of `budget` on a force tick.
     SpendCredit { tick: u32, budget: u32 },
+    /// Record the host's re-check of the proof artifact `evidence_id`.
+    RecordRecheck {
+        evidence_id: String,
+        recheck: Recheck,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -77,6 +120,10 @@ pub enum FormalEvent {
     CreditSpent {
         tick: u32,
         at: Timestamp,
+    },
+    Rechecked {
+        evidence_id: String,
+        recheck: Recheck,
     },
 }
 
@@ -93,6 +140,8 @@ pub enum FormalProblem {
     Exhausted { budget: u32 },
     #[error("formal force tick {given} is out of turn: the next is {next}")]
     OutOfTurn { given: u32, next: u32 },
+    #[error("{0:?} is not an evidence id: use 1-128 letters, digits, '_', '-' or '.', starting with a letter or digit")]
+    BadEvidenceId(String),
 }
 
 pub struct FormalOwner;
@@ -149,6 +198,24 @@ impl Owner for FormalOwner {
                     },
                 ))
             }
+            FormalRequest::RecordRecheck {
+                evidence_id,
+                recheck,
+            } => {
+                if !crate::ledger::proof::is_valid_evidence_id(evidence_id) {
+                    return Err(FormalProblem::BadEvidenceId(evidence_id.clone()));
+                }
+                Ok(Decided::write(
+                    FormalEvent::Rechecked {
+                        evidence_id: evidence_id.clone(),
+                        recheck: recheck.clone(),
+                    },
+                    FormalReceipt {
+                        credits_spent: state.credits_spent,
+                        orders: state.orders.clone(),
+                    },
+                ))
+            }
         }
     }
 
@@ -168,6 +235,12 @@ impl Owner for FormalOwner {
                 state.credits_spent = state.credits_spent.max(*tick);
                 state.last_tick_at = Some(*at);
             }
+            FormalEvent::Rechecked {
+                evidence_id,
+                recheck,
+            } => {
+                state.rechecks.insert(evidence_id.clone(), recheck.clone());
+            }
         }
         state
     }
@@ -176,6 +249,7 @@ impl Owner for FormalOwner {
         match event {
             FormalEvent::OrdersSet { .. } => "formal.orders_set",
             FormalEvent::CreditSpent { .. } => "formal.credit_spent",
+            FormalEvent::Rechecked { .. } => "formal.rechecked",
         }
     }
 }

@@ -385,3 +385,34 @@ fn only_a_whole_word_sorry_is_counted() {
     assert_eq!(count_sorry("sorryAx no_sorry Sorry foo.sorry sorry'"), 0);
     assert_eq!(count_sorry("(sorry)"), 1);
 }
+
+#[test]
+fn a_recheck_is_kept_per_evidence_id_and_a_bad_id_is_refused() {
+    use super::owner::Recheck;
+    let recheck = |sorry_count| Recheck {
+        status: TypecheckStatus::Passed,
+        sorry_count,
+        artifact_digest: crate::digest::Digest::of_bytes(b"artifact"),
+        proof_digest: crate::digest::Digest::of_bytes(b"proof"),
+        proof_path: "formal/Proof.lean".into(),
+        project: "formal".into(),
+        argv: super::recheck::argv("Proof.lean"),
+        exit_code: Some(0),
+        duration_ms: 5,
+        log: None,
+        at: clock().now,
+    };
+    let record = |id: &str, sorry| FormalRequest::RecordRecheck {
+        evidence_id: id.into(),
+        recheck: recheck(sorry),
+    };
+    let once = apply(None, &record("p1", 0)).unwrap();
+    assert!(once.rechecks["p1"].passed());
+    let again = apply(Some(once), &record("p1", 2)).unwrap();
+    assert!(!again.rechecks["p1"].passed(), "a sorry is never a pass");
+    assert_eq!(again.rechecks.len(), 1, "the latest re-check of an id");
+    assert_eq!(
+        apply(Some(again), &record("../p", 0)).unwrap_err(),
+        FormalProblem::BadEvidenceId("../p".into())
+    );
+}

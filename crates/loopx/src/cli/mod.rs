@@ -6,6 +6,7 @@ mod contain;
 mod cost;
 mod drive;
 mod focus;
+mod formal;
 mod goal;
 mod hook;
 mod import;
@@ -98,6 +99,9 @@ pub enum Command {
     AgentCmd(drive::AgentCmdArgs),
     Recover(drive::RecoverArgs),
     Verify(drive::VerifyArgs),
+    /// The formal (Lean) policy: status, and the host's re-check of a Lean proof.
+    #[command(subcommand)]
+    Formal(formal::FormalCommand),
     NotifyEvent(notify::NotifyEventArgs),
     Cost(cost::CostArgs),
     Serve(serve::ServeArgs),
@@ -392,6 +396,7 @@ fn dispatch(command: Command, json: bool, store: Option<&str>) -> Result<Reply> 
         Command::AgentCmd(args) => drive::agent_cmd(&args, store),
         Command::Recover(args) => drive::recover(&args, store),
         Command::Verify(args) => drive::verify(&args, store),
+        Command::Formal(command) => formal::formal(&command, store),
         Command::NotifyEvent(args) => notify::notify_event(&args, store),
         Command::Cost(args) => cost::cost(&args, store),
         Command::Serve(args) => serve::serve(&args, false, json, store),
