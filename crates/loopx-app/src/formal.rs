@@ -3,7 +3,8 @@
 //! `formal/formal_policy.json`, the standing orders in the store, the
 //! `AAS_AUTOLOOP_FORMAL_*` variables, the flags), recording the standing
 //! orders (`init`, and every drive start), the drive's pin file, the turn
-//! prompt's section, and the force tick the driver runs after an ok turn.
+//! prompt's section, the force tick the driver runs after an ok turn, and
+//! the host's re-check of a Lean proof artifact (`formal recheck`).
 //!
 //! A source that says something wrong is an error naming it, before
 //! anything is written. A loop none of whose sources mentions the policy
@@ -12,9 +13,9 @@
 //!
 //! The force tick never fails a drive and never changes the loop: it
 //! spends a credit, scans, typechecks if asked, writes its report and
-//! says one line. Its typecheck runs through the driver's [`TurnRunner`]
-//! like `--success-check`: argv without a shell, its own process group,
-//! a timeout and a bounded log.
+//! says one line. Its typecheck, like the re-check, runs Lake through the
+//! [`TurnRunner`] the driver runs `--success-check` with: argv without a
+//! shell, its own process group, a timeout and a bounded log.
 //!
 //! Not here: the rules (`loopx_core::formal`), the driver's loop
 //! (`crate::driver::run`, which calls [`start_drive`] and [`after_turn`]).

@@ -2,7 +2,8 @@
 //! section, its sources and their order, bad values refused with nothing
 //! written, the drive's pin and the agent's environment, and the force
 //! tick with a fake `lake` on PATH that passes, fails, hangs or is not
-//! there, until its credits run out.
+//! there, until its credits run out; the host's re-check of a Lean proof
+//! artifact, and the artifacts it refuses.
 
 mod common;
 

@@ -8,7 +8,7 @@
 //! then the standing orders, then the environment, then the flags; the
 //! default policy is `off`), what the agent's environment is told
 //! ([`Settings::env`]), the pin a drive writes at its start ([`Pin`]), the
-//! prompt section ([`prompt`]), the standing orders and the force tick's
+//! prompt section ([`prompt()`]), the standing orders and the force tick's
 //! credits ([`owner`]), the tick's report ([`tick`]) and which proof
 //! artifacts the host re-checks ([`recheck`]).
 //!
