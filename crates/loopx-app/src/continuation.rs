@@ -86,13 +86,7 @@ impl LoopDir {
     /// the frontier does not change. Its panel section is there when
     /// `drive --panel auto` would run a panel ([`crate::panel::enabled`]).
     pub fn task_body(&self, goal_id: &str, actor: &Actor) -> Result<String> {
-        self.task_body_with_panel(
-            goal_id,
-            actor,
-            Switch::Auto,
-            None,
-            &FormalLayer::default(),
-        )
+        self.task_body_with_panel(goal_id, actor, Switch::Auto, None, &FormalLayer::default())
     }
 
     /// [`Self::task_body`] for a driver whose `--panel` is `panel`, which
