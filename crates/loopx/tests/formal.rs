@@ -404,7 +404,6 @@ fn the_pin_is_written_once_per_drive_start_and_the_agent_is_told_the_policy() {
     // without the flag, goes by them.
     let orders = journal_events(&d.f.dir, "formal.orders_set");
     assert_eq!(orders.last().unwrap()["settings"]["policy"], "force");
-    std::thread::sleep(std::time::Duration::from_millis(1100));
     let (code, stderr) = d.drive_with(&["--cmd", &agent, "--max-iterations", "1"], &[]);
     assert_eq!(code, 0, "{stderr}");
     let second: Value = serde_json::from_slice(&std::fs::read(&pin_path).unwrap()).unwrap();
