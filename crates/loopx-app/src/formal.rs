@@ -23,12 +23,12 @@
 use crate::continuation::NextTurn;
 use crate::driver::env;
 use crate::driver::options::Progress;
-use crate::driver::runner::{Output, Process, Record, TurnRunner};
+use crate::driver::runner::TurnRunner;
 use crate::driver::turn::TurnContext;
 use crate::error::AppError;
-use crate::loop_dir::{LoopDir, DRIVER_LOGS};
+use crate::loop_dir::LoopDir;
 use crate::{clock, fsutil, platform};
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use loopx_core::digest::Digest;
 use loopx_core::driver::capture::OutputCap;
 use loopx_core::driver::session::TurnResult;
@@ -434,7 +434,6 @@ fn typecheck(context: &TurnContext<'_>, project: &Path, tick: u32) -> Result<Typ
     let lake = Lake {
         dir: context.dir,
         runner: context.runner,
-        logs: context.logs,
         cap: context.options.output_cap,
         timeout_s,
     };
@@ -445,13 +444,12 @@ fn typecheck(context: &TurnContext<'_>, project: &Path, tick: u32) -> Result<Typ
     )
 }
 
-/// How the host runs Lake: through the runner the driver runs
-/// `--success-check` with (argv without a shell, its own process group,
-/// a timeout, the output bounded into a private log in the driver's logs).
+/// How the host runs Lake: as it runs every command of its own
+/// (`crate::driver::host`: argv without a shell, its own process group, a
+/// timeout, the output bounded into a private log in the driver's logs).
 struct Lake<'a> {
     dir: &'a LoopDir,
     runner: &'a dyn TurnRunner,
-    logs: &'a Path,
     cap: OutputCap,
     timeout_s: u64,
 }
@@ -473,33 +471,25 @@ impl Lake<'_> {
             result.detail = "lake is not on PATH".into();
             return Ok(result);
         };
-        let name = crate::operation::fresh_name(label);
-        let log_name = format!("{DRIVER_LOGS}/{name}.lake.log");
-        let log = platform::create_private(&self.dir.path(&log_name))
-            .with_context(|| format!("cannot create {log_name}"))?;
-        let ran = self.runner.run(Process {
-            program: lake.into_os_string(),
-            args: argv[1..].to_vec(),
-            cwd: project.to_path_buf(),
-            env: Vec::new(),
-            // A host check of the agent's project: it has no business with
-            // the loop's identity or the consents to send state away.
-            env_removed: env::WITHHELD_FROM_REVIEWERS,
-            stdin: None,
-            output: Output::Log {
-                file: log,
+        let ran = crate::driver::host::run(
+            self.dir,
+            self.runner,
+            crate::driver::host::HostCommand {
+                program: lake.into_os_string(),
+                args: argv[1..].to_vec(),
+                cwd: project.to_path_buf(),
+                env: Vec::new(),
+                // A host check of the agent's project: it has no business
+                // with the loop's identity or the consents to send state away.
+                env_removed: env::WITHHELD_FROM_REVIEWERS,
+                timeout: Duration::from_secs(self.timeout_s),
                 cap: self.cap,
+                label: label.to_owned(),
+                kind: "lake",
             },
-            timeout: Duration::from_secs(self.timeout_s),
-            record: Record {
-                logs: self.logs.to_path_buf(),
-                name: name.clone(),
-            },
-            confinement: None,
-        });
-        let _ = std::fs::remove_file(crate::driver::record_path(self.logs, &name));
-        result.log = Some(log_name);
-        let ran = match ran {
+        )?;
+        result.log = Some(ran.log);
+        let ran = match ran.outcome {
             Ok(ran) => ran,
             Err(error) => {
                 result.detail = format!("lake could not be started: {error:#}");
@@ -569,11 +559,9 @@ pub fn recheck_proof(
         fsutil::read_confined(dir.root(), &proof, tick::SCAN_FILE_BYTES).map_err(|problem| {
             AppError::refused(format!("{} {}", proof.as_str(), problem.describe()))
         })?;
-    let logs = crate::driver::log_dir(dir)?;
     let lake = Lake {
         dir,
         runner,
-        logs: &logs,
         cap,
         timeout_s,
     };

@@ -99,27 +99,23 @@ pub fn verify_claim(
             || super::settle_claim(dir, iteration, check.clone(), &name),
         )?));
     }
-    let logs = super::log_dir(dir)?;
-    let log_name = format!("{DRIVER_LOGS}/{name}.check.log");
-    let log = platform::create_private(&dir.path(&log_name))
-        .with_context(|| format!("cannot create {log_name}"))?;
-    let ran = runner.run(Process {
-        program: "sh".into(),
-        args: vec!["-c".into(), ledger.config.success_check.clone()],
-        cwd: root.to_path_buf(),
-        env: vec![(env::LOOP_DIR, dir.root().into())],
-        env_removed: &[],
-        stdin: None,
-        output: Output::Log { file: log, cap },
-        timeout,
-        record: Record {
-            logs: logs.clone(),
-            name: name.clone(),
+    let ran = super::host::run(
+        dir,
+        runner,
+        super::host::HostCommand {
+            program: "sh".into(),
+            args: vec!["-c".into(), ledger.config.success_check.clone()],
+            cwd: root.to_path_buf(),
+            env: vec![(env::LOOP_DIR, dir.root().into())],
+            env_removed: &[],
+            timeout,
+            cap,
+            label: format!("claim-{iteration}"),
+            kind: "check",
         },
-        confinement: None,
-    });
-    let _ = std::fs::remove_file(super::record_path(&logs, &name));
-    let ran = ran?;
+    )?;
+    let log_name = ran.log;
+    let ran = ran.outcome?;
     if ran.stopped_by.is_some() {
         // A check cut short proves nothing either way: the claim stays
         // pending for the next run to check.

@@ -16,9 +16,9 @@
 //! The rules are `loopx_core::goal::checks`'s.
 
 use super::{write, GoalReceiptView, GoalTarget};
-use crate::driver::runner::{Output, Process, Record, TurnRunner};
-use crate::loop_dir::{LoopDir, DRIVER_LOGS};
-use crate::{clock, fsutil, platform, AppError};
+use crate::driver::runner::TurnRunner;
+use crate::loop_dir::LoopDir;
+use crate::{clock, fsutil, AppError};
 use anyhow::{Context as _, Result};
 use loopx_core::digest::Digest;
 use loopx_core::driver::capture::OutputCap;
@@ -244,7 +244,6 @@ pub fn run(
         .canonicalize()
         .with_context(|| format!("the project root {} cannot be opened", root.display()))?;
     let head = head_of(&root);
-    let logs = crate::driver::log_dir(dir)?;
     for outcome in outcomes.iter().filter(configured) {
         let mut results = Vec::new();
         for criterion in &outcome.checks {
@@ -252,7 +251,7 @@ pub fn run(
                 "running check {} of {} (timeout {}s)",
                 criterion.id, outcome.id, criterion.timeout_seconds
             ));
-            let result = run_one(dir, &root, &logs, criterion, head.clone(), ran_by, runner)?;
+            let result = run_one(dir, &root, criterion, head.clone(), ran_by, runner)?;
             progress(&format!(
                 "check {} of {}: {} in {} ms",
                 criterion.id,
@@ -308,15 +307,11 @@ fn workdir(root: &Path, criterion: &Criterion) -> Result<PathBuf> {
 fn run_one(
     dir: &LoopDir,
     root: &Path,
-    logs: &Path,
     criterion: &Criterion,
     head: Option<String>,
     ran_by: &str,
     runner: &dyn TurnRunner,
 ) -> Result<CheckResult> {
-    let name = crate::operation::fresh_name("check");
-    let log_name = format!("{DRIVER_LOGS}/{name}.check.log");
-    let log_path = dir.path(&log_name);
     let started = clock::now();
     let argv_digest = criterion.argv_digest();
     let observed = |status, exit_code, duration_ms, output: &str, log: &str| {
@@ -342,32 +337,27 @@ fn run_one(
             return Ok(observed(CheckStatus::Error, None, 0, &why, ""));
         }
     };
-    let log =
-        platform::create_private(&log_path).with_context(|| format!("cannot create {log_name}"))?;
     let (program, args) = criterion
         .validation_argv
         .split_first()
         .expect("a configured criterion has a program");
-    let ran = runner.run(Process {
-        program: program.into(),
-        args: args.to_vec(),
-        cwd,
-        env: vec![(crate::driver::env::LOOP_DIR, dir.root().into())],
-        env_removed: &[],
-        stdin: None,
-        output: Output::Log {
-            file: log,
+    let ran = crate::driver::host::run(
+        dir,
+        runner,
+        crate::driver::host::HostCommand {
+            program: program.into(),
+            args: args.to_vec(),
+            cwd,
+            env: vec![(crate::driver::env::LOOP_DIR, dir.root().into())],
+            env_removed: &[],
+            timeout: Duration::from_secs(criterion.timeout_seconds),
             cap: OutputCap::parse(LOG_CAP).expect("a valid cap"),
+            label: "check".into(),
+            kind: "check",
         },
-        timeout: Duration::from_secs(criterion.timeout_seconds),
-        record: Record {
-            logs: logs.to_path_buf(),
-            name: name.clone(),
-        },
-        confinement: None,
-    });
-    let _ = std::fs::remove_file(crate::driver::record_path(logs, &name));
-    let ran = match ran {
+    )?;
+    let log_name = ran.log;
+    let ran = match ran.outcome {
         Ok(ran) => ran,
         Err(error) => {
             let why = format!("could not be started: {error:#}");
