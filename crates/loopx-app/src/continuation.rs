@@ -10,6 +10,7 @@ use crate::goal::GoalReading;
 use crate::loop_dir::{LoopDir, Reading};
 use anyhow::Result;
 use loopx_core::digest::Digest;
+use loopx_core::formal::Layer as FormalLayer;
 use loopx_core::goal::continuation::{self, SelectedTodo, ShouldRun};
 use loopx_core::goal::task_body::Policies;
 use loopx_core::goal::{self, Actor};
@@ -85,21 +86,23 @@ impl LoopDir {
     /// the frontier does not change. Its panel section is there when
     /// `drive --panel auto` would run a panel ([`crate::panel::enabled`]).
     pub fn task_body(&self, goal_id: &str, actor: &Actor) -> Result<String> {
-        self.task_body_with_panel(goal_id, actor, Switch::Auto, None)
+        self.task_body_with_panel(goal_id, actor, Switch::Auto, None, &FormalLayer::default())
     }
 
-    /// [`Self::task_body`] for a driver whose `--panel` is `panel`, and
-    /// which ran target advice before this turn when `advice` names its
-    /// synthesis (loop-relative).
+    /// [`Self::task_body`] for a driver whose `--panel` is `panel`, which
+    /// ran target advice before this turn when `advice` names its
+    /// synthesis (loop-relative), and whose formal policy is `formal` (what
+    /// it resolved at its start).
     pub fn task_body_with_panel(
         &self,
         goal_id: &str,
         actor: &Actor,
         panel: Switch,
         advice: Option<&str>,
+        formal: &FormalLayer,
     ) -> Result<String> {
         let turn = self.next_turn(goal_id, actor)?;
-        self.render_task_body(&turn, panel, advice)
+        self.render_task_body(&turn, panel, advice, formal)
     }
 
     fn render_task_body(
@@ -107,11 +110,13 @@ impl LoopDir {
         turn: &NextTurn,
         panel: Switch,
         advice: Option<&str>,
+        formal: &FormalLayer,
     ) -> Result<String> {
         let ledger = &turn.reading.ledger;
         let policies = Policies {
             panel: crate::panel::enabled(self, panel)?,
             target_advice: advice.map(str::to_owned),
+            formal_policy: crate::formal::prompt_section(self, turn, formal)?,
             ..self.policy_texts(ledger)?
         };
         Ok(goal::task_body::render(
@@ -212,7 +217,7 @@ pub struct WorkContext {
 /// [`should_run`], computed once. Read-only.
 pub fn work_context(dir: &LoopDir, goal_id: &str, actor: &Actor) -> Result<WorkContext> {
     let turn = dir.next_turn(goal_id, actor)?;
-    let body = dir.render_task_body(&turn, Switch::Auto, None)?;
+    let body = dir.render_task_body(&turn, Switch::Auto, None, &FormalLayer::default())?;
     let ShouldRun {
         should_run,
         selected_todo,

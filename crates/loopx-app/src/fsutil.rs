@@ -219,6 +219,28 @@ pub fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// `root/parts...`, each level a real directory (created private when
+/// missing), none reached through a symlink: where the host writes into a
+/// folder of the loop directory that an agent's turn could have replaced
+/// with a link to somewhere else.
+pub fn private_dir_below(root: &Path, parts: &[&str]) -> Result<PathBuf> {
+    let mut path = root.to_path_buf();
+    for part in parts {
+        path.push(part);
+        match path.symlink_metadata() {
+            Ok(meta) if meta.is_dir() && !meta.file_type().is_symlink() => continue,
+            Ok(_) => anyhow::bail!(
+                "{} must be a real directory, not a symlink or a file",
+                path.display()
+            ),
+            Err(_) => {}
+        }
+        fs::create_dir(&path).with_context(|| format!("cannot create {}", path.display()))?;
+        crate::platform::make_private_dir(&path)?;
+    }
+    Ok(path)
+}
+
 /// Create a directory (and parents) readable only by its owner.
 pub fn create_private_dir(path: &Path) -> Result<()> {
     fs::create_dir_all(path).with_context(|| format!("cannot create {}", path.display()))?;

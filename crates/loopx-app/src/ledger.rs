@@ -36,6 +36,10 @@ pub struct Initialized {
     /// The goal-priority template written beside the loop, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub goal_priority_template: Option<String>,
+    /// The formal policy file written beside the loop, when a formal flag
+    /// was given (the flags are also the loop's standing orders).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub formal_policy: Option<String>,
 }
 
 /// What `append-iteration` recorded.
@@ -69,13 +73,21 @@ pub fn init_with_template(
     operation_id: Option<&str>,
     request: InitLoop,
     goal_priority_template: Option<bool>,
+    formal: &loopx_core::formal::Layer,
 ) -> Result<ReceiptView<Initialized>, AppError> {
-    let Some(force) = goal_priority_template else {
-        return init(root, operation_id, request);
-    };
-    crate::goal_priority::check_template(root.dir, force)?;
-    let mut view = init(root, operation_id, request)?;
-    view.body.goal_priority_template = Some(crate::goal_priority::write_template(root.dir)?);
+    if let Some(force) = goal_priority_template {
+        crate::goal_priority::check_template(root.dir, force)?;
+    }
+    crate::formal::check_init(root.dir, formal)?;
+    let operation_id = given_or_generated(operation_id)?;
+    let mut view = init(root, Some(operation_id.as_str()), request)?;
+    if goal_priority_template.is_some() {
+        view.body.goal_priority_template = Some(crate::goal_priority::write_template(root.dir)?);
+    }
+    if !formal.is_empty() {
+        let dir = LoopDir::open(root, Access::ReadWrite)?;
+        view.body.formal_policy = crate::formal::record_at_init(&dir, &operation_id, formal)?;
+    }
     Ok(view)
 }
 
@@ -120,6 +132,7 @@ pub fn init(
             state_status,
             max_iterations,
             goal_priority_template: None,
+            formal_policy: None,
         },
         _ => unreachable!("init yields an init receipt"),
     })
@@ -360,20 +373,35 @@ pub struct DoneView {
     /// How the loop ended (or its last driver run gave up), in words.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ending: Option<EndingView>,
+    /// The owner's executable checks against the project's HEAD now, when
+    /// any are configured (judged, never run: `done` runs nothing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checks: Option<crate::goal::checks::ChecksView>,
 }
 
 impl DoneView {
     /// The ending's words first, then the arbiter's code, which scripts
-    /// and the reference runtime's readers know.
+    /// and the reference runtime's readers know; then configured checks
+    /// that are not met.
     pub fn text(&self) -> String {
-        match &self.ending {
+        let mut text = match &self.ending {
             Some(ending) => format!("{} [{}]", ending.words, view::verdict_text(&self.verdict)),
             None => view::verdict_text(&self.verdict),
+        };
+        if let Some(checks) = self.checks.as_ref().filter(|c| c.not_met > 0) {
+            text.push_str(&format!(
+                "\n{} of {} configured checks not met on this HEAD (`loopx check status`; `loopx check run` runs them)",
+                checks.not_met,
+                checks.criteria.len()
+            ));
         }
+        text
     }
 }
 
-pub fn done(dir: &LoopDir) -> Result<DoneView, AppError> {
+/// The stop arbiter's answer, with the configured checks judged against
+/// the HEAD of the project at `root`. Read-only: runs no check.
+pub fn done(dir: &LoopDir, root: &std::path::Path) -> Result<DoneView, AppError> {
     let Reading { ledger, .. } = dir
         .read()
         .map_err(|e| AppError::from(e.context("the done arbiter needs a readable ledger")))?;
@@ -385,6 +413,8 @@ pub fn done(dir: &LoopDir) -> Result<DoneView, AppError> {
         dir: dir.display(),
         ending: ending(&ledger, &verdict, &driver).map(EndingView::from),
         verdict,
+        checks: Some(crate::goal::checks::status(dir, root, None)?)
+            .filter(|c| !c.criteria.is_empty()),
     })
 }
 

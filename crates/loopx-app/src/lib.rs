@@ -24,6 +24,7 @@ pub mod doctor;
 pub mod driver;
 pub mod error;
 pub mod focus;
+pub mod formal;
 pub mod fsutil;
 pub mod goal;
 pub mod goal_priority;

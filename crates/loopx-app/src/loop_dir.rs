@@ -508,6 +508,12 @@ fn audit_stream_by_name(
                 "staged candidates",
             )?
             .parts(),
+            loopx_core::formal::STREAM => audit_stream::<loopx_core::formal::FormalOwner>(
+                store,
+                stream,
+                "formal standing orders",
+            )?
+            .parts(),
             loopx_core::panel::attempts::ATTEMPTS_STREAM => audit_stream::<
                 loopx_core::panel::attempts::AttemptOwner,
             >(

@@ -15,6 +15,7 @@ pub mod driver;
 pub mod ending;
 pub mod error_class;
 pub mod focus;
+pub mod formal;
 pub mod goal;
 pub mod hook;
 pub mod ident;

@@ -40,6 +40,7 @@ owner_errors!(
     crate::focus::FocusError => crate::focus::FocusError::details,
     crate::focus::candidate::CandidateError => crate::focus::candidate::CandidateError::details,
     crate::panel::PanelProblem,
+    crate::formal::FormalProblem,
     crate::ledger::LedgerError => crate::ledger::LedgerError::details,
 );
 

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 type Client = RunningService<RoleClient, ()>;
 
-const TOOLS: [&str; 13] = [
+const TOOLS: [&str; 14] = [
     "adopt_goal_objective",
     "append_evidence",
     "append_iteration",
@@ -27,6 +27,7 @@ const TOOLS: [&str; 13] = [
     "refresh_state",
     "release_todo",
     "renew_lease",
+    "run_checks",
     "should_run",
     "status",
     "work_context",
@@ -52,7 +53,13 @@ impl Fixture {
     /// `loopx mcp` bound to this loop as `agent`, through the driver's
     /// variables, with rmcp's client on its stdio.
     async fn mcp(&self, agent: &str) -> Client {
+        self.mcp_in(agent, &std::env::current_dir().unwrap()).await
+    }
+
+    /// [`Fixture::mcp`] with its working directory (the project) `cwd`.
+    async fn mcp_in(&self, agent: &str, cwd: &std::path::Path) -> Client {
         let mut command = tokio::process::Command::new(common::loopx_path());
+        command.current_dir(cwd);
         command
             .arg("mcp")
             .env("LOOPX_REGISTRY_DIR", &self.registry)
@@ -736,5 +743,57 @@ async fn should_run_is_bounded_at_ten_thousand_todos_unless_the_detail_is_asked_
     )
     .await;
     assert_eq!(refused.is_error, Some(true), "unknown fields are refused");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_agent_asks_the_host_to_run_the_owners_checks_and_a_retry_runs_nothing_twice() {
+    let f = setup();
+    let project = f.temp.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let marker = f.temp.path().join("ran");
+    let update = json!({"outcome_id": "deck", "objective": "A deck",
+        "add_requirements": [{"id": "slides:built", "description": "the slides build"}],
+        "source": {"ref": "msg-1"}});
+    let document = f.json_file("outcome.json", &update);
+    f.cli(
+        None,
+        &["goal-acceptance", "refine-outcome", "--document", &document],
+    );
+    let config = f.json_file("checks.json", &json!({"outcome_id": "deck", "criteria": [
+        {"id": "slides:built", "validation_argv": ["sh", "-c", format!("echo run >> '{}'", marker.display())]}]}));
+    let proposal = f.cli(
+        None,
+        &["goal-acceptance", "prepare-checks", "--file", &config],
+    );
+    let basis = proposal["basis"].as_str().unwrap();
+    f.cli(
+        None,
+        &[
+            "goal-acceptance",
+            "apply-checks",
+            "--file",
+            &config,
+            "--basis",
+            basis,
+        ],
+    );
+    let client = f.mcp_in("a", &project).await;
+    let ask = json!({"outcome_id": "deck", "operation_id": "run-1"});
+    let ran = ok(&client, "run_checks", ask.clone()).await;
+    assert_eq!(ran["criteria"][0]["state"], "passed", "{ran}");
+    assert_eq!(ran["criteria"][0]["last"]["ran_by"], "agent a (MCP)");
+    let again = ok(&client, "run_checks", ask).await;
+    assert_eq!(again["replayed"], true, "{again}");
+    let runs = std::fs::read_to_string(&marker).unwrap().lines().count();
+    assert_eq!(runs, 1, "a retry ran the checks again");
+    // The agent names no command and supplies no result.
+    for smuggled in [
+        json!({"outcome_id": "deck", "operation_id": "run-2", "validation_argv": ["true"]}),
+        json!({"outcome_id": "deck", "operation_id": "run-3", "results": []}),
+    ] {
+        let refused = call(&client, "run_checks", smuggled).await;
+        assert_eq!(refused.is_error, Some(true), "unknown fields are refused");
+    }
     client.cancel().await.unwrap();
 }

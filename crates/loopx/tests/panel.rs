@@ -1724,3 +1724,35 @@ fn a_failing_advisor_costs_its_attempt_and_the_turn_runs_without_advice() {
     assert!(!prompt.contains("target advice"), "{prompt}");
     assert_eq!(p.status()["iterations"], 1);
 }
+
+#[test]
+fn the_target_advice_brief_states_the_formal_policy_before_the_path() {
+    let f = Fixture::new();
+    f.init(5, &["--formal-policy", "on"]);
+    let p = Panel::around(f);
+    p.panel_json(r#"{"providers": ["codex"]}"#);
+    p.reviewer("codex", "echo 'keep going'");
+    let output = p
+        .loopx(&[
+            "panel",
+            "--dir",
+            p.f.d(),
+            "--phase",
+            "target_advice",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let view: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(view["state"], "advised", "{view}");
+    let synthesis = view["synthesis"].as_str().unwrap();
+    let folder = std::path::Path::new(synthesis).parent().unwrap();
+    let brief = std::fs::read_to_string(p.f.dir.join(folder).join("1-codex.prompt")).unwrap();
+    let formal = brief
+        .find("## Formal policy")
+        .unwrap_or_else(|| panic!("{brief}"));
+    assert!(
+        formal < brief.find("## The committed next path").unwrap(),
+        "{brief}"
+    );
+}

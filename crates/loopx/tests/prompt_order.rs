@@ -98,12 +98,12 @@ fn sections(prompt: &str) -> Vec<&'static str> {
 }
 
 /// A loop like the reference fixture's for `mode`, goal priority in advise
-/// mode when `priority`; monitor and enforce loops get a plan whose
+/// mode when `priority`, the formal policy `formal`; monitor and enforce loops get a plan whose
 /// approach restricts compute (reviewed, in enforce mode), so that loopx
 /// has a compute policy to state as the reference always does.
-fn loop_like_the_reference(mode: &str, priority: bool) -> Fixture {
+fn loop_like_the_reference(mode: &str, priority: bool, formal: &str) -> Fixture {
     let f = Fixture::new();
-    f.init(5, &["--goal-focus-mode", mode]);
+    f.init(5, &["--goal-focus-mode", mode, "--formal-policy", formal]);
     let policy = serde_json::json!({"allowed_services": ["local"]});
     match mode {
         "enforce" => f.reviewed_direction_with(policy),
@@ -136,14 +136,11 @@ fn the_sections_come_in_the_reference_runtimes_order_in_every_combination() {
     assert_eq!(reference.len(), 24);
     let mut compared = 0;
     for row in &reference {
-        // loopx has no formal policy yet: the rows without one.
-        if row["formal_policy"] != "off" {
-            continue;
-        }
         let mode = row["goal_focus_mode"].as_str().unwrap();
         let panel = row["panel"].as_bool().unwrap();
         let priority = row["goal_priority"].as_bool().unwrap();
-        let f = loop_like_the_reference(mode, priority);
+        let formal = row["formal_policy"].as_str().unwrap();
+        let f = loop_like_the_reference(mode, priority, formal);
         let prompt = task_body(&f, Some(if panel { "on" } else { "off" }));
         let expected: Vec<&str> = (row["sections"].as_array().unwrap().iter())
             .map(|s| s.as_str().unwrap())
@@ -155,5 +152,5 @@ fn the_sections_come_in_the_reference_runtimes_order_in_every_combination() {
         assert_eq!(sections(&prompt), expected, "{row}\n{prompt}");
         compared += 1;
     }
-    assert_eq!(compared, 12);
+    assert_eq!(compared, 24);
 }

@@ -1556,3 +1556,55 @@ fn a_snapshotted_turn_shows_both_commits_and_its_stat_on_its_iteration() {
         "{page}"
     );
 }
+
+#[test]
+fn the_page_shows_each_configured_check_with_its_last_result() {
+    let f = loop_with_outcome();
+    let page = |f: &Fixture| serve(f, &[]).get("/").body;
+    assert!(page(&f).contains("no configured checks"));
+    let config = f.json_file(
+        "checks.json",
+        &json!({"outcome_id": "deck", "criteria": [{"id": "R1", "validation_argv": ["true", "--intro"]}]}),
+    );
+    let proposal = f.json(&[
+        "goal-acceptance",
+        "prepare-checks",
+        "--dir",
+        f.d(),
+        "--file",
+        &config,
+    ]);
+    let basis = proposal["basis"].as_str().unwrap();
+    f.loopx()
+        .args([
+            "goal-acceptance",
+            "apply-checks",
+            "--dir",
+            f.d(),
+            "--file",
+            &config,
+            "--basis",
+            basis,
+        ])
+        .assert()
+        .success();
+    let before = page(&f);
+    assert!(
+        before.contains(r#"data-check="R1" data-state="never_run""#),
+        "{before}"
+    );
+    assert!(before.contains("true --intro"));
+    let root = f.temp.path();
+    f.loopx()
+        .args(["check", "run", "--dir", f.d(), "--root"])
+        .arg(root)
+        .assert()
+        .success();
+    let after = page(&f);
+    assert!(
+        after.contains(r#"data-check="R1" data-state="passed""#),
+        "{after}"
+    );
+    assert!(after.contains("last pass (exit 0)"), "{after}");
+    assert!(after.contains("against no git HEAD, by owner"), "{after}");
+}

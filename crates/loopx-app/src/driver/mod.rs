@@ -9,6 +9,8 @@
 //!   process is started, watched, limited and reaped. The binary provides
 //!   the real one.
 //! - [`reviewer`]: a panel reviewer through the same runner.
+//! - [`host`]: a command the host runs on its own behalf (the success
+//!   check, the owner's executable checks, Lake) through the same runner.
 //! - [`env`]: the names of the variables a started process sees.
 //! - `watch`: a running turn's output read as it arrives (its CLI's
 //!   retries shown, and ended past the loop's policy).
@@ -28,6 +30,7 @@
 
 pub mod capture;
 pub mod env;
+pub mod host;
 pub mod options;
 mod outage;
 pub mod reviewer;

@@ -47,6 +47,9 @@ pub struct Options {
     /// `--accept-workspace`: the operator's word that a workspace changed
     /// since loopx left it is the one to go on from.
     pub accept_workspace: bool,
+    /// The `--formal-*` flags; once the run has started, the formal policy
+    /// it resolved, every setting stated (`crate::formal::resolve`).
+    pub formal: loopx_core::formal::Layer,
 }
 
 /// What the driver tells a person while it runs; the adapter renders it.

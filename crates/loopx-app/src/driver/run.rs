@@ -96,6 +96,14 @@ pub fn drive(
     // here, before the driver registers, rather than at the first prompt.
     crate::goal_priority::resolve(dir)
         .map_err(|error| anyhow::Error::from(error).context(Misdirected("goal priority")))?;
+    // So is a formal policy source with a value that is not one; the
+    // turns go by what is resolved here, whatever changes meanwhile.
+    let formal = crate::formal::resolve(dir, &options.formal)
+        .map_err(|error| anyhow::Error::from(error).context(Misdirected("formal policy")))?;
+    let options = &Options {
+        formal: formal.settings.as_layer(),
+        ..options.clone()
+    };
     // Asked for and impossible (no repository, no commit): refused before
     // anything is written, like any other misdirected flag.
     let (snapshots, snapshot_note) =
@@ -106,6 +114,7 @@ pub fn drive(
     }
     let _lock = super::take_lock(dir)?;
     let logs = super::log_dir(dir)?;
+    crate::formal::start_drive(dir, &formal, &options.root, progress)?;
     let panel = crate::panel::enabled(dir, options.panel)?;
     let pid = std::process::id();
     let (providers, command) = match &options.target {
@@ -490,6 +499,7 @@ impl Run<'_> {
             self.turns += 1;
             self.replanned_since_turn = false;
             crate::notify::after_turn(dir, &provider_name, turn.result);
+            crate::formal::after_turn(context, turn.result);
             match self
                 .session
                 .after(turn.result, turn.read.resets_at, clock::now())

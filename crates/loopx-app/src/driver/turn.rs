@@ -61,28 +61,61 @@ pub fn verify_claim(
     let Some(iteration) = ledger.pending_claim else {
         return Ok(None);
     };
-    let logs = super::log_dir(dir)?;
     let name = crate::operation::fresh_name(&format!("claim-{iteration}"));
-    let log_name = format!("{DRIVER_LOGS}/{name}.check.log");
-    let log = platform::create_private(&dir.path(&log_name))
-        .with_context(|| format!("cannot create {log_name}"))?;
-    let ran = runner.run(Process {
-        program: "sh".into(),
-        args: vec!["-c".into(), ledger.config.success_check.clone()],
-        cwd: root.to_path_buf(),
-        env: vec![(env::LOOP_DIR, dir.root().into())],
-        env_removed: &[],
-        stdin: None,
-        output: Output::Log { file: log, cap },
-        timeout,
-        record: Record {
-            logs: logs.clone(),
-            name: name.clone(),
+    // The owner's configured checks first, run on this HEAD: a claim is
+    // refused while any of them is not met, whatever the success check
+    // would say. Configuring them was the owner's consent to run them.
+    let started = std::time::Instant::now();
+    let say = |line: &str| progress.say(line);
+    let checks = crate::goal::checks::run(dir, root, None, None, "completion gate", runner, &say)?;
+    if let Some(first) = checks.criteria.iter().find(|c| !c.state.met()) {
+        let failing: Vec<String> = (checks.criteria.iter())
+            .filter(|c| !c.state.met())
+            .map(|c| {
+                format!(
+                    "{} of {} {}",
+                    c.criterion_id,
+                    c.outcome_id,
+                    c.state.as_str()
+                )
+            })
+            .collect();
+        let check = CheckRun {
+            command: format!("configured checks: {}", failing.join(", ")),
+            exit_code: Some(1),
+            timed_out: false,
+            log: first
+                .last
+                .as_ref()
+                .map(|r| r.log.clone())
+                .unwrap_or_default(),
+            duration_ms: started.elapsed().as_millis() as u64,
+        };
+        return Ok(Some(through_outages(
+            dir,
+            None,
+            "settling the success claim",
+            progress,
+            || super::settle_claim(dir, iteration, check.clone(), &name),
+        )?));
+    }
+    let ran = super::host::run(
+        dir,
+        runner,
+        super::host::HostCommand {
+            program: "sh".into(),
+            args: vec!["-c".into(), ledger.config.success_check.clone()],
+            cwd: root.to_path_buf(),
+            env: vec![(env::LOOP_DIR, dir.root().into())],
+            env_removed: &[],
+            timeout,
+            cap,
+            label: format!("claim-{iteration}"),
+            kind: "check",
         },
-        confinement: None,
-    });
-    let _ = std::fs::remove_file(super::record_path(&logs, &name));
-    let ran = ran?;
+    )?;
+    let log_name = ran.log;
+    let ran = ran.outcome?;
     if ran.stopped_by.is_some() {
         // A check cut short proves nothing either way: the claim stays
         // pending for the next run to check.
@@ -152,6 +185,7 @@ fn agent_env(
     if let Some(store) = dir.store_override() {
         vars.push((env::STORE, store.into()));
     }
+    vars.extend(crate::formal::agent_env(&options.formal));
     Ok(vars)
 }
 
@@ -199,6 +233,7 @@ pub fn run_turn(
             &Actor::Agent(options.agent_id.clone()),
             options.panel,
             advice,
+            &options.formal,
         )
     })?;
     let staged_before =

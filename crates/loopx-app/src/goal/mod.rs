@@ -11,6 +11,7 @@
 //! [`crate::continuation`].
 
 pub mod acceptance;
+pub mod checks;
 mod receipt;
 pub mod refresh;
 pub mod todo;

@@ -12,6 +12,7 @@ use crate::loop_dir::LoopDir;
 use crate::{clock, fsutil, AppError};
 use loopx_core::digest::Digest;
 use loopx_core::driver::provider::Family;
+use loopx_core::goal::{Actor, DEFAULT_GOAL_ID};
 use loopx_core::ledger::view;
 use loopx_core::panel::advice::{self, Advisor, TargetBrief};
 use loopx_core::panel::attempts::AttemptOutcome;
@@ -33,15 +34,21 @@ impl Target {
     /// The loop as it stands, for a turn `executor` (a provider name)
     /// will run.
     pub(crate) fn of(dir: &LoopDir, executor: Option<&str>) -> Result<Target, AppError> {
-        let ledger = dir.read()?.ledger;
-        let verdict = dir.verdict(&ledger, clock::now());
-        let policies = dir.policy_texts(&ledger)?;
-        let next_path = view::next_safe_action(&ledger, &verdict);
-        let recovery = view::recovery_markdown(&ledger, &verdict);
+        // As the owner sees the turn: the formal section reads the work
+        // selected for it.
+        let turn = dir.next_turn(DEFAULT_GOAL_ID, &Actor::Owner)?;
+        let ledger = &turn.reading.ledger;
+        let verdict = dir.verdict(ledger, clock::now());
+        let policies = dir.policy_texts(ledger)?;
+        // The policy the sources give (a driver's flags were made its
+        // standing orders when it started).
+        let formal = crate::formal::prompt_section(dir, &turn, &Default::default())?;
+        let next_path = view::next_safe_action(ledger, &verdict);
+        let recovery = view::recovery_markdown(ledger, &verdict);
         let brief = advice::brief(&TargetBrief {
             compute_policy: &policies.compute_policy,
             goal_priority: &policies.goal_priority,
-            formal_policy: &policies.formal_policy,
+            formal_policy: &formal,
             next_path: &next_path,
             last_iteration: ledger.spent.iterations,
             recovery: &recovery,

@@ -14,7 +14,7 @@ use super::prepare::{self, Prepared, Subject};
 use crate::focus::candidate::{self, family_of, Finalized};
 use crate::focus::strategy::{self, StrategyReviewView};
 use crate::loop_dir::LoopDir;
-use crate::{clock, fsutil, platform, AppError};
+use crate::{clock, fsutil, AppError};
 use loopx_core::digest::Digest;
 use loopx_core::driver::provider::{self, Family};
 use loopx_core::focus::review::{ResultReview, SCHEMA};
@@ -170,23 +170,7 @@ fn of_authority(error: AuthorityError<PanelProblem>) -> AppError {
 /// none reached through a symlink: an agent that plants `panel` as a link
 /// does not get the host to write the candidate somewhere else.
 fn private_dir(dir: &LoopDir, parts: &[&str]) -> anyhow::Result<PathBuf> {
-    let mut path = dir.root().to_path_buf();
-    for part in parts {
-        path.push(part);
-        match path.symlink_metadata() {
-            Ok(meta) if meta.is_dir() && !meta.file_type().is_symlink() => {}
-            Ok(_) => anyhow::bail!(
-                "{} must be a real directory, not a symlink or a file",
-                path.display()
-            ),
-            Err(_) => {
-                std::fs::create_dir(&path)
-                    .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
-                platform::make_private_dir(&path)?;
-            }
-        }
-    }
-    Ok(path)
+    fsutil::private_dir_below(dir.root(), parts)
 }
 
 impl Prepared {

@@ -1,6 +1,7 @@
 //! Every refusal of the goal owner, each naming the value that was wrong
 //! and what to do next.
 
+use crate::digest::Digest;
 use jiff::Timestamp;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -61,6 +62,19 @@ pub enum GoalError {
         which: &'static str,
         bytes: usize,
         limit: usize,
+    },
+    #[error("the checks for outcome {outcome_id} are not valid: {why}; nothing was written")]
+    ChecksInvalid { outcome_id: String, why: String },
+    #[error("the requirements or linked work of outcome {outcome_id} changed since the proposal (basis {proposed}, now {current}): nothing was written; run `loopx goal-acceptance prepare-checks` again and review what it shows")]
+    ChecksBasisChanged {
+        outcome_id: String,
+        proposed: Digest,
+        current: Digest,
+    },
+    #[error("no check is configured on outcome {outcome_id} for {criterion_id}: a result is recorded only for a configured check")]
+    NoSuchCheck {
+        outcome_id: String,
+        criterion_id: String,
     },
     #[error("todo {id} does not exist (see `loopx todo list`)")]
     NoTodo { id: String },

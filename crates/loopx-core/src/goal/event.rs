@@ -2,6 +2,7 @@
 //! ([`Change`]), so the fold below is trivial and cannot disagree with what
 //! the owner's decide checked. Owns the fold; decides nothing.
 
+use super::checks::{self, CheckResult, Criterion};
 use super::objective::{Adoption, ObjectiveLog, ObjectiveRevision, Proposal};
 use super::outcome::{self, RefinedOutcome};
 use super::todo::{self, EvidenceNote, Todo, TodoTransition};
@@ -56,6 +57,14 @@ pub enum Change {
     GapAcknowledged {
         outcome_id: String,
         checkpoint: Digest,
+    },
+    ChecksConfigured {
+        outcome_id: String,
+        criteria: Vec<Criterion>,
+    },
+    ChecksRecorded {
+        outcome_id: String,
+        results: Vec<CheckResult>,
     },
 }
 
@@ -165,6 +174,23 @@ fn apply(goal: &mut Goal, change: &Change, event: &GoalEvent) {
                 .insert(adoption.agent_id.clone(), adoption.clone());
         }
         Change::OutcomeRefined { refined } => outcome::evolve(goal, refined, event.at),
+        Change::ChecksConfigured {
+            outcome_id,
+            criteria,
+        } => {
+            if let Some(o) = goal.outcomes.iter_mut().find(|o| &o.id == outcome_id) {
+                o.checks = criteria.clone();
+                o.check_results = checks::merged(o, &[]);
+            }
+        }
+        Change::ChecksRecorded {
+            outcome_id,
+            results,
+        } => {
+            if let Some(o) = goal.outcomes.iter_mut().find(|o| &o.id == outcome_id) {
+                o.check_results = checks::merged(o, results);
+            }
+        }
         Change::TodoAdded { todo } => {
             let number = todo
                 .id

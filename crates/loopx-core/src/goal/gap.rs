@@ -55,6 +55,15 @@ pub fn requirement_states(outcome: &Outcome) -> Vec<(&str, RequirementState)> {
         .requirements
         .iter()
         .map(|requirement| {
+            // A configured check decides its requirement; a review cannot.
+            if let Some(check) = super::checks::configured_state(outcome, &requirement.id) {
+                let state = match check {
+                    super::checks::CheckState::Passed => RequirementState::Met,
+                    super::checks::CheckState::Failed => RequirementState::Unmet,
+                    _ => RequirementState::Unreviewed,
+                };
+                return (requirement.id.as_str(), state);
+            }
             let state = match outcome
                 .current_review(&requirement.id, &basis)
                 .map(|r| r.conclusion)
@@ -71,18 +80,30 @@ pub fn requirement_states(outcome: &Outcome) -> Vec<(&str, RequirementState)> {
 
 /// The digest a gap acknowledgement binds: the requirements and linked
 /// declarations (through the outcome's basis), the linked work's state,
-/// and the current review conclusions with their evidence.
+/// the current review conclusions with their evidence, and the configured
+/// checks with their results.
 pub fn checkpoint(goal: &Goal, outcome: &Outcome) -> Digest {
     /// Fields in key order, no maps: its plain JSON is canonical.
     #[derive(Serialize)]
     struct Checkpoint<'a> {
         basis: Digest,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        checks: Option<Digest>,
         outcome: &'a str,
         reviews: Digest,
         work: Vec<(&'a str, Option<super::todo::TodoStatus>)>,
     }
+    // Configured checks and their results rearm an acknowledged gap when
+    // they change; without any, the checkpoint is what it always was.
+    let checks = (!outcome.checks.is_empty()).then(|| {
+        let results: Vec<_> = (outcome.check_results.iter())
+            .map(|r| (&r.criterion_id, r.status, &r.argv_digest, &r.head))
+            .collect();
+        Digest::of_json(&(&outcome.checks, results))
+    });
     Digest::of_ordered_json(&Checkpoint {
         basis: outcome.basis(),
+        checks,
         outcome: &outcome.id,
         reviews: outcome.reviews_digest(),
         work: outcome

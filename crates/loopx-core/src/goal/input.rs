@@ -70,6 +70,16 @@ pub fn check(command: &GoalCommand) -> Result<(), GoalError> {
         GoalRequest::AcknowledgeGap { outcome_id, .. } => {
             ident::check(IdKind::Outcome, outcome_id)?;
         }
+        GoalRequest::ConfigureChecks { config, .. } => {
+            ident::check(IdKind::Outcome, &config.outcome_id)?;
+        }
+        GoalRequest::RecordChecks {
+            outcome_id,
+            results,
+        } => {
+            ident::check(IdKind::Outcome, outcome_id)?;
+            text::check_count("check results", results.len())?;
+        }
         GoalRequest::Writeback {
             note,
             evidence_refs,

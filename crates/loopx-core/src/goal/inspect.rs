@@ -81,9 +81,18 @@ pub struct OutcomeReadback<'a> {
     pub sources: &'a [Source],
     /// The agent's own evidence reviews (self-assessment), current or not.
     pub reviews: &'a [Review],
-    /// Independent, configured checks: none are configured in this version;
-    /// reviews above are never presented as one.
-    pub configured_checks: [(); 0],
+    /// Independent, configured checks (the owner's; `super::checks`), each
+    /// with its newest host-observed result; reviews above are never
+    /// presented as one. Judged here without a HEAD (`check status` judges
+    /// against the project's).
+    pub configured_checks: Vec<CheckLine<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CheckLine<'a> {
+    pub criterion: &'a super::checks::Criterion,
+    pub state: super::checks::CheckState,
+    pub last: Option<&'a super::checks::CheckResult>,
 }
 
 #[derive(Debug, Serialize)]
@@ -163,7 +172,14 @@ pub fn readback<'a>(
                     .collect(),
                 sources: &outcome.sources,
                 reviews: &outcome.reviews,
-                configured_checks: [],
+                configured_checks: (outcome.checks.iter())
+                    .map(|criterion| CheckLine {
+                        criterion,
+                        state: super::checks::state(outcome, criterion, None),
+                        last: (outcome.check_results.iter())
+                            .find(|r| r.criterion_id == criterion.id),
+                    })
+                    .collect(),
             }
         })
         .collect();

@@ -14,11 +14,12 @@
 //! Files by job: `actor` (who asks), `state` (the snapshot), `request`
 //! (commands and receipts), `error` (refusals), `owner` (decide), [`event`]
 //! (the fold); their types are re-exported here. Then one module per rule area
-//! (objective, outcome, todo, gap), where a todo's live state is kept
+//! (objective, outcome, checks, todo, gap), where a todo's live state is kept
 //! ([`frontier`]: a stream per todo), the readbacks (inspect, continuation,
 //! task_body) and the field checks (input).
 
 mod actor;
+pub mod checks;
 pub mod continuation;
 mod error;
 pub mod event;

@@ -4,8 +4,9 @@
 //!
 //! A review is an agent's self-assessment bound to the requirements and
 //! linked work it looked at: when either changes, the review no longer
-//! counts. It is kept apart from configured checks, and closing a linked
-//! todo never marks anything met.
+//! counts. It is kept apart from configured checks (`super::checks`: a
+//! requirement with one takes its state from the check's result alone),
+//! and closing a linked todo never marks anything met.
 
 use super::{Actor, Goal, GoalError};
 use crate::digest::{canonical_json, canonical_len, Digest};
@@ -67,6 +68,14 @@ pub struct Outcome {
     /// Recomputed by [`Outcome::refresh`] whenever the outcome changes.
     #[serde(default)]
     pub derived: Derived,
+    /// The executable checks the goal's owner configured on its
+    /// requirements (`super::checks`). Absent when none, so outcomes
+    /// written before checks existed keep their bytes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<super::checks::Criterion>,
+    /// The newest host-observed result of each configured check.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub check_results: Vec<super::checks::CheckResult>,
 }
 
 /// Facts computed from an outcome when it changes, so that reads and budget
@@ -537,6 +546,8 @@ fn blank(id: &str, now: Timestamp) -> Outcome {
         reviews: Vec::new(),
         created_at: now,
         derived: Derived::default(),
+        checks: Vec::new(),
+        check_results: Vec::new(),
     }
 }
 

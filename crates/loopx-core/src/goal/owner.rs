@@ -5,7 +5,7 @@
 
 use super::todo::{self, EvidenceNote, Todo, TodoAction, TodoStatus};
 use super::{
-    event, gap, input, objective, outcome, Actor, Change, Goal, GoalCommand, GoalContext,
+    checks, event, gap, input, objective, outcome, Actor, Change, Goal, GoalCommand, GoalContext,
     GoalError, GoalEvent, GoalReceipt, GoalRequest, NewTodo, DEFAULT_GOAL_ID,
 };
 use crate::operation::{Decided, Owner};
@@ -425,6 +425,66 @@ fn decide_on(
                     receipt(goal, &["gap_acknowledged"]),
                 )),
             }
+        }
+        GoalRequest::ConfigureChecks { config, basis } => {
+            // Otherwise an agent could configure `true` and certify itself.
+            if let Actor::Agent(agent) = actor {
+                return Err(GoalError::OwnerOnly {
+                    what: "configure executable checks",
+                    agent: agent.clone(),
+                });
+            }
+            let outcome = goal
+                .outcome(&config.outcome_id)
+                .ok_or_else(|| GoalError::NoOutcome {
+                    outcome_id: config.outcome_id.clone(),
+                })?;
+            let current = outcome.basis();
+            if &current != basis {
+                return Err(GoalError::ChecksBasisChanged {
+                    outcome_id: outcome.id.clone(),
+                    proposed: basis.clone(),
+                    current,
+                });
+            }
+            checks::validate(config, outcome)?;
+            if outcome.checks == config.criteria {
+                return Ok((vec![], receipt(goal, &["checks_unchanged"])));
+            }
+            Ok((
+                vec![Change::ChecksConfigured {
+                    outcome_id: outcome.id.clone(),
+                    criteria: config.criteria.clone(),
+                }],
+                receipt(goal, &["checks_configured"])
+                    .with("outcome_id", &outcome.id)
+                    .with("criteria", config.criteria.len()),
+            ))
+        }
+        GoalRequest::RecordChecks {
+            outcome_id,
+            results,
+        } => {
+            let outcome = goal
+                .outcome(outcome_id)
+                .ok_or_else(|| GoalError::NoOutcome {
+                    outcome_id: outcome_id.clone(),
+                })?;
+            if let Some(stray) =
+                (results.iter()).find(|r| !outcome.checks.iter().any(|c| c.id == r.criterion_id))
+            {
+                return Err(GoalError::NoSuchCheck {
+                    outcome_id: outcome_id.clone(),
+                    criterion_id: stray.criterion_id.clone(),
+                });
+            }
+            Ok((
+                vec![Change::ChecksRecorded {
+                    outcome_id: outcome_id.clone(),
+                    results: results.clone(),
+                }],
+                receipt(goal, &["checks_recorded"]).with("outcome_id", outcome_id),
+            ))
         }
         GoalRequest::Writeback {
             note,

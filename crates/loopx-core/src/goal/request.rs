@@ -3,6 +3,7 @@
 //! ([`GoalReceipt`]). Checking a request's fields is [`super::input`]'s
 //! job; deciding it, `owner.rs`'s.
 
+use super::checks::{CheckConfig, CheckResult};
 use super::objective::ObjectiveDocument;
 use super::outcome::OutcomeUpdate;
 use super::todo::TodoAction;
@@ -80,6 +81,18 @@ pub enum GoalRequest {
     AcknowledgeGap {
         outcome_id: String,
         checkpoint: Digest,
+    },
+    /// The owner's executable checks on one outcome (they replace any
+    /// configured before), bound to the outcome's requirements and linked
+    /// work as the proposal showed them (`basis`).
+    ConfigureChecks {
+        config: CheckConfig,
+        basis: Digest,
+    },
+    /// What the host observed running configured checks of one outcome.
+    RecordChecks {
+        outcome_id: String,
+        results: Vec<CheckResult>,
     },
     /// The agent's writeback at the end of a turn.
     Writeback {

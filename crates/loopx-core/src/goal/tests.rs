@@ -369,6 +369,147 @@ fn an_oversized_declaration_fails_before_commit() {
     assert_eq!(h.goal(), &before);
 }
 
+fn check_config(argv: &[&str]) -> checks::CheckConfig {
+    checks::CheckConfig {
+        outcome_id: "deck".into(),
+        criteria: vec![checks::Criterion {
+            id: "R1".into(),
+            validation_argv: argv.iter().map(|w| (*w).into()).collect(),
+            timeout_seconds: 60,
+            cwd: None,
+        }],
+    }
+}
+
+fn check_result(h: &Harness, status: checks::CheckStatus) -> checks::CheckResult {
+    let criterion = &h.goal().outcome("deck").unwrap().checks[0];
+    checks::CheckResult {
+        criterion_id: "R1".into(),
+        status,
+        exit_code: Some(0),
+        duration_ms: 5,
+        output_digest: crate::digest::Digest::of_bytes(b"ok"),
+        excerpt: "ok".into(),
+        log: String::new(),
+        argv_digest: criterion.argv_digest(),
+        head: None,
+        ran_at: at(1),
+        ran_by: "owner".into(),
+    }
+}
+
+#[test]
+fn only_the_owner_configures_checks_and_only_on_the_basis_it_was_shown() {
+    let mut h = Harness::new();
+    let todo = h.add_todo("Build the deck");
+    h.refine(agent("a"), create_outcome("a", &todo)).unwrap();
+    let basis = h.goal().outcome("deck").unwrap().basis();
+    let configure = |basis: &crate::digest::Digest| GoalRequest::ConfigureChecks {
+        config: check_config(&["make", "deck"]),
+        basis: basis.clone(),
+    };
+    // An agent could certify itself with `true`: refused.
+    assert!(matches!(
+        h.run(agent("a"), configure(&basis)),
+        Err(GoalError::OwnerOnly { .. })
+    ));
+    // A requirement added after the proposal was read: refused.
+    h.refine(
+        agent("a"),
+        OutcomeUpdate {
+            outcome_id: "deck".into(),
+            add_requirements: vec![requirement("R2", "Cite the dataset")],
+            source: source("msg-2"),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let writes = h.writes;
+    assert!(matches!(
+        h.run(Actor::Owner, configure(&basis)),
+        Err(GoalError::ChecksBasisChanged { .. })
+    ));
+    assert_eq!(h.writes, writes);
+    let current = h.goal().outcome("deck").unwrap().basis();
+    h.run(Actor::Owner, configure(&current)).unwrap();
+    assert_eq!(h.goal().outcome("deck").unwrap().checks.len(), 1);
+    // The same configuration again writes nothing.
+    let writes = h.writes;
+    h.run(Actor::Owner, configure(&current)).unwrap();
+    assert_eq!(h.writes, writes);
+}
+
+#[test]
+fn a_configured_check_decides_its_requirement_and_a_review_cannot() {
+    let mut h = Harness::new();
+    let todo = h.add_todo("Build the deck");
+    h.refine(agent("a"), create_outcome("a", &todo)).unwrap();
+    let basis = h.goal().outcome("deck").unwrap().basis();
+    h.run(
+        Actor::Owner,
+        GoalRequest::ConfigureChecks {
+            config: check_config(&["make", "deck"]),
+            basis,
+        },
+    )
+    .unwrap();
+    h.todo(agent("a"), &todo, TodoAction::Complete).unwrap();
+    // The agent's self-assessment says met: the check has not run.
+    h.refine(
+        agent("a"),
+        OutcomeUpdate {
+            outcome_id: "deck".into(),
+            reviews: vec![review("R1", Conclusion::Met)],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let open = gaps(h.goal(), at(0));
+    assert_eq!(
+        open[0].unresolved[0].state,
+        gap::RequirementState::Unreviewed
+    );
+    let checkpoint = open[0].checkpoint.clone();
+    let failing = check_result(&h, checks::CheckStatus::Fail);
+    h.run(
+        Actor::Owner,
+        GoalRequest::RecordChecks {
+            outcome_id: "deck".into(),
+            results: vec![failing],
+        },
+    )
+    .unwrap();
+    let open = gaps(h.goal(), at(0));
+    assert_eq!(open[0].unresolved[0].state, gap::RequirementState::Unmet);
+    // A new result rearms the gap.
+    assert_ne!(open[0].checkpoint, checkpoint);
+    let passing = check_result(&h, checks::CheckStatus::Pass);
+    h.run(
+        Actor::Owner,
+        GoalRequest::RecordChecks {
+            outcome_id: "deck".into(),
+            results: vec![passing.clone()],
+        },
+    )
+    .unwrap();
+    assert!(gaps(h.goal(), at(0)).is_empty());
+    // A result for a check nobody configured is refused.
+    let stray = checks::CheckResult {
+        criterion_id: "R9".into(),
+        ..passing
+    };
+    assert!(matches!(
+        h.run(
+            Actor::Owner,
+            GoalRequest::RecordChecks {
+                outcome_id: "deck".into(),
+                results: vec![stray],
+            },
+        ),
+        Err(GoalError::NoSuchCheck { .. })
+    ));
+}
+
 #[test]
 fn a_closed_linked_todo_never_meets_an_outcome_and_the_gap_stays() {
     let mut h = Harness::new();

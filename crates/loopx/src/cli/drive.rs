@@ -123,6 +123,8 @@ pub struct DriveArgs {
     /// it, such a restart stops with exit 4 and shows what changed.
     #[arg(long)]
     pub accept_workspace: bool,
+    #[command(flatten)]
+    pub formal: super::ledger::FormalArgs,
 }
 
 /// `--git-snapshot`.
@@ -275,6 +277,7 @@ pub fn drive(args: &DriveArgs, store: Option<&str>) -> Result<Reply> {
         cli_retries,
         git_snapshot: args.git_snapshot.into(),
         accept_workspace: args.accept_workspace,
+        formal: args.formal.layer(),
     };
     let dir = match LoopDir::open(args.dir.at(store), Access::ReadWrite) {
         Ok(dir) => dir,
@@ -535,7 +538,7 @@ pub fn verify(args: &VerifyArgs, store: Option<&str>) -> Result<Reply> {
         None => ("no success claim is pending".to_owned(), 0),
         Some(true) => (format!("success claim verified; the loop is {status}"), 0),
         Some(false) => (
-            format!("success claim refused: the success_check failed; the loop is {status}"),
+            format!("success claim refused: a configured check is not met, or the success_check failed (`loopx check status`, driver_logs/); the loop is {status}"),
             1,
         ),
     };

@@ -102,9 +102,65 @@ pub struct InitArgs {
     /// With --goal-priority-template: replace an existing goal_priority.json.
     #[arg(long, requires = "goal_priority_template")]
     pub force: bool,
+    #[command(flatten)]
+    pub formal: FormalArgs,
     /// Stable id for this operation; repeating it replays the receipt.
     #[arg(long)]
     pub operation_id: Option<String>,
+}
+
+/// The formal (Lean) policy's flags, shared by `init` (where they become
+/// the loop's standing orders, shown in formal/formal_policy.json) and
+/// `drive` (where they override every other source for the run).
+#[derive(Debug, Args)]
+pub struct FormalArgs {
+    /// Lean formalization assist: off (no formal section in the prompt),
+    /// mention-only, auto, on, or force (the binding rules always, and a
+    /// host hygiene tick with --formal-force-after-iteration). Default:
+    /// AAS_AUTOLOOP_FORMAL_POLICY, the loop's standing orders,
+    /// formal/formal_policy.json in the loop directory, else off.
+    #[arg(long, value_name = "POLICY", value_parser = PossibleValuesParser::new(loopx_core::formal::Policy::names()))]
+    pub formal_policy: Option<String>,
+    /// The Lake project, relative to the loop directory (looked for there
+    /// first) or the project root; default formal/
+    /// (AAS_AUTOLOOP_FORMAL_PROJECT).
+    #[arg(long, value_name = "PATH", value_parser = formal_project)]
+    pub formal_project: Option<String>,
+    /// With policy force: after each ok turn the host runs a formal
+    /// hygiene tick (a sorry scan of the Lake project, and `lake build`
+    /// with --formal-typecheck), writing formal/force_loop_reports/*.json.
+    /// It never stops the loop or supports a claim
+    /// (AAS_AUTOLOOP_FORMAL_FORCE=1).
+    #[arg(long)]
+    pub formal_force_after_iteration: bool,
+    /// Let the force tick run `lake build` in the Lake project (its own
+    /// process group, a timeout of AAS_AUTOLOOP_FORMAL_TYPECHECK_TIMEOUT
+    /// seconds, 600 by default, at most --iteration-timeout)
+    /// (AAS_AUTOLOOP_FORMAL_TYPECHECK=1).
+    #[arg(long)]
+    pub formal_typecheck: bool,
+    /// How many force ticks the loop may spend over all its drives
+    /// (default 3; spent ones stay spent across restarts).
+    #[arg(long, value_name = "N")]
+    pub formal_force_credits: Option<u32>,
+}
+
+impl FormalArgs {
+    /// What the flags say (a switch not given says nothing).
+    pub fn layer(&self) -> loopx_core::formal::Layer {
+        loopx_core::formal::Layer {
+            policy: (self.formal_policy.as_deref())
+                .map(|p| loopx_core::formal::Policy::parse(p).expect("clap checked the policy")),
+            project: self.formal_project.clone(),
+            force_credits: self.formal_force_credits,
+            typecheck: self.formal_typecheck.then_some(true),
+            force_after_iteration: self.formal_force_after_iteration.then_some(true),
+        }
+    }
+}
+
+fn formal_project(text: &str) -> Result<String, String> {
+    loopx_core::formal::check_project(text)
 }
 
 /// Record one iteration: what was done, what it cost, and the decision.
@@ -245,13 +301,17 @@ pub fn init(args: &InitArgs, store: Option<&str>) -> Result<Reply> {
         args.operation_id.as_deref(),
         request,
         args.goal_priority_template.then_some(args.force),
+        &args.formal.layer(),
     )?;
     let dir = view.dir.as_deref().unwrap_or_default();
     let template = (view.body.goal_priority_template.as_deref())
         .map(|path| format!("\nwrote the goal-priority template {path} (disabled until edited)"))
         .unwrap_or_default();
+    let formal = (view.body.formal_policy.as_deref())
+        .map(|path| format!("\nrecorded the formal policy as standing orders, shown in {path}"))
+        .unwrap_or_default();
     let text = format!(
-        "{} loop {} in {dir} ({} at most){}{template}\nnext: loopx append-iteration --dir {dir} --mode bounded-research --objective \"...\" --decision continue",
+        "{} loop {} in {dir} ({} at most){}{template}{formal}\nnext: loopx append-iteration --dir {dir} --mode bounded-research --objective \"...\" --decision continue",
         if view.replayed { "already initialized" } else { "initialized" },
         view.body.run_id,
         words::count(view.body.max_iterations, "iteration"),
@@ -329,10 +389,22 @@ pub fn status(args: &DirArgs, store: Option<&str>) -> Result<Reply> {
     Reply::view(&view, view.text())
 }
 
-pub fn done(args: &DirArgs, store: Option<&str>) -> Result<Reply> {
-    let view = ledger::done(&LoopDir::open(
-        Place::new(&args.dir, store),
-        Access::ReadOnly,
-    )?)?;
+/// The loop, and the project root its configured checks are judged in.
+#[derive(Debug, Args)]
+pub struct DoneArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    /// The project root the owner's executable checks are judged against
+    /// (its HEAD; default: the current directory). Nothing is run.
+    #[arg(long)]
+    pub root: Option<PathBuf>,
+}
+
+pub fn done(args: &DoneArgs, store: Option<&str>) -> Result<Reply> {
+    let root = args.root.clone().unwrap_or(std::env::current_dir()?);
+    let view = ledger::done(
+        &LoopDir::open(Place::new(&args.dir.dir, store), Access::ReadOnly)?,
+        &root,
+    )?;
     Reply::view(&view, view.text())
 }

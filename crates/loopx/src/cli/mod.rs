@@ -1,10 +1,12 @@
 //! Command-line definitions and the rendering every command shares.
 
 mod backup;
+mod check;
 mod contain;
 mod cost;
 mod drive;
 mod focus;
+mod formal;
 mod goal;
 mod hook;
 mod import;
@@ -98,6 +100,9 @@ pub enum Command {
     AgentCmd(drive::AgentCmdArgs),
     Recover(drive::RecoverArgs),
     Verify(drive::VerifyArgs),
+    /// The formal (Lean) policy: status, and the host's re-check of a Lean proof.
+    #[command(subcommand)]
+    Formal(formal::FormalCommand),
     NotifyEvent(notify::NotifyEventArgs),
     Cost(cost::CostArgs),
     Serve(serve::ServeArgs),
@@ -107,6 +112,10 @@ pub enum Command {
     /// The workspace's git snapshots, before and after each driven turn: list, show, diff.
     #[command(subcommand)]
     Snapshot(snapshot::SnapshotCommand),
+    /// The goal owner's executable checks: run them now, or see where each
+    /// stands against the project's HEAD.
+    #[command(subcommand)]
+    Check(check::CheckCommand),
     Rollback(snapshot::RollbackArgs),
     Install(install::InstallArgs),
     /// Remove what `loopx install` added (same flags), giving back every file as it was.
@@ -143,7 +152,7 @@ pub enum LedgerCommand {
     /// The loop at a glance: budgets, the stop verdict, the last iteration, the driver.
     Status(ledger::DirArgs),
     /// The read-only stop arbiter: which stop condition holds (exit 0 either way; see `done`).
-    Done(ledger::DirArgs),
+    Done(ledger::DoneArgs),
 }
 
 /// What a command produced: the JSON object, the text for people, and
@@ -222,7 +231,7 @@ fn ledger_command_alone(name: &str) -> Option<clap::Command> {
         "append-iteration" => ledger::AppendArgs::augment_args(Sub::new("append-iteration")),
         "validate" => ledger::DirArgs::augment_args(Sub::new("validate")),
         "status" => ledger::DirArgs::augment_args(Sub::new("status")),
-        "done" => ledger::DirArgs::augment_args(Sub::new("done")),
+        "done" => ledger::DoneArgs::augment_args(Sub::new("done")),
         _ => return None,
     };
     Some(negative_numbers(
@@ -394,12 +403,14 @@ fn dispatch(command: Command, json: bool, store: Option<&str>) -> Result<Reply> 
         Command::AgentCmd(args) => drive::agent_cmd(&args, store),
         Command::Recover(args) => drive::recover(&args, store),
         Command::Verify(args) => drive::verify(&args, store),
+        Command::Formal(command) => formal::formal(&command, store),
         Command::NotifyEvent(args) => notify::notify_event(&args, store),
         Command::Cost(args) => cost::cost(&args, store),
         Command::Serve(args) => serve::serve(&args, false, json, store),
         Command::Dashboard(args) => serve::serve(&args, true, json, store),
         Command::Backup(args) => backup::backup(&args, store),
         Command::Snapshot(command) => snapshot::snapshot(&command, store),
+        Command::Check(command) => check::check(&command, store),
         Command::Rollback(args) => snapshot::rollback(&args, store),
         Command::Install(args) => install::install(&args),
         Command::Uninstall(args) => install::uninstall(&args),

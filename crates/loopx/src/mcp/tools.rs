@@ -168,6 +168,18 @@ pub struct AdoptInput {
     pub operation_id: String,
 }
 
+/// A request to run the owner's configured checks of one outcome. It
+/// names no command and carries no result: what runs is the owner's.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunChecksInput {
+    /// The outcome whose configured checks to run.
+    pub outcome_id: String,
+    /// Stable id for this call; repeating it returns where the checks stand
+    /// without running them again.
+    pub operation_id: String,
+}
+
 /// The tool router over one [`Binding`].
 #[derive(Clone)]
 pub struct Tools {
@@ -434,6 +446,35 @@ impl Tools {
                     executor: None,
                 },
             )?)
+        })())
+    }
+
+    #[tool(
+        description = "Call to have the host run the goal owner's configured checks of one outcome in the project (the server's working directory) and record their results; you cannot choose the commands or supply results. Returns each check's state on the current HEAD."
+    )]
+    fn run_checks(&self, Parameters(input): Parameters<RunChecksInput>) -> ToolResult {
+        let RunChecksInput {
+            outcome_id,
+            operation_id,
+        } = input;
+        let ran_by = match &self.binding.actor {
+            loopx_core::goal::Actor::Agent(agent) => format!("agent {agent} (MCP)"),
+            loopx_core::goal::Actor::Owner => "owner (MCP)".to_owned(),
+        };
+        tool_result((|| {
+            let op = operation::given_or_generated(Some(&operation_id))?;
+            let dir = LoopDir::open(self.binding.place()?, Access::ReadWrite)?;
+            let root = std::env::current_dir()?;
+            let quiet = |_: &str| {};
+            loopx_app::goal::checks::run(
+                &dir,
+                &root,
+                Some(&outcome_id),
+                Some(&op),
+                &ran_by,
+                &crate::process::Plain,
+                &quiet,
+            )
         })())
     }
 

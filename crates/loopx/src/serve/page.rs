@@ -291,7 +291,29 @@ fn live_section(s: &Snapshot, readback: &Readback<'_>) -> Markup {
                             @for review in o.reviews {
                                 p class="muted" { "Review of " (review.requirement_id) ": " (format!("{:?}", review.conclusion).to_lowercase()) " — " (review.reasoning) " [" (review.evidence_refs.join(", ")) "]" }
                             }
-                            p class="muted" { "Self-assessed reviews only; no configured checks." }
+                            @if o.configured_checks.is_empty() {
+                                p class="muted" { "Self-assessed reviews only; no configured checks." }
+                            } @else {
+                                p { "Checks the host runs (the owner's):" }
+                                ul data-testid="checks" {
+                                    @for c in &o.configured_checks {
+                                        li data-check=(c.criterion.id) data-state=(c.state.as_str()) {
+                                            (c.criterion.id) " " (state_tag(c.state.as_str())) " "
+                                            code { (c.criterion.validation_argv.join(" ")) }
+                                            @if let Some(last) = c.last {
+                                                " — last " (last.status.as_str())
+                                                (last.exit_code.map_or(String::new(), |code| format!(" (exit {code})")))
+                                                " at " (last.ran_at.strftime("%Y-%m-%d %H:%M:%S UTC").to_string())
+                                                " against " (last.head.as_deref().map_or("no git HEAD".to_owned(), |h| h.chars().take(12).collect()))
+                                                ", by " (last.ran_by)
+                                            } @else {
+                                                " — never run"
+                                            }
+                                        }
+                                    }
+                                }
+                                p class="muted" { "A configured requirement is met only by its check passing; `loopx check status` judges it against the project's current HEAD." }
+                            }
                         }
                     }
                 }

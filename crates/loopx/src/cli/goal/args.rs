@@ -116,6 +116,40 @@ pub enum AcceptanceCommand {
     RegisterAgent(RegisterArgs),
     /// Retire the current goal lifetime and start a successor (owner only).
     Recreate(RecreateArgs),
+    /// Propose executable checks on an outcome's requirements from a JSON
+    /// document `{outcome_id, criteria: [{id, validation_argv,
+    /// timeout_seconds?, cwd?}]}`: shows the outcome as resolved (its
+    /// objective, requirements, linked work) and each argv, and the basis
+    /// `apply-checks` must cite. Writes nothing, runs nothing.
+    PrepareChecks(PrepareChecksArgs),
+    /// Configure the proposed checks (owner only: an agent could configure
+    /// `true` and certify itself). Refused when the outcome's requirements
+    /// or linked work changed since `prepare-checks` (its basis). Runs
+    /// nothing: `loopx check run` does, or the driver's completion gate.
+    ApplyChecks(ApplyChecksArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PrepareChecksArgs {
+    #[command(flatten)]
+    pub goal: GoalArgs,
+    /// The check document (JSON).
+    #[arg(long)]
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyChecksArgs {
+    #[command(flatten)]
+    pub goal: GoalArgs,
+    /// The check document (JSON), as proposed.
+    #[arg(long)]
+    pub file: PathBuf,
+    /// The basis `prepare-checks` showed.
+    #[arg(long, value_parser = Digest::parse)]
+    pub basis: Digest,
+    #[command(flatten)]
+    pub write: WriteArgs,
 }
 
 #[derive(Debug, Args)]

@@ -12,6 +12,7 @@ use super::Reply;
 use anyhow::Result;
 use loopx_app::continuation;
 use loopx_app::goal::acceptance::{self, Adoption, GoalInspection};
+use loopx_app::goal::checks;
 use loopx_app::goal::refresh::{self, Refresh, RefreshView};
 use loopx_app::goal::todo::{self as todos, Page, TodoList};
 use loopx_app::goal::{read_document, GoalReceiptView, GoalTarget, GoalWrite};
@@ -136,7 +137,59 @@ pub fn acceptance(command: &AcceptanceCommand, store: Option<&str>) -> Result<Re
             )?;
             receipt_reply("recreate", &receipt)
         }
+        AcceptanceCommand::PrepareChecks(args) => {
+            let config = read_document(&args.file)?;
+            let dir = args.goal.open(Access::ReadOnly, store)?;
+            let proposal = checks::prepare(&dir, &args.goal.goal_id, &config)?;
+            let text = proposal_text(&proposal, &args.file);
+            reply("prepare-checks", &proposal, text)
+        }
+        AcceptanceCommand::ApplyChecks(args) => {
+            let config = read_document(&args.file)?;
+            let (dir, target, op) = args.goal.writer(&args.write, store)?;
+            let receipt = checks::apply(&dir, &target, config, args.basis.clone(), &op)?;
+            receipt_reply("apply-checks", &receipt)
+        }
     }
+}
+
+/// A proposal as the owner reviews it: the outcome, then each argv, each
+/// word quoted so what runs is exactly what is read.
+fn proposal_text(proposal: &loopx_core::goal::checks::Proposal, file: &std::path::Path) -> String {
+    let mut out = format!(
+        "outcome {} ({}): {}\n",
+        proposal.outcome_id, proposal.responsible_agent, proposal.objective
+    );
+    for r in &proposal.requirements {
+        let mark = if r.checked { "checked" } else { "not checked" };
+        out.push_str(&format!(
+            "  requirement {} [{mark}]: {}\n",
+            r.id, r.description
+        ));
+    }
+    if !proposal.linked_todos.is_empty() {
+        out.push_str(&format!(
+            "  linked work: {}\n",
+            proposal.linked_todos.join(", ")
+        ));
+    }
+    for c in &proposal.criteria {
+        let argv: Vec<String> = c.validation_argv.iter().map(|w| format!("{w:?}")).collect();
+        out.push_str(&format!(
+            "  check {}: [{}] in {} within {}s (no shell)\n",
+            c.id,
+            argv.join(", "),
+            c.cwd.as_deref().unwrap_or("the project root"),
+            c.timeout_seconds
+        ));
+    }
+    out.push_str(&format!(
+        "basis {}\napply as the owner: loopx goal-acceptance apply-checks --file {} --basis {}",
+        proposal.basis,
+        file.display(),
+        proposal.basis
+    ));
+    out
 }
 
 fn inspect_text(inspection: &GoalInspection) -> String {
