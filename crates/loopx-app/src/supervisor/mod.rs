@@ -28,7 +28,7 @@ pub mod systemd;
 
 use crate::loop_dir::LoopDir;
 use crate::{clock, driver, fsutil, platform};
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use jiff::Timestamp;
 use loopx_core::supervisor::{
     self as rules, Supervisor, SupervisorOwner, SupervisorRequest, SupervisorState, STREAM,
@@ -62,20 +62,10 @@ pub(crate) fn record(dir: &LoopDir, request: &SupervisorRequest) -> Result<()> {
     Ok(())
 }
 
-/// The supervisor's private directory, created or narrowed to its owner;
-/// a symlink or a file in its place is refused.
+/// The supervisor's private directory, created when missing; a symlink
+/// or a file in its place is refused.
 fn private_dir(dir: &LoopDir) -> Result<PathBuf> {
-    let path = dir.path(SUPERVISOR_DIR);
-    match path.symlink_metadata() {
-        Ok(meta) if meta.file_type().is_symlink() || !meta.is_dir() => anyhow::bail!(
-            "{} must be a real directory, not a symlink or a file",
-            path.display()
-        ),
-        Ok(_) => platform::make_private_dir(&path)
-            .with_context(|| format!("cannot make {} private (0700)", path.display()))?,
-        Err(_) => fsutil::create_private_dir(&path)?,
-    }
-    Ok(path)
+    fsutil::private_dir_below(dir.root(), &[SUPERVISOR_DIR])
 }
 
 /// Whether the loop's supervisor lock is held: by a live supervisor,
