@@ -418,6 +418,16 @@ pub enum Backend {
     Systemd,
 }
 
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Foreground => "foreground",
+            Backend::Detach => "detach",
+            Backend::Systemd => "systemd",
+        }
+    }
+}
+
 /// One supervisor's record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Supervisor {

@@ -293,9 +293,9 @@ impl ServiceStatus {
         };
         let mut lines = vec![match (self.running, &s.ended) {
             (true, _) => format!(
-                "supervisor: running, pid {} ({:?}), up {}s since {}",
+                "supervisor: running, pid {} ({}), up {}s since {}",
                 s.pid,
-                s.backend,
+                s.backend.name(),
                 self.uptime_seconds.unwrap_or(0),
                 s.started_at
             ),
