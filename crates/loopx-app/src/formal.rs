@@ -196,6 +196,28 @@ pub fn record_at_init(
     Ok(Some(path.display().to_string()))
 }
 
+/// A force-loop profile's formal pins (`wanted`) over the loop's standing
+/// orders, committed under `id` when they change them: the orders before
+/// and after. A loop without orders that is pinned to the default changes
+/// nothing.
+pub fn pin_profile(
+    dir: &LoopDir,
+    id: &OperationId,
+    wanted: &Layer,
+) -> Result<(Settings, Settings), AppError> {
+    let orders = standing(dir)?.orders;
+    let before = orders.clone().unwrap_or_default();
+    let after = Settings::resolve(&[&before.as_layer(), wanted]);
+    let unchanged = match &orders {
+        Some(_) => after == before,
+        None => after == Settings::default(),
+    };
+    if !unchanged {
+        set_orders(dir, id, &after, OrdersSource::Profile)?;
+    }
+    Ok((before, after))
+}
+
 fn set_orders(
     dir: &LoopDir,
     id: &OperationId,

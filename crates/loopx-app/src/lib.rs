@@ -16,6 +16,7 @@ pub mod agent_cmd;
 pub mod all_loops;
 pub mod arming;
 pub mod backup;
+pub mod bootstrap;
 pub mod clock;
 pub mod containment;
 pub mod continuation;

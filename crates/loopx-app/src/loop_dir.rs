@@ -499,6 +499,9 @@ fn audit_stream_by_name(
                 audit_stream::<focus::RegistryOwner>(store, stream, "approach registry")?.parts()
             }
             focus::PLAN_STREAM => audit_stream::<PlanOwner>(store, stream, "current plan")?.parts(),
+            focus::COMPUTE_PIN_STREAM => {
+                audit_stream::<focus::ComputePinOwner>(store, stream, "compute pin")?.parts()
+            }
             focus::DECISIONS_STREAM => {
                 audit_stream::<DecisionOwner>(store, stream, "direction decisions")?.parts()
             }

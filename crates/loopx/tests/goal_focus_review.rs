@@ -1122,7 +1122,7 @@ fn a_candidate_outside_the_plans_compute_policy_is_refused_and_one_inside_it_sta
         .unwrap();
     let body = String::from_utf8(out.stdout).unwrap();
     assert!(
-        body.contains("## Compute policy\n\n- The reviewed plan's compute services: allowed: kaggle, local, modal; forbidden: github-actions, hetzner."),
+        body.contains("## Compute policy\n\n- The compute services the host and the reviewed plan allow: allowed: kaggle, local, modal; forbidden: github-actions, hetzner."),
         "{body}"
     );
     let staging = |extra: &[&str]| -> Vec<String> {

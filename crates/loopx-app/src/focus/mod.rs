@@ -24,7 +24,7 @@ use anyhow::Result;
 use jiff::Timestamp;
 use loopx_core::digest::Digest;
 use loopx_core::driver::DriverSummary;
-use loopx_core::focus::compute::ComputePolicy;
+use loopx_core::focus::compute::{ComputePin, ComputePolicy};
 use loopx_core::focus::decisions::DecisionRecorded;
 use loopx_core::focus::decisions::{DecisionContext, DecisionLog, DecisionOwner, Record};
 use loopx_core::focus::mode::{self, Gate, Holds, ModeSource};
@@ -143,17 +143,22 @@ impl FocusReading {
     }
 }
 
-/// The compute policy of the current plan: what its selected approaches
-/// in the registry allow and forbid (none without a plan). Staging checks
-/// a candidate against it; the turn prompt states it.
+/// The compute policy in force: what the current plan's selected
+/// approaches in the registry allow and forbid (none without a plan),
+/// under the host's compute pin. Staging checks a candidate against it;
+/// the turn prompt states it.
 pub fn compute_policy(dir: &LoopDir) -> Result<ComputePolicy, AppError> {
+    let (pin, _) = document(dir, focus::COMPUTE_PIN_STREAM, ComputePin::default)?;
     let plan =
         (dir.authority().load::<PlanOwner>(focus::PLAN_STREAM)).map_err(anyhow::Error::from)?;
-    let Some(plan) = plan.state else {
-        return Ok(ComputePolicy::default());
+    let of_plan = match plan.state {
+        Some(plan) => {
+            let (registry, _) = document(dir, focus::REGISTRY_STREAM, ApproachRegistry::default)?;
+            ComputePolicy::of(&plan, &registry.document)
+        }
+        None => ComputePolicy::default(),
     };
-    let (registry, _) = document(dir, focus::REGISTRY_STREAM, ApproachRegistry::default)?;
-    Ok(ComputePolicy::of(&plan, &registry.document))
+    Ok(of_plan.under(&pin.document.policy))
 }
 
 /// A document and the store revision it was read at.

@@ -11,12 +11,69 @@
 //! all, a report that says nothing about compute cannot show it kept to
 //! the policy, and is refused too. Without a policy, nothing is checked.
 //!
-//! Pure: the plan, the registry and the report's runs arrive as values.
+//! The host may also pin a policy for the whole loop ([`ComputePin`], the
+//! force-loop profiles' defaults that `loopx bootstrap` writes): it holds
+//! under every plan ([`ComputePolicy::under`]), and without a plan too.
+//!
+//! Pure: the plan, the registry, the pin and the report's runs arrive as
+//! values.
 
+use super::document::Document;
 use super::plan::CurrentPlan;
 use super::registry::ApproachRegistry;
+use super::FocusError;
+use crate::text::{self, limits};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
+
+/// The services the force-loop profiles allow (both profiles alike, as
+/// the reference kit's `defaults/compute_policy.*.json`).
+pub const PROFILE_ALLOWED: [&str; 3] = ["local", "kaggle", "modal"];
+/// The services they forbid.
+pub const PROFILE_FORBIDDEN: [&str; 2] = ["hetzner", "github-actions"];
+
+/// The host's compute policy for the whole loop, whatever plan is
+/// current: an owner's document (stream `focus:compute_pin`), which an
+/// agent's turn cannot write.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComputePin {
+    pub policy: ComputePolicy,
+    /// The profile that pinned it (`general`, `formal`), if one did.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub profile: String,
+}
+
+impl ComputePin {
+    /// The force-loop profile `profile`'s pin.
+    pub fn profile(profile: &str) -> ComputePin {
+        let names = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect();
+        ComputePin {
+            policy: ComputePolicy {
+                allowed_services: names(&PROFILE_ALLOWED),
+                forbidden_services: names(&PROFILE_FORBIDDEN),
+            },
+            profile: profile.to_owned(),
+        }
+    }
+}
+
+impl Document for ComputePin {
+    const WHAT: &'static str = "the host's compute pin";
+    const KIND: &'static str = "focus.compute_pin_revised";
+
+    fn check(&self) -> Result<(), FocusError> {
+        let policy = &self.policy;
+        for (field, list) in [
+            ("allowed_services", &policy.allowed_services),
+            ("forbidden_services", &policy.forbidden_services),
+        ] {
+            text::check_all(field, list, limits::LINE)?;
+        }
+        text::check("profile", &self.profile, limits::LINE)?;
+        Ok(())
+    }
+}
 
 /// Which compute services work may use. Both lists empty: no restriction.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,6 +127,27 @@ impl ComputePolicy {
         }
     }
 
+    /// This policy under the host's `pin`: what either forbids is
+    /// forbidden; where both have an allowlist, only what both allow is
+    /// allowed, else the one allowlist there is.
+    pub fn under(self, pin: &ComputePolicy) -> ComputePolicy {
+        let names = |list: &[String]| -> BTreeSet<String> {
+            list.iter().map(|s| service_name(s)).collect()
+        };
+        let (mine, pinned) = (names(&self.allowed_services), names(&pin.allowed_services));
+        let allowed = match (mine.is_empty(), pinned.is_empty()) {
+            (false, false) => mine.intersection(&pinned).cloned().collect(),
+            (false, true) => mine,
+            (true, _) => pinned,
+        };
+        let mut forbidden = names(&self.forbidden_services);
+        forbidden.extend(names(&pin.forbidden_services));
+        ComputePolicy {
+            allowed_services: allowed.into_iter().collect(),
+            forbidden_services: forbidden.into_iter().collect(),
+        }
+    }
+
     fn restricts(&self) -> bool {
         !self.allowed_services.is_empty() || !self.forbidden_services.is_empty()
     }
@@ -97,7 +175,7 @@ impl ComputePolicy {
             return String::new();
         }
         format!(
-            "- The reviewed plan's compute services: {}.\n- Report every service you use (`--compute-run '{{\"service\":\"local\",\"status\":\"succeeded\"}}'`), or that you used none (`--compute-none`): a result outside this policy, or silent about compute, is refused when it is staged.",
+            "- The compute services the host and the reviewed plan allow: {}.\n- Report every service you use (`--compute-run '{{\"service\":\"local\",\"status\":\"succeeded\"}}'`), or that you used none (`--compute-none`): a result outside this policy, or silent about compute, is refused when it is staged.",
             self.describe()
         )
     }
@@ -158,6 +236,34 @@ pub fn reported_services(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hosts_pin_holds_under_every_plan() {
+        let pin = ComputePin::profile("general").policy;
+        // No plan policy: the pin's.
+        let none = ComputePolicy::default().under(&pin);
+        assert_eq!(none.allowed_services, ["kaggle", "local", "modal"]);
+        assert_eq!(none.forbidden_services, ["github-actions", "hetzner"]);
+        assert!(none.admits(Some(&["GitHub Actions".to_owned()])).is_err());
+        // A plan allowing more than the pin gets only what both allow; a
+        // plan's own forbidden service stays forbidden.
+        let plan = ComputePolicy {
+            allowed_services: vec!["local".into(), "hetzner".into(), "other:gpu".into()],
+            forbidden_services: vec!["modal".into()],
+        };
+        let both = plan.under(&pin);
+        assert_eq!(both.allowed_services, ["local"]);
+        assert_eq!(
+            both.forbidden_services,
+            ["github-actions", "hetzner", "modal"]
+        );
+        // No pin: the plan's, unchanged.
+        let alone = ComputePolicy {
+            allowed_services: vec!["local".into()],
+            forbidden_services: vec![],
+        };
+        assert_eq!(alone.clone().under(&ComputePolicy::default()), alone);
+    }
 
     fn policy(allowed: &[&str], forbidden: &[&str]) -> ComputePolicy {
         ComputePolicy {

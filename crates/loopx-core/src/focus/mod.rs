@@ -58,6 +58,8 @@ pub const CONTRACT_STREAM: &str = "focus:goal_contract";
 pub const REGISTRY_STREAM: &str = "focus:approach_registry";
 pub const PLAN_STREAM: &str = "focus:current_plan";
 pub const DECISIONS_STREAM: &str = "focus:direction_decisions";
+/// The host's compute pin for the whole loop ([`compute::ComputePin`]).
+pub const COMPUTE_PIN_STREAM: &str = "focus:compute_pin";
 
 /// Every Goal Focus stream, in the order status and validate show them.
 pub const STREAMS: [&str; 5] = [
@@ -72,6 +74,8 @@ pub const STREAMS: [&str; 5] = [
 pub type ContractOwner = DocumentOwner<GoalContract>;
 /// The owner of the approach registry stream.
 pub type RegistryOwner = DocumentOwner<ApproachRegistry>;
+/// The owner of the host's compute pin.
+pub type ComputePinOwner = DocumentOwner<compute::ComputePin>;
 
 /// Exactly which version of a document something was decided against:
 /// its revision and the digest of the complete revised object. A plan or a

@@ -33,6 +33,8 @@ pub enum OrdersSource {
     Init,
     /// A drive's resolution at its start.
     DriveStart,
+    /// `loopx bootstrap` / `apply-defaults`: a force-loop profile's pins.
+    Profile,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

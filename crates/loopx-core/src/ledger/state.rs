@@ -117,6 +117,11 @@ impl InitLoop {
 }
 
 impl Budget {
+    /// `loopx init`'s iteration cap when none is given.
+    pub const INIT_ITERATIONS: u64 = 5;
+    /// `loopx init`'s wall-time cap when none is given: an hour.
+    pub const INIT_WALL_TIME_SECONDS: u64 = 3600;
+
     /// At most `max_iterations`, and no other limit.
     pub fn iterations_only(max_iterations: u64) -> Self {
         Budget {

@@ -52,10 +52,10 @@ pub struct InitArgs {
     #[arg(long, default_value = "bounded-research", value_parser = PossibleValuesParser::new(Mode::names()))]
     pub mode: String,
     /// Hard cap on iterations; the last allowed one must stop or block.
-    #[arg(long, default_value_t = 5, value_parser = iteration_cap)]
+    #[arg(long, default_value_t = Budget::INIT_ITERATIONS, value_parser = iteration_cap)]
     pub max_iterations: u64,
     /// Wall-time budget in seconds from init (0 = unlimited).
-    #[arg(long, default_value_t = 3600, conflicts_with = "max_wall", value_parser = limit)]
+    #[arg(long, default_value_t = Budget::INIT_WALL_TIME_SECONDS, conflicts_with = "max_wall", value_parser = limit)]
     pub max_wall_time_seconds: u64,
     /// Wall-time budget as a duration: 90m, 48h, 2d 12h (0 = unlimited).
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]

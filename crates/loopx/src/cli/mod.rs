@@ -1,6 +1,7 @@
 //! Command-line definitions and the rendering every command shares.
 
 mod backup;
+mod bootstrap;
 mod check;
 mod contain;
 mod cost;
@@ -112,6 +113,8 @@ pub enum Command {
     /// The workspace's git snapshots, before and after each driven turn: list, show, diff.
     #[command(subcommand)]
     Snapshot(snapshot::SnapshotCommand),
+    Bootstrap(bootstrap::BootstrapArgs),
+    ApplyDefaults(bootstrap::ApplyDefaultsArgs),
     /// The goal owner's executable checks: run them now, or see where each
     /// stands against the project's HEAD.
     #[command(subcommand)]
@@ -411,6 +414,8 @@ fn dispatch(command: Command, json: bool, store: Option<&str>) -> Result<Reply> 
         Command::Backup(args) => backup::backup(&args, store),
         Command::Snapshot(command) => snapshot::snapshot(&command, store),
         Command::Check(command) => check::check(&command, store),
+        Command::Bootstrap(args) => bootstrap::bootstrap(&args, store),
+        Command::ApplyDefaults(args) => bootstrap::apply_defaults(&args, store),
         Command::Rollback(args) => snapshot::rollback(&args, store),
         Command::Install(args) => install::install(&args),
         Command::Uninstall(args) => install::uninstall(&args),
