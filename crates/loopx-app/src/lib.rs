@@ -30,6 +30,7 @@ pub mod fsutil;
 pub mod goal;
 pub mod goal_priority;
 pub mod health;
+pub mod host_policy;
 pub mod import;
 pub mod install;
 pub mod iteration_input;

@@ -18,6 +18,7 @@ pub mod focus;
 pub mod formal;
 pub mod goal;
 pub mod hook;
+pub mod host_policy;
 pub mod ident;
 pub mod ledger;
 pub mod notify;

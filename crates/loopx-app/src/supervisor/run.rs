@@ -54,6 +54,11 @@ pub struct StartOptions {
     /// More `drive` flags, passed as they are.
     pub drive_args: Vec<String>,
     pub backend: Backend,
+    /// The host policy file (`--policy-file`), whose assignments
+    /// ([`crate::host_policy`]) the driver gets in its environment; a
+    /// detached or systemd supervisor reads it again itself.
+    pub policy_file: Option<PathBuf>,
+    pub policy: std::collections::BTreeMap<String, String>,
 }
 
 /// How a supervisor run ended.
@@ -359,6 +364,7 @@ fn spawn_drive(
         .args(drive_args(dir, options, failover))
         .stdin(Stdio::null());
     with_store(&mut command, options);
+    command.envs(&options.policy);
     platform::in_new_group(&mut command);
     platform::die_with_parent(&mut command);
     command

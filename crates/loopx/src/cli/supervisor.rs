@@ -91,6 +91,15 @@ pub struct StartArgs {
     /// backend it records.
     #[arg(long, hide = true, value_enum)]
     pub started_as: Option<BackendArg>,
+    /// The host policy file: `KEY=VALUE` lines (the reference kit's keys:
+    /// AAS_AUTOLOOP_GOAL_PRIORITY, AAS_AUTOLOOP_NOTIFY,
+    /// AAS_AUTOLOOP_FORMAL_POLICY, AAS_AUTOLOOP_FORMAL_TYPECHECK,
+    /// AAS_FORCE_LOOP_COMPUTE_LANES), read as data, never by a shell, and
+    /// given to the driver in its environment. An absolute path outside
+    /// the loop directory, owned by you, mode 0600, one link, no symlink,
+    /// at most 16 KiB; anything else is refused before anything starts.
+    #[arg(long, env = loopx_app::host_policy::ENV, value_name = "ABS_PATH")]
+    pub policy_file: Option<PathBuf>,
     /// More `drive` flags, after `--` (e.g. `-- --iteration-timeout 7200`).
     #[arg(last = true)]
     pub drive_args: Vec<String>,
@@ -147,6 +156,11 @@ fn start_on(dir: &LoopDir, args: &StartArgs, store: Option<&str>) -> Result<Repl
         first_backoff: Duration::from_secs(args.restart_backoff),
         drive_args: args.drive_args.clone(),
         backend: args.started_as.unwrap_or(BackendArg::Foreground).into(),
+        policy: match &args.policy_file {
+            Some(path) => loopx_app::host_policy::load(path, dir.root())?,
+            None => Default::default(),
+        },
+        policy_file: args.policy_file.clone(),
     };
     let backend = match args.detach {
         true => BackendArg::Detach,
@@ -209,6 +223,9 @@ fn started_as_args(dir: &LoopDir, options: &run::StartOptions, backend: BackendA
         "--restart-backoff".to_owned(),
         format!("{}s", options.first_backoff.as_secs()),
     ]);
+    if let Some(path) = &options.policy_file {
+        words.extend(["--policy-file".to_owned(), path.display().to_string()]);
+    }
     if !options.drive_args.is_empty() {
         words.push("--".to_owned());
         words.extend(options.drive_args.iter().cloned());
