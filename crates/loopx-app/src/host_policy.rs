@@ -1,6 +1,7 @@
 //! Opening the host policy file (`loopx start --policy-file`,
-//! `AAS_FORCE_LOOP_POLICY_FILE`) so that only its owner's intent can be
-//! read from it: an absolute path outside the loop tree (an agent's turn
+//! `AAS_FORCE_LOOP_POLICY_FILE`) and the provider secrets file
+//! (`--secrets-file`, `AAS_PROVIDER_SECRETS_FILE`) so that only their
+//! owner's intent can be read from them: an absolute path outside the loop tree (an agent's turn
 //! can write there), opened without following a final symlink, a regular
 //! file with one link, owned by the user loopx runs as and private to
 //! them, at most [`MAX_BYTES`], unchanged while it is read. Its format is
@@ -15,12 +16,48 @@ use std::path::Path;
 
 /// The variable naming the policy file when `--policy-file` does not.
 pub const ENV: &str = "AAS_FORCE_LOOP_POLICY_FILE";
+/// The variable naming the secrets file when `--secrets-file` does not.
+pub const SECRETS_ENV: &str = "AAS_PROVIDER_SECRETS_FILE";
 
 /// The policy in `path`, for the loop whose directory is `loop_root`.
 pub fn load(path: &Path, loop_root: &Path) -> Result<BTreeMap<String, String>, AppError> {
+    let text = read_private(path, loop_root, "host policy file")?;
+    host_policy::parse(&text, &path.display().to_string())
+        .map_err(|problem| AppError::refused(format!("{problem}; nothing was started")))
+}
+
+/// Provider credentials: their names can be shown, their values only set
+/// in a child's environment (`Debug` prints the names alone).
+#[derive(Clone, Default)]
+pub struct Secrets(BTreeMap<String, String>);
+
+impl Secrets {
+    /// Name and value, for a child's environment.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &String)> {
+        self.0.iter()
+    }
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
+}
+
+/// The provider credentials in `path`, for the loop whose directory is
+/// `loop_root`.
+pub fn load_secrets(path: &Path, loop_root: &Path) -> Result<Secrets, AppError> {
+    let text = read_private(path, loop_root, "secrets file")?;
+    host_policy::parse_secrets(&text, &path.display().to_string())
+        .map(Secrets)
+        .map_err(|problem| AppError::refused(format!("{problem}; nothing was started")))
+}
+
+/// The text of the owner-private file `path` (the `what` of messages).
+fn read_private(path: &Path, loop_root: &Path, what: &str) -> Result<String, AppError> {
     let refused = |why: &str| {
         AppError::refused(format!(
-            "the host policy file {}: {why}; nothing was started",
+            "the {what} {}: {why}; nothing was started",
             path.display()
         ))
     };
@@ -80,7 +117,5 @@ pub fn load(path: &Path, loop_root: &Path) -> Result<BTreeMap<String, String>, A
     if bytes.len() as u64 > MAX_BYTES || same(&before) != same(&after) {
         return Err(refused("it changed while it was read"));
     }
-    let text = String::from_utf8(bytes).map_err(|_| refused("it is not UTF-8"))?;
-    host_policy::parse(&text, &path.display().to_string())
-        .map_err(|problem| AppError::refused(format!("{problem}; nothing was started")))
+    String::from_utf8(bytes).map_err(|_| refused("it is not UTF-8"))
 }

@@ -6,7 +6,11 @@
 //! vocabulary); a line that is anything else refuses the whole file.
 //! Messages name the line, never its value.
 //!
-//! Owns the format. Not here: where the file may be and who may own it
+//! The provider secrets file (`--secrets-file`, `AAS_PROVIDER_SECRETS_FILE`)
+//! has the same shape with the reference kit's provider credential names
+//! ([`SECRET_KEYS`]) and any visible ASCII as its value ([`parse_secrets`]).
+//!
+//! Owns the formats. Not here: where the file may be and who may own it
 //! (`loopx_app::host_policy`, which opens it), or what the values do (the
 //! driver reads them from its environment like any `AAS_*` setting).
 
@@ -36,12 +40,72 @@ pub struct PolicyProblem {
     pub why: &'static str,
 }
 
+/// The provider credentials a secrets file may hold (the reference kit's).
+pub const SECRET_KEYS: [&str; 18] = [
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_API_KEY",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "COPILOT_GITHUB_TOKEN",
+    "COPILOT_PROVIDER_API_KEY",
+    "COPILOT_PROVIDER_BEARER_TOKEN",
+    "DEEPSEEK_API_KEY",
+    "GEMINI_API_KEY",
+    "GH_TOKEN",
+    "GITHUB_TOKEN",
+    "GOOGLE_API_KEY",
+    "GROK_API_KEY",
+    "KIMI_API_KEY",
+    "MOONSHOT_API_KEY",
+    "OPENAI_API_KEY",
+    "OPENCODE_API_KEY",
+    "XAI_API_KEY",
+];
+
+/// The longest secret value.
+const MAX_SECRET_BYTES: usize = 8 * 1024;
+
 fn value_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || "_.,:+/@-".contains(c)
 }
 
 /// The assignments of policy text `text` (from `source`, for messages).
 pub fn parse(text: &str, source: &str) -> Result<BTreeMap<String, String>, PolicyProblem> {
+    assignments(text, source, &KEYS, |key, value| {
+        if value.is_empty() || !value.chars().all(value_char) {
+            return Err("a value must be letters, digits and _.,:+/@- only, and not empty");
+        }
+        if key == "AAS_FORCE_LOOP_COMPUTE_LANES"
+            && !(value.split(','))
+                .all(|lane| LANES.contains(&lane.trim().to_ascii_lowercase().as_str()))
+        {
+            return Err("a compute lane must be hetzner, kaggle or modal");
+        }
+        Ok(())
+    })
+}
+
+/// The credentials of secrets text `text` (from `source`, for messages):
+/// known names, each once, each value visible ASCII (no space, no
+/// control character), at most 8 KiB.
+pub fn parse_secrets(text: &str, source: &str) -> Result<BTreeMap<String, String>, PolicyProblem> {
+    assignments(text, source, &SECRET_KEYS, |_, value| {
+        let visible = value.bytes().all(|b| b.is_ascii_graphic());
+        if value.is_empty() || !visible || value.len() > MAX_SECRET_BYTES {
+            return Err("a secret must be visible ASCII without spaces, not empty, at most 8 KiB");
+        }
+        Ok(())
+    })
+}
+
+/// `KEY=VALUE` lines (blank lines and `#` comments skipped), each key one
+/// of `keys`, once, each value passing `check`.
+fn assignments(
+    text: &str,
+    source: &str,
+    keys: &[&str],
+    check: impl Fn(&str, &str) -> Result<(), &'static str>,
+) -> Result<BTreeMap<String, String>, PolicyProblem> {
     let mut out = BTreeMap::new();
     for (index, raw) in text.lines().enumerate() {
         let problem = |why| PolicyProblem {
@@ -55,23 +119,15 @@ pub fn parse(text: &str, source: &str) -> Result<BTreeMap<String, String>, Polic
         let Some((key, value)) = raw.split_once('=').filter(|_| raw == raw.trim()) else {
             return Err(problem("not a KEY=VALUE assignment"));
         };
-        if !KEYS.contains(&key) {
-            return Err(problem("not a policy key (see `loopx start --help`)"));
+        if !keys.contains(&key) {
+            return Err(problem(
+                "not a key this file may set (see `loopx start --help`)",
+            ));
         }
         if out.contains_key(key) {
             return Err(problem("a key set twice"));
         }
-        if value.is_empty() || !value.chars().all(value_char) {
-            return Err(problem(
-                "a value must be letters, digits and _.,:+/@- only, and not empty",
-            ));
-        }
-        if key == "AAS_FORCE_LOOP_COMPUTE_LANES"
-            && !(value.split(','))
-                .all(|lane| LANES.contains(&lane.trim().to_ascii_lowercase().as_str()))
-        {
-            return Err(problem("a compute lane must be hetzner, kaggle or modal"));
-        }
+        check(key, value).map_err(problem)?;
         out.insert(key.to_owned(), value.to_owned());
     }
     Ok(out)
@@ -103,5 +159,26 @@ mod tests {
                 !problem.to_string().contains("evil") && !problem.to_string().contains("touch")
             );
         }
+    }
+
+    #[test]
+    fn secrets_take_known_names_and_visible_values_and_never_echo_them() {
+        let ok = parse_secrets("OPENAI_API_KEY=sk-proj-abc_123!\n", "s").unwrap();
+        assert_eq!(ok["OPENAI_API_KEY"], "sk-proj-abc_123!");
+        for bad in [
+            "LD_PRELOAD=/tmp/x.so\n",
+            "OPENAI_API_KEY=sk-one two\n",
+            "OPENAI_API_KEY=\n",
+            "OPENAI_API_KEY=a\nOPENAI_API_KEY=b\n",
+        ] {
+            let problem = parse_secrets(bad, "s").unwrap_err().to_string();
+            assert!(
+                !problem.contains("sk-one") && !problem.contains("x.so"),
+                "{problem}"
+            );
+        }
+        // A secrets file is not a policy file, nor the other way round.
+        assert!(parse("OPENAI_API_KEY=x\n", "p").is_err());
+        assert!(parse_secrets("AAS_AUTOLOOP_NOTIFY=on\n", "s").is_err());
     }
 }

@@ -73,7 +73,7 @@ fn a_policy_file_anyone_could_have_written_is_refused_before_anything_starts() {
         (link, "symlink"),
         (readable, "private to you"),
         (inside, "inside the loop directory"),
-        (foreign_key, "not a policy key"),
+        (foreign_key, "not a key this file may set"),
         (PathBuf::from("relative.policy"), "absolute path"),
     ] {
         let before = f.fingerprint();
@@ -87,4 +87,78 @@ fn a_policy_file_anyone_could_have_written_is_refused_before_anything_starts() {
         assert!(!seen.exists(), "an agent ran");
         assert_eq!(f.fingerprint(), before, "{}", path.display());
     }
+}
+
+#[test]
+fn provider_secrets_reach_the_agent_and_no_output_or_record_holds_them() {
+    let f = Fixture::new();
+    f.init(1, &[]);
+    let seen = f.temp.path().join("seen");
+    // The agent proves it has the key without printing it: its length.
+    let agent = format!(
+        "printf '%s' \"${{#OPENAI_API_KEY}}\" > '{}'; loopx append-iteration --mode bounded-research --objective turn --decision stop --stop-reason loops_reached >/dev/null",
+        seen.display()
+    );
+    let secret = "sk-proj-Zq8wN3vT5yR1uK7pL2mX9cB4";
+    let file = f.temp.path().join("provider.secrets");
+    policy(&file, &format!("OPENAI_API_KEY={secret}\n"), 0o600);
+    let output = Command::new(common::loopx_path())
+        .args(["start", "--dir", f.d(), "--root"])
+        .arg(f.temp.path())
+        .args(["--cmd", &agent, "--json", "--secrets-file"])
+        .arg(&file)
+        .env("LOOPX_REGISTRY_DIR", &f.registry)
+        .env_remove("LOOPX_DIR")
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap();
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(output.status.code(), Some(0), "{printed}");
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        secret.len().to_string()
+    );
+    assert!(!printed.contains(secret), "start printed the secret");
+    for args in [&["service-status"][..], &["status"], &["logs"]] {
+        let shown = Command::new(common::loopx_path())
+            .args(args)
+            .args(["--dir", f.d(), "--json"])
+            .env("LOOPX_REGISTRY_DIR", &f.registry)
+            .output()
+            .unwrap();
+        let shown = String::from_utf8_lossy(&shown.stdout);
+        assert!(!shown.contains(secret), "{args:?} showed the secret");
+    }
+    assert!(
+        !common::stored_text(&f.dir).contains(secret),
+        "the store holds it"
+    );
+    // Nothing loopx writes holds it (what an agent prints of its own
+    // environment is the agent's, kept raw in its private turn log).
+    let logs = std::fs::read_dir(f.dir.join("driver_logs")).unwrap();
+    for entry in logs {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap_or_default();
+        assert!(!text.contains(secret), "a driver log holds the secret");
+    }
+    // A secrets file others can read is refused before anything runs.
+    let open = f.temp.path().join("open.secrets");
+    policy(&open, &format!("OPENAI_API_KEY={secret}\n"), 0o640);
+    let output = Command::new(common::loopx_path())
+        .args(["start", "--dir", f.d(), "--root"])
+        .arg(f.temp.path())
+        .args(["--cmd", "true", "--secrets-file"])
+        .arg(&open)
+        .env("LOOPX_REGISTRY_DIR", &f.registry)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_ne!(output.status.code(), Some(0));
+    assert!(
+        stderr.contains("private to you") && !stderr.contains(secret),
+        "{stderr}"
+    );
 }

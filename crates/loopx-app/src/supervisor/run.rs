@@ -59,6 +59,11 @@ pub struct StartOptions {
     /// detached or systemd supervisor reads it again itself.
     pub policy_file: Option<PathBuf>,
     pub policy: std::collections::BTreeMap<String, String>,
+    /// The provider secrets file (`--secrets-file`), read the same way;
+    /// its credentials go to the driver's environment only, never to a
+    /// command line, a log or a view.
+    pub secrets_file: Option<PathBuf>,
+    pub secrets: crate::host_policy::Secrets,
 }
 
 /// How a supervisor run ended.
@@ -364,7 +369,7 @@ fn spawn_drive(
         .args(drive_args(dir, options, failover))
         .stdin(Stdio::null());
     with_store(&mut command, options);
-    command.envs(&options.policy);
+    command.envs(&options.policy).envs(options.secrets.iter());
     platform::in_new_group(&mut command);
     platform::die_with_parent(&mut command);
     command

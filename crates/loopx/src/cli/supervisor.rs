@@ -100,6 +100,13 @@ pub struct StartArgs {
     /// at most 16 KiB; anything else is refused before anything starts.
     #[arg(long, env = loopx_app::host_policy::ENV, value_name = "ABS_PATH")]
     pub policy_file: Option<PathBuf>,
+    /// The provider secrets file: `NAME=VALUE` lines of provider
+    /// credentials (ANTHROPIC_API_KEY, OPENAI_API_KEY, DEEPSEEK_API_KEY,
+    /// XAI_API_KEY, GEMINI_API_KEY, ... the reference kit's names), given
+    /// to the driver in its environment and nowhere else. The same checks
+    /// as --policy-file; no value is ever printed.
+    #[arg(long, env = loopx_app::host_policy::SECRETS_ENV, value_name = "ABS_PATH")]
+    pub secrets_file: Option<PathBuf>,
     /// More `drive` flags, after `--` (e.g. `-- --iteration-timeout 7200`).
     #[arg(last = true)]
     pub drive_args: Vec<String>,
@@ -161,6 +168,11 @@ fn start_on(dir: &LoopDir, args: &StartArgs, store: Option<&str>) -> Result<Repl
             None => Default::default(),
         },
         policy_file: args.policy_file.clone(),
+        secrets: match &args.secrets_file {
+            Some(path) => loopx_app::host_policy::load_secrets(path, dir.root())?,
+            None => Default::default(),
+        },
+        secrets_file: args.secrets_file.clone(),
     };
     let backend = match args.detach {
         true => BackendArg::Detach,
@@ -225,6 +237,9 @@ fn started_as_args(dir: &LoopDir, options: &run::StartOptions, backend: BackendA
     ]);
     if let Some(path) = &options.policy_file {
         words.extend(["--policy-file".to_owned(), path.display().to_string()]);
+    }
+    if let Some(path) = &options.secrets_file {
+        words.extend(["--secrets-file".to_owned(), path.display().to_string()]);
     }
     if !options.drive_args.is_empty() {
         words.push("--".to_owned());
