@@ -4,6 +4,8 @@
 //!   detached): `loopx drive` as a real child process, restarted when it
 //!   dies, ended with it when it ends with a meaning.
 //! - [`systemd`]: the same supervisor as a transient systemd user unit.
+//! - [`smoke`]: `loopx smoke`, whether what a supervisor needs answers
+//!   before it starts.
 //!
 //! This file holds what the commands around a running supervisor do: the
 //! one-supervisor-per-loop lock (`supervisor/lock`, an flock that dies
@@ -24,6 +26,7 @@
 //! order: `loopx_core::supervisor`), what a drive does (`crate::driver`).
 
 pub mod run;
+pub mod smoke;
 pub mod systemd;
 
 use crate::loop_dir::LoopDir;

@@ -1,4 +1,4 @@
-//! start, replace, stop, drain and service-status: parse, call
+//! start, replace, stop, drain, service-status, logs and smoke: parse, call
 //! `loopx_app::supervisor`, render.
 
 use super::ledger::{parse_duration, DirArgs};
@@ -328,4 +328,42 @@ pub fn logs(args: &LogsArgs, json: bool, store: Option<&str>) -> Result<Reply> {
         next = more.next;
     }
     Ok(Reply::ok(json!({"status": "ok"}), ""))
+}
+
+/// Before a long unattended run, check that what the supervisor needs
+/// answers, one check a line: the store opens read-write; the failover
+/// order `loopx start` would use (the same flags and failover.json) is
+/// valid, and each provider in it is installed and starts (`--version`;
+/// with --live, answers the one-line prompt `loopx panel --smoke` sends,
+/// which holds nothing of any loop); the notification settings are valid
+/// (loopx has no test-send: nothing is sent to any channel).
+///
+/// Writes nothing to the loop. Exit 0 when every check passed, 1 otherwise.
+#[derive(Debug, Args)]
+pub struct SmokeArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    /// The failover order to check, as `start --provider` takes it.
+    #[arg(long, value_delimiter = ',')]
+    pub provider: Vec<String>,
+    /// Send each installed provider a one-line prompt, not only `--version`
+    /// (runs each provider once: it may cost a little).
+    #[arg(long)]
+    pub live: bool,
+    /// With --live, seconds per provider.
+    #[arg(long, default_value_t = loopx_app::panel::SMOKE_TIMEOUT_S)]
+    pub timeout: u64,
+}
+
+pub fn smoke(args: &SmokeArgs, store: Option<&str>) -> Result<Reply> {
+    let mut runner = super::panel::smoke_runner("loopx smoke");
+    let live = args.live.then_some(supervisor::smoke::Live {
+        timeout_s: args.timeout,
+        runner: &mut runner,
+    });
+    let found = supervisor::smoke::smoke(args.dir.at(store), &args.provider, live)?;
+    let mut reply = Reply::view(&found, found.text())?;
+    reply.code = u8::from(!found.passed());
+    reply.report = true;
+    Ok(reply)
 }

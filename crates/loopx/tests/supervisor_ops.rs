@@ -1,0 +1,204 @@
+//! The operator's commands around a supervisor, with real processes and
+//! fake provider CLIs (shell scripts): `loopx smoke` before a long run.
+
+mod common;
+
+use common::Fixture;
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// A loop and a directory of fake CLIs, alone on PATH with the system's
+/// own directories (so a real agent CLI on this host is never found).
+struct Ops {
+    f: Fixture,
+    bin: PathBuf,
+}
+
+impl Ops {
+    fn new() -> Self {
+        let f = Fixture::new();
+        f.init(5, &[]);
+        let bin = f.temp.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        Ops { f, bin }
+    }
+
+    fn script(&self, name: &str, body: &str) -> String {
+        let path = self.bin.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path.display().to_string()
+    }
+
+    /// A fake provider CLI: `--version` prints a version, anything else runs `body`.
+    fn provider(&self, name: &str, body: &str) {
+        let version = format!(r#"[ "$1" = --version ] && echo "{name} 9.9.9" && exit 0"#);
+        self.script(name, &format!("{version}\n{body}"));
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(common::loopx_path());
+        command
+            .args(args)
+            .env("PATH", format!("{}:/usr/bin:/bin", self.bin.display()))
+            .env("LOOPX_REGISTRY_DIR", &self.f.registry)
+            .env_remove("LOOPX_DIR")
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// Run `args` with `--json`: (exit code, the JSON, stderr).
+    fn run(&self, args: &[&str]) -> (i32, Value, String) {
+        let output = self
+            .command(&[args, &["--json"]].concat())
+            .output()
+            .unwrap();
+        (
+            output.status.code().unwrap_or(-1),
+            serde_json::from_slice(&output.stdout).unwrap_or(Value::Null),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+
+    /// `smoke --dir D` with `extra`.
+    fn smoke(&self, extra: &[&str]) -> (i32, Value, String) {
+        self.run(&[&["smoke", "--dir", self.f.d()][..], extra].concat())
+    }
+}
+
+/// The check named `name` in a smoke report.
+fn check<'a>(view: &'a Value, name: &str) -> &'a Value {
+    view["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == name)
+        .unwrap_or_else(|| panic!("no check {name}: {view}"))
+}
+
+/// Every provider of the order `start` would use is checked with
+/// `--version`, the store and the notification settings too; all pass:
+/// exit 0, one line a check, and nothing of the loop changed.
+#[test]
+fn smoke_passes_when_everything_answers_and_writes_nothing() {
+    let o = Ops::new();
+    o.provider("claude", "exit 0");
+    o.provider("codex", "exit 0");
+    let hook = o.script("notify-hook", "cat >/dev/null");
+    std::fs::write(
+        o.f.dir.join("notify.json"),
+        format!(r#"{{"command": ["{hook}"]}}"#),
+    )
+    .unwrap();
+    std::fs::write(
+        o.f.dir.join("failover.json"),
+        r#"{"primary_order": ["codex", "claude"], "max_quota_waits_per_primary": 1}"#,
+    )
+    .unwrap();
+    let before = o.f.fingerprint();
+    let (code, view, stderr) = o.smoke(&[]);
+    assert_eq!(code, 0, "{view} {stderr}");
+    assert_eq!(view["status"], "ok");
+    assert_eq!(check(&view, "store")["passed"], true);
+    let failover = check(&view, "failover");
+    assert!(
+        failover["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("codex, claude (from failover.json)"),
+        "{view}"
+    );
+    assert!(check(&view, "provider codex")["detail"]
+        .as_str()
+        .unwrap()
+        .contains("codex 9.9.9"));
+    assert_eq!(check(&view, "provider claude")["passed"], true);
+    assert!(check(&view, "notify command")["detail"]
+        .as_str()
+        .unwrap()
+        .contains("nothing sent"));
+    assert_eq!(o.f.fingerprint(), before, "smoke wrote to the loop");
+    // The text: one line a check, then the verdict.
+    let output = o.command(&["smoke", "--dir", o.f.d()]).output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("ok   provider codex: "), "{text}");
+    assert!(text.contains("all checks passed"), "{text}");
+}
+
+/// A provider that is missing or does not start fails its own check,
+/// named, and the exit is 1; `--provider` is read as `start` reads it.
+#[test]
+fn smoke_names_the_provider_that_is_missing_or_broken() {
+    let o = Ops::new();
+    o.script("claude", "echo broken >&2\nexit 3");
+    let (code, view, stderr) = o.smoke(&["--provider", "claude,codex"]);
+    assert_eq!(code, 1, "{view} {stderr}");
+    assert_eq!(view["status"], "failed");
+    assert!(check(&view, "failover")["detail"]
+        .as_str()
+        .unwrap()
+        .contains("--provider"));
+    let claude = check(&view, "provider claude");
+    assert_eq!(claude["passed"], false, "{view}");
+    assert!(claude["detail"]
+        .as_str()
+        .unwrap()
+        .contains("--version failed"));
+    let codex = check(&view, "provider codex");
+    assert_eq!(codex["passed"], false);
+    assert!(codex["detail"].as_str().unwrap().contains("not installed"));
+    // A notification setting that cannot work fails too.
+    std::fs::write(
+        o.f.dir.join("notify.json"),
+        r#"{"command": ["no-such-notify-hook"]}"#,
+    )
+    .unwrap();
+    let (_, view, _) = o.smoke(&["--provider", "claude"]);
+    assert_eq!(check(&view, "notify command")["passed"], false, "{view}");
+}
+
+/// `--live` sends the panel's one-line prompt: a provider that answers
+/// PONG passes, one that answers something else fails, naming what it said.
+#[test]
+fn smoke_live_asks_each_provider_the_one_line_prompt() {
+    let o = Ops::new();
+    let said = o.f.temp.path().join("claude.args");
+    o.provider(
+        "claude",
+        &format!("printf '%s\\n' \"$@\" > '{}'\necho PONG", said.display()),
+    );
+    o.provider("codex", "echo 'I would rather not'");
+    let (code, view, stderr) = o.smoke(&["--provider", "claude", "--live", "--timeout", "10"]);
+    assert_eq!(code, 0, "{view} {stderr}");
+    assert_eq!(view["live"], true);
+    assert!(check(&view, "provider claude")["detail"]
+        .as_str()
+        .unwrap()
+        .contains("answered"));
+    let args = std::fs::read_to_string(&said).unwrap();
+    assert!(args.contains("Reply with the single word PONG"), "{args}");
+    assert!(
+        !args.contains(o.f.d()),
+        "nothing of the loop is sent: {args}"
+    );
+    let (code, view, _) = o.smoke(&["--provider", "codex", "--live", "--timeout", "10"]);
+    assert_eq!(code, 1, "{view}");
+    assert!(check(&view, "provider codex")["detail"]
+        .as_str()
+        .unwrap()
+        .contains("I would rather not"));
+}
+
+/// A directory that holds no loop fails the store check and says the rest
+/// was not checked.
+#[test]
+fn smoke_without_a_loop_fails_the_store_check() {
+    let o = Ops::new();
+    let nowhere = o.f.temp.path().join("nowhere");
+    let (code, view, stderr) = o.run(&["smoke", "--dir", nowhere.to_str().unwrap()]);
+    assert_eq!(code, 1, "{view} {stderr}");
+    assert_eq!(check(&view, "store")["passed"], false);
+    assert!(!nowhere.exists(), "smoke created the directory");
+}
