@@ -202,3 +202,53 @@ fn smoke_without_a_loop_fails_the_store_check() {
     assert_eq!(check(&view, "store")["passed"], false);
     assert!(!nowhere.exists(), "smoke created the directory");
 }
+
+/// `drain --cancel-dispatch-id` with no supervisor running cancels the
+/// exact open dispatch a killed driver left, through `recover --cancel`'s
+/// use case (a wrong id fails, exit 1, and cancels nothing);
+/// `--recover-quarantine` shows the quarantine. The exit follows the
+/// recoveries.
+#[test]
+fn drain_cancels_the_exact_dispatch_and_shows_the_quarantine() {
+    let o = Ops::new();
+    let id = o.f.open_dispatch("claude");
+    let (code, view, stderr) = o.run(&[
+        "drain",
+        "--dir",
+        o.f.d(),
+        "--cancel-dispatch-id",
+        "not-the-dispatch",
+    ]);
+    assert_eq!(code, 1, "{view} {stderr}");
+    assert_eq!(view["drain"], Value::Null, "nothing to drain: {view}");
+    assert_eq!(view["recovered"][0]["ok"], false, "{view}");
+    let open = o.f.json(&["recover", "--dir", o.f.d()]);
+    assert_eq!(open["open"]["dispatch_id"], id.as_str(), "{open}");
+
+    let (code, view, stderr) = o.run(&[
+        "drain",
+        "--dir",
+        o.f.d(),
+        "--cancel-dispatch-id",
+        &id,
+        "--recover-quarantine",
+    ]);
+    assert_eq!(code, 0, "{view} {stderr}");
+    assert_eq!(view["status"], "ok");
+    let steps = view["recovered"].as_array().unwrap();
+    assert!(steps[0]["command"].as_str().unwrap().contains(&format!(
+        "recover --dir {} --cancel --dispatch-id {id}",
+        o.f.d()
+    )));
+    assert!(steps[1]["command"]
+        .as_str()
+        .unwrap()
+        .starts_with("loopx goal-focus recover-quarantine"));
+    let after = o.f.json(&["recover", "--dir", o.f.d()]);
+    assert_eq!(after["open"], Value::Null, "{after}");
+    o.f.assert_valid();
+    // A plain drain with no supervisor is still refused.
+    let (code, _, stderr) = o.run(&["drain", "--dir", o.f.d()]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("nothing to drain"), "{stderr}");
+}

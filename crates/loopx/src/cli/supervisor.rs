@@ -269,16 +269,48 @@ pub fn stop(args: &StopArgs, store: Option<&str>) -> Result<Reply> {
 /// before the next one, and the supervisor exits 0. Returns at once;
 /// `loopx service-status` shows when it has. Refused when no supervisor
 /// runs. `loopx stop` stops at once instead.
+///
+/// With --cancel-dispatch-id or --recover-quarantine, drain is also the
+/// operator's recovery, as the reference kit's: after asking a running
+/// supervisor to drain (none running is then not refused), it runs
+/// `loopx recover --cancel --dispatch-id ID` (refused while a driver still
+/// works the loop: wait until `service-status` shows it stopped) and
+/// `loopx goal-focus recover-quarantine` (shown; released with
+/// --release-fingerprint). Exit 0 only when every recovery succeeded.
 #[derive(Debug, Args)]
 pub struct DrainArgs {
     #[command(flatten)]
     pub dir: DirArgs,
+    /// Cancel this exact open dispatch, as `loopx recover` shows it, after
+    /// the drain (its agent must be gone).
+    #[arg(long)]
+    pub cancel_dispatch_id: Option<String>,
+    /// Show the quarantined candidate after the drain, with the command
+    /// that releases it.
+    #[arg(long)]
+    pub recover_quarantine: bool,
+    /// With --recover-quarantine: release the candidate with this exact
+    /// fingerprint (archived; the ledger and budget do not change).
+    #[arg(long, requires = "recover_quarantine")]
+    pub release_fingerprint: Option<String>,
 }
 
 pub fn drain(args: &DrainArgs, store: Option<&str>) -> Result<Reply> {
     let dir = LoopDir::open(args.dir.at(store), Access::ReadWrite)?;
-    let drained = supervisor::drain(&dir)?;
-    Reply::view(&drained, drained.text())
+    let recovery = supervisor::Recovery {
+        cancel_dispatch_id: args.cancel_dispatch_id.clone(),
+        recover_quarantine: args.recover_quarantine,
+        release_fingerprint: args.release_fingerprint.clone(),
+    };
+    if !recovery.asked() {
+        let drained = supervisor::drain(&dir)?;
+        return Reply::view(&drained, drained.text());
+    }
+    let report = supervisor::drain_and_recover(&dir, &recovery)?;
+    let mut reply = Reply::view(&report, report.text())?;
+    reply.code = u8::from(!report.recovered());
+    reply.report = true;
+    Ok(reply)
 }
 
 /// The loop's supervisor: pid (alive or not), backend, uptime, restarts,
