@@ -1,5 +1,6 @@
 //! The operator's commands around a supervisor, with real processes and
-//! fake provider CLIs (shell scripts): `loopx smoke` before a long run.
+//! fake provider CLIs (shell scripts): `loopx smoke` before a long run,
+//! `drain` with its recoveries, `logs --turn N`.
 
 mod common;
 
@@ -44,7 +45,10 @@ impl Ops {
             .args(args)
             .env("PATH", format!("{}:/usr/bin:/bin", self.bin.display()))
             .env("LOOPX_REGISTRY_DIR", &self.f.registry)
+            // Stand-in agents may run in enforce mode (a test build only).
+            .env("LOOPX_INJECTED_PROVIDERS", "1")
             .env_remove("LOOPX_DIR")
+            .env_remove("AUTOLOOP_DRIVER")
             .stdin(Stdio::null());
         command
     }
@@ -251,4 +255,61 @@ fn drain_cancels_the_exact_dispatch_and_shows_the_quarantine() {
     let (code, _, stderr) = o.run(&["drain", "--dir", o.f.d()]);
     assert_ne!(code, 0);
     assert!(stderr.contains("nothing to drain"), "{stderr}");
+}
+
+/// `logs --turn N` prints the driver's log of the turn that recorded
+/// iteration N (found through the driver journal), bounded by --bytes;
+/// a turn that never ran is not found.
+#[test]
+fn logs_turn_prints_that_turns_driver_log() {
+    let o = Ops::new();
+    let loopx_dir = common::loopx_path().parent().unwrap().display().to_string();
+    o.provider(
+        "claude",
+        &format!(
+            r#"echo "turn-output-MARK"
+PATH="{loopx_dir}:$PATH" loopx append-iteration --mode bounded-research --objective "logged turn" --decision continue >/dev/null"#
+        ),
+    );
+    let root = o.f.temp.path().join("project");
+    std::fs::create_dir_all(&root).unwrap();
+    let mut drive = o.command(&[
+        "drive",
+        "--dir",
+        o.f.d(),
+        "--root",
+        root.to_str().unwrap(),
+        "--provider",
+        "claude",
+        "--max-iterations",
+        "2",
+    ]);
+    drive.env(
+        "PATH",
+        format!("{}:{loopx_dir}:/usr/bin:/bin", o.bin.display()),
+    );
+    let ran = drive.output().unwrap();
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let (code, view, stderr) = o.run(&["logs", "--dir", o.f.d(), "--turn", "2"]);
+    assert_eq!(code, 0, "{view} {stderr}");
+    assert!(
+        view["path"].as_str().unwrap().contains("driver_logs/"),
+        "{view}"
+    );
+    assert!(view["text"].as_str().unwrap().contains("-MARK"), "{view}");
+    let (code, small, _) = o.run(&["logs", "--dir", o.f.d(), "--turn", "1", "--bytes", "8"]);
+    assert_eq!(code, 0);
+    assert_eq!(small["text"].as_str().unwrap().len(), 8, "{small}");
+    assert_eq!(small["truncated"], true);
+    assert_ne!(small["path"], view["path"], "turn 1 has its own log");
+    let (code, missing, stderr) = o.run(&["logs", "--dir", o.f.d(), "--turn", "9"]);
+    assert_ne!(code, 0, "{missing}");
+    assert!(
+        stderr.contains("no driven turn worked on iteration 9"),
+        "{stderr}"
+    );
 }

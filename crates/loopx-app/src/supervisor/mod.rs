@@ -539,10 +539,29 @@ pub struct LogRead {
 /// from byte `from` on, or its last `max` bytes when `from` is `None`; at
 /// most `max` bytes either way. A log not written yet reads empty.
 pub fn read_log(dir: &LoopDir, from: Option<u64>, max: u64) -> Result<LogRead> {
+    read_piece(dir, LOG, from, max)
+}
+
+/// [`read_log`] for the driver's log of the turn that worked on iteration
+/// `iteration` (`loopx logs --turn N`), found through the driver journal.
+pub fn read_turn_log(
+    dir: &LoopDir,
+    iteration: u64,
+    from: Option<u64>,
+    max: u64,
+) -> Result<LogRead> {
+    let relative = crate::turns::log_of_iteration(dir, iteration)?;
+    read_piece(dir, &relative, from, max)
+}
+
+/// A piece of the log at `relative` in the loop directory, as [`read_log`].
+fn read_piece(dir: &LoopDir, relative: &str, from: Option<u64>, max: u64) -> Result<LogRead> {
     use loopx_core::path::{FileProblem, LoopPath};
     use std::io::{Read as _, Seek as _, SeekFrom};
-    let name = LoopPath::parse(LOG).expect("a plain relative path");
-    let path = dir.path(LOG).display().to_string();
+    let name = LoopPath::parse(relative).map_err(|e| {
+        anyhow::anyhow!("the log {relative:?} is not a path in the loop directory: {e}")
+    })?;
+    let path = dir.path(relative).display().to_string();
     let mut file = match fsutil::open_confined(dir.root(), &name) {
         Ok(file) => file,
         Err(FileProblem::Missing) => {

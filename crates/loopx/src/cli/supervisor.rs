@@ -330,8 +330,9 @@ pub fn service_status(args: &ServiceStatusArgs, store: Option<&str>) -> Result<R
 
 /// The supervisor's log (`DIR/supervisor/supervisor.log`: what a detached
 /// supervisor and its driver printed); its end, or with -f everything
-/// written to it from then on, until Ctrl-C. The turns' own output is in
-/// `DIR/driver_logs/`, one log per dispatch.
+/// written to it from then on, until Ctrl-C. With --turn N, the driver's
+/// log of the turn that worked on iteration N instead (the last dispatch
+/// for it, found through the driver journal; `DIR/driver_logs/`).
 #[derive(Debug, Args)]
 pub struct LogsArgs {
     #[command(flatten)]
@@ -342,11 +343,19 @@ pub struct LogsArgs {
     /// Keep printing what is written to it (text only), until Ctrl-C.
     #[arg(short, long)]
     pub follow: bool,
+    /// The driver's log of turn N (the turn that recorded iteration N, as
+    /// `snapshot show N` numbers it), not the supervisor's.
+    #[arg(long, value_name = "N")]
+    pub turn: Option<u64>,
 }
 
 pub fn logs(args: &LogsArgs, json: bool, store: Option<&str>) -> Result<Reply> {
     let dir = LoopDir::open(args.dir.at(store), Access::ReadOnly)?;
-    let read = supervisor::read_log(&dir, None, args.bytes)?;
+    let read_from = |from: Option<u64>| match args.turn {
+        Some(turn) => supervisor::read_turn_log(&dir, turn, from, args.bytes),
+        None => supervisor::read_log(&dir, from, args.bytes),
+    };
+    let read = read_from(None)?;
     if !args.follow || json {
         return Reply::view(&read, read.text.clone());
     }
@@ -354,7 +363,7 @@ pub fn logs(args: &LogsArgs, json: bool, store: Option<&str>) -> Result<Reply> {
     let mut next = read.next;
     print!("{}", loopx_core::text::printable(&read.text));
     while !loopx_app::platform::pause(Duration::from_millis(500)) {
-        let more = supervisor::read_log(&dir, Some(next), args.bytes)?;
+        let more = read_from(Some(next))?;
         print!("{}", loopx_core::text::printable(&more.text));
         std::io::Write::flush(&mut std::io::stdout())?;
         next = more.next;
