@@ -408,6 +408,39 @@ pub struct ServiceStatus {
 }
 
 impl ServiceStatus {
+    /// One line for a view that shows the driver's status (the
+    /// dashboard): pid and whether it is alive, backend, uptime, restarts
+    /// and drain. `None` when no supervisor ever ran the loop.
+    pub fn line(&self) -> Option<String> {
+        let s = self.supervisor.as_ref()?;
+        let state = match (self.running, &s.ended) {
+            (true, _) => format!(
+                "pid {} alive ({}), up {}s",
+                s.pid,
+                s.backend.name(),
+                self.uptime_seconds.unwrap_or(0)
+            ),
+            (false, Some(ended)) => format!(
+                "pid {} ({}) ended at {} with exit {} ({})",
+                s.pid,
+                s.backend.name(),
+                ended.at,
+                ended.code,
+                ended.exit.reason()
+            ),
+            (false, None) => format!(
+                "pid {} ({}) not alive, gone without ending (killed?)",
+                s.pid,
+                s.backend.name()
+            ),
+        };
+        let drain = match self.drain_requested {
+            true => ", draining",
+            false => "",
+        };
+        Some(format!("{state}, {} restarts{drain}", s.restarts))
+    }
+
     pub fn text(&self) -> String {
         let Some(s) = &self.supervisor else {
             return "no supervisor has run this loop (`loopx start --dir DIR --root PROJECT` starts one)".into();
