@@ -313,3 +313,100 @@ PATH="{loopx_dir}:$PATH" loopx append-iteration --mode bounded-research --object
         "{stderr}"
     );
 }
+
+/// `install --force-loop-wrapper` writes `run_force_loop.sh` (0755) whose
+/// verbs run the matching loopx command with every other argument passed
+/// through as one word each (run here against a fake `loopx` that prints
+/// its arguments); a file loopx did not write is refused without
+/// `--force`, and `uninstall` removes only loopx's.
+#[test]
+fn the_force_loop_wrapper_maps_the_kits_verbs_and_quotes_arguments() {
+    let o = Ops::new();
+    let project = o.f.temp.path().join("project");
+    let home = o.f.temp.path().join("home");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    let install = |verb: &str, extra: &[&str]| {
+        let mut command = o.command(&[&[verb, "--target", "claude"][..], extra].concat());
+        command
+            .current_dir(&project)
+            .env("HOME", &home)
+            .env("XDG_STATE_HOME", home.join(".local/state"))
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .env_remove("CODEX_HOME");
+        command.output().unwrap()
+    };
+    let wrapper = project.join("run_force_loop.sh");
+    // Someone else's file is refused, and nothing is installed.
+    std::fs::write(&wrapper, "#!/bin/sh\necho mine\n").unwrap();
+    let refused = install("install", &["--force-loop-wrapper"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--force"));
+    assert_eq!(
+        std::fs::read_to_string(&wrapper).unwrap(),
+        "#!/bin/sh\necho mine\n"
+    );
+    assert!(
+        !project.join(".claude").exists(),
+        "a refusal installs nothing"
+    );
+    let forced = install("install", &["--force-loop-wrapper", "--force"]);
+    assert!(
+        forced.status.success(),
+        "{}",
+        String::from_utf8_lossy(&forced.stderr)
+    );
+    let mode = std::fs::metadata(&wrapper).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o755);
+    // Written by loopx now: a second install updates it without --force.
+    let again = install("install", &["--force-loop-wrapper", "--json"]);
+    assert!(again.status.success());
+    let view: Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(view["force_loop_wrapper"]["action"], "unchanged", "{view}");
+
+    // Run it against a fake loopx that prints one argument a line.
+    let fake = o.script(
+        "fake-loopx",
+        r#"for a in "$@"; do printf '[%s]\n' "$a"; done"#,
+    );
+    let run = |args: &[&str]| {
+        let output = Command::new(&wrapper)
+            .args(args)
+            .env("LOOPX", &fake)
+            .output()
+            .unwrap();
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+        )
+    };
+    assert_eq!(
+        run(&["status", "--dir", "/a dir/it's", "--json"]),
+        (
+            Some(0),
+            "[service-status]\n[--dir]\n[/a dir/it's]\n[--json]\n".to_owned()
+        )
+    );
+    assert_eq!(
+        run(&["start", "--", "--iteration-timeout", "7200", "$HOME *"]),
+        (
+            Some(0),
+            "[start]\n[--]\n[--iteration-timeout]\n[7200]\n[$HOME *]\n".to_owned()
+        )
+    );
+    for verb in ["bootstrap", "drain", "stop"] {
+        assert_eq!(run(&[verb, "x"]), (Some(0), format!("[{verb}]\n[x]\n")));
+    }
+    assert_eq!(run(&["frobnicate"]).0, Some(2));
+    assert_eq!(run(&[]).0, Some(2));
+
+    // Uninstall removes loopx's wrapper, and keeps someone else's.
+    let removed = install("uninstall", &["--force-loop-wrapper"]);
+    assert!(removed.status.success());
+    assert!(!wrapper.exists());
+    std::fs::write(&wrapper, "#!/bin/sh\necho mine\n").unwrap();
+    let kept = install("uninstall", &["--force-loop-wrapper"]);
+    assert!(kept.status.success());
+    assert!(String::from_utf8_lossy(&kept.stdout).contains("kept"));
+    assert!(wrapper.exists());
+}
