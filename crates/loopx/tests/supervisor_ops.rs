@@ -137,7 +137,7 @@ fn smoke_passes_when_everything_answers_and_writes_nothing() {
 fn smoke_names_the_provider_that_is_missing_or_broken() {
     let o = Ops::new();
     o.script("claude", "echo broken >&2\nexit 3");
-    let (code, view, stderr) = o.smoke(&["--provider", "claude,codex"]);
+    let (code, view, stderr) = o.smoke(&["--provider", "claude,codex,nosuchagent"]);
     assert_eq!(code, 1, "{view} {stderr}");
     assert_eq!(view["status"], "failed");
     assert!(check(&view, "failover")["detail"]
@@ -153,6 +153,10 @@ fn smoke_names_the_provider_that_is_missing_or_broken() {
     let codex = check(&view, "provider codex");
     assert_eq!(codex["passed"], false);
     assert!(codex["detail"].as_str().unwrap().contains("not installed"));
+    assert!(check(&view, "provider nosuchagent")["detail"]
+        .as_str()
+        .unwrap()
+        .starts_with("unknown provider"));
     // A notification setting that cannot work fails too.
     std::fs::write(
         o.f.dir.join("notify.json"),

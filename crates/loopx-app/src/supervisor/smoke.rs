@@ -146,6 +146,15 @@ fn provider_checks(
     };
     for name in &failover.order {
         let label = format!("provider {name}");
+        if loopx_core::driver::provider::find(name).is_none() {
+            let known = loopx_core::driver::provider::names().join(", ");
+            checks.push(check(
+                label,
+                false,
+                format!("unknown provider (known: {known})"),
+            ));
+            continue;
+        }
         let Some(launcher) = launchers::installed_launcher_named(name) else {
             checks.push(check(
                 label,
