@@ -1659,7 +1659,7 @@ loopx append-iteration --mode bounded-research --objective "supervised turn" --d
         .assert()
         .success();
     let server = serve(&f, &[]);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let running = loop {
         let page = overview(&server);
         if page.contains("alive (detach), up ") || std::time::Instant::now() > deadline {
@@ -1675,11 +1675,13 @@ loopx append-iteration --mode bounded-research --objective "supervised turn" --d
     assert!(line.starts_with("pid "), "{line}");
     assert!(line.contains("alive (detach), up "), "{line}");
     assert!(line.ends_with("0 restarts"), "{line}");
-    // The turn ends the loop; the supervisor ends with it.
+    // The turn ends the loop; the supervisor ends with it (after its
+    // driver, whose own line says "with exit 0" first).
     std::fs::write(&stop_marker, "").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let ended = loop {
         let page = overview(&server);
-        if page.contains("with exit 0") || std::time::Instant::now() > deadline {
+        if page.contains("with exit 0 (done), 0 restarts") || std::time::Instant::now() > deadline {
             break page;
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
