@@ -133,6 +133,33 @@ pub fn page(dir: &LoopDir, before: Option<u64>, limit: usize) -> Result<Turns, A
     })
 }
 
+/// The log of the turn that worked on iteration `iteration` (relative to
+/// the loop directory, as its intent names it): the last dispatch for it,
+/// since a retried iteration has several and the last is the one that
+/// counted. Read from the end of the driver journal back, stopping there.
+pub fn log_of_iteration(dir: &LoopDir, iteration: u64) -> Result<String, AppError> {
+    let mut found = None;
+    journal_scan::newest_first(
+        dir.authority().store(),
+        driver::STREAM,
+        u64::MAX,
+        &mut |row| match serde_json::from_str::<DriverEvent>(row.event) {
+            Ok(DriverEvent::Intended { intent }) if intent.iteration == iteration => {
+                found = Some(intent.log);
+                ControlFlow::Break(())
+            }
+            _ => ControlFlow::Continue(()),
+        },
+    )
+    .map_err(anyhow::Error::new)?;
+    found.ok_or_else(|| {
+        AppError::not_found(format!(
+            "no driven turn worked on iteration {iteration} of the loop in {} (turns are numbered as the iterations they record, from 1; `loopx snapshot list` shows them)",
+            dir.display()
+        ))
+    })
+}
+
 /// Each intent with the settlement or cancellation of the same dispatch.
 /// An end without an intent (a journal from before intents carried a
 /// start) is left out: it has no duration to show.

@@ -1608,3 +1608,84 @@ fn the_page_shows_each_configured_check_with_its_last_result() {
     assert!(after.contains("last pass (exit 0)"), "{after}");
     assert!(after.contains("against no git HEAD, by owner"), "{after}");
 }
+
+/// Stops the loop's supervisor and driver however the test ends.
+struct StopsTheLoop<'a>(&'a Fixture, String);
+
+impl Drop for StopsTheLoop<'_> {
+    fn drop(&mut self) {
+        let _ = self
+            .0
+            .loopx()
+            .args(["stop", "--dir", self.0.d(), "--grace", "2s"])
+            .env("PATH", &self.1)
+            .output();
+    }
+}
+
+/// The overview shows the supervisor's line beside the driver's, from
+/// `service-status`'s use case: none before a supervisor ever ran; pid,
+/// alive, backend, uptime and restarts while one runs; its end after.
+#[test]
+fn the_overview_shows_the_supervisor_beside_the_driver() {
+    let f = Fixture::new();
+    // One iteration: the turn's `continue` is refused, its `stop` ends the loop.
+    f.init(1, &[]);
+    let loopx_dir = common::loopx_path().parent().unwrap().display().to_string();
+    let stop_marker = f.temp.path().join("finish");
+    let (root, path) = f.fake_provider(
+        "claude",
+        &format!(
+            r#"[ "$1" = --version ] && exit 0
+while [ ! -e '{marker}' ]; do sleep 0.1; done
+loopx append-iteration --mode bounded-research --objective "supervised turn" --decision continue >/dev/null 2>&1 || loopx append-iteration --mode bounded-research --objective "supervised turn" --decision stop >/dev/null"#,
+            marker = stop_marker.display()
+        ),
+    );
+    let path = format!("{loopx_dir}:{path}");
+    let _stops = StopsTheLoop(&f, path.clone());
+    let overview = |server: &Server| server.get("/").body;
+    {
+        let server = serve(&f, &[]);
+        let page = overview(&server);
+        assert!(page.contains("data-testid=\"driver\""), "{page}");
+        assert!(!page.contains("data-testid=\"supervisor\""), "{page}");
+    }
+    f.loopx()
+        .args(["start", "--dir", f.d(), "--root", root.to_str().unwrap()])
+        .args(["--provider", "claude", "--detach"])
+        .env("PATH", &path)
+        .env("LOOPX_INJECTED_PROVIDERS", "1")
+        .assert()
+        .success();
+    let server = serve(&f, &[]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let running = loop {
+        let page = overview(&server);
+        if page.contains("alive (detach), up ") || std::time::Instant::now() > deadline {
+            break page;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let line = running
+        .split("data-testid=\"supervisor\">")
+        .nth(1)
+        .and_then(|rest| rest.split('<').next())
+        .unwrap_or_else(|| panic!("no supervisor line: {running}"));
+    assert!(line.starts_with("pid "), "{line}");
+    assert!(line.contains("alive (detach), up "), "{line}");
+    assert!(line.ends_with("0 restarts"), "{line}");
+    // The turn ends the loop; the supervisor ends with it (after its
+    // driver, whose own line says "with exit 0" first).
+    std::fs::write(&stop_marker, "").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let ended = loop {
+        let page = overview(&server);
+        if page.contains("with exit 0 (done), 0 restarts") || std::time::Instant::now() > deadline {
+            break page;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(ended.contains("(detach) ended at "), "{ended}");
+    assert!(ended.contains("with exit 0 (done), 0 restarts"), "{ended}");
+}

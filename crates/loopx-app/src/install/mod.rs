@@ -27,6 +27,9 @@
 //!   follow a symlink planted at a target (refused), writes are atomic
 //!   (`fsutil::write_durable`: temp file + rename, never through a link).
 //!
+//! - [`wrapper`]: `run_force_loop.sh`, the reference kit's verbs as loopx
+//!   commands (`--force-loop-wrapper`), a whole file marked as loopx's.
+//!
 //! Not here: argument parsing and rendering (the CLI's `install.rs`), the
 //! checks `doctor` adds beyond installs (`crate::doctor`).
 
@@ -36,6 +39,7 @@ mod files;
 pub mod json;
 mod jsonc;
 mod opencode;
+pub mod wrapper;
 
 pub use files::{
     install, read_for_inspection, uninstall, Action, FileChange, InstallView, Request,

@@ -127,34 +127,8 @@ pub fn smoke(
             detail: String::new(),
         };
         if let Some(launcher) = launcher {
-            let launch = Launch::reviewer(
-                name,
-                launcher,
-                SMOKE_PROMPT,
-                work.clone(),
-                Duration::from_secs(timeout_s),
-                crate::operation::fresh_name(&format!("smoke-{name}")),
-            );
-            let (outcome, detail, elapsed_ms) = match launch.map(|launch| runner(&launch)) {
-                Err(unusable) => ("failed", unusable, 0),
-                Ok(Err(error)) => ("failed", format!("could not be started: {error:#}"), 0),
-                Ok(Ok(ran)) => {
-                    let said =
-                        loopx_core::redact::redact_owned(&String::from_utf8_lossy(&ran.stdout));
-                    let elapsed_ms = ran.elapsed.as_millis() as u64;
-                    let (outcome, detail) = match ran.unanswered(timeout_s) {
-                        Some(Unanswered::TimedOut(why)) => ("timed_out", why),
-                        Some(Unanswered::Failed(why)) => {
-                            ("failed", format!("{why}: {}", excerpt(&said)))
-                        }
-                        None if said.to_ascii_uppercase().contains("PONG") => {
-                            ("answered", String::new())
-                        }
-                        None => ("unexpected_answer", excerpt(&said)),
-                    };
-                    (outcome, detail, elapsed_ms)
-                }
-            };
+            let (outcome, detail, elapsed_ms) =
+                ping(name, launcher, work.clone(), timeout_s, runner);
             reviewer.outcome = outcome;
             reviewer.detail = detail;
             reviewer.elapsed_ms = elapsed_ms;
@@ -174,6 +148,42 @@ pub fn smoke(
         view.status = "ok";
     }
     Ok(view)
+}
+
+/// Send [`SMOKE_PROMPT`] to provider `name` through `launcher`, in
+/// `work`, and judge its answer: `(outcome, detail, elapsed_ms)`, the
+/// outcome as [`SmokeReviewer::outcome`] names it (never `not_installed`).
+/// Shared with `loopx smoke --live`, which asks the supervisor's providers.
+pub fn ping(
+    name: &str,
+    launcher: &loopx_core::driver::provider::Launcher,
+    work: std::path::PathBuf,
+    timeout_s: u64,
+    runner: &mut dyn FnMut(&Launch) -> anyhow::Result<Ran>,
+) -> (&'static str, String, u64) {
+    let launch = Launch::reviewer(
+        name,
+        launcher,
+        SMOKE_PROMPT,
+        work,
+        Duration::from_secs(timeout_s),
+        crate::operation::fresh_name(&format!("smoke-{name}")),
+    );
+    match launch.map(|launch| runner(&launch)) {
+        Err(unusable) => ("failed", unusable, 0),
+        Ok(Err(error)) => ("failed", format!("could not be started: {error:#}"), 0),
+        Ok(Ok(ran)) => {
+            let said = loopx_core::redact::redact_owned(&String::from_utf8_lossy(&ran.stdout));
+            let elapsed_ms = ran.elapsed.as_millis() as u64;
+            let (outcome, detail) = match ran.unanswered(timeout_s) {
+                Some(Unanswered::TimedOut(why)) => ("timed_out", why),
+                Some(Unanswered::Failed(why)) => ("failed", format!("{why}: {}", excerpt(&said))),
+                None if said.to_ascii_uppercase().contains("PONG") => ("answered", String::new()),
+                None => ("unexpected_answer", excerpt(&said)),
+            };
+            (outcome, detail, elapsed_ms)
+        }
+    }
 }
 
 /// The start of what a reviewer said, on one line, for a person.

@@ -4,6 +4,8 @@
 //!   detached): `loopx drive` as a real child process, restarted when it
 //!   dies, ended with it when it ends with a meaning.
 //! - [`systemd`]: the same supervisor as a transient systemd user unit.
+//! - [`smoke`]: `loopx smoke`, whether what a supervisor needs answers
+//!   before it starts.
 //!
 //! This file holds what the commands around a running supervisor do: the
 //! one-supervisor-per-loop lock (`supervisor/lock`, an flock that dies
@@ -24,6 +26,7 @@
 //! order: `loopx_core::supervisor`), what a drive does (`crate::driver`).
 
 pub mod run;
+pub mod smoke;
 pub mod systemd;
 
 use crate::loop_dir::LoopDir;
@@ -173,6 +176,124 @@ pub fn drain(dir: &LoopDir) -> Result<Drained> {
     })
 }
 
+/// What `loopx drain` should recover after asking for the drain, as the
+/// reference kit's `drain` does: through the existing use cases, never a
+/// second implementation of them.
+#[derive(Debug, Default)]
+pub struct Recovery {
+    /// Cancel this exact open dispatch (`loopx recover --cancel
+    /// --dispatch-id`): a person has looked and its agent is gone.
+    pub cancel_dispatch_id: Option<String>,
+    /// Show the quarantined candidate (`loopx goal-focus
+    /// recover-quarantine`), and release it when its exact fingerprint is
+    /// given.
+    pub recover_quarantine: bool,
+    pub release_fingerprint: Option<String>,
+}
+
+impl Recovery {
+    pub fn asked(&self) -> bool {
+        self.cancel_dispatch_id.is_some() || self.recover_quarantine
+    }
+}
+
+/// One recovery `loopx drain` ran, and how it went.
+#[derive(Debug, Serialize)]
+pub struct RecoveryStep {
+    /// The command it is the same as.
+    pub command: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// What `loopx drain` with recovery flags did: the drain (absent when no
+/// supervisor ran: there was nothing to drain), then each recovery.
+#[derive(Debug, Serialize)]
+pub struct DrainedAndRecovered {
+    pub status: &'static str,
+    pub action: &'static str,
+    pub drain: Option<Drained>,
+    pub recovered: Vec<RecoveryStep>,
+}
+
+impl DrainedAndRecovered {
+    /// Whether every recovery succeeded: the exit follows them, since a
+    /// failed one leaves the loop where it was stuck.
+    pub fn recovered(&self) -> bool {
+        self.recovered.iter().all(|step| step.ok)
+    }
+
+    pub fn text(&self) -> String {
+        let mut lines = vec![match &self.drain {
+            Some(drained) => drained.text(),
+            None => "no supervisor runs this loop: nothing to drain".to_owned(),
+        }];
+        for step in &self.recovered {
+            let mark = if step.ok { "ok  " } else { "FAIL" };
+            lines.push(format!("{mark} {}: {}", step.command, step.detail));
+        }
+        lines.join("\n")
+    }
+}
+
+/// `loopx drain` with recovery flags: ask a running supervisor to drain
+/// (none running is not refused here: a stuck dispatch is usually left by
+/// a supervisor that is gone), then run each recovery asked for. The
+/// cancel takes the driver lock as `loopx recover --cancel` does, so it is
+/// refused while a driver still works the loop: drain, wait for
+/// `service-status` to show it stopped, then cancel.
+pub fn drain_and_recover(dir: &LoopDir, recovery: &Recovery) -> Result<DrainedAndRecovered> {
+    let drain = match running(dir)? {
+        Some(_) => Some(drain(dir)?),
+        None => None,
+    };
+    let d = dir.display();
+    let mut recovered = Vec::new();
+    if let Some(id) = &recovery.cancel_dispatch_id {
+        let command = format!("loopx recover --dir {d} --cancel --dispatch-id {id}");
+        let done = driver::cancel_dispatch_by(dir, id, "loopx drain --cancel-dispatch-id");
+        recovered.push(RecoveryStep {
+            command,
+            ok: done.is_ok(),
+            detail: match done {
+                Ok(()) => format!("cancelled dispatch {id}"),
+                Err(error) => format!("{error:#}"),
+            },
+        });
+    }
+    if recovery.recover_quarantine {
+        use crate::focus::candidate;
+        let mut command = format!("loopx goal-focus recover-quarantine --dir {d}");
+        let done = match &recovery.release_fingerprint {
+            Some(fingerprint) => {
+                command.push_str(&format!(" --release --candidate-fingerprint {fingerprint}"));
+                candidate::release_quarantine(dir.place(), fingerprint, None).map(|view| {
+                    format!(
+                        "candidate {} released and archived; the ledger and budget are unchanged",
+                        view.body.fingerprint
+                    )
+                })
+            }
+            None => candidate::show_quarantine(dir).map(|view| view.text()),
+        };
+        recovered.push(RecoveryStep {
+            command,
+            ok: done.is_ok(),
+            detail: done.unwrap_or_else(|error| error.to_string()),
+        });
+    }
+    let mut report = DrainedAndRecovered {
+        status: "failed",
+        action: "drain",
+        drain,
+        recovered,
+    };
+    if report.recovered() {
+        report.status = "ok";
+    }
+    Ok(report)
+}
+
 /// How long `loopx stop` lets the loop's processes end by themselves
 /// before it kills them: the driver's grace for its turn, with room for
 /// settling it.
@@ -287,6 +408,39 @@ pub struct ServiceStatus {
 }
 
 impl ServiceStatus {
+    /// One line for a view that shows the driver's status (the
+    /// dashboard): pid and whether it is alive, backend, uptime, restarts
+    /// and drain. `None` when no supervisor ever ran the loop.
+    pub fn line(&self) -> Option<String> {
+        let s = self.supervisor.as_ref()?;
+        let state = match (self.running, &s.ended) {
+            (true, _) => format!(
+                "pid {} alive ({}), up {}s",
+                s.pid,
+                s.backend.name(),
+                self.uptime_seconds.unwrap_or(0)
+            ),
+            (false, Some(ended)) => format!(
+                "pid {} ({}) ended at {} with exit {} ({})",
+                s.pid,
+                s.backend.name(),
+                ended.at,
+                ended.code,
+                ended.exit.reason()
+            ),
+            (false, None) => format!(
+                "pid {} ({}) not alive, gone without ending (killed?)",
+                s.pid,
+                s.backend.name()
+            ),
+        };
+        let drain = match self.drain_requested {
+            true => ", draining",
+            false => "",
+        };
+        Some(format!("{state}, {} restarts{drain}", s.restarts))
+    }
+
     pub fn text(&self) -> String {
         let Some(s) = &self.supervisor else {
             return "no supervisor has run this loop (`loopx start --dir DIR --root PROJECT` starts one)".into();
@@ -418,10 +572,29 @@ pub struct LogRead {
 /// from byte `from` on, or its last `max` bytes when `from` is `None`; at
 /// most `max` bytes either way. A log not written yet reads empty.
 pub fn read_log(dir: &LoopDir, from: Option<u64>, max: u64) -> Result<LogRead> {
+    read_piece(dir, LOG, from, max)
+}
+
+/// [`read_log`] for the driver's log of the turn that worked on iteration
+/// `iteration` (`loopx logs --turn N`), found through the driver journal.
+pub fn read_turn_log(
+    dir: &LoopDir,
+    iteration: u64,
+    from: Option<u64>,
+    max: u64,
+) -> Result<LogRead> {
+    let relative = crate::turns::log_of_iteration(dir, iteration)?;
+    read_piece(dir, &relative, from, max)
+}
+
+/// A piece of the log at `relative` in the loop directory, as [`read_log`].
+fn read_piece(dir: &LoopDir, relative: &str, from: Option<u64>, max: u64) -> Result<LogRead> {
     use loopx_core::path::{FileProblem, LoopPath};
     use std::io::{Read as _, Seek as _, SeekFrom};
-    let name = LoopPath::parse(LOG).expect("a plain relative path");
-    let path = dir.path(LOG).display().to_string();
+    let name = LoopPath::parse(relative).map_err(|e| {
+        anyhow::anyhow!("the log {relative:?} is not a path in the loop directory: {e}")
+    })?;
+    let path = dir.path(relative).display().to_string();
     let mut file = match fsutil::open_confined(dir.root(), &name) {
         Ok(file) => file,
         Err(FileProblem::Missing) => {

@@ -5,7 +5,9 @@ use super::Reply;
 use anyhow::Result;
 use clap::Args;
 use loopx_app::doctor::{self, DoctorView};
-use loopx_app::install::{self, Action, InstallView, Places, Request, Scope, Source, Target};
+use loopx_app::install::{
+    self, wrapper, Action, InstallView, Places, Request, Scope, Source, Target,
+};
 use std::path::PathBuf;
 
 /// Make loopx native to an agent runtime: its skill file, the `loopx mcp`
@@ -35,6 +37,17 @@ pub struct InstallArgs {
     /// Print the unified diff of every change; write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Also write `run_force_loop.sh` in the project (uninstall: remove it
+    /// if loopx wrote it): a POSIX sh script mapping the reference
+    /// force-loop kit's verbs to loopx (bootstrap, start, drain, stop;
+    /// status is `service-status`; also replace, smoke, logs), passing the
+    /// other arguments through. A file loopx did not write is refused.
+    #[arg(long, conflicts_with = "user")]
+    pub force_loop_wrapper: bool,
+    /// With --force-loop-wrapper: replace a `run_force_loop.sh` loopx did
+    /// not write.
+    #[arg(long, requires = "force_loop_wrapper")]
+    pub force: bool,
 }
 
 /// Check what is installed and what the loop stands on; write nothing.
@@ -73,15 +86,34 @@ fn request_parts(args: &InstallArgs) -> Result<(Target, Scope, Places, Source)> 
 }
 
 pub fn install(args: &InstallArgs) -> Result<Reply> {
-    run(args, install::install)
+    run(args, install::install, |places, source| {
+        let script = wrapper::script(
+            &source.loopx,
+            &source.version,
+            args.dir.is_some().then_some(source.dir.as_str()),
+        );
+        wrapper::install(&places.project, &script, args.force, args.dry_run)
+    })
 }
 
 pub fn uninstall(args: &InstallArgs) -> Result<Reply> {
-    run(args, install::uninstall)
+    run(args, install::uninstall, |places, _| {
+        wrapper::uninstall(&places.project, args.dry_run)
+    })
 }
 
-fn run(args: &InstallArgs, use_case: fn(&Request) -> Result<InstallView>) -> Result<Reply> {
+/// The use case, after the wrapper when asked for (first, so a refused
+/// wrapper leaves everything as it was).
+fn run(
+    args: &InstallArgs,
+    use_case: fn(&Request) -> Result<InstallView>,
+    wrapper: impl FnOnce(&Places, &Source) -> Result<wrapper::WrapperChange>,
+) -> Result<Reply> {
     let (target, scope, places, source) = request_parts(args)?;
+    let wrapped = match args.force_loop_wrapper {
+        true => Some(wrapper(&places, &source)?),
+        false => None,
+    };
     let view = use_case(&Request {
         target,
         scope,
@@ -89,7 +121,15 @@ fn run(args: &InstallArgs, use_case: fn(&Request) -> Result<InstallView>) -> Res
         source: &source,
         dry_run: args.dry_run,
     })?;
-    Reply::view(&view, render(&view))
+    let mut reply = Reply::view(&view, render(&view))?;
+    if let Some(change) = wrapped {
+        reply.text.push_str(&format!(
+            "force-loop wrapper {}: {}\n",
+            change.action, change.path
+        ));
+        reply.json["force_loop_wrapper"] = serde_json::to_value(&change)?;
+    }
+    Ok(reply)
 }
 
 fn render(view: &InstallView) -> String {

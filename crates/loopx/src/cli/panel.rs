@@ -117,17 +117,25 @@ pub fn panel(args: &PanelArgs, store: Option<&str>) -> Result<Reply> {
     Ok(reply)
 }
 
-/// `loopx panel --smoke`.
-fn smoke(args: &PanelArgs) -> Result<Reply> {
-    let mut runner = |launch: &loopx_app::panel::Launch| {
+/// How a smoke prompt is run (`panel --smoke`, `smoke --live`): as a
+/// reviewer, unconfined, saying on stderr what it tries (as `who`).
+pub(crate) fn smoke_runner(
+    who: &'static str,
+) -> impl FnMut(&loopx_app::panel::Launch) -> Result<loopx_app::panel::Ran> {
+    move |launch| {
         eprintln!(
-            "loopx panel: smoke-testing {} (timeout {}s)",
+            "{who}: smoke-testing {} (timeout {}s)",
             launch.provider,
             launch.timeout.as_secs()
         );
         // Its process record goes beside it, in the temporary directory.
         driver::reviewer::run_reviewer(&Plain, &launch.cwd, launch, &Containment::Unconfined)
-    };
+    }
+}
+
+/// `loopx panel --smoke`.
+fn smoke(args: &PanelArgs) -> Result<Reply> {
+    let mut runner = smoke_runner("loopx panel");
     let view = loopx_app::panel::smoke(&args.dir.dir, args.timeout, &mut runner)?;
     let mut reply = Reply::view(&view, view.text())?;
     if !view.passed() {

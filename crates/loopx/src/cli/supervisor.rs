@@ -1,4 +1,4 @@
-//! start, replace, stop, drain and service-status: parse, call
+//! start, replace, stop, drain, service-status, logs and smoke: parse, call
 //! `loopx_app::supervisor`, render.
 
 use super::ledger::{parse_duration, DirArgs};
@@ -301,16 +301,48 @@ pub fn stop(args: &StopArgs, store: Option<&str>) -> Result<Reply> {
 /// before the next one, and the supervisor exits 0. Returns at once;
 /// `loopx service-status` shows when it has. Refused when no supervisor
 /// runs. `loopx stop` stops at once instead.
+///
+/// With --cancel-dispatch-id or --recover-quarantine, drain is also the
+/// operator's recovery, as the reference kit's: after asking a running
+/// supervisor to drain (none running is then not refused), it runs
+/// `loopx recover --cancel --dispatch-id ID` (refused while a driver still
+/// works the loop: wait until `service-status` shows it stopped) and
+/// `loopx goal-focus recover-quarantine` (shown; released with
+/// --release-fingerprint). Exit 0 only when every recovery succeeded.
 #[derive(Debug, Args)]
 pub struct DrainArgs {
     #[command(flatten)]
     pub dir: DirArgs,
+    /// Cancel this exact open dispatch, as `loopx recover` shows it, after
+    /// the drain (its agent must be gone).
+    #[arg(long)]
+    pub cancel_dispatch_id: Option<String>,
+    /// Show the quarantined candidate after the drain, with the command
+    /// that releases it.
+    #[arg(long)]
+    pub recover_quarantine: bool,
+    /// With --recover-quarantine: release the candidate with this exact
+    /// fingerprint (archived; the ledger and budget do not change).
+    #[arg(long, requires = "recover_quarantine")]
+    pub release_fingerprint: Option<String>,
 }
 
 pub fn drain(args: &DrainArgs, store: Option<&str>) -> Result<Reply> {
     let dir = LoopDir::open(args.dir.at(store), Access::ReadWrite)?;
-    let drained = supervisor::drain(&dir)?;
-    Reply::view(&drained, drained.text())
+    let recovery = supervisor::Recovery {
+        cancel_dispatch_id: args.cancel_dispatch_id.clone(),
+        recover_quarantine: args.recover_quarantine,
+        release_fingerprint: args.release_fingerprint.clone(),
+    };
+    if !recovery.asked() {
+        let drained = supervisor::drain(&dir)?;
+        return Reply::view(&drained, drained.text());
+    }
+    let report = supervisor::drain_and_recover(&dir, &recovery)?;
+    let mut reply = Reply::view(&report, report.text())?;
+    reply.code = u8::from(!report.recovered());
+    reply.report = true;
+    Ok(reply)
 }
 
 /// The loop's supervisor: pid (alive or not), backend, uptime, restarts,
@@ -330,8 +362,9 @@ pub fn service_status(args: &ServiceStatusArgs, store: Option<&str>) -> Result<R
 
 /// The supervisor's log (`DIR/supervisor/supervisor.log`: what a detached
 /// supervisor and its driver printed); its end, or with -f everything
-/// written to it from then on, until Ctrl-C. The turns' own output is in
-/// `DIR/driver_logs/`, one log per dispatch.
+/// written to it from then on, until Ctrl-C. With --turn N, the driver's
+/// log of the turn that worked on iteration N instead (the last dispatch
+/// for it, found through the driver journal; `DIR/driver_logs/`).
 #[derive(Debug, Args)]
 pub struct LogsArgs {
     #[command(flatten)]
@@ -342,11 +375,19 @@ pub struct LogsArgs {
     /// Keep printing what is written to it (text only), until Ctrl-C.
     #[arg(short, long)]
     pub follow: bool,
+    /// The driver's log of turn N (the turn that recorded iteration N, as
+    /// `snapshot show N` numbers it), not the supervisor's.
+    #[arg(long, value_name = "N")]
+    pub turn: Option<u64>,
 }
 
 pub fn logs(args: &LogsArgs, json: bool, store: Option<&str>) -> Result<Reply> {
     let dir = LoopDir::open(args.dir.at(store), Access::ReadOnly)?;
-    let read = supervisor::read_log(&dir, None, args.bytes)?;
+    let read_from = |from: Option<u64>| match args.turn {
+        Some(turn) => supervisor::read_turn_log(&dir, turn, from, args.bytes),
+        None => supervisor::read_log(&dir, from, args.bytes),
+    };
+    let read = read_from(None)?;
     if !args.follow || json {
         return Reply::view(&read, read.text.clone());
     }
@@ -354,10 +395,48 @@ pub fn logs(args: &LogsArgs, json: bool, store: Option<&str>) -> Result<Reply> {
     let mut next = read.next;
     print!("{}", loopx_core::text::printable(&read.text));
     while !loopx_app::platform::pause(Duration::from_millis(500)) {
-        let more = supervisor::read_log(&dir, Some(next), args.bytes)?;
+        let more = read_from(Some(next))?;
         print!("{}", loopx_core::text::printable(&more.text));
         std::io::Write::flush(&mut std::io::stdout())?;
         next = more.next;
     }
     Ok(Reply::ok(json!({"status": "ok"}), ""))
+}
+
+/// Before a long unattended run, check that what the supervisor needs
+/// answers, one check a line: the store opens read-write; the failover
+/// order `loopx start` would use (the same flags and failover.json) is
+/// valid, and each provider in it is installed and starts (`--version`;
+/// with --live, answers the one-line prompt `loopx panel --smoke` sends,
+/// which holds nothing of any loop); the notification settings are valid
+/// (loopx has no test-send: nothing is sent to any channel).
+///
+/// Writes nothing to the loop. Exit 0 when every check passed, 1 otherwise.
+#[derive(Debug, Args)]
+pub struct SmokeArgs {
+    #[command(flatten)]
+    pub dir: DirArgs,
+    /// The failover order to check, as `start --provider` takes it.
+    #[arg(long, value_delimiter = ',')]
+    pub provider: Vec<String>,
+    /// Send each installed provider a one-line prompt, not only `--version`
+    /// (runs each provider once: it may cost a little).
+    #[arg(long)]
+    pub live: bool,
+    /// With --live, seconds per provider.
+    #[arg(long, default_value_t = loopx_app::panel::SMOKE_TIMEOUT_S)]
+    pub timeout: u64,
+}
+
+pub fn smoke(args: &SmokeArgs, store: Option<&str>) -> Result<Reply> {
+    let mut runner = super::panel::smoke_runner("loopx smoke");
+    let live = args.live.then_some(supervisor::smoke::Live {
+        timeout_s: args.timeout,
+        runner: &mut runner,
+    });
+    let found = supervisor::smoke::smoke(args.dir.at(store), &args.provider, live)?;
+    let mut reply = Reply::view(&found, found.text())?;
+    reply.code = u8::from(!found.passed());
+    reply.report = true;
+    Ok(reply)
 }

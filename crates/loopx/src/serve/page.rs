@@ -43,6 +43,8 @@ struct Snapshot {
     /// The goal's readback, from the same read as the decision.
     goal: GoalInspection,
     driver: DriverSummary,
+    /// The supervisor's line (`service-status`'s), when one ever ran the loop.
+    supervisor: Option<String>,
     decision: ShouldRun,
     health: Health,
     cost: CostReport,
@@ -61,6 +63,7 @@ const LIVE_ROWS: usize = 60;
 fn snapshot(dir: &LoopDir) -> anyhow::Result<Snapshot> {
     let turn = dir.next_turn(goal::DEFAULT_GOAL_ID, &Actor::Owner)?;
     let driver = summary(&dir.driver()?.1, loopx_app::platform::alive);
+    let supervisor = loopx_app::supervisor::service_status(dir)?.line();
     let now = clock::now();
     let health = health::of_turn(&dir.display(), &turn, &driver, now);
     let cost = loopx_app::cost::recent(dir, LIVE_ROWS)?;
@@ -82,6 +85,7 @@ fn snapshot(dir: &LoopDir) -> anyhow::Result<Snapshot> {
         verdict,
         goal: GoalInspection::of(goal),
         driver,
+        supervisor,
         decision,
     })
 }
@@ -268,6 +272,9 @@ fn live_section(s: &Snapshot, readback: &Readback<'_>) -> Markup {
                         h3 { "Loop" }
                         p { "Status " strong data-testid="loop-status" { (ledger.status) } " · " (view::verdict_text(&s.verdict)) }
                         p { "Driver: " span data-testid="driver" { (s.driver.line()) } }
+                        @if let Some(line) = &s.supervisor {
+                            p { "Supervisor: " span data-testid="supervisor" { (line) } }
+                        }
                         p class="muted" { "Next: " (s.decision.next_action) " (" (s.decision.scheduler_hint.reason_code) ")" }
                     }
                 }
