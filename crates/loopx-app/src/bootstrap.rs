@@ -80,6 +80,52 @@ impl Profile {
     }
 }
 
+/// What a host policy file (`--policy-file`, [`crate::host_policy`])
+/// changes of a profile's pins: goal priority on or off, the formal policy
+/// and typecheck, and the compute lanes the loop may use (allowed beside
+/// `local`, and no longer forbidden). `AAS_AUTOLOOP_NOTIFY` pins nothing
+/// here: the driver reads it from the environment `start` gives it.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub goal_priority: Option<bool>,
+    pub formal: Layer,
+    pub lanes: Option<Vec<String>>,
+}
+
+impl Overrides {
+    /// The overrides a host policy's assignments make; a value they
+    /// cannot take is refused naming the key.
+    pub fn of_policy(
+        policy: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Overrides, AppError> {
+        let bad = |key: &str, why: String| {
+            AppError::refused(format!(
+                "the host policy's {key}: {why}; nothing was changed"
+            ))
+        };
+        let switch = |key: &str| -> Result<Option<bool>, AppError> {
+            (policy.get(key))
+                .map(|v| loopx_core::formal::parse_switch(v).map_err(|why| bad(key, why)))
+                .transpose()
+        };
+        Ok(Overrides {
+            goal_priority: switch("AAS_AUTOLOOP_GOAL_PRIORITY")?,
+            formal: Layer {
+                policy: (policy.get("AAS_AUTOLOOP_FORMAL_POLICY"))
+                    .map(|v| Policy::parse(v).map_err(|why| bad("AAS_AUTOLOOP_FORMAL_POLICY", why)))
+                    .transpose()?,
+                typecheck: switch("AAS_AUTOLOOP_FORMAL_TYPECHECK")?,
+                ..Layer::default()
+            },
+            lanes: (policy.get("AAS_FORCE_LOOP_COMPUTE_LANES")).map(|v| {
+                v.split(',')
+                    .map(|lane| lane.trim().to_ascii_lowercase())
+                    .collect()
+            }),
+        })
+    }
+}
+
 /// One pin: what the profile wants, what the loop had, and whether it was
 /// changed (a note says why not, when it could not be).
 #[derive(Debug, Clone, Serialize)]
@@ -139,6 +185,7 @@ pub fn bootstrap(
     root: Place<'_>,
     profile: Profile,
     new: Option<NewLoop>,
+    overrides: &Overrides,
 ) -> Result<DefaultsView, AppError> {
     let exists = LoopDir::open(root, Access::ReadOnly).is_ok();
     let created = match (exists, new) {
@@ -169,13 +216,13 @@ pub fn bootstrap(
                 operation_id.as_deref(),
                 request,
                 None,
-                &profile.formal(),
+                &profile.formal().under(&overrides.formal),
             )?;
             true
         }
     };
     let dir = LoopDir::open(root, Access::ReadWrite)?;
-    let mut view = apply_defaults(&dir, profile)?;
+    let mut view = apply_defaults(&dir, profile, overrides)?;
     view.action = "bootstrap";
     view.created = created;
     Ok(view)
@@ -183,7 +230,11 @@ pub fn bootstrap(
 
 /// `apply-defaults`: the profile's pins on the loop `dir`, each change
 /// reported.
-pub fn apply_defaults(dir: &LoopDir, profile: Profile) -> Result<DefaultsView, AppError> {
+pub fn apply_defaults(
+    dir: &LoopDir,
+    profile: Profile,
+    overrides: &Overrides,
+) -> Result<DefaultsView, AppError> {
     let ledger = dir.read()?.ledger;
     let mode = ledger.config.goal_focus_mode;
     let mut pins = vec![PinChange {
@@ -197,15 +248,18 @@ pub fn apply_defaults(dir: &LoopDir, profile: Profile) -> Result<DefaultsView, A
     }];
     // Every file is read and checked before anything is written: a file
     // that refuses leaves the loop as it was.
-    let files = [goal_priority(dir)?, panel(dir)?];
+    let files = [
+        goal_priority(dir, overrides.goal_priority.unwrap_or(true))?,
+        panel(dir)?,
+    ];
     for (change, edited) in files {
         if let Some(value) = edited {
             write_object(dir, change.file, &value)?;
         }
         pins.push(change.pin);
     }
-    pins.push(compute(dir, profile)?);
-    pins.push(formal(dir, profile)?);
+    pins.push(compute(dir, profile, overrides.lanes.as_deref())?);
+    pins.push(formal(dir, profile, &overrides.formal)?);
     Ok(DefaultsView {
         status: "ok",
         action: "apply-defaults",
@@ -261,7 +315,7 @@ struct FilePin {
 
 /// goal_priority.json: enabled, `discipline_mode: hard`; the template
 /// (with the base's streak cap of 2) when there is no file.
-fn goal_priority(dir: &LoopDir) -> Result<(FilePin, Option<Value>), AppError> {
+fn goal_priority(dir: &LoopDir, enabled: bool) -> Result<(FilePin, Option<Value>), AppError> {
     let current = read_object(dir, priority_rule::FILE, priority_rule::MAX_BYTES)?;
     let was = match &current {
         Some(value) => {
@@ -289,12 +343,19 @@ fn goal_priority(dir: &LoopDir) -> Result<(FilePin, Option<Value>), AppError> {
         template["max_consecutive_local_without_goal_delta"] = json!(2);
         template
     });
-    value["enabled"] = json!(true);
+    value["enabled"] = json!(enabled);
     value["discipline_mode"] = json!("hard");
     let changed = current.as_ref() != Some(&value);
     let pin = PinChange {
         pin: "goal_priority",
-        wanted: "enabled, discipline_mode hard".into(),
+        wanted: format!(
+            "{}, discipline_mode hard",
+            if enabled {
+                "enabled"
+            } else {
+                "disabled (host policy)"
+            }
+        ),
         was,
         changed,
         note: None,
@@ -337,8 +398,20 @@ fn panel(dir: &LoopDir) -> Result<(FilePin, Option<Value>), AppError> {
 }
 
 /// The host's compute pin: the profile's allow/forbid list.
-fn compute(dir: &LoopDir, profile: Profile) -> Result<PinChange, AppError> {
-    let wanted = ComputePin::profile(profile.name());
+fn compute(
+    dir: &LoopDir,
+    profile: Profile,
+    lanes: Option<&[String]>,
+) -> Result<PinChange, AppError> {
+    let mut wanted = ComputePin::profile(profile.name());
+    if let Some(lanes) = lanes {
+        // The host's lanes: allowed beside local, and no longer forbidden.
+        let policy = &mut wanted.policy;
+        policy.allowed_services = std::iter::once("local".to_owned())
+            .chain(lanes.iter().cloned())
+            .collect();
+        policy.forbidden_services.retain(|s| !lanes.contains(s));
+    }
     let loaded = (dir
         .authority()
         .load::<ComputePinOwner>(focus::COMPUTE_PIN_STREAM))
@@ -374,9 +447,10 @@ fn compute(dir: &LoopDir, profile: Profile) -> Result<PinChange, AppError> {
     })
 }
 
-/// The formal standing orders: the profile's policy and typecheck.
-fn formal(dir: &LoopDir, profile: Profile) -> Result<PinChange, AppError> {
-    let wanted = profile.formal();
+/// The formal standing orders: the profile's policy and typecheck, under
+/// the host policy's.
+fn formal(dir: &LoopDir, profile: Profile, host: &Layer) -> Result<PinChange, AppError> {
+    let wanted = profile.formal().under(host);
     let (before, after) = crate::formal::pin_profile(dir, &operation("formal-profile")?, &wanted)?;
     let say = |s: &loopx_core::formal::Settings| {
         format!("policy {}, typecheck {}", s.policy.as_str(), s.typecheck)

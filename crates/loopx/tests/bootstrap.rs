@@ -192,3 +192,48 @@ fn a_file_it_cannot_read_as_settings_is_refused_and_nothing_changes() {
     assert!(stderr.contains("--goal"), "{stderr}");
     assert!(!empty.dir.join("loopx.sqlite").exists());
 }
+
+#[test]
+fn a_host_policy_file_changes_the_profiles_pins() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = Fixture::new();
+    let policy = f.temp.path().join("host.policy");
+    std::fs::write(
+        &policy,
+        "AAS_AUTOLOOP_GOAL_PRIORITY=off\nAAS_AUTOLOOP_FORMAL_POLICY=force\nAAS_AUTOLOOP_FORMAL_TYPECHECK=0\nAAS_FORCE_LOOP_COMPUTE_LANES=hetzner\n",
+    )
+    .unwrap();
+    let policy_path = policy.to_str().unwrap().to_owned();
+    // Others may read it: refused, and no loop is made.
+    std::fs::set_permissions(&policy, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let words = [
+        "bootstrap",
+        "--profile",
+        "general",
+        "--goal",
+        "g",
+        "--success-criteria",
+        "s",
+        "--policy-file",
+        &policy_path,
+    ];
+    let (code, _, stderr) = run(&f, &words);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("private to you"), "{stderr}");
+    assert!(!f.dir.join("loopx.sqlite").exists());
+    std::fs::set_permissions(&policy, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (code, view, stderr) = run(&f, &words);
+    assert_eq!(code, 0, "{view} {stderr}");
+    assert_eq!(file(&f, "goal_priority.json")["enabled"], false);
+    let formal = f.json(&["formal", "status", "--dir", f.d()]).to_string();
+    assert!(formal.contains("\"policy\":\"force\""), "{formal}");
+    assert!(formal.contains("\"typecheck\":false"), "{formal}");
+    let body = f.json(&["task-body", "--dir", f.d()])["body"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        body.contains("allowed: hetzner, local; forbidden: github-actions"),
+        "{body}"
+    );
+}

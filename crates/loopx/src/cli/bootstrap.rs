@@ -5,7 +5,7 @@ use super::ledger::DirArgs;
 use super::Reply;
 use anyhow::Result;
 use clap::Args;
-use loopx_app::bootstrap::{self, NewLoop, Profile};
+use loopx_app::bootstrap::{self, NewLoop, Overrides, Profile};
 use loopx_app::loop_dir::LoopDir;
 use loopx_core::ledger::budget::Budget;
 use loopx_core::ledger::InitLoop;
@@ -46,6 +46,29 @@ pub struct BootstrapArgs {
     /// Stable id for creating the loop; repeating it replays.
     #[arg(long)]
     pub operation_id: Option<String>,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+}
+
+/// The host policy file, whose values change the profile's pins.
+#[derive(Debug, Args)]
+pub struct PolicyArgs {
+    /// The host policy file (as `loopx start --policy-file`, the same
+    /// checks): AAS_AUTOLOOP_GOAL_PRIORITY=off disables goal priority,
+    /// AAS_AUTOLOOP_FORMAL_POLICY and AAS_AUTOLOOP_FORMAL_TYPECHECK set
+    /// the formal pins, AAS_FORCE_LOOP_COMPUTE_LANES allows those lanes
+    /// beside local (and no longer forbids them).
+    #[arg(long, env = loopx_app::host_policy::ENV, value_name = "ABS_PATH")]
+    pub policy_file: Option<PathBuf>,
+}
+
+impl PolicyArgs {
+    fn overrides(&self, loop_root: &std::path::Path) -> Result<Overrides> {
+        Ok(match &self.policy_file {
+            Some(path) => Overrides::of_policy(&loopx_app::host_policy::load(path, loop_root)?)?,
+            None => Overrides::default(),
+        })
+    }
 }
 
 /// Re-apply a force-loop profile's pins to the loop in --dir, reporting
@@ -58,6 +81,8 @@ pub struct ApplyDefaultsArgs {
     /// The profile: general or formal.
     #[arg(long, value_parser = ["general", "formal"])]
     pub profile: String,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
 }
 
 pub fn bootstrap(args: &BootstrapArgs, store: Option<&str>) -> Result<Reply> {
@@ -79,13 +104,15 @@ pub fn bootstrap(args: &BootstrapArgs, store: Option<&str>) -> Result<Reply> {
         }
         _ => None,
     };
-    let view = bootstrap::bootstrap(args.dir.at(store), profile, new)?;
+    let overrides = args.policy.overrides(&args.dir.dir)?;
+    let view = bootstrap::bootstrap(args.dir.at(store), profile, new, &overrides)?;
     Reply::view(&view, view.text())
 }
 
 pub fn apply_defaults(args: &ApplyDefaultsArgs, store: Option<&str>) -> Result<Reply> {
     let profile = Profile::parse(&args.profile)?;
+    let overrides = args.policy.overrides(&args.dir.dir)?;
     let dir = LoopDir::open(args.dir.at(store), Access::ReadWrite)?;
-    let view = bootstrap::apply_defaults(&dir, profile)?;
+    let view = bootstrap::apply_defaults(&dir, profile, &overrides)?;
     Reply::view(&view, view.text())
 }
