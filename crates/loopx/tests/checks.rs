@@ -428,3 +428,52 @@ loopx append-iteration --mode bounded-research --objective claim --decision stop
     assert_eq!(status["last_iteration"]["claim"], "verified", "{status}");
     c.f.assert_valid();
 }
+
+#[test]
+fn a_verify_stopped_while_a_check_runs_leaves_the_claim_pending() {
+    let c = Checks::new();
+    c.configure(json!([{"id": "docs", "validation_argv": ["sleep", "30"], "timeout_seconds": 60}]));
+    c.f.write_proof("p1");
+    c.f.append("stop", &["--stop-reason", "success", "--evidence-id", "p1"])
+        .success();
+    let verify = std::process::Command::new(common::loopx_path())
+        .args(["verify", "--dir", c.f.d(), "--root"])
+        .arg(&c.project)
+        .env("LOOPX_REGISTRY_DIR", &c.f.registry)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Stopped once the check runs (its log exists).
+    let logs = c.f.dir.join("driver_logs");
+    let started = std::time::Instant::now();
+    while !(std::fs::read_dir(&logs)
+        .map(|d| d.count() > 0)
+        .unwrap_or(false))
+    {
+        assert!(started.elapsed().as_secs() < 20, "the check never started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    unsafe { libc::kill(verify.id() as i32, libc::SIGTERM) };
+    let output = verify.wait_with_output().unwrap();
+    assert!(
+        started.elapsed().as_secs() < 25,
+        "the stop did not end the check"
+    );
+    assert_eq!(output.status.code(), Some(143));
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(said.contains("stays pending"), "{said}");
+    // Not refused: the claim still waits for its check.
+    let state = c.f.json(&["status", "--dir", c.f.d()]);
+    assert_eq!(state["state_status"], "running", "{state}");
+    assert_ne!(state["last_iteration"]["claim"], "refused", "{state}");
+    assert_eq!(
+        c.f.json(&["quota", "should-run", "--dir", c.f.d()])["scheduler_hint"]["reason_code"],
+        "success_claim_pending"
+    );
+}

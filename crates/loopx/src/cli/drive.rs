@@ -534,10 +534,18 @@ pub fn verify(args: &VerifyArgs, store: Option<&str>) -> Result<Reply> {
         &Terminal::default(),
     )?;
     let status = dir.read()?.ledger.status;
-    let (text, code) = match outcome {
-        None => ("no success claim is pending".to_owned(), 0),
-        Some(true) => (format!("success claim verified; the loop is {status}"), 0),
-        Some(false) => (
+    let stopped = loopx_app::platform::stop_signal();
+    let (text, code) = match (outcome, stopped) {
+        (None, Some(signal)) => (
+            format!(
+                "stopped by {} before the checks finished: the success claim stays pending",
+                signal.name()
+            ),
+            signal.exit().code(),
+        ),
+        (None, None) => ("no success claim is pending".to_owned(), 0),
+        (Some(true), _) => (format!("success claim verified; the loop is {status}"), 0),
+        (Some(false), _) => (
             format!("success claim refused: a configured check is not met, or the success_check failed (`loopx check status`, driver_logs/); the loop is {status}"),
             1,
         ),
