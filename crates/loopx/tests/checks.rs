@@ -396,20 +396,7 @@ fn the_driver_banks_a_success_claim_only_once_the_configured_check_passes() {
     // the docs the owner's check looks for.
     let turns = c.f.temp.path().join("turns");
     let agent = c.f.temp.path().join("agent.sh");
-    std::fs::write(
-        &agent,
-        format!(
-            r#"echo turn >> {turns}
-[ "$(wc -l < {turns})" -ge 2 ] && touch docs.html
-mkdir -p "$LOOPX_DIR/proofs" && echo ok > "$LOOPX_DIR/proofs/p.txt"
-cat > "$LOOPX_DIR/proof_artifacts/p.json" <<'JSON'
-{{"schema_version":"1.0","id":"p","artifact_type":"external-verifier","machine_checkable":true,"target":"t","proof_path":"proofs/p.txt","checker":{{"name":"c","status":"passed"}}}}
-JSON
-loopx append-iteration --mode bounded-research --objective claim --decision stop --stop-reason success --evidence-id p >/dev/null"#,
-            turns = turns.display()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&agent, common::claiming_agent(&turns, "docs.html")).unwrap();
     let output =
         c.f.loopx()
             .args(["drive", "--dir", c.f.d(), "--git-snapshot", "off", "--cmd"])

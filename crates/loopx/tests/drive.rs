@@ -775,16 +775,7 @@ fn an_agents_success_claim_is_banked_only_when_the_host_check_passes() {
     // The agent claims success every turn, with a valid proof artifact;
     // only from its second turn on is the check's file there.
     let turns = d.f.temp.path().join("turns");
-    let agent = d.script("agent", &format!(
-        r#"echo turn >> {turns}
-[ "$(wc -l < {turns})" -ge 2 ] && touch verified.txt
-mkdir -p "$LOOPX_DIR/proofs" && echo ok > "$LOOPX_DIR/proofs/p.txt"
-cat > "$LOOPX_DIR/proof_artifacts/p.json" <<'JSON'
-{{"schema_version":"1.0","id":"p","artifact_type":"external-verifier","machine_checkable":true,"target":"t","proof_path":"proofs/p.txt","checker":{{"name":"c","status":"passed"}}}}
-JSON
-loopx append-iteration --mode bounded-research --objective claim --decision stop --stop-reason success --evidence-id p >/dev/null"#,
-        turns = turns.display()
-    ));
+    let agent = d.script("agent", &common::claiming_agent(&turns, "verified.txt"));
     let (code, stderr) = d.run(&["--cmd", &agent]);
     assert_eq!(code, 0, "{stderr}");
     assert!(

@@ -42,7 +42,7 @@ const LOG_CAP: &str = "1M";
 pub fn prepare(dir: &LoopDir, goal_id: &str, config: &CheckConfig) -> Result<Proposal> {
     let reading = dir.goal(goal_id)?;
     let outcome = outcome_of(&reading.goal.outcomes, &config.outcome_id)?;
-    checks::propose(config, outcome).map_err(refused)
+    checks::propose(config, outcome).map_err(crate::error::refusal)
 }
 
 /// Configure `config`, as `target` (the owner; an agent is refused by the
@@ -70,10 +70,6 @@ fn outcome_of<'a>(outcomes: &'a [Outcome], id: &str) -> Result<&'a Outcome> {
         ))
         .into()
     })
-}
-
-fn refused(error: loopx_core::goal::GoalError) -> anyhow::Error {
-    AppError::refused(error.to_string()).into()
 }
 
 /// One criterion as a view shows it.

@@ -381,6 +381,23 @@ impl Fixture {
     }
 }
 
+/// The body of an agent that claims success every turn with a valid
+/// proof artifact (evidence `p`), noting each turn in `turns` and creating
+/// `file` in its working directory from its second turn on: what a host
+/// check (a success check, a configured check) looks for.
+pub fn claiming_agent(turns: &Path, file: &str) -> String {
+    format!(
+        r#"echo turn >> {turns}
+[ "$(wc -l < {turns})" -ge 2 ] && touch {file}
+mkdir -p "$LOOPX_DIR/proofs" && echo ok > "$LOOPX_DIR/proofs/p.txt"
+cat > "$LOOPX_DIR/proof_artifacts/p.json" <<'JSON'
+{{"schema_version":"1.0","id":"p","artifact_type":"external-verifier","machine_checkable":true,"target":"t","proof_path":"proofs/p.txt","checker":{{"name":"c","status":"passed"}}}}
+JSON
+loopx append-iteration --mode bounded-research --objective claim --decision stop --stop-reason success --evidence-id p >/dev/null"#,
+        turns = turns.display()
+    )
+}
+
 pub fn artifact(id: &str, proof_path: &str) -> serde_json::Value {
     serde_json::json!({
         "schema_version": "1.0", "id": id, "artifact_type": "lean", "machine_checkable": true,
