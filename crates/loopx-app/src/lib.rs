@@ -51,6 +51,7 @@ pub mod stop;
 pub mod supervisor;
 pub mod turns;
 pub mod views;
+pub mod workers;
 
 pub use error::{AppError, ErrorClass};
 pub use receipt::ReceiptView;

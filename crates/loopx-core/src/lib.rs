@@ -32,3 +32,4 @@ pub mod supervisor;
 pub mod text;
 pub mod window;
 pub mod words;
+pub mod workers;

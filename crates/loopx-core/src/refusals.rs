@@ -42,6 +42,7 @@ owner_errors!(
     crate::panel::PanelProblem,
     crate::formal::FormalProblem,
     crate::ledger::LedgerError => crate::ledger::LedgerError::details,
+    crate::workers::QueueError,
 );
 
 #[cfg(test)]

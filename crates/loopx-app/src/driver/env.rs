@@ -16,6 +16,8 @@ pub const STORE: &str = "LOOPX_STORE";
 pub const AGENT_ID: &str = "LOOPX_AGENT_ID";
 /// The dispatch the turn runs under: its iteration's charge is tied to it.
 pub const DISPATCH_ID: &str = "LOOPX_DISPATCH_ID";
+/// A worker's turn (`drive --workers`): the todo that is its to work.
+pub const TODO_ID: &str = "LOOPX_TODO_ID";
 /// Set for a turn the driver started: the Stop hook lets such a turn end,
 /// since the driver decides whether another runs.
 pub const UNDER_DRIVER: &str = "AUTOLOOP_DRIVER";

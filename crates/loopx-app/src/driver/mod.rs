@@ -180,9 +180,20 @@ pub(crate) fn op(prefix: &str, id: &str) -> Result<OperationId> {
 }
 
 pub(crate) fn write(dir: &LoopDir, id: &OperationId, request: &DriverRequest) -> Result<()> {
+    write_on(dir, driver::STREAM, id, request)
+}
+
+/// [`write`] to the turn journal `stream`: the loop's own
+/// ([`driver::STREAM`]) or a worker's (`loopx_core::workers::turn_stream`).
+pub(crate) fn write_on(
+    dir: &LoopDir,
+    stream: &str,
+    id: &OperationId,
+    request: &DriverRequest,
+) -> Result<()> {
     let now = clock::now();
     dir.authority()
-        .execute::<DriverOwner>(driver::STREAM, id, request, &now, now)?;
+        .execute::<DriverOwner>(stream, id, request, &now, now)?;
     Ok(())
 }
 
@@ -277,15 +288,17 @@ pub fn store_back(
 
 /// Record that the open turn's CLI is retrying (its `n`-th retry event
 /// this turn), for `status` to show until the turn settles.
-pub fn record_retry(dir: &LoopDir, retry: TurnRetry, n: u64) -> Result<()> {
+pub fn record_retry(dir: &LoopDir, stream: &str, retry: TurnRetry, n: u64) -> Result<()> {
     let id = op("retry", &format!("{}-{n}", retry.dispatch_id))?;
-    write(dir, &id, &DriverRequest::Retrying { retry })
+    write_on(dir, stream, &id, &DriverRequest::Retrying { retry })
 }
 
-/// Commit the intent of a turn, before its agent starts.
-pub fn intend(dir: &LoopDir, intent: Intent) -> Result<()> {
-    write(
+/// Commit the intent of a turn to the turn journal `stream`, before its
+/// agent starts.
+pub fn intend(dir: &LoopDir, stream: &str, intent: Intent) -> Result<()> {
+    write_on(
         dir,
+        stream,
         &op("intent", &intent.dispatch_id)?,
         &DriverRequest::Intend {
             intent: Box::new(intent),
@@ -311,8 +324,14 @@ pub fn quarantine_after_turn(
 /// Close a turn: charge its measured cost to the ledger and settle its
 /// dispatch, in one atomic commit of both streams, so no crash can leave a
 /// turn charged but unsettled (or settled but uncharged). A turn that
-/// reported no cost only settles.
-pub fn settle_turn(dir: &LoopDir, read: &OutputReading, settlement: Settlement) -> Result<()> {
+/// reported no cost only settles. `stream`: the turn journal the
+/// dispatch is open in.
+pub fn settle_turn(
+    dir: &LoopDir,
+    stream: &str,
+    read: &OutputReading,
+    settlement: Settlement,
+) -> Result<()> {
     let charge_id = op("charge", &settlement.dispatch_id)?;
     let settle_id = op("settle", &settlement.dispatch_id)?;
     let charge = charge_request(&settlement.dispatch_id, read);
@@ -320,7 +339,7 @@ pub fn settle_turn(dir: &LoopDir, read: &OutputReading, settlement: Settlement) 
         settlement: Box::new(settlement),
     };
     let Some(charge) = charge else {
-        return write(dir, &settle_id, &settle);
+        return write_on(dir, stream, &settle_id, &settle);
     };
     let now = clock::now();
     let ledger_context = LedgerContext {
@@ -336,7 +355,7 @@ pub fn settle_turn(dir: &LoopDir, read: &OutputReading, settlement: Settlement) 
             context: &ledger_context,
         },
         &PairStep {
-            stream: driver::STREAM,
+            stream,
             operation_id: &settle_id,
             request: &settle,
             context: &now,
@@ -559,6 +578,31 @@ pub fn agent_liveness(dir: &LoopDir, dispatch_id: &str) -> Liveness {
     }
 }
 
+/// End the agent of `dispatch_id` if its record says it is still alive
+/// (its driver was killed, so nothing else will): its whole group,
+/// SIGKILLed. Whether one was alive.
+pub fn end_left_agent(dir: &LoopDir, dispatch_id: &str) -> bool {
+    if agent_liveness(dir, dispatch_id) != Liveness::Alive {
+        return false;
+    }
+    let record = dir.path(&format!("{DRIVER_LOGS}/{dispatch_id}.pid"));
+    let pgid = fsutil::read_no_follow(&record).ok().and_then(|bytes| {
+        String::from_utf8_lossy(&bytes)
+            .split_whitespace()
+            .next()?
+            .parse::<u32>()
+            .ok()
+    });
+    if let Some(pgid) = pgid.filter(|pgid| *pgid > 1) {
+        platform::kill_group(pgid);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while platform::group_alive(pgid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    true
+}
+
 /// The process groups of the agents whose records say they are alive:
 /// what must be gone before a loop's processes are all stopped.
 pub fn live_agent_groups(dir: &LoopDir) -> Vec<u32> {
@@ -677,7 +721,7 @@ fn apply_recovery(dir: &LoopDir, intent: &Intent, plan: &RecoveryPlan) -> Result
                 settled_at: clock::now(),
                 note: "settled after a driver restart: the agent had recorded its iteration; not re-run".into(),
             };
-            settle_turn(dir, &read, settlement)?;
+            settle_turn(dir, driver::STREAM, &read, settlement)?;
         }
         RecoveryPlan::CancelUnstarted { dispatch_id } => cancel(
             dir,

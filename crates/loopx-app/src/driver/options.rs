@@ -50,6 +50,19 @@ pub struct Options {
     /// The `--formal-*` flags; once the run has started, the formal policy
     /// it resolved, every setting stated (`crate::formal::resolve`).
     pub formal: loopx_core::formal::Layer,
+    /// `--workers N` (N ≥ 2): parallel workers in worktrees and a merge
+    /// queue (`crate::workers`); `None`: the loop's own turns.
+    pub workers: Option<Workers>,
+}
+
+/// How `drive --workers` runs.
+#[derive(Debug, Clone)]
+pub struct Workers {
+    pub count: u32,
+    pub merge: loopx_core::workers::MergeMode,
+    /// The branch the queue lands on; `None`: the one the project root
+    /// has checked out.
+    pub target_branch: Option<String>,
 }
 
 /// What the driver tells a person while it runs; the adapter renders it.

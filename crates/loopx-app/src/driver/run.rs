@@ -59,7 +59,7 @@ impl std::fmt::Display for Misdirected {
 pub fn drive(
     dir: &LoopDir,
     options: &Options,
-    runner: &dyn TurnRunner,
+    runner: &(dyn TurnRunner + Sync),
     progress: &dyn Progress,
 ) -> Result<Ended> {
     let root = options
@@ -76,6 +76,12 @@ pub fn drive(
     // and starts nothing.
     let ledger = dir.read()?.ledger;
     let enforce = ledger.config.goal_focus_mode == GoalFocusMode::Enforce;
+    if enforce && options.workers.is_some() {
+        return Err(anyhow::anyhow!(
+            "--workers runs in a loop Goal Focus monitors, not in enforce mode: an enforced loop's next dispatch is its plan's, one at a time"
+        )
+        .context(Misdirected("workers in enforce mode")));
+    }
     let provider_names: Vec<&str> = match &options.target {
         Target::Providers(names) => names
             .iter()
@@ -106,11 +112,23 @@ pub fn drive(
     };
     // Asked for and impossible (no repository, no commit): refused before
     // anything is written, like any other misdirected flag.
-    let (snapshots, snapshot_note) =
-        crate::snapshot::for_run(dir, &options.root, options.git_snapshot)
-            .context(Misdirected("git snapshots"))?;
+    // A worker's branch is its snapshot: the root's are the loop's own
+    // turns'.
+    let git_snapshot = match options.workers {
+        Some(_) => loopx_core::driver::snapshot::Setting::Off,
+        None => options.git_snapshot,
+    };
+    let (snapshots, snapshot_note) = crate::snapshot::for_run(dir, &options.root, git_snapshot)
+        .context(Misdirected("git snapshots"))?;
     if let Some(note) = snapshot_note {
         progress.say(&note);
+    }
+    // Workers need a branch with a commit to branch from: refused here,
+    // before the driver takes the loop.
+    if let Some(workers) = &options.workers {
+        let repo = crate::snapshot::git::Repo::at(&options.root);
+        crate::workers::worktree::target(&repo, &options.root, workers.target_branch.as_deref())
+            .context(Misdirected("workers"))?;
     }
     let _lock = super::take_lock(dir)?;
     let logs = super::log_dir(dir)?;
@@ -171,7 +189,13 @@ pub fn drive(
         replanned_since_turn: false,
         snapshots,
     };
-    let ended = match run.go() {
+    let went = match &options.workers {
+        Some(workers) => {
+            crate::workers::pool::run(dir, options, workers, &logs, &containment, runner, progress)
+        }
+        None => run.go(),
+    };
+    let ended = match went {
         // Told to stop while waiting out an outage or a wait: the signal,
         // not the interrupted wait, is why the run ended.
         Err(error) => match platform::stop_signal() {
@@ -244,7 +268,7 @@ struct Run<'a> {
     options: &'a Options,
     logs: &'a Path,
     containment: &'a Containment,
-    runner: &'a dyn TurnRunner,
+    runner: &'a (dyn TurnRunner + Sync),
     progress: &'a dyn Progress,
     session: Session,
     panel: bool,
@@ -494,6 +518,7 @@ impl Run<'_> {
                 progress,
                 snapshots: self.snapshots.as_ref(),
                 advice: advice.as_deref(),
+                worker: None,
             };
             let turn = run_turn(context, &provider_name, launcher, &reading)?;
             self.turns += 1;

@@ -74,17 +74,7 @@ pub fn verify_claim(
         return Ok(None);
     }
     if let Some(first) = checks.criteria.iter().find(|c| !c.state.met()) {
-        let failing: Vec<String> = (checks.criteria.iter())
-            .filter(|c| !c.state.met())
-            .map(|c| {
-                format!(
-                    "{} of {} {}",
-                    c.criterion_id,
-                    c.outcome_id,
-                    c.state.as_str()
-                )
-            })
-            .collect();
+        let failing = checks.not_met_words();
         let check = CheckRun {
             command: format!("configured checks: {}", failing.join(", ")),
             exit_code: Some(1),
@@ -169,6 +159,7 @@ fn staged(dir: &LoopDir) -> Result<Option<Digest>> {
 fn agent_env(
     dir: &LoopDir,
     options: &Options,
+    agent_id: &str,
     dispatch_id: &str,
     provider: &str,
 ) -> Result<Vec<(&'static str, OsString)>> {
@@ -183,7 +174,7 @@ fn agent_env(
         ("PATH", path),
         (env::UNDER_DRIVER, "1".into()),
         (env::LOOP_DIR, dir.root().into()),
-        (env::AGENT_ID, options.agent_id.clone().into()),
+        (env::AGENT_ID, agent_id.into()),
         (env::DISPATCH_ID, dispatch_id.into()),
         (env::PRIMARY_PROVIDER, provider.into()),
     ];
@@ -210,6 +201,26 @@ pub struct TurnContext<'a> {
     /// The synthesis of the target advice asked before this turn, when
     /// the panel gave one (loop-relative).
     pub advice: Option<&'a str>,
+    /// A worker's turn (`drive --workers`); `None`: the loop's own turn
+    /// in the project root.
+    pub worker: Option<WorkerTurn<'a>>,
+}
+
+/// Where a worker's turn differs from the loop's own: its turn journal,
+/// its agent id (its leases and notes), its worktree, its todo. What a
+/// worker's turn achieved is its worktree's change, which the merge queue
+/// judges; staging a Goal Focus candidate is the loop's own turns' job.
+#[derive(Clone, Copy)]
+pub struct WorkerTurn<'a> {
+    pub stream: &'a str,
+    pub agent_id: &'a str,
+    pub worktree: &'a Path,
+    pub todo_id: &'a str,
+    /// The worktree's commit before the turn.
+    pub head_before: &'a str,
+    /// Commit what the turn left in the worktree; the head after. The
+    /// turn advanced when it differs from `head_before`.
+    pub commit: &'a dyn Fn() -> Result<String>,
 }
 
 /// Run one turn end to end: intent, agent, reading, charge, settlement.
@@ -228,21 +239,37 @@ pub fn run_turn(
         progress,
         snapshots,
         advice,
+        worker,
     } = context;
-    let root = options.root.as_path();
+    let root = worker.map_or(options.root.as_path(), |w| w.worktree);
+    let stream = worker.map_or(loopx_core::driver::STREAM, |w| w.stream);
+    let agent_id = worker.map_or(options.agent_id.as_str(), |w| w.agent_id);
     let iteration = before.ledger.spent.iterations + 1;
     let on = Some(provider_name);
     let prompt = through_outages(dir, on, "writing the prompt", progress, || {
         dir.task_body_with_panel(
             &options.goal_id,
-            &Actor::Agent(options.agent_id.clone()),
+            &Actor::Agent(agent_id.to_owned()),
             options.panel,
             advice,
             &options.formal,
         )
     })?;
-    let staged_before =
-        through_outages(dir, on, "reading the candidate", progress, || staged(dir))?;
+    let prompt = match worker {
+        Some(worker) => crate::workers::prompt(&prompt, worker.todo_id, worker.worktree),
+        None => prompt,
+    };
+    let staged_before = match worker {
+        Some(_) => None,
+        None => through_outages(dir, on, "reading the candidate", progress, || staged(dir))?,
+    };
+    let label = match worker {
+        Some(worker) => format!(
+            "{} on todo {} [{provider_name}]",
+            worker.agent_id, worker.todo_id
+        ),
+        None => format!("iteration {iteration} [{provider_name}]"),
+    };
     let dispatch_id = crate::operation::fresh_name(&format!("d{iteration}"));
     let log_name = format!("{DRIVER_LOGS}/{dispatch_id}.log");
     // Under trusted-local the provider on disk is checked against its pins
@@ -284,7 +311,7 @@ pub fn run_turn(
         started_at: clock::now(),
     };
     through_outages(dir, on, "recording the turn's intent", progress, || {
-        super::intend(dir, intent.clone())
+        super::intend(dir, stream, intent.clone())
     })?;
     failpoint::reached("drive.after_intent");
 
@@ -292,7 +319,10 @@ pub fn run_turn(
     let mut log = platform::create_private(&dir.path(&log_name))
         .with_context(|| format!("cannot create {log_name}"))?;
     writeln!(log, "{prompt}\n{END_OF_PROMPT}")?;
-    let mut env = agent_env(dir, options, &dispatch_id, provider_name)?;
+    let mut env = agent_env(dir, options, agent_id, &dispatch_id, provider_name)?;
+    if let Some(worker) = worker {
+        env.push((env::TODO_ID, worker.todo_id.into()));
+    }
     let (program, args, stdin) = match (launcher, &options.target) {
         // The pinned binary and model, never what PATH finds.
         (Some(launcher), _) if contained.is_some() => {
@@ -340,18 +370,15 @@ pub fn run_turn(
             .unwrap_or(options.output_cap),
         None => options.output_cap,
     };
-    progress.say(&format!(
-        "iteration {iteration} [{provider_name}] started ({dispatch_id})"
-    ));
-    progress.running(Some(format!(
-        "iteration {iteration} [{provider_name}] running"
-    )));
+    progress.say(&format!("{label} started ({dispatch_id})"));
+    progress.running(Some(format!("{label} running")));
     let structured = launcher.map_or(Structured::Text, |l| l.structured);
     let mut watch = super::watch::TurnWatch {
         dir,
         progress,
         dispatch_id: &dispatch_id,
-        label: format!("iteration {iteration} [{provider_name}]"),
+        stream,
+        label: label.clone(),
         watch: StreamWatch::new(structured, options.cli_retries),
         recorded: 0,
     };
@@ -378,7 +405,7 @@ pub fn run_turn(
     failpoint::reached("drive.after_agent");
     let truncation = (ran.dropped > 0).then(|| {
         let note = cap.truncation_note(ran.dropped, &log_name);
-        progress.say(&format!("iteration {iteration} [{provider_name}]: {note}"));
+        progress.say(&format!("{label}: {note}"));
         note
     });
 
@@ -392,13 +419,29 @@ pub fn run_turn(
     let after = through_outages(dir, on, "reading the turn's result", progress, || {
         dir.read()
     })?;
-    let staged_after = through_outages(dir, on, "reading the candidate", progress, || staged(dir))?;
-    let advanced = turn_advanced(
-        before.ledger.spent.iterations,
-        after.ledger.spent.iterations,
-        staged_before.as_ref(),
-        staged_after.as_ref(),
-    );
+    let advanced = match worker {
+        // A worker's turn did its part when its worktree changed: the
+        // merge queue, not the ledger, takes it from there.
+        Some(worker) => match (worker.commit)() {
+            Ok(head) => head != worker.head_before,
+            Err(error) => {
+                progress.say(&format!(
+                    "{label}: what the turn left could not be committed ({error:#}); it stays in the worktree"
+                ));
+                false
+            }
+        },
+        None => {
+            let staged_after =
+                through_outages(dir, on, "reading the candidate", progress, || staged(dir))?;
+            turn_advanced(
+                before.ledger.spent.iterations,
+                after.ledger.spent.iterations,
+                staged_before.as_ref(),
+                staged_after.as_ref(),
+            )
+        }
+    };
     // The host's completion gate, before the settlement: a candidate this
     // turn staged is held if the host saw anything wrong with the turn.
     let seen = HostAttestation {
@@ -411,9 +454,12 @@ pub fn run_turn(
             Cow::Owned(_)
         ),
     };
-    let quarantined = through_outages(dir, on, "checking what the turn staged", progress, || {
-        super::quarantine_after_turn(dir, &dispatch_id, &seen)
-    })?;
+    let quarantined = match worker {
+        Some(_) => None,
+        None => through_outages(dir, on, "checking what the turn staged", progress, || {
+            super::quarantine_after_turn(dir, &dispatch_id, &seen)
+        })?,
+    };
     if let Some(fingerprint) = &quarantined {
         progress.say(&format!(
             "turn {iteration} staged candidate {fingerprint}, but the host's completion gate failed ({}): quarantined; no review or new turn until a person inspects it (`loopx goal-focus recover-quarantine --dir {}`)",
@@ -443,7 +489,7 @@ pub fn run_turn(
             .join("; "),
     };
     through_outages(dir, on, "charging and settling the turn", progress, || {
-        super::settle_turn(dir, &read, settlement.clone())
+        super::settle_turn(dir, stream, &read, settlement.clone())
     })?;
     let _ = std::fs::remove_file(super::record_path(logs, &dispatch_id));
     failpoint::reached("drive.after_settle");
@@ -459,7 +505,10 @@ pub fn run_turn(
             snapshots.ref_of(turn, loopx_core::driver::snapshot::Side::After)
         ));
     }
-    sweep_logs(dir, logs, progress);
+    if worker.is_none() {
+        // Other workers' logs are open meanwhile; their run sweeps at its end.
+        sweep_logs(dir, logs, progress);
+    }
     let usd = if read.usage.usd > 0.0 {
         format!(", ${:.4}", read.usage.usd)
     } else {
@@ -475,7 +524,7 @@ pub fn run_turn(
         ),
     };
     progress.say(&format!(
-        "iteration {iteration} [{provider_name}] {} in {:.1}s (exit {}{usd}){why}; {} left",
+        "{label} {} in {:.1}s (exit {}{usd}){why}; {} left",
         TurnOutcome::from(result).label(),
         ran.elapsed.as_secs_f64(),
         ran.exit_status

@@ -19,6 +19,8 @@ pub struct TurnWatch<'a> {
     pub dir: &'a LoopDir,
     pub progress: &'a dyn Progress,
     pub dispatch_id: &'a str,
+    /// The turn journal the dispatch is open in.
+    pub stream: &'a str,
     /// How progress names the turn (`iteration 3 [claude]`).
     pub label: String,
     pub watch: StreamWatch,
@@ -40,7 +42,7 @@ impl Watch for TurnWatch<'_> {
             };
             // What status shows is worth a write, not the turn: a store
             // that cannot take it now is said, and the turn goes on.
-            if let Err(error) = super::record_retry(self.dir, retry, self.recorded) {
+            if let Err(error) = super::record_retry(self.dir, self.stream, retry, self.recorded) {
                 self.progress.say(&format!(
                     "warning: {}: the CLI's retry could not be recorded for status ({error:#})",
                     self.label

@@ -125,6 +125,22 @@ pub struct ChecksView {
 }
 
 impl ChecksView {
+    /// Each criterion not met, in words (`<criterion> of <outcome>
+    /// <state>`): why a gate that needs them all refuses.
+    pub fn not_met_words(&self) -> Vec<String> {
+        (self.criteria.iter())
+            .filter(|c| !c.state.met())
+            .map(|c| {
+                format!(
+                    "{} of {} {}",
+                    c.criterion_id,
+                    c.outcome_id,
+                    c.state.as_str()
+                )
+            })
+            .collect()
+    }
+
     pub fn text(&self) -> String {
         if self.criteria.is_empty() {
             return "no executable checks are configured (`loopx goal-acceptance prepare-checks --file F` proposes some)".into();

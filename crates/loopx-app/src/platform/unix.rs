@@ -306,17 +306,77 @@ pub fn alive(pid: u32) -> bool {
     unsafe { libc::kill(pid, 0) == 0 }
 }
 
+/// The process groups of the turns running now, while this process runs
+/// several at once (`drive --workers`): [`sweep_after_turn`] spares them.
+static CONCURRENT_TURNS: std::sync::Mutex<Option<Vec<u32>>> = std::sync::Mutex::new(None);
+
+fn concurrent_turns() -> std::sync::MutexGuard<'static, Option<Vec<u32>>> {
+    CONCURRENT_TURNS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// From now on this process runs turns side by side (and git beside
+/// them): a turn's end sweeps only what is nobody's, not every child.
+pub fn run_turns_concurrently() {
+    concurrent_turns().get_or_insert_with(Vec::new);
+}
+
+/// [`spawn_recorded`] for a turn's process (it leads its own group): while
+/// turns run side by side, its group is known as a running turn's before
+/// any sweep can look, so another turn's end never takes it for a
+/// leftover.
+pub fn spawn_turn(
+    command: &mut Command,
+    record: impl FnOnce(u32) -> io::Result<()> + Send + 'static,
+) -> io::Result<Child> {
+    let mut live = concurrent_turns();
+    let child = spawn_recorded(command, record)?;
+    if let Some(live) = live.as_mut() {
+        live.push(child.id());
+    }
+    Ok(child)
+}
+
+/// After the turn whose group was `pgid` is gone: end what it detached
+/// (re-parented here by the subreaper). Alone, every child is such a
+/// leftover ([`kill_adopted`]). With turns side by side, the children in
+/// another running turn's group, and those in this process's own group
+/// (the git and helper commands it runs meanwhile), are spared; the run's
+/// end sweeps everything ([`kill_adopted`]) once they are done.
+pub fn sweep_after_turn(pgid: u32) -> usize {
+    let mut live = concurrent_turns();
+    let Some(live) = live.as_mut() else {
+        return kill_adopted(&[]);
+    };
+    live.retain(|g| *g != pgid);
+    // SAFETY: getpgrp(2) cannot fail.
+    let own = unsafe { libc::getpgrp() };
+    // Held meanwhile: no turn starts while the sweep looks.
+    kill_adopted_unless(&|pid| {
+        // SAFETY: getpgid(2) only reads; -1 for a pid already gone.
+        let group = unsafe { libc::getpgid(pid as i32) };
+        group < 0 || group == own || live.contains(&(group as u32))
+    })
+}
+
 /// SIGKILL and reap every child of this process except `keep`, over and
 /// over until none is left: killing one re-parents its own children here.
 /// Returns how many were killed. Call it only when no child of ours should
 /// be running (after a turn was waited for).
 pub fn kill_adopted(keep: &[u32]) -> usize {
+    kill_adopted_unless(&|pid| keep.contains(&pid))
+}
+
+/// [`kill_adopted`], sparing each child `spare` says to, asked afresh on
+/// every pass.
+fn kill_adopted_unless(spare: &dyn Fn(u32) -> bool) -> usize {
     let mut killed = 0;
     // Bounded: a fork bomb cannot keep the driver here forever.
     for _ in 0..10_000 {
         let children: Vec<u32> = super::os::children()
             .into_iter()
-            .filter(|p| !keep.contains(p))
+            .filter(|p| !spare(*p))
             .collect();
         if children.is_empty() {
             break;

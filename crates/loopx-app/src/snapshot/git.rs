@@ -579,3 +579,33 @@ impl Workspace {
         Ok(self.top.join(path))
     }
 }
+
+/// A repository as the merge queue and the workers run git in it: every
+/// command through [`base_command`] (no hooks, no signing, no prompts)
+/// with the repository's content filters made inert ([`inert_filters`]),
+/// because a worker's agent wrote the work tree and its config.
+#[derive(Debug, Clone)]
+pub struct Repo {
+    inert: Vec<String>,
+}
+
+impl Repo {
+    /// The repository holding `dir`, its filters read once.
+    pub fn at(dir: &Path) -> Repo {
+        Repo {
+            inert: inert_filters(dir),
+        }
+    }
+
+    /// `git -C dir args…`, its output trimmed; a failure quotes git.
+    pub fn run(&self, dir: &Path, args: &[&str]) -> Result<String> {
+        let mut command = base_command(dir);
+        command.args(&self.inert).args(args);
+        Ok(text(run(command, None, OUTPUT_CAP)?))
+    }
+
+    /// Whether `git -C dir args…` succeeds (its output dropped).
+    pub fn succeeds(&self, dir: &Path, args: &[&str]) -> bool {
+        self.run(dir, args).is_ok()
+    }
+}

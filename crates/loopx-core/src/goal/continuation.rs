@@ -309,6 +309,17 @@ pub fn next_runnable(goal: &Goal, now: Timestamp) -> Option<&Todo> {
         .find(|t| t.availability(now) == Availability::Runnable)
 }
 
+/// The work `actor` should do now: the first todo it holds a live lease
+/// on (it claimed it, so it is its to finish; a worker's turn is about its
+/// claimed todo), else the first anyone may take.
+pub fn next_for<'g>(goal: &'g Goal, actor: &Actor, now: Timestamp) -> Option<&'g Todo> {
+    let own = match actor {
+        Actor::Agent(agent) => goal.todos.iter().find(|t| t.holder(now) == Some(agent)),
+        Actor::Owner => None,
+    };
+    own.or_else(|| next_runnable(goal, now))
+}
+
 pub fn should_run(
     ledger: &Ledger,
     verdict: &Verdict,
@@ -323,7 +334,7 @@ pub fn should_run(
         .filter(|g| !g.acknowledged)
         .cloned()
         .collect();
-    let runnable = next_runnable(goal, now);
+    let runnable = next_for(goal, actor, now);
     let availability: Vec<Availability> = goal.todos.iter().map(|t| t.availability(now)).collect();
     let answer = decide(
         ledger,

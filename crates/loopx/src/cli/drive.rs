@@ -8,7 +8,7 @@ use anyhow::Result;
 use clap::Args;
 use loopx_app::agent_cmd::{agent_commands, Asked, ProviderCommand};
 use loopx_app::driver;
-use loopx_app::driver::options::{Options, Progress, Target};
+use loopx_app::driver::options::{Options, Progress, Target, Workers};
 use loopx_app::driver::run::{self as drive, Misdirected};
 use loopx_app::loop_dir::LoopDir;
 use loopx_core::driver::capture::{OutputCap, CAP_ENV};
@@ -19,6 +19,7 @@ use loopx_core::driver::stream::{RetryPolicy, MAX_CLI_RETRIES_ENV};
 use loopx_core::driver::RecoveryPlan;
 use loopx_core::goal::{self, Actor};
 use loopx_core::panel::Switch;
+use loopx_core::workers::MergeMode;
 use loopx_store::sqlite::Access;
 use serde_json::json;
 use std::cell::RefCell;
@@ -125,6 +126,30 @@ pub struct DriveArgs {
     pub accept_workspace: bool,
     #[command(flatten)]
     pub formal: super::ledger::FormalArgs,
+    /// Run N workers at once (2 to 32) on the goal's todos, each claiming
+    /// one todo through the goal's leases and working it in its own git
+    /// worktree (under <dir>/worktrees/) on the branch loopx/<run>/<todo>
+    /// made from the target branch; a finished todo lands through the
+    /// merge queue (`loopx queue --help`). Needs the project to be a git
+    /// repository with a commit; not in Goal Focus enforce mode. 1: the
+    /// loop's own turns in the project root.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=loopx_core::workers::MAX_WORKERS as i64))]
+    pub workers: u32,
+    /// How the merge queue puts a worker's branch onto the target: merge
+    /// (a merge commit) or rebase (the branch's commits replayed on the tip).
+    #[arg(long, value_enum, default_value = "merge")]
+    pub merge: MergeSwitch,
+    /// The branch the merge queue lands on (default: the branch the
+    /// project root has checked out, whose files then follow each landing).
+    #[arg(long)]
+    pub target_branch: Option<String>,
+}
+
+/// `--merge`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum MergeSwitch {
+    Merge,
+    Rebase,
 }
 
 /// `--git-snapshot`.
@@ -278,6 +303,14 @@ pub fn drive(args: &DriveArgs, store: Option<&str>) -> Result<Reply> {
         git_snapshot: args.git_snapshot.into(),
         accept_workspace: args.accept_workspace,
         formal: args.formal.layer(),
+        workers: (args.workers > 1).then(|| Workers {
+            count: args.workers,
+            merge: match args.merge {
+                MergeSwitch::Merge => MergeMode::Merge,
+                MergeSwitch::Rebase => MergeMode::Rebase,
+            },
+            target_branch: args.target_branch.clone(),
+        }),
     };
     let dir = match LoopDir::open(args.dir.at(store), Access::ReadWrite) {
         Ok(dir) => dir,

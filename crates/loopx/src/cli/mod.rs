@@ -17,6 +17,7 @@ mod mcp;
 mod migrate;
 mod notify;
 mod panel;
+mod queue;
 mod selftest;
 mod serve;
 mod snapshot;
@@ -120,6 +121,9 @@ pub enum Command {
     #[command(subcommand)]
     Check(check::CheckCommand),
     Rollback(snapshot::RollbackArgs),
+    /// The merge queue of `drive --workers`: list, retry, discard.
+    #[command(subcommand)]
+    Queue(queue::QueueCommand),
     Install(install::InstallArgs),
     /// Remove what `loopx install` added (same flags), giving back every file as it was.
     Uninstall(install::InstallArgs),
@@ -418,6 +422,7 @@ fn dispatch(command: Command, json: bool, store: Option<&str>) -> Result<Reply> 
         Command::Bootstrap(args) => bootstrap::bootstrap(&args, store),
         Command::ApplyDefaults(args) => bootstrap::apply_defaults(&args, store),
         Command::Rollback(args) => snapshot::rollback(&args, store),
+        Command::Queue(command) => queue::queue(&command, store),
         Command::Install(args) => install::install(&args),
         Command::Uninstall(args) => install::uninstall(&args),
         Command::Doctor(args) => install::doctor(&args, store),

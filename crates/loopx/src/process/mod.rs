@@ -159,7 +159,7 @@ fn run_bounded(process: Process, watch: &mut dyn Watch) -> Result<ProcessOutcome
     // Joined to its scope while still held, so nothing of it runs outside;
     // the gate checks from inside that it got there.
     let joiner = confinement.as_ref().map(|c| c.scope.joiner());
-    let mut child = platform::spawn_recorded(&mut command, move |pgid| {
+    let mut child = platform::spawn_turn(&mut command, move |pgid| {
         failpoint::reached("drive.agent_held");
         write_record(&logs, &name, &agent_identity(pgid))?;
         match &joiner {
@@ -250,7 +250,7 @@ fn run_bounded(process: Process, watch: &mut dyn Watch) -> Result<ProcessOutcome
     // A process is bounded: nothing it started outlives it, in its process
     // group or detached from it.
     platform::kill_group(pgid);
-    platform::kill_adopted(&[]);
+    platform::sweep_after_turn(pgid);
     // Whatever left the group inside the scope (setsid) goes with it.
     drop(confinement);
     let cleaned_up = !platform::group_alive(pgid);

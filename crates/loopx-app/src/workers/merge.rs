@@ -1,0 +1,372 @@
+//! The merge queue's one step: the entry at its head merged onto the
+//! target branch in the queue's own worktree, the configured checks run
+//! on the merged result, and then either landed (the target advances, the
+//! todo completes with the merge commit as its evidence) or undone (the
+//! todo back on the frontier with the reason, its worktree kept).
+//!
+//! The target only moves by compare-and-swap from the tip the merge was
+//! made on (`update-ref new old`, or a fast-forward of the checkout that
+//! has it out), so a target someone else moved meanwhile is merged again,
+//! never overwritten. The merge commit is recorded before the target
+//! moves, so a restart tells a merge that landed from one that did not
+//! ([`recover`]).
+
+use super::worktree;
+use crate::driver::runner::TurnRunner;
+use crate::goal::GoalTarget;
+use crate::loop_dir::LoopDir;
+use crate::snapshot::git::Repo;
+use anyhow::Result;
+use loopx_core::goal::Actor;
+use loopx_core::workers::{self, Entry, MergeMode, QueueRequest, Rejection};
+use std::path::{Path, PathBuf};
+
+/// What the queue merges onto, and how.
+pub struct Setup<'a> {
+    /// The project checkout (the main worktree).
+    pub root: &'a Path,
+    pub repo: &'a Repo,
+    pub target: &'a str,
+    pub mode: MergeMode,
+    pub goal_id: &'a str,
+    pub runner: &'a dyn TurnRunner,
+    pub say: &'a dyn Fn(&str),
+}
+
+/// What one step of the queue did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Merged {
+    /// Nothing was queued.
+    Idle,
+    Landed {
+        todo_id: String,
+        commit: String,
+    },
+    Rejected {
+        todo_id: String,
+        rejection: Rejection,
+        reason: String,
+    },
+    /// Put back in line (the target moved under the merge).
+    Requeued {
+        todo_id: String,
+        reason: String,
+    },
+}
+
+fn short(commit: &str) -> &str {
+    &commit[..commit.len().min(12)]
+}
+
+/// Merge the entry at the head of the queue, if there is one. A merge a
+/// killed run left open is settled first ([`recover`]).
+pub fn next(dir: &LoopDir, setup: &Setup<'_>) -> Result<Merged> {
+    let queue = dir.queue()?;
+    if let Some(open) = queue.merging() {
+        return recover(dir, setup, open);
+    }
+    let Some(entry) = queue.head().cloned() else {
+        return Ok(Merged::Idle);
+    };
+    let todo_id = entry.todo_id.clone();
+    super::write(
+        dir,
+        &super::fresh_op("merge-begin")?,
+        &QueueRequest::Begin {
+            todo_id: todo_id.clone(),
+        },
+    )?;
+    let head = entry.head.clone().unwrap_or_default();
+    let tip = tip_of(setup)?;
+    (setup.say)(&format!(
+        "merge queue: merging todo {todo_id} ({} at {}) onto {} at {} by {}",
+        entry.branch,
+        short(&head),
+        setup.target,
+        short(&tip),
+        setup.mode.as_str()
+    ));
+    let scratch = merge_worktree(dir, setup, &tip)?;
+    if let Err(conflict) = combine(setup, &scratch, &entry, &head, &tip) {
+        return reject(dir, setup, &entry, Rejection::Conflict, conflict);
+    }
+    let merged = setup.repo.run(&scratch, &["rev-parse", "HEAD"])?;
+    let say = |line: &str| (setup.say)(&format!("merge queue: {line}"));
+    let checks =
+        crate::goal::checks::run(dir, &scratch, None, None, "merge queue", setup.runner, &say)?;
+    if crate::platform::stop_signal().is_some() {
+        // A check cut short proves nothing: back in line for the next run.
+        return requeue(
+            dir,
+            &entry,
+            "the driver was stopped while the merged result was checked".into(),
+        );
+    }
+    let failing = checks.not_met_words();
+    if !failing.is_empty() {
+        let reason = format!(
+            "checks failed on the merged result {}: {}",
+            short(&merged),
+            failing.join(", ")
+        );
+        return reject(dir, setup, &entry, Rejection::CheckFailed, reason);
+    }
+    super::write(
+        dir,
+        &super::fresh_op("merge-prepared")?,
+        &QueueRequest::Prepared {
+            todo_id: todo_id.clone(),
+            merge_commit: merged.clone(),
+        },
+    )?;
+    if tip_of(setup)? != tip {
+        return requeue(
+            dir,
+            &entry,
+            format!(
+                "{} moved while todo {todo_id} was merged onto it",
+                setup.target
+            ),
+        );
+    }
+    if let Err(refused) = advance(setup, &tip, &merged) {
+        return reject(dir, setup, &entry, Rejection::LandFailed, refused);
+    }
+    land(dir, setup, &entry, &merged)
+}
+
+/// The tip of the target branch now.
+fn tip_of(setup: &Setup<'_>) -> Result<String> {
+    setup.repo.run(
+        setup.root,
+        &[
+            "rev-parse",
+            "--verify",
+            &format!("refs/heads/{}^{{commit}}", setup.target),
+        ],
+    )
+}
+
+/// The queue's worktree, clean and detached at `tip`.
+fn merge_worktree(dir: &LoopDir, setup: &Setup<'_>, tip: &str) -> Result<PathBuf> {
+    let path = dir.root().join(workers::MERGE_WORKTREE);
+    let repo = setup.repo;
+    if !path.join(".git").exists() {
+        let _ = std::fs::remove_dir_all(&path);
+        let _ = repo.run(setup.root, &["worktree", "prune"]);
+        crate::fsutil::create_private_dir(&dir.root().join(workers::WORKTREES)).ok();
+        let location = path.to_string_lossy().into_owned();
+        repo.run(setup.root, &["worktree", "add", "--detach", &location, tip])?;
+        return Ok(path);
+    }
+    // Whatever a merge cut short left: an open merge or rebase, files.
+    let _ = repo.run(&path, &["merge", "--abort"]);
+    let _ = repo.run(&path, &["rebase", "--abort"]);
+    repo.run(&path, &["checkout", "--detach", "--force", "--quiet", tip])?;
+    repo.run(&path, &["reset", "--hard", "--quiet", tip])?;
+    repo.run(&path, &["clean", "-fdq"])?;
+    Ok(path)
+}
+
+/// Put `entry`'s commits onto `tip` in `scratch`. `Err`: the conflict, in
+/// words that name the files, with the merge undone.
+fn combine(
+    setup: &Setup<'_>,
+    scratch: &Path,
+    entry: &Entry,
+    head: &str,
+    tip: &str,
+) -> std::result::Result<(), String> {
+    let repo = setup.repo;
+    let message = format!("loopx: land todo {} ({})", entry.todo_id, entry.title);
+    let attempt = match setup.mode {
+        MergeMode::Merge => repo.run(
+            scratch,
+            &["merge", "--no-ff", "--no-edit", "-m", &message, head],
+        ),
+        MergeMode::Rebase => repo
+            .run(scratch, &["checkout", "--detach", "--quiet", head])
+            .and_then(|_| repo.run(scratch, &["rebase", "--quiet", tip])),
+    };
+    let Err(error) = attempt else {
+        return Ok(());
+    };
+    let files = repo
+        .run(scratch, &["diff", "--name-only", "--diff-filter=U"])
+        .unwrap_or_default();
+    let _ = repo.run(scratch, &["merge", "--abort"]);
+    let _ = repo.run(scratch, &["rebase", "--abort"]);
+    let files: Vec<&str> = files.lines().filter(|l| !l.is_empty()).take(20).collect();
+    Err(match files.is_empty() {
+        true => format!(
+            "{} of {} onto {} failed: {error:#}",
+            setup.mode.as_str(),
+            entry.branch,
+            setup.target
+        ),
+        false => format!(
+            "conflict with {} at {} in {}",
+            setup.target,
+            short(tip),
+            files.join(", ")
+        ),
+    })
+}
+
+/// Move the target from `tip` to `merged`: a fast-forward of the
+/// checkout that has it out (its files follow), else a compare-and-swap
+/// of the ref. `Err`: why it did not move.
+fn advance(setup: &Setup<'_>, tip: &str, merged: &str) -> std::result::Result<(), String> {
+    let repo = setup.repo;
+    let checked_out = repo
+        .run(setup.root, &["symbolic-ref", "--quiet", "HEAD"])
+        .is_ok_and(|head| head == format!("refs/heads/{}", setup.target));
+    let moved = match checked_out {
+        true => repo.run(setup.root, &["merge", "--ff-only", "--quiet", merged]),
+        false => repo.run(
+            setup.root,
+            &[
+                "update-ref",
+                &format!("refs/heads/{}", setup.target),
+                merged,
+                tip,
+            ],
+        ),
+    };
+    moved.map(|_| ()).map_err(|error| {
+        format!(
+            "{} could not be advanced to {} ({error:#}){}",
+            setup.target,
+            short(merged),
+            if checked_out {
+                ": the project checkout has changes in the way of the fast-forward"
+            } else {
+                ""
+            }
+        )
+    })
+}
+
+/// Record the landing, complete the todo and clean up after it.
+fn land(dir: &LoopDir, setup: &Setup<'_>, entry: &Entry, merged: &str) -> Result<Merged> {
+    super::write(
+        dir,
+        &super::fresh_op("merge-land")?,
+        &QueueRequest::Land {
+            todo_id: entry.todo_id.clone(),
+            merge_commit: merged.to_owned(),
+        },
+    )?;
+    complete(dir, setup, entry, merged);
+    worktree::remove(dir, setup.root, entry);
+    (setup.say)(&format!(
+        "merge queue: landed todo {} on {} as {}",
+        entry.todo_id,
+        setup.target,
+        short(merged)
+    ));
+    Ok(Merged::Landed {
+        todo_id: entry.todo_id.clone(),
+        commit: merged.to_owned(),
+    })
+}
+
+/// Complete the landed todo as the worker that did it, the merge commit
+/// its evidence. After the landing's commit: a refusal (someone else took
+/// the todo meanwhile) is said, and the landing stands.
+fn complete(dir: &LoopDir, setup: &Setup<'_>, entry: &Entry, merged: &str) {
+    let target = GoalTarget {
+        goal_id: setup.goal_id.to_owned(),
+        actor: Actor::Agent(entry.worker.clone()),
+        expected_instance: None,
+    };
+    let note = format!(
+        "landed on {} as {merged} by the merge queue (branch {})",
+        setup.target, entry.branch
+    );
+    let done = super::fresh_op("landed")
+        .and_then(|op| crate::goal::todo::complete(dir, &target, &entry.todo_id, &note, &op));
+    if let Err(error) = done {
+        let text = format!("{error:#}");
+        if !text.contains("is done") {
+            (setup.say)(&format!(
+                "merge queue: warning: todo {} landed as {} but was not completed ({text})",
+                entry.todo_id,
+                short(merged)
+            ));
+        }
+    }
+}
+
+/// Undo: the entry needs review, its todo goes back to the frontier with
+/// the reason, its worktree stays for the next attempt.
+fn reject(
+    dir: &LoopDir,
+    setup: &Setup<'_>,
+    entry: &Entry,
+    rejection: Rejection,
+    reason: String,
+) -> Result<Merged> {
+    super::write(
+        dir,
+        &super::fresh_op("merge-reject")?,
+        &QueueRequest::Reject {
+            todo_id: entry.todo_id.clone(),
+            rejection,
+            reason: reason.clone(),
+        },
+    )?;
+    super::pool::release_to_frontier(
+        dir,
+        entry,
+        &format!(
+            "the merge queue undid its merge ({}): {reason}",
+            rejection.as_str()
+        ),
+    );
+    (setup.say)(&format!(
+        "merge queue: todo {} needs review ({}): {reason}",
+        entry.todo_id,
+        rejection.as_str()
+    ));
+    Ok(Merged::Rejected {
+        todo_id: entry.todo_id.clone(),
+        rejection,
+        reason,
+    })
+}
+
+fn requeue(dir: &LoopDir, entry: &Entry, reason: String) -> Result<Merged> {
+    super::write(
+        dir,
+        &super::fresh_op("merge-requeue")?,
+        &QueueRequest::Requeue {
+            todo_id: entry.todo_id.clone(),
+            reason: reason.clone(),
+        },
+    )?;
+    Ok(Merged::Requeued {
+        todo_id: entry.todo_id.clone(),
+        reason,
+    })
+}
+
+/// Settle a merge a killed run left open: landed if the target holds the
+/// merge commit it prepared (the run died between moving the branch and
+/// recording it), else back in line to be merged again.
+pub fn recover(dir: &LoopDir, setup: &Setup<'_>, open: &Entry) -> Result<Merged> {
+    let target = format!("refs/heads/{}", setup.target);
+    if let Some(prepared) = &open.merge_commit {
+        if setup.repo.succeeds(
+            setup.root,
+            &["merge-base", "--is-ancestor", prepared, &target],
+        ) {
+            return land(dir, setup, open, prepared);
+        }
+    }
+    requeue(
+        dir,
+        open,
+        "a run stopped while merging it; merged again from the start".into(),
+    )
+}

@@ -1,0 +1,189 @@
+//! Many workers on one goal (`drive --workers N`) and the merge queue
+//! they feed (`loopx queue list|retry|discard`).
+//!
+//! - [`pool`]: the run: N worker slots, each claiming a todo through the
+//!   goal's leases, working it in its own git worktree through the one
+//!   turn protocol (`crate::driver::turn`, as a [`WorkerTurn`]), and
+//!   submitting its branch; the queue merged meanwhile.
+//! - [`merge`]: one entry merged onto the target branch, checked, landed
+//!   or undone; what a restart finds of a merge cut short.
+//! - [`worktree`]: the branches and worktrees, made, reused and pruned.
+//!
+//! This file: the queue's reads and writes, the operator's use cases, and
+//! what a worker's prompt adds to the task body. The queue's rules are its
+//! owner's (`loopx_core::workers`).
+//!
+//! [`WorkerTurn`]: crate::driver::turn::WorkerTurn
+
+pub mod merge;
+pub mod pool;
+pub mod worktree;
+
+use crate::loop_dir::LoopDir;
+use crate::{clock, AppError};
+use anyhow::Result;
+use loopx_core::operation::OperationId;
+use loopx_core::workers::{
+    Entry, EntryState, Queue, QueueOwner, QueueReceipt, QueueRequest, STREAM,
+};
+use loopx_store::Loaded;
+use serde::Serialize;
+use std::path::Path;
+
+/// The shape of `queue list --json`.
+pub const LIST_SCHEMA_VERSION: u32 = 1;
+/// Entries on a page unless the caller asks for another size.
+pub const PAGE_ENTRIES: usize = 50;
+
+impl LoopDir {
+    /// The merge queue (empty if no worker ever ran).
+    pub fn queue(&self) -> Result<Queue> {
+        let Loaded { state, .. } = self.authority().load::<QueueOwner>(STREAM)?;
+        Ok(state.unwrap_or_default())
+    }
+}
+
+/// Commit `request` to the queue under `id`.
+pub fn write(dir: &LoopDir, id: &OperationId, request: &QueueRequest) -> Result<QueueReceipt> {
+    let now = clock::now();
+    Ok(dir
+        .authority()
+        .execute::<QueueOwner>(STREAM, id, request, &now, now)?
+        .body)
+}
+
+/// `name.detail`, an operation id made fresh for one write.
+pub(crate) fn fresh_op(name: &str) -> Result<OperationId> {
+    Ok(OperationId::parse(&crate::operation::fresh_name(name))?)
+}
+
+/// What a worker's turn is told beyond the task body: which todo is its,
+/// where it works, and that the host, not the agent, merges.
+pub fn prompt(task_body: &str, todo_id: &str, worktree: &Path) -> String {
+    format!(
+        "{task_body}\n\n## Worker\n\nYou are one of several workers on this goal. Your todo is {todo_id}: work on it only, in this git worktree ({}), on its branch. Finish it in this turn if you can. Commit or leave your changes in the worktree: the host commits what is left, and its merge queue merges the branch onto the target branch and runs the checks; do not merge, push or switch branches yourself. If you cannot finish it, block or defer the todo with a reason (`loopx todo block|defer`).\n",
+        worktree.display()
+    )
+}
+
+/// One page of the queue: the entries in flight (merge order first), then
+/// the finished ones, newest first.
+#[derive(Debug, Serialize)]
+pub struct QueueList {
+    pub schema_version: u32,
+    pub entries: Vec<Entry>,
+    /// How many entries the queue shows in all (in flight + remembered).
+    pub total: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+    pub counts: Counts,
+}
+
+#[derive(Debug, Serialize, Default)]
+pub struct Counts {
+    pub working: usize,
+    pub queued: usize,
+    pub merging: usize,
+    pub needs_review: usize,
+    /// Ever, not only those remembered.
+    pub landed: u64,
+    pub discarded: u64,
+}
+
+/// The queue's entries in the order a person reads them.
+fn ordered(queue: &Queue) -> Vec<Entry> {
+    let rank = |state: EntryState| match state {
+        EntryState::Merging => 0,
+        EntryState::Queued => 1,
+        EntryState::NeedsReview => 2,
+        EntryState::Working => 3,
+        _ => 4,
+    };
+    let mut active: Vec<Entry> = queue.active.values().cloned().collect();
+    active.sort_by_key(|e| (rank(e.state), e.position, e.todo_id.clone()));
+    active.extend(queue.finished.iter().rev().cloned());
+    active
+}
+
+/// One page of the queue, after `cursor` (an offset this gave), at most
+/// `limit` entries. Read-only.
+pub fn list(dir: &LoopDir, cursor: Option<&str>, limit: Option<usize>) -> Result<QueueList> {
+    let queue = dir.queue()?;
+    let all = ordered(&queue);
+    let start = match cursor {
+        None => 0,
+        Some(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|start| *start <= all.len())
+            .ok_or_else(|| {
+                AppError::refused(format!(
+                    "cursor {text:?} is not one `queue list` gave: list again without a cursor"
+                ))
+            })?,
+    };
+    let limit = limit.unwrap_or(PAGE_ENTRIES).clamp(1, 1000);
+    let end = (start + limit).min(all.len());
+    Ok(QueueList {
+        schema_version: LIST_SCHEMA_VERSION,
+        total: all.len(),
+        next_cursor: (end < all.len()).then(|| end.to_string()),
+        entries: all[start..end].to_vec(),
+        counts: Counts {
+            working: queue.count(EntryState::Working),
+            queued: queue.count(EntryState::Queued),
+            merging: queue.count(EntryState::Merging),
+            needs_review: queue.count(EntryState::NeedsReview),
+            landed: queue.landed,
+            discarded: queue.discarded,
+        },
+    })
+}
+
+/// Put an entry that needs review back in line, as it is: the operator
+/// has looked (or fixed the target) and wants it merged again.
+pub fn retry(dir: &LoopDir, todo_id: &str, op: &OperationId) -> Result<QueueReceipt> {
+    write(
+        dir,
+        op,
+        &QueueRequest::Requeue {
+            todo_id: todo_id.to_owned(),
+            reason: "retried by the operator (loopx queue retry)".into(),
+        },
+    )
+}
+
+/// Throw an entry's work away: no merge; its worktree and branch removed
+/// and its todo back on the frontier for a fresh start.
+pub fn discard(
+    dir: &LoopDir,
+    todo_id: &str,
+    reason: &str,
+    op: &OperationId,
+) -> Result<QueueReceipt> {
+    let entry = dir.queue()?.active.get(todo_id).cloned().ok_or_else(|| {
+        AppError::not_found(format!(
+            "todo {todo_id} is not in flight in the merge queue"
+        ))
+    })?;
+    let receipt = write(
+        dir,
+        op,
+        &QueueRequest::Discard {
+            todo_id: todo_id.to_owned(),
+            reason: reason.to_owned(),
+        },
+    )?;
+    // After the commit: a failure to clean up leaves an orphan the next
+    // run prunes, never a discarded entry that still looks in flight.
+    pool::release_to_frontier(
+        dir,
+        &entry,
+        &format!("discarded from the merge queue: {reason}"),
+    );
+    // The repository is the one the loop was driven in.
+    if let Some(root) = dir.driver()?.1.workspace_root {
+        worktree::remove(dir, Path::new(&root), &entry);
+    }
+    Ok(receipt)
+}

@@ -1,0 +1,410 @@
+//! `drive --workers N` and the merge queue through the real binary: real
+//! git repositories, real worker processes (fake agent scripts), real
+//! merges onto the target branch.
+
+mod common;
+
+use common::{git, Fixture};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A loop beside a git project (one commit, the loop directory ignored)
+/// with `todos` todos `t1`..`tN`.
+struct Project {
+    f: Fixture,
+    root: PathBuf,
+}
+
+impl Project {
+    fn new(todos: usize) -> Project {
+        let f = Fixture::new();
+        f.init(100, &[]);
+        let root = f.temp.path().join("project");
+        std::fs::create_dir_all(&root).unwrap();
+        git(&root, &["init", "-q", "-b", "main"]);
+        std::fs::write(root.join("README"), "project\n").unwrap();
+        git(&root, &["add", "-A"]);
+        git(&root, &["commit", "-qm", "first"]);
+        for n in 1..=todos {
+            let (ok, _, stderr) = f.run_in_dir(&[
+                "todo",
+                "add",
+                &format!("work item {n}"),
+                "--id",
+                &format!("t{n}"),
+            ]);
+            assert!(ok, "{stderr}");
+        }
+        Project { f, root }
+    }
+
+    /// An agent script: `body` runs in the worker's worktree with
+    /// LOOPX_TODO_ID and LOOPX_AGENT_ID set; every start is noted in
+    /// `starts` (`<todo> <agent>`).
+    fn agent(&self, body: &str) -> String {
+        let path = self.f.temp.path().join("agent.sh");
+        let starts = self.starts_file();
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\ncat >/dev/null\necho \"$LOOPX_TODO_ID $LOOPX_AGENT_ID\" >> '{}'\n{body}\n",
+                starts.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path.display().to_string()
+    }
+
+    fn starts_file(&self) -> PathBuf {
+        self.f.temp.path().join("starts")
+    }
+
+    fn starts(&self) -> Vec<String> {
+        std::fs::read_to_string(self.starts_file())
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn drive(&self, agent: &str, extra: &[&str]) -> Command {
+        let mut command = Command::new(common::loopx_path());
+        command
+            .env("LOOPX_REGISTRY_DIR", &self.f.registry)
+            .args(["drive", "--dir", self.f.d(), "--cmd", agent, "--root"])
+            .arg(&self.root)
+            .args(extra);
+        command
+    }
+
+    fn queue(&self) -> Value {
+        self.f.json(&["queue", "list", "--dir", self.f.d()])
+    }
+
+    fn entry(&self, todo: &str) -> Value {
+        self.queue()["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["todo_id"] == todo)
+            .cloned()
+            .unwrap_or(Value::Null)
+    }
+
+    fn todo_status(&self, todo: &str) -> String {
+        let list = self.f.json(&["todo", "list", "--dir", self.f.d()]);
+        (list["todos"].as_array().unwrap().iter())
+            .find(|t| t["id"] == todo)
+            .map(|t| t["status"].as_str().unwrap().to_owned())
+            .unwrap()
+    }
+
+    fn main_tip(&self) -> String {
+        git(&self.root, &["rev-parse", "main"]).trim().to_owned()
+    }
+
+    fn loopx_branches(&self) -> Vec<String> {
+        git(
+            &self.root,
+            &[
+                "for-each-ref",
+                "--format=%(refname:short)",
+                "refs/heads/loopx/",
+            ],
+        )
+        .lines()
+        .map(str::to_owned)
+        .collect()
+    }
+}
+
+#[test]
+fn four_workers_land_eight_independent_todos_and_no_todo_is_worked_twice() {
+    let p = Project::new(8);
+    let agent = p.agent("sleep 0.3\necho \"by $LOOPX_AGENT_ID\" > \"out-$LOOPX_TODO_ID.txt\"");
+    let output = p.drive(&agent, &["--workers", "4"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let starts = p.starts();
+    assert_eq!(starts.len(), 8, "one turn per todo: {starts:?}");
+    let mut todos: Vec<&str> = starts
+        .iter()
+        .map(|s| s.split(' ').next().unwrap())
+        .collect();
+    todos.sort();
+    todos.dedup();
+    assert_eq!(todos.len(), 8, "no todo worked twice: {starts:?}");
+    let workers: std::collections::BTreeSet<&str> = starts
+        .iter()
+        .map(|s| s.split(' ').nth(1).unwrap())
+        .collect();
+    assert!(workers.len() >= 2, "the work was shared: {workers:?}");
+    let queue = p.queue();
+    assert_eq!(queue["counts"]["landed"], 8, "{queue}");
+    for n in 1..=8 {
+        let todo = format!("t{n}");
+        let file = git(&p.root, &["show", &format!("main:out-{todo}.txt")]);
+        assert!(file.starts_with("by agent.w"), "{file}");
+        assert_eq!(p.todo_status(&todo), "done");
+        let entry = p.entry(&todo);
+        assert_eq!(entry["state"], "landed");
+        let commit = entry["merge_commit"].as_str().unwrap();
+        git(&p.root, &["merge-base", "--is-ancestor", commit, "main"]);
+    }
+    // The project checkout followed the landings; every worktree and
+    // branch of a landed todo is gone.
+    assert!(p.root.join("out-t8.txt").is_file());
+    assert!(p.loopx_branches().is_empty(), "{:?}", p.loopx_branches());
+    let worktrees = git(&p.root, &["worktree", "list", "--porcelain"]);
+    assert_eq!(
+        worktrees.matches("worktree ").count(),
+        2,
+        "main and the queue's: {worktrees}"
+    );
+}
+
+#[test]
+fn of_two_conflicting_changes_one_lands_and_the_other_returns_to_the_frontier_with_the_conflict_named(
+) {
+    let p = Project::new(2);
+    let agent = p.agent("sleep 0.5\necho \"$LOOPX_TODO_ID wrote this\" > shared.txt");
+    let output = p
+        .drive(&agent, &["--workers", "2", "--max-iterations", "2"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let entries = [p.entry("t1"), p.entry("t2")];
+    let landed: Vec<&Value> = entries.iter().filter(|e| e["state"] == "landed").collect();
+    let undone: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["state"] == "needs-review")
+        .collect();
+    assert_eq!((landed.len(), undone.len()), (1, 1), "{entries:?}");
+    let undone = undone[0];
+    let reason = undone["reason"].as_str().unwrap();
+    assert_eq!(undone["rejection"], "conflict");
+    assert!(
+        reason.contains("conflict") && reason.contains("shared.txt"),
+        "{reason}"
+    );
+    let loser = undone["todo_id"].as_str().unwrap();
+    assert_eq!(p.todo_status(loser), "open", "back on the frontier");
+    let winner = landed[0]["todo_id"].as_str().unwrap();
+    assert_eq!(
+        git(&p.root, &["show", "main:shared.txt"]).trim(),
+        format!("{winner} wrote this")
+    );
+    // Its worktree and branch are kept for the next attempt.
+    let worktree = Path::new(p.f.d()).join(undone["worktree"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("shared.txt"))
+            .unwrap()
+            .trim(),
+        format!("{loser} wrote this")
+    );
+    assert_eq!(
+        p.loopx_branches(),
+        vec![undone["branch"].as_str().unwrap().to_owned()]
+    );
+    let note = p.f.json(&["todo", "list", "--dir", p.f.d()]);
+    assert!(note.to_string().contains("undid its merge"), "{note}");
+}
+
+#[test]
+fn a_failing_check_on_the_merged_result_undoes_the_merge_and_retry_and_discard_are_the_operators() {
+    let p = Project::new(1);
+    // The goal's check: no file named `broken` in the merged result.
+    let update = json!({
+        "outcome_id": "ship",
+        "objective": "Ship it",
+        "add_requirements": [{"id": "clean", "description": "nothing broken"}],
+        "link_todos": ["t1"],
+        "source": {"ref": "msg-1", "summary": "the user asked"}
+    });
+    let document = p.f.json_file("outcome.json", &update);
+    let (ok, _, stderr) =
+        p.f.run_in_dir(&["goal-acceptance", "refine-outcome", "--document", &document]);
+    assert!(ok, "{stderr}");
+    let checks = p.f.json_file(
+        "checks.json",
+        &json!({"outcome_id": "ship", "criteria": [
+            {"id": "clean", "validation_argv": ["sh", "-c", "test ! -e broken"]}
+        ]}),
+    );
+    let (ok, proposal, stderr) =
+        p.f.run_in_dir(&["goal-acceptance", "prepare-checks", "--file", &checks]);
+    assert!(ok, "{stderr}");
+    let basis = proposal["basis"].as_str().unwrap();
+    let (ok, _, stderr) = p.f.run_in_dir(&[
+        "goal-acceptance",
+        "apply-checks",
+        "--file",
+        &checks,
+        "--basis",
+        basis,
+    ]);
+    assert!(ok, "{stderr}");
+    let before = p.main_tip();
+    let agent = p.agent("echo oops > broken");
+    let output = p
+        .drive(&agent, &["--workers", "2", "--max-iterations", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        p.main_tip(),
+        before,
+        "the merge was undone: main did not move"
+    );
+    let entry = p.entry("t1");
+    assert_eq!(entry["state"], "needs-review", "{entry}");
+    assert_eq!(entry["rejection"], "check_failed");
+    assert!(
+        entry["reason"].as_str().unwrap().contains("clean of ship"),
+        "{entry}"
+    );
+    assert_eq!(p.todo_status("t1"), "open");
+
+    // Retry puts it back in line as it is; a bad id changes nothing.
+    let fingerprint = common::fingerprint(&p.f.dir);
+    let (_, stderr) = p.f.refused_in_dir(&["queue", "retry", "nope"]);
+    assert!(stderr.contains("nope"), "{stderr}");
+    assert_eq!(
+        common::fingerprint(&p.f.dir),
+        fingerprint,
+        "a refusal writes nothing"
+    );
+    let (ok, receipt, stderr) = p.f.run_in_dir(&["queue", "retry", "t1"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(receipt["state"], "queued");
+    // Discarding removes its worktree and branch; the todo stays open.
+    let worktree = Path::new(p.f.d()).join(entry["worktree"].as_str().unwrap());
+    assert!(worktree.join("broken").is_file());
+    let (ok, receipt, stderr) =
+        p.f.run_in_dir(&["queue", "discard", "t1", "--reason", "wrong approach"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(receipt["state"], "discarded");
+    assert!(!worktree.exists());
+    assert!(p.loopx_branches().is_empty());
+    assert_eq!(p.todo_status("t1"), "open");
+    assert_eq!(p.queue()["counts"]["discarded"], 1);
+}
+
+#[test]
+fn a_worker_killed_mid_turn_is_taken_over_from_its_worktree_after_its_lease_lapses() {
+    let p = Project::new(1);
+    let marker = p.f.temp.path().join("first-turn");
+    // The first turn leaves work in progress and hangs; the next finishes
+    // what it finds.
+    let agent = p.agent(&format!(
+        "if [ ! -e '{m}' ]; then touch '{m}'; echo half > work.txt; exec sleep 120; fi\necho \"$(cat work.txt) and done\" > work.txt",
+        m = marker.display()
+    ));
+    let mut first = p
+        .drive(&agent, &["--workers", "2", "--iteration-timeout", "4"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !marker.exists() {
+        assert!(Instant::now() < deadline, "the first turn never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let held_by = p.starts()[0].split(' ').nth(1).unwrap().to_owned();
+
+    // Another driver (its workers other agents) waits out the lease, ends
+    // the agent the killed run left, and takes the todo over.
+    let started = Instant::now();
+    let output = p
+        .drive(
+            &agent,
+            &[
+                "--workers",
+                "2",
+                "--iteration-timeout",
+                "4",
+                "--agent-id",
+                "other",
+            ],
+        )
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("left open"),
+        "the killed turn was settled: {stderr}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+    let starts = p.starts();
+    assert_eq!(starts.len(), 2, "{starts:?}");
+    assert!(
+        starts[1].starts_with("t1 other.w"),
+        "taken over by another worker: {starts:?}"
+    );
+    assert_ne!(held_by, starts[1].split(' ').nth(1).unwrap());
+    assert_eq!(
+        git(&p.root, &["show", "main:work.txt"]).trim(),
+        "half and done",
+        "continued from what the killed turn left"
+    );
+    assert_eq!(p.todo_status("t1"), "done");
+    let events = common::journal_events(&p.f.dir, "driver.settled");
+    let interrupted = events
+        .iter()
+        .filter(|e| e.to_string().contains("interrupted"))
+        .count();
+    assert_eq!(interrupted, 1, "the killed turn settled once: {events:?}");
+    // Nothing of the killed run is left running.
+    let sleeping = Command::new("pgrep")
+        .args(["-f", "sleep 120"])
+        .output()
+        .unwrap();
+    assert!(sleeping.stdout.is_empty(), "the left agent was ended");
+}
+
+#[test]
+fn workers_are_refused_before_anything_starts_without_a_commit_to_branch_from() {
+    let p = Project::new(1);
+    let bare = p.f.temp.path().join("empty");
+    std::fs::create_dir_all(&bare).unwrap();
+    git(&bare, &["init", "-q", "-b", "main"]);
+    let agent = p.agent("true");
+    let fingerprint = common::fingerprint(&p.f.dir);
+    let output =
+        p.f.loopx()
+            .args([
+                "drive",
+                "--dir",
+                p.f.d(),
+                "--cmd",
+                &agent,
+                "--workers",
+                "2",
+                "--root",
+            ])
+            .arg(&bare)
+            .output()
+            .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("at least one commit"), "{stderr}");
+    assert!(p.starts().is_empty(), "no agent ran");
+    assert_eq!(
+        common::fingerprint(&p.f.dir),
+        fingerprint,
+        "nothing was written"
+    );
+}
