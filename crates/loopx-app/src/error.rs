@@ -102,6 +102,11 @@ where
     anyhow::Error::new(Classified::new(error))
 }
 
+/// What kind of failure `error` is ([`classify`]).
+pub fn class_of(error: &anyhow::Error) -> ErrorClass {
+    classify(error).0
+}
+
 /// The class of an error: the one its first classified cause gave itself
 /// (an authority's or a store's failure, an owner's refusal). An error
 /// nothing classified is internal: a use case that means "refused" says so

@@ -42,17 +42,50 @@ pub const MAX_WORKERS: u32 = 32;
 /// operator (`loopx queue retry|discard`).
 pub const MAX_REJECTIONS: u32 = 3;
 
-/// The agent id worker `slot` (from 1) of the driver agent `agent` works
-/// under: its leases, its turns and its notes carry it.
-pub fn agent_id(agent: &str, slot: u32) -> String {
-    format!("{agent}.w{slot}")
+/// The agent id worker `slot` (from 1) of the driver agent `agent` on
+/// host `host` works under: its leases, its turns and its notes carry it,
+/// so no two workers share one, on one host or many.
+pub fn agent_id(agent: &str, slot: u32, host: &str) -> String {
+    format!("{agent}.w{slot}@{host}")
 }
 
-/// The driver journal of worker `slot`'s turns: one open turn per worker,
-/// as the loop's own driver journal has one for the loop.
-pub fn turn_stream(slot: u32) -> String {
-    format!("{}.w{slot}", crate::driver::STREAM)
+/// The driver journal of worker `slot`'s turns on host `host`: one open
+/// turn per worker, as the loop's own driver journal has one for the loop.
+pub fn turn_stream(slot: u32, host: &str) -> String {
+    format!("{}.w{slot}@{host}", crate::driver::STREAM)
 }
+
+/// The prefix of every worker turn journal, for the views.
+pub const TURN_STREAMS: &str = "driver.w";
+
+/// The driver journal a worker run on host `host` registers in: one per
+/// host, so each host's driver binds its own workspace.
+pub fn host_stream(host: &str) -> String {
+    format!("{}@{host}", crate::driver::STREAM)
+}
+
+/// The prefix of every host's driver journal, for the views.
+pub const HOST_STREAMS: &str = "driver@";
+
+/// A host's id from its name and where its loop directory is (two loop
+/// directories on one machine are two hosts): the name made an id
+/// component, cut to 24 characters, and 6 hex digits of the digest of
+/// both.
+pub fn host_id(hostname: &str, loop_dir: &str) -> String {
+    let name: String = component(hostname).chars().take(24).collect();
+    let name = match name.is_empty() || !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        true => format!("h{name}"),
+        false => name,
+    };
+    let digest =
+        crate::digest::Digest::of_bytes(format!("{hostname}\n{loop_dir}").as_bytes()).to_string();
+    let hex = digest.trim_start_matches("sha256:");
+    format!("{name}-{}", &hex[..6])
+}
+
+/// How long another host's merge may go without a word before the queue
+/// takes it for abandoned (its host died mid-merge) and merges it again.
+pub const ABANDONED_MERGE_SECONDS: i64 = 30 * 60;
 
 /// `id` as one component of a git ref and a directory name: ids may hold
 /// `:`, `@` and `..`, which a ref may not, so anything but letters,
@@ -197,6 +230,9 @@ pub struct Entry {
     /// Its place in line while queued (lower merges first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<u64>,
+    /// The host merging it (while merging) or that merged it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merger: Option<String>,
     /// The merge commit prepared while merging; the landed commit once landed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merge_commit: Option<String>,
@@ -297,8 +333,8 @@ pub enum QueueRequest {
         worker: String,
         head: String,
     },
-    /// The queue starts merging the entry at its head.
-    Begin { todo_id: String },
+    /// Host `merger` starts merging the entry at the queue's head.
+    Begin { todo_id: String, merger: String },
     /// The merge and its checks passed: `merge_commit` goes onto the
     /// target next.
     Prepared {
@@ -455,6 +491,7 @@ impl Owner for QueueOwner {
                         base: base.clone(),
                         head: None,
                         position: None,
+                        merger: None,
                         merge_commit: None,
                         rejections: 0,
                         reason: None,
@@ -491,9 +528,10 @@ impl Owner for QueueOwner {
                     ..entry.clone()
                 })
             }
-            QueueRequest::Begin { todo_id } => {
+            QueueRequest::Begin { todo_id, merger } => {
+                nonempty("the merging host", merger)?;
                 let entry = entry_of(todo_id)?;
-                if entry.state == EntryState::Merging {
+                if entry.state == EntryState::Merging && entry.merger.as_ref() == Some(merger) {
                     return same(entry);
                 }
                 if let Some(merging) = queue.merging() {
@@ -513,6 +551,7 @@ impl Owner for QueueOwner {
                 }
                 next(Entry {
                     state: EntryState::Merging,
+                    merger: Some(merger.clone()),
                     merge_commit: None,
                     updated_at: *now,
                     ..entry.clone()
@@ -705,6 +744,7 @@ mod tests {
             queue.clone(),
             QueueRequest::Begin {
                 todo_id: "a".into(),
+                merger: "h".into(),
             },
         );
         assert!(
@@ -715,6 +755,7 @@ mod tests {
             queue,
             QueueRequest::Begin {
                 todo_id: "b".into(),
+                merger: "h".into(),
             },
         )
         .unwrap();
@@ -722,6 +763,7 @@ mod tests {
             queue.clone(),
             QueueRequest::Begin {
                 todo_id: "a".into(),
+                merger: "h".into(),
             },
         );
         assert!(matches!(busy, Err(QueueError::Busy { .. })), "{busy:?}");
@@ -735,6 +777,7 @@ mod tests {
             queue,
             QueueRequest::Begin {
                 todo_id: "a".into(),
+                merger: "h".into(),
             },
         )
         .unwrap();
@@ -776,6 +819,7 @@ mod tests {
             queue,
             QueueRequest::Begin {
                 todo_id: "a".into(),
+                merger: "h".into(),
             },
         )
         .unwrap();
@@ -823,6 +867,7 @@ mod tests {
             queue,
             QueueRequest::Begin {
                 todo_id: "a".into(),
+                merger: "h".into(),
             },
         )
         .unwrap();
@@ -871,7 +916,13 @@ mod tests {
             "distinct ids, distinct names"
         );
         assert!(!odd.contains('.') && !odd.contains(':'));
-        assert_eq!(agent_id("agent", 2), "agent.w2");
-        assert_eq!(turn_stream(2), "driver.w2");
+        assert_eq!(agent_id("agent", 2, "box-1a2b3c"), "agent.w2@box-1a2b3c");
+        assert_eq!(turn_stream(2, "box-1a2b3c"), "driver.w2@box-1a2b3c");
+        let a = host_id("build.example.com", "/srv/a/.loopx");
+        let b = host_id("build.example.com", "/srv/b/.loopx");
+        assert_ne!(a, b, "two loop directories are two hosts");
+        assert!(a.starts_with("build_example_com-"), "{a}");
+        crate::ident::check(crate::ident::IdKind::Agent, &agent_id("agent", 32, &a)).unwrap();
+        assert!(host_id("", "/x").starts_with('h'));
     }
 }

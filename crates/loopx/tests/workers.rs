@@ -3,6 +3,10 @@
 //! merges onto the target branch.
 
 mod common;
+#[path = "../../loopx-store/tests/support/pg_server.rs"]
+mod pg_server;
+#[path = "../../loopx-store/tests/support/pg_tls.rs"]
+mod pg_tls;
 
 use common::{git, Fixture};
 use serde_json::{json, Value};
@@ -406,5 +410,161 @@ fn workers_are_refused_before_anything_starts_without_a_commit_to_branch_from() 
         common::fingerprint(&p.f.dir),
         fingerprint,
         "nothing was written"
+    );
+}
+
+#[test]
+fn two_hosts_with_their_own_checkouts_share_one_goal_through_postgres_over_tls_and_a_bare_remote() {
+    let Some((url, _admin, certs)) = pg_tls::database("localhost") else {
+        common::skipped_without("no PostgreSQL server binaries");
+        return;
+    };
+    let store = format!("{url}?sslmode=verify-full&sslrootcert={}", certs.ca());
+    let temp = tempfile::tempdir().unwrap();
+    let at = |name: &str| temp.path().join(name);
+    // The shared remote, and each host's own clone of it.
+    git(
+        temp.path(),
+        &["init", "-q", "--bare", "-b", "main", "remote.git"],
+    );
+    let seed = at("seed");
+    std::fs::create_dir_all(&seed).unwrap();
+    git(&seed, &["init", "-q", "-b", "main"]);
+    std::fs::write(seed.join("README"), "shared\n").unwrap();
+    git(&seed, &["add", "-A"]);
+    git(&seed, &["commit", "-qm", "first"]);
+    let remote = at("remote.git").display().to_string();
+    git(&seed, &["push", "-q", &remote, "main"]);
+    for host in ["host-a", "host-b"] {
+        git(temp.path(), &["clone", "-q", &remote, host]);
+        std::fs::create_dir_all(at(&format!("{host}-loop"))).unwrap();
+    }
+    let registry = at("registry");
+    // `--dir` goes after the command's name.
+    let ok = |host: &str, args: &[&str]| {
+        let mut command = Command::new(common::loopx_path());
+        let output = command
+            .env("LOOPX_REGISTRY_DIR", &registry)
+            .env("LOOPX_STORE", &store)
+            .args(args)
+            .arg("--dir")
+            .arg(at(&format!("{host}-loop")))
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output
+    };
+    ok(
+        "host-a",
+        &[
+            "init",
+            "--goal",
+            "shared goal",
+            "--success-criteria",
+            "files",
+            "--max-iterations",
+            "100",
+        ],
+    );
+    for n in 1..=6 {
+        ok(
+            "host-a",
+            &[
+                "todo",
+                "add",
+                &format!("item {n}"),
+                "--id",
+                &format!("t{n}"),
+            ],
+        );
+    }
+    let starts = at("starts");
+    let agent = at("agent.sh");
+    std::fs::write(
+        &agent,
+        format!(
+            "#!/bin/sh\ncat >/dev/null\necho \"$LOOPX_TODO_ID $LOOPX_AGENT_ID\" >> '{}'\nsleep 1\necho \"$LOOPX_AGENT_ID\" > \"out-$LOOPX_TODO_ID.txt\"\n",
+            starts.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let drivers: Vec<_> = ["host-a", "host-b"]
+        .iter()
+        .map(|host| {
+            let mut command = Command::new(common::loopx_path());
+            command
+                .env("LOOPX_REGISTRY_DIR", &registry)
+                .env("LOOPX_STORE", &store)
+                .args([
+                    "drive",
+                    "--cmd",
+                    &agent.display().to_string(),
+                    "--workers",
+                    "2",
+                ])
+                .args(["--push", "origin", "--host-id", host, "--dir"])
+                .arg(at(&format!("{host}-loop")))
+                .arg("--root")
+                .arg(at(host))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for driver in drivers {
+        let output = driver.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stderr}");
+        assert!(!stderr.contains(pg_server::PASSWORD), "{stderr}");
+    }
+    // Every todo worked once, by workers of both hosts.
+    let lines: Vec<String> = std::fs::read_to_string(&starts)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let mut todos: Vec<&str> = lines.iter().map(|l| l.split(' ').next().unwrap()).collect();
+    todos.sort();
+    todos.dedup();
+    assert_eq!((lines.len(), todos.len()), (6, 6), "{lines:?}");
+    for host in ["host-a", "host-b"] {
+        assert!(
+            lines.iter().any(|l| l.ends_with(&format!("@{host}"))),
+            "{host} worked: {lines:?}"
+        );
+    }
+    // All six landed on the remote's main, one merge at a time.
+    let landed = git(&at("remote.git"), &["ls-tree", "--name-only", "main"]);
+    for n in 1..=6 {
+        assert!(landed.contains(&format!("out-t{n}.txt")), "{landed}");
+    }
+    let queue: Value =
+        serde_json::from_slice(&ok("host-b", &["queue", "list", "--json"]).stdout).unwrap();
+    assert_eq!(queue["counts"]["landed"], 6, "{queue}");
+    let branches = git(
+        &at("remote.git"),
+        &["for-each-ref", "--format=%(refname)", "refs/heads/loopx/"],
+    );
+    assert!(
+        branches.trim().is_empty(),
+        "landed branches leave the remote: {branches}"
+    );
+    // Each host drove its own workspace: neither was refused for the other's.
+    let todos_json: Value =
+        serde_json::from_slice(&ok("host-b", &["todo", "list", "--json"]).stdout).unwrap();
+    assert!(
+        todos_json["todos"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["status"] == "done"),
+        "{todos_json}"
     );
 }

@@ -200,13 +200,21 @@ pub(crate) fn write_on(
 /// Register this process as the loop's driver in workspace `root`. A
 /// `DriverError::WorkspaceMismatch` comes back inside the error when the
 /// loop was driven from another root.
-pub fn register(dir: &LoopDir, registration: Registration, workspace_root: String) -> Result<()> {
+/// `stream`: the loop's driver journal, or a worker run's host's
+/// (`loopx_core::workers::host_stream`), whose binding is that host's.
+pub fn register(
+    dir: &LoopDir,
+    stream: &str,
+    registration: Registration,
+    workspace_root: String,
+) -> Result<()> {
     let id = op(
         "register",
         &format!("{}-{}", registration.pid, platform::nonce()),
     )?;
-    write(
+    write_on(
         dir,
+        stream,
         &id,
         &DriverRequest::Register {
             registration,
@@ -218,9 +226,10 @@ pub fn register(dir: &LoopDir, registration: Registration, workspace_root: Strin
 /// Say goodbye: the driver `pid` no longer runs this loop, and how its
 /// run ended (what views show once it is gone).
 /// Once gone, the driver leaves `loopx.sqlite` a complete copy on its own.
-pub fn unregister(dir: &LoopDir, pid: u32, ended: Option<RunEnded>) -> Result<()> {
-    write(
+pub fn unregister(dir: &LoopDir, stream: &str, pid: u32, ended: Option<RunEnded>) -> Result<()> {
+    write_on(
         dir,
+        stream,
         &op("unregister", &format!("{pid}-{}", platform::nonce()))?,
         &DriverRequest::Unregister { pid, ended },
     )?;

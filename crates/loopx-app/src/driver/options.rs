@@ -63,6 +63,12 @@ pub struct Workers {
     /// The branch the queue lands on; `None`: the one the project root
     /// has checked out.
     pub target_branch: Option<String>,
+    /// This host's id (`crate::workers::host`): in its workers' agent
+    /// ids, turn journals and registration.
+    pub host: String,
+    /// `--push REMOTE`: branches and landings go through this git remote,
+    /// so hosts with their own checkouts share one target.
+    pub push: Option<String>,
 }
 
 /// What the driver tells a person while it runs; the adapter renders it.

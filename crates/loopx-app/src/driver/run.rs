@@ -154,7 +154,19 @@ pub fn drive(
             .collect(),
     };
     let root_identity = super::workspace(&options.root);
-    super::register(dir, registration, root_identity.root.clone()).map_err(|error| {
+    // A worker run registers as its host: each host binds its own
+    // workspace, and what crosses hosts is the store and the remote.
+    let registered_in = match &options.workers {
+        Some(workers) => loopx_core::workers::host_stream(&workers.host),
+        None => loopx_core::driver::STREAM.to_owned(),
+    };
+    super::register(
+        dir,
+        &registered_in,
+        registration,
+        root_identity.root.clone(),
+    )
+    .map_err(|error| {
         let mismatch = matches!(
             error
                 .downcast_ref::<Classified>()
@@ -221,7 +233,7 @@ pub fn drive(
             at: clock::now(),
         },
     };
-    let _ = super::unregister(dir, pid, Some(record));
+    let _ = super::unregister(dir, &registered_in, pid, Some(record));
     // After the goodbye, so the notification reads the run's ending as
     // every view does.
     if let Ok(ended) = &ended {

@@ -26,7 +26,7 @@ use linux as os;
 
 pub use unix::{
     alive, append_private, catch_stop_signals, create_private, effective_uid, exists, free_bytes,
-    group_alive, in_new_group, in_new_session, kill_adopted, kill_group, kill_pid,
+    group_alive, hostname, in_new_group, in_new_session, kill_adopted, kill_group, kill_pid,
     make_private_dir, may_write, open_child, open_untrusted, reap_exited, run_turns_concurrently,
     spawn_recorded, spawn_turn, stop_is_urgent, stop_signal, sweep_after_turn, sync_dir, terminate,
     terminate_group, which,

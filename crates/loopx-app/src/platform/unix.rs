@@ -288,6 +288,18 @@ pub fn stop_is_urgent() -> bool {
     STOP_SIGNALS.load(Ordering::SeqCst) >= 2
 }
 
+/// This machine's host name (`gethostname(2)`), empty if it has none.
+pub fn hostname() -> String {
+    let mut buffer = [0u8; 256];
+    // SAFETY: the buffer is writable for its length; the name is cut to it.
+    let ok = unsafe { libc::gethostname(buffer.as_mut_ptr().cast(), buffer.len()) } == 0;
+    if !ok {
+        return String::new();
+    }
+    let end = buffer.iter().position(|b| *b == 0).unwrap_or(buffer.len());
+    String::from_utf8_lossy(&buffer[..end]).into_owned()
+}
+
 /// Whether any process of group `pgid` is alive.
 pub fn group_alive(pgid: u32) -> bool {
     let Ok(pgid) = i32::try_from(pgid) else {

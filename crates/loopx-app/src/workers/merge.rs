@@ -29,6 +29,10 @@ pub struct Setup<'a> {
     pub target: &'a str,
     pub mode: MergeMode,
     pub goal_id: &'a str,
+    /// This host's id: the merger of what it merges.
+    pub host: &'a str,
+    /// `--push`: the remote the target lives on; `None`: this repository.
+    pub remote: Option<&'a str>,
     pub runner: &'a dyn TurnRunner,
     pub say: &'a dyn Fn(&str),
 }
@@ -58,25 +62,44 @@ fn short(commit: &str) -> &str {
     &commit[..commit.len().min(12)]
 }
 
-/// Merge the entry at the head of the queue, if there is one. A merge a
-/// killed run left open is settled first ([`recover`]).
+/// Merge the entry at the head of the queue, if there is one. A merge
+/// this host left open (a killed run), or another host abandoned, is
+/// settled first ([`recover`]); another host's merge in progress is waited
+/// for.
 pub fn next(dir: &LoopDir, setup: &Setup<'_>) -> Result<Merged> {
     let queue = dir.queue()?;
     if let Some(open) = queue.merging() {
-        return recover(dir, setup, open);
+        let ours = open.merger.as_deref().is_none_or(|m| m == setup.host);
+        let quiet = crate::clock::now().duration_since(open.updated_at);
+        let abandoned = quiet.as_secs() > workers::ABANDONED_MERGE_SECONDS;
+        return match ours || abandoned {
+            true => recover(dir, setup, open),
+            false => Ok(Merged::Idle),
+        };
     }
     let Some(entry) = queue.head().cloned() else {
         return Ok(Merged::Idle);
     };
     let todo_id = entry.todo_id.clone();
-    super::write(
+    let began = super::write(
         dir,
         &super::fresh_op("merge-begin")?,
         &QueueRequest::Begin {
             todo_id: todo_id.clone(),
+            merger: setup.host.to_owned(),
         },
-    )?;
+    );
+    match began {
+        // Another host's queue began a merge first.
+        Err(error) if crate::error::class_of(&error) == crate::error::ErrorClass::Refused => {
+            return Ok(Merged::Idle)
+        }
+        began => began?,
+    };
     let head = entry.head.clone().unwrap_or_default();
+    if let Some(remote) = setup.remote {
+        worktree::fetch_branch(setup.repo, setup.root, remote, &entry.branch)?;
+    }
     let tip = tip_of(setup)?;
     (setup.say)(&format!(
         "merge queue: merging todo {todo_id} ({} at {}) onto {} at {} by {}",
@@ -135,16 +158,9 @@ pub fn next(dir: &LoopDir, setup: &Setup<'_>) -> Result<Merged> {
     land(dir, setup, &entry, &merged)
 }
 
-/// The tip of the target branch now.
+/// The tip of the target branch now (the remote's, with one).
 fn tip_of(setup: &Setup<'_>) -> Result<String> {
-    setup.repo.run(
-        setup.root,
-        &[
-            "rev-parse",
-            "--verify",
-            &format!("refs/heads/{}^{{commit}}", setup.target),
-        ],
-    )
+    worktree::tip(setup.repo, setup.root, setup.target, setup.remote)
 }
 
 /// The queue's worktree, clean and detached at `tip`.
@@ -152,6 +168,7 @@ fn merge_worktree(dir: &LoopDir, setup: &Setup<'_>, tip: &str) -> Result<PathBuf
     let path = dir.root().join(workers::MERGE_WORKTREE);
     let repo = setup.repo;
     if !path.join(".git").exists() {
+        let _git = worktree::locked();
         let _ = std::fs::remove_dir_all(&path);
         let _ = repo.run(setup.root, &["worktree", "prune"]);
         crate::fsutil::create_private_dir(&dir.root().join(workers::WORKTREES)).ok();
@@ -218,6 +235,31 @@ fn combine(
 /// of the ref. `Err`: why it did not move.
 fn advance(setup: &Setup<'_>, tip: &str, merged: &str) -> std::result::Result<(), String> {
     let repo = setup.repo;
+    if let Some(remote) = setup.remote {
+        // A push that is not a fast-forward of the remote's tip is
+        // refused by the remote: the compare-and-swap across hosts.
+        let _git = worktree::locked();
+        let lease = format!("--force-with-lease=refs/heads/{}:{tip}", setup.target);
+        return repo
+            .run(
+                setup.root,
+                &[
+                    "push",
+                    "--quiet",
+                    &lease,
+                    remote,
+                    &format!("{merged}:refs/heads/{}", setup.target),
+                ],
+            )
+            .map(|_| ())
+            .map_err(|error| {
+                format!(
+                    "the remote {remote} did not take {} at {} ({error:#})",
+                    setup.target,
+                    short(merged)
+                )
+            });
+    }
     let checked_out = repo
         .run(setup.root, &["symbolic-ref", "--quiet", "HEAD"])
         .is_ok_and(|head| head == format!("refs/heads/{}", setup.target));
@@ -259,6 +301,9 @@ fn land(dir: &LoopDir, setup: &Setup<'_>, entry: &Entry, merged: &str) -> Result
     )?;
     complete(dir, setup, entry, merged);
     worktree::remove(dir, setup.root, entry);
+    if let Some(remote) = setup.remote {
+        follow(setup, remote, entry, merged);
+    }
     (setup.say)(&format!(
         "merge queue: landed todo {} on {} as {}",
         entry.todo_id,
@@ -269,6 +314,42 @@ fn land(dir: &LoopDir, setup: &Setup<'_>, entry: &Entry, merged: &str) -> Result
         todo_id: entry.todo_id.clone(),
         commit: merged.to_owned(),
     })
+}
+
+/// After a landing on the remote: this host's target follows where it
+/// can (a fast-forward of the checkout that has it out, else of the
+/// ref), and the worker's branch leaves the remote. Best effort: the
+/// remote is the target, and the next fetch brings the rest.
+fn follow(setup: &Setup<'_>, remote: &str, entry: &Entry, merged: &str) {
+    let repo = setup.repo;
+    let _git = worktree::locked();
+    let local = format!("refs/heads/{}", setup.target);
+    let checked_out = repo
+        .run(setup.root, &["symbolic-ref", "--quiet", "HEAD"])
+        .is_ok_and(|head| head == local);
+    let behind = repo.succeeds(setup.root, &["merge-base", "--is-ancestor", &local, merged]);
+    if behind {
+        let followed = match checked_out {
+            true => repo.run(setup.root, &["merge", "--ff-only", "--quiet", merged]),
+            false => repo.run(setup.root, &["update-ref", &local, merged]),
+        };
+        if let Err(error) = followed {
+            (setup.say)(&format!(
+                "merge queue: {} here stays behind the remote's ({error:#})",
+                setup.target
+            ));
+        }
+    }
+    let _ = repo.run(
+        setup.root,
+        &[
+            "push",
+            "--quiet",
+            remote,
+            "--delete",
+            &format!("refs/heads/{}", entry.branch),
+        ],
+    );
 }
 
 /// Complete the landed todo as the worker that did it, the merge commit
@@ -355,7 +436,13 @@ fn requeue(dir: &LoopDir, entry: &Entry, reason: String) -> Result<Merged> {
 /// merge commit it prepared (the run died between moving the branch and
 /// recording it), else back in line to be merged again.
 pub fn recover(dir: &LoopDir, setup: &Setup<'_>, open: &Entry) -> Result<Merged> {
-    let target = format!("refs/heads/{}", setup.target);
+    let target = match setup.remote {
+        Some(remote) => {
+            tip_of(setup)?;
+            format!("refs/remotes/{remote}/{}", setup.target)
+        }
+        None => format!("refs/heads/{}", setup.target),
+    };
     if let Some(prepared) = &open.merge_commit {
         if setup.repo.succeeds(
             setup.root,

@@ -43,6 +43,27 @@ impl LoopDir {
     }
 }
 
+/// This host's id for a worker run on `dir`: `asked` (`--host-id`), else
+/// made from the machine's name and the loop directory's path
+/// (`loopx_core::workers::host_id`). Refused when `asked` is not an id.
+pub fn host(dir: &LoopDir, asked: Option<&str>) -> Result<String> {
+    match asked {
+        Some(id)
+            if loopx_core::workers::component(id) == id && !id.is_empty() && id.len() <= 32 =>
+        {
+            Ok(id.to_owned())
+        }
+        Some(id) => Err(AppError::refused(format!(
+            "--host-id {id:?} is not a host id: use 1-32 ASCII letters, digits, '_' or '-'"
+        ))
+        .into()),
+        None => Ok(loopx_core::workers::host_id(
+            &crate::platform::hostname(),
+            &dir.root().display().to_string(),
+        )),
+    }
+}
+
 /// Commit `request` to the queue under `id`.
 pub fn write(dir: &LoopDir, id: &OperationId, request: &QueueRequest) -> Result<QueueReceipt> {
     let now = clock::now();
@@ -181,9 +202,10 @@ pub fn discard(
         &entry,
         &format!("discarded from the merge queue: {reason}"),
     );
-    // The repository is the one the loop was driven in.
-    if let Some(root) = dir.driver()?.1.workspace_root {
-        worktree::remove(dir, Path::new(&root), &entry);
+    // Its worktree is here when this host worked it last; the next run of
+    // the host that did prunes it otherwise.
+    if let Some(root) = worktree::repository_of(&worktree::path_of(dir, &entry)) {
+        worktree::remove(dir, &root, &entry);
     }
     Ok(receipt)
 }

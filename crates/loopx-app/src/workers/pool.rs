@@ -101,6 +101,8 @@ struct Slots<'a> {
     root: &'a Path,
     target: &'a str,
     run: &'a str,
+    host: &'a str,
+    remote: Option<&'a str>,
     shared: &'a Shared,
 }
 
@@ -120,7 +122,14 @@ pub fn run(
     let repo = Repo::at(root);
     let (target, tip) = worktree::target(&repo, root, workers.target_branch.as_deref())?;
     let run_id = dir.read()?.ledger.run_id;
-    settle_left_turns(dir, progress)?;
+    let host = workers.host.as_str();
+    let remote = workers.push.as_deref();
+    for slot in [1, workers.count] {
+        Actor::agent(&workers::agent_id(&options.agent_id, slot, host)).map_err(|error| {
+            anyhow::anyhow!("--agent-id and --host-id make worker ids that are not ids: {error}")
+        })?;
+    }
+    settle_left_turns(dir, host, progress)?;
     let say = |line: &str| progress.say(line);
     let setup = merge::Setup {
         root,
@@ -128,11 +137,14 @@ pub fn run(
         target: &target,
         mode: workers.merge,
         goal_id: &options.goal_id,
+        host,
+        remote,
         runner,
         say: &say,
     };
-    // A merge a killed run left open is settled before anything else.
-    if dir.queue()?.merging().is_some() {
+    // A merge a killed run of this host left open is settled before
+    // anything else (another host's is that host's, while it lives).
+    if (dir.queue()?.merging()).is_some_and(|m| m.merger.as_deref().is_none_or(|h| h == host)) {
         merge::next(dir, &setup)?;
     }
     let pruned = worktree::prune(dir, root, &repo, &run_id, &dir.queue()?)?;
@@ -144,9 +156,10 @@ pub fn run(
         ));
     }
     progress.say(&format!(
-        "{} workers on goal {}, landing on {target} (at {}) by {}",
+        "{} workers on goal {} as host {host}, landing on {target}{} (at {}) by {}",
         workers.count,
         options.goal_id,
+        remote.map(|r| format!(" of {r}")).unwrap_or_default(),
         &tip[..tip.len().min(12)],
         workers.merge.as_str()
     ));
@@ -166,6 +179,8 @@ pub fn run(
         root,
         target: &target,
         run: &run_id,
+        host,
+        remote,
         shared: &shared,
     };
     // Turns side by side: one's end must not sweep another's processes.
@@ -272,8 +287,8 @@ fn work(slots: &Slots<'_>, slot: u32, progress: &Relay) -> Result<()> {
     let dir = LoopDir::open(slots.place, Access::ReadWrite)
         .context("a worker could not open the loop")?;
     let dir = &dir;
-    let agent_id = workers::agent_id(&slots.options.agent_id, slot);
-    let stream = workers::turn_stream(slot);
+    let agent_id = workers::agent_id(&slots.options.agent_id, slot, slots.host);
+    let stream = workers::turn_stream(slot, slots.host);
     let repo = Repo::at(slots.root);
     loop {
         if slots.shared.stopping() || platform::stop_signal().is_some() {
@@ -393,14 +408,7 @@ fn work_on(
     progress: &Relay,
 ) -> Result<()> {
     let options = slots.options;
-    let tip = repo.run(
-        slots.root,
-        &[
-            "rev-parse",
-            "--verify",
-            &format!("refs/heads/{}^{{commit}}", slots.target),
-        ],
-    )?;
+    let tip = worktree::tip(repo, slots.root, slots.target, slots.remote)?;
     let receipt = super::write(
         dir,
         &super::fresh_op("worker-assign")?,
@@ -419,7 +427,7 @@ fn work_on(
         .get(&receipt.todo_id)
         .cloned()
         .context("the entry just assigned")?;
-    let path = worktree::prepare(dir, slots.root, repo, &entry)?;
+    let path = worktree::prepare(dir, slots.root, repo, &entry, slots.remote)?;
     let (provider_name, launcher) = provider_for(slots)?;
     let reading = dir.read()?;
     let head_before = repo.run(&path, &["rev-parse", "HEAD"])?;
@@ -463,6 +471,10 @@ fn work_on(
             "submitted to the merge queue",
             &super::fresh_op("worker-hold")?,
         );
+        if let Some(remote) = slots.remote {
+            // What another host's queue merges, or its worker takes over.
+            worktree::push_branch(repo, slots.root, remote, &entry.branch)?;
+        }
         let submitted = super::write(
             dir,
             &super::fresh_op("worker-submit")?,
@@ -548,9 +560,9 @@ pub fn release_to_frontier(dir: &LoopDir, entry: &Entry, reason: &str) {
 /// each agent waited out (or found gone), its output read for its cost,
 /// and the turn settled as interrupted, charged once under its dispatch's
 /// id. Its todo's lease lapses by itself; its worktree is kept.
-pub fn settle_left_turns(dir: &LoopDir, progress: &dyn Progress) -> Result<()> {
+pub fn settle_left_turns(dir: &LoopDir, host: &str, progress: &dyn Progress) -> Result<()> {
     for slot in 1..=workers::MAX_WORKERS {
-        let stream = workers::turn_stream(slot);
+        let stream = workers::turn_stream(slot, host);
         let loaded = dir.authority().load::<DriverOwner>(&stream)?;
         let Some(intent) = loaded.state.and_then(|state| state.open) else {
             continue;

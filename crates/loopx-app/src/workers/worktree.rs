@@ -21,7 +21,7 @@ use std::sync::Mutex;
 /// waiting.
 static GIT: Mutex<()> = Mutex::new(());
 
-fn locked() -> std::sync::MutexGuard<'static, ()> {
+pub(crate) fn locked() -> std::sync::MutexGuard<'static, ()> {
     GIT.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
@@ -44,6 +44,68 @@ pub fn target(repo: &Repo, root: &Path, asked: Option<&str>) -> Result<(String, 
     Ok((branch, tip))
 }
 
+/// The tip of the target branch now: the local branch, or with a remote
+/// (`--push`) the remote's, fetched first.
+pub fn tip(repo: &Repo, root: &Path, target: &str, remote: Option<&str>) -> Result<String> {
+    let Some(remote) = remote else {
+        return repo.run(
+            root,
+            &[
+                "rev-parse",
+                "--verify",
+                &format!("refs/heads/{target}^{{commit}}"),
+            ],
+        );
+    };
+    let tracking = format!("refs/remotes/{remote}/{target}");
+    {
+        let _git = locked();
+        fetch(
+            repo,
+            root,
+            remote,
+            &format!("+refs/heads/{target}:{tracking}"),
+        )?;
+    }
+    repo.run(
+        root,
+        &["rev-parse", "--verify", &format!("{tracking}^{{commit}}")],
+    )
+}
+
+/// Have the commits of `branch` on `remote` here (another host's worker
+/// pushed them).
+pub fn fetch_branch(repo: &Repo, root: &Path, remote: &str, branch: &str) -> Result<()> {
+    let _git = locked();
+    fetch(repo, root, remote, &format!("refs/heads/{branch}"))
+}
+
+/// `git fetch` of `refspec` from `remote`, tags left alone. The caller
+/// holds [`locked`].
+fn fetch(repo: &Repo, root: &Path, remote: &str, refspec: &str) -> Result<()> {
+    repo.run(root, &["fetch", "--quiet", "--no-tags", remote, refspec])
+        .with_context(|| format!("cannot fetch {refspec} from the remote {remote}"))?;
+    Ok(())
+}
+
+/// Put `branch` on `remote` as it is here: what another host's queue
+/// merges, or another host's worker takes over.
+pub fn push_branch(repo: &Repo, root: &Path, remote: &str, branch: &str) -> Result<()> {
+    let _git = locked();
+    repo.run(
+        root,
+        &[
+            "push",
+            "--quiet",
+            "--force",
+            remote,
+            &format!("refs/heads/{branch}:refs/heads/{branch}"),
+        ],
+    )
+    .with_context(|| format!("cannot push {branch} to the remote {remote}"))?;
+    Ok(())
+}
+
 /// The absolute path of `entry`'s worktree.
 pub fn path_of(dir: &LoopDir, entry: &Entry) -> PathBuf {
     dir.root().join(&entry.worktree)
@@ -52,7 +114,13 @@ pub fn path_of(dir: &LoopDir, entry: &Entry) -> PathBuf {
 /// Make, or find again, the worktree of `entry` on its branch, from
 /// `base` when the branch is new. A directory in the way that is not that
 /// worktree is refused rather than overwritten.
-pub fn prepare(dir: &LoopDir, root: &Path, repo: &Repo, entry: &Entry) -> Result<PathBuf> {
+pub fn prepare(
+    dir: &LoopDir,
+    root: &Path,
+    repo: &Repo,
+    entry: &Entry,
+    remote: Option<&str>,
+) -> Result<PathBuf> {
     let _git = locked();
     let path = path_of(dir, entry);
     fsutil::create_private_dir(&dir.root().join(workers::WORKTREES)).ok();
@@ -72,15 +140,12 @@ pub fn prepare(dir: &LoopDir, root: &Path, repo: &Repo, entry: &Entry) -> Result
     // A worktree removed by hand leaves git's record of it behind.
     let _ = repo.run(root, &["worktree", "prune"]);
     let location = path.to_string_lossy().into_owned();
-    let exists = repo.succeeds(
-        root,
-        &[
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            &format!("refs/heads/{}", entry.branch),
-        ],
-    );
+    let local = format!("refs/heads/{}", entry.branch);
+    let mut exists = repo.succeeds(root, &["rev-parse", "--verify", "--quiet", &local]);
+    if let (false, Some(remote)) = (exists, remote) {
+        // Worked on another host before: taken over from what it pushed.
+        exists = fetch(repo, root, remote, &format!("+{local}:{local}")).is_ok();
+    }
     if exists {
         repo.run(root, &["worktree", "add", &location, &entry.branch])?;
     } else {
@@ -122,6 +187,22 @@ pub fn commit_left(repo: &Repo, worktree: &Path, author: &str, message: &str) ->
         )?;
     }
     repo.run(worktree, &["rev-parse", "HEAD"])
+}
+
+/// The main work tree of the repository `worktree` belongs to, if it is
+/// a worktree here.
+pub fn repository_of(worktree: &Path) -> Option<PathBuf> {
+    if !worktree.join(".git").exists() {
+        return None;
+    }
+    let repo = Repo::at(worktree);
+    let common = repo
+        .run(
+            worktree,
+            &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+        )
+        .ok()?;
+    Path::new(&common).parent().map(Path::to_path_buf)
 }
 
 /// Remove `entry`'s worktree and branch. Best effort, said on failure:

@@ -143,6 +143,20 @@ pub struct DriveArgs {
     /// project root has checked out, whose files then follow each landing).
     #[arg(long)]
     pub target_branch: Option<String>,
+    /// With --workers: share the target through this git remote (a name
+    /// `git remote` knows, or a URL), so hosts with their own checkouts
+    /// and loop directories on one PostgreSQL store work one goal: each
+    /// worker pushes its branch there, and the queue fetches the target
+    /// from it and lands by a push that must fast-forward it. What crosses
+    /// hosts is the store (claims, leases, the queue) and this remote,
+    /// never a path.
+    #[arg(long, value_name = "REMOTE")]
+    pub push: Option<String>,
+    /// With --workers: this host's id in its workers' agent ids
+    /// (`<agent>.w<k>@<host>`), turn journals and registration (default:
+    /// the machine's name and a digest of the loop directory's path).
+    #[arg(long, value_name = "ID")]
+    pub host_id: Option<String>,
 }
 
 /// `--merge`.
@@ -310,8 +324,15 @@ pub fn drive(args: &DriveArgs, store: Option<&str>) -> Result<Reply> {
                 MergeSwitch::Rebase => MergeMode::Rebase,
             },
             target_branch: args.target_branch.clone(),
+            host: String::new(),
+            push: args.push.clone(),
         }),
     };
+    if args.workers < 2 && (args.push.is_some() || args.host_id.is_some()) {
+        return Ok(bad_arguments(
+            "--push and --host-id are for a worker run: add --workers N (2 or more)".into(),
+        ));
+    }
     let dir = match LoopDir::open(args.dir.at(store), Access::ReadWrite) {
         Ok(dir) => dir,
         Err(error) if !args.dir.dir.join(loopx_app::loop_dir::DATABASE).is_file() => {
@@ -322,6 +343,13 @@ pub fn drive(args: &DriveArgs, store: Option<&str>) -> Result<Reply> {
         }
         Err(error) => return Err(error),
     };
+    let mut options = options;
+    if let Some(workers) = &mut options.workers {
+        workers.host = match loopx_app::workers::host(&dir, args.host_id.as_deref()) {
+            Ok(host) => host,
+            Err(error) => return Ok(bad_arguments(super::describe(&error))),
+        };
+    }
     // From here a SIGTERM or Ctrl-C ends the turn's processes and settles
     // the turn before the driver exits (130, 143), instead of killing the
     // driver and orphaning the agent.
