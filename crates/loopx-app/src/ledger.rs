@@ -300,6 +300,9 @@ pub struct StatusView {
     pub now: Timestamp,
     /// The supervisor's line, when one ever ran on the loop (text only).
     pub supervisor: Option<String>,
+    /// Worker runs' hosts, workers' todos and the merge queue, when a
+    /// worker ever ran on the loop.
+    pub workers: Option<crate::workers::Overview>,
 }
 
 impl Serialize for StatusView {
@@ -312,12 +315,15 @@ impl Serialize for StatusView {
             driver: &'a DriverSummary,
             #[serde(skip_serializing_if = "Option::is_none")]
             ending: Option<EndingView>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            workers: Option<&'a crate::workers::Overview>,
         }
         Wire {
             ledger: view::status(&self.ledger, self.revision, &self.verdict),
             dir: &self.dir,
             driver: &self.driver,
             ending: self.ending.clone().map(EndingView::from),
+            workers: self.workers.as_ref(),
         }
         .serialize(serializer)
     }
@@ -331,6 +337,9 @@ impl StatusView {
         text.push_str(&format!("  driver      {}\n", self.driver.line()));
         if let Some(line) = &self.supervisor {
             text.push_str(&format!("  supervisor: {line}\n"));
+        }
+        if let Some(workers) = &self.workers {
+            text.push_str(&format!("  workers     {}\n", workers.line()));
         }
         if let Some(snapshot) = &self.driver.snapshot {
             text.push_str(&format!(
@@ -359,6 +368,7 @@ pub fn status(dir: &LoopDir) -> Result<StatusView, AppError> {
         verdict,
         now,
         supervisor: crate::supervisor::status_line(dir),
+        workers: crate::workers::overview(dir)?,
     })
 }
 

@@ -568,3 +568,77 @@ fn two_hosts_with_their_own_checkouts_share_one_goal_through_postgres_over_tls_a
         "{todos_json}"
     );
 }
+
+#[test]
+fn while_workers_run_status_and_the_dashboard_show_each_workers_todo_and_the_queue() {
+    let p = Project::new(2);
+    let go = p.f.temp.path().join("go");
+    let agent = p.agent(&format!(
+        "while [ ! -e '{}' ]; do sleep 0.05; done\necho done > \"out-$LOOPX_TODO_ID.txt\"",
+        go.display()
+    ));
+    let mut driver = p
+        .drive(&agent, &["--workers", "2", "--host-id", "box"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while p.starts().len() < 2 {
+        assert!(Instant::now() < deadline, "both workers never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = p.f.json(&["status", "--dir", p.f.d()]);
+    let workers = &status["workers"];
+    let working = workers["working"].as_array().unwrap();
+    assert_eq!(working.len(), 2, "{workers}");
+    let mut held: Vec<(String, String)> = (working.iter())
+        .map(|w| {
+            (
+                w["todo_id"].as_str().unwrap().to_owned(),
+                w["worker"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    held.sort();
+    assert_eq!(held[0].0, "t1");
+    assert_eq!(held[1].0, "t2");
+    assert!(held.iter().all(|(_, w)| w.ends_with("@box")), "{held:?}");
+    assert_eq!(workers["hosts"][0]["host"], "box");
+    assert_eq!(workers["hosts"][0]["running"], true);
+    let server = common::Server::start(&p.f);
+    let page = server.exchange(
+        "GET",
+        "/fragment/live",
+        &[("X-Loopx-Token", &server.token)],
+        "",
+    );
+    assert_eq!(page.status, 200, "{}", page.body);
+    for (todo, worker) in &held {
+        assert!(
+            page.body.contains(&format!("data-worker=\"{worker}\"")),
+            "{}",
+            page.body
+        );
+        assert!(page.body.contains(todo.as_str()));
+    }
+    assert!(page.body.contains("Merge queue: 0 queued"), "{}", page.body);
+    std::fs::write(&go, "").unwrap();
+    assert!(driver.wait().unwrap().success());
+    let status = p.f.json(&["status", "--dir", p.f.d()]);
+    assert_eq!(status["workers"]["queue"]["landed"], 2, "{status}");
+    assert!(status["workers"]["working"].as_array().unwrap().is_empty());
+    let page = server.exchange(
+        "GET",
+        "/fragment/live",
+        &[("X-Loopx-Token", &server.token)],
+        "",
+    );
+    assert!(page.body.contains("2 landed"), "{}", page.body);
+    let text =
+        p.f.loopx()
+            .args(["status", "--dir", p.f.d()])
+            .output()
+            .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("workers     hosts [box (stopped)]"), "{text}");
+}

@@ -100,7 +100,7 @@ pub struct QueueList {
     pub counts: Counts,
 }
 
-#[derive(Debug, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Default)]
 pub struct Counts {
     pub working: usize,
     pub queued: usize,
@@ -109,6 +109,19 @@ pub struct Counts {
     /// Ever, not only those remembered.
     pub landed: u64,
     pub discarded: u64,
+}
+
+impl Counts {
+    pub fn of(queue: &Queue) -> Counts {
+        Counts {
+            working: queue.count(EntryState::Working),
+            queued: queue.count(EntryState::Queued),
+            merging: queue.count(EntryState::Merging),
+            needs_review: queue.count(EntryState::NeedsReview),
+            landed: queue.landed,
+            discarded: queue.discarded,
+        }
+    }
 }
 
 /// The queue's entries in the order a person reads them.
@@ -150,14 +163,7 @@ pub fn list(dir: &LoopDir, cursor: Option<&str>, limit: Option<usize>) -> Result
         total: all.len(),
         next_cursor: (end < all.len()).then(|| end.to_string()),
         entries: all[start..end].to_vec(),
-        counts: Counts {
-            working: queue.count(EntryState::Working),
-            queued: queue.count(EntryState::Queued),
-            merging: queue.count(EntryState::Merging),
-            needs_review: queue.count(EntryState::NeedsReview),
-            landed: queue.landed,
-            discarded: queue.discarded,
-        },
+        counts: Counts::of(&queue),
     })
 }
 
@@ -208,4 +214,121 @@ pub fn discard(
         worktree::remove(dir, &root, &entry);
     }
     Ok(receipt)
+}
+
+/// The most hosts and workers' todos the overview lists.
+const OVERVIEW_ROWS: usize = 32;
+
+/// What `status`, its `--json` and the dashboard show of a worker run:
+/// each host's driver, each worker's todo, and the queue. `None` from
+/// [`overview`] for a loop no worker ever ran on.
+#[derive(Debug, Clone, Serialize)]
+pub struct Overview {
+    pub hosts: Vec<HostDriver>,
+    /// The todos workers have in their worktrees now, at most
+    /// [`OVERVIEW_ROWS`]; `more_working` says how many are not listed.
+    pub working: Vec<Working>,
+    pub more_working: usize,
+    pub queue: Counts,
+    /// The entry being merged, if one is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merging: Option<String>,
+}
+
+/// One host's worker driver, as its registration says.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostDriver {
+    pub host: String,
+    /// Its pid while it is registered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Whether that pid is alive here (another host's is not seen).
+    pub running: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+}
+
+/// A worker and the todo in its worktree.
+#[derive(Debug, Clone, Serialize)]
+pub struct Working {
+    pub worker: String,
+    pub todo_id: String,
+    pub title: String,
+    pub since: jiff::Timestamp,
+}
+
+impl Overview {
+    /// One line for `status`.
+    pub fn line(&self) -> String {
+        let hosts: Vec<String> = (self.hosts.iter())
+            .map(|h| match (h.pid, h.running) {
+                (Some(pid), true) => format!("{} (pid {pid}, running)", h.host),
+                (Some(pid), false) => format!("{} (pid {pid}, not seen here)", h.host),
+                (None, _) => format!("{} (stopped)", h.host),
+            })
+            .collect();
+        let working: Vec<String> = (self.working.iter())
+            .map(|w| format!("{} by {}", w.todo_id, w.worker))
+            .collect();
+        let more = match self.more_working {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        let q = &self.queue;
+        format!(
+            "hosts [{}]; working [{}{more}]; queue {} queued, {} merging, {} needs review, {} landed, {} discarded",
+            hosts.join(", "),
+            working.join(", "),
+            q.queued,
+            q.merging,
+            q.needs_review,
+            q.landed,
+            q.discarded
+        )
+    }
+}
+
+/// The overview of the loop's worker runs. Read-only; bounded.
+pub fn overview(dir: &LoopDir) -> Result<Option<Overview>> {
+    let queue = dir.queue()?;
+    let mut hosts = Vec::new();
+    let registered = dir
+        .authority()
+        .store()
+        .load_prefixed(loopx_core::workers::HOST_STREAMS)?;
+    for (stream, snapshot) in registered.into_iter().take(OVERVIEW_ROWS) {
+        let state: loopx_core::driver::DriverState = serde_json::from_str(&snapshot.state)?;
+        let pid = state.registration.as_ref().map(|r| r.pid);
+        hosts.push(HostDriver {
+            host: stream
+                .strip_prefix(loopx_core::workers::HOST_STREAMS)
+                .unwrap_or(&stream)
+                .to_owned(),
+            pid,
+            running: pid.is_some_and(crate::platform::alive),
+            workspace: state.workspace_root,
+        });
+    }
+    if hosts.is_empty() && queue.active.is_empty() && queue.finished.is_empty() {
+        return Ok(None);
+    }
+    let mut working: Vec<Working> = (queue.active.values())
+        .filter(|e| e.state == EntryState::Working)
+        .map(|e| Working {
+            worker: e.worker.clone(),
+            todo_id: e.todo_id.clone(),
+            title: e.title.clone(),
+            since: e.updated_at,
+        })
+        .collect();
+    working.sort_by_key(|w| w.since);
+    let more_working = working.len().saturating_sub(OVERVIEW_ROWS);
+    working.truncate(OVERVIEW_ROWS);
+    Ok(Some(Overview {
+        hosts,
+        working,
+        more_working,
+        merging: queue.merging().map(|e| e.todo_id.clone()),
+        queue: Counts::of(&queue),
+    }))
 }

@@ -45,6 +45,8 @@ struct Snapshot {
     driver: DriverSummary,
     /// The supervisor's line (`service-status`'s), when one ever ran the loop.
     supervisor: Option<String>,
+    /// Worker runs: hosts, each worker's todo, the merge queue.
+    workers: Option<loopx_app::workers::Overview>,
     decision: ShouldRun,
     health: Health,
     cost: CostReport,
@@ -64,6 +66,7 @@ fn snapshot(dir: &LoopDir) -> anyhow::Result<Snapshot> {
     let turn = dir.next_turn(goal::DEFAULT_GOAL_ID, &Actor::Owner)?;
     let driver = summary(&dir.driver()?.1, loopx_app::platform::alive);
     let supervisor = loopx_app::supervisor::service_status(dir)?.line();
+    let workers = loopx_app::workers::overview(dir)?;
     let now = clock::now();
     let health = health::of_turn(&dir.display(), &turn, &driver, now);
     let cost = loopx_app::cost::recent(dir, LIVE_ROWS)?;
@@ -86,6 +89,7 @@ fn snapshot(dir: &LoopDir) -> anyhow::Result<Snapshot> {
         goal: GoalInspection::of(goal),
         driver,
         supervisor,
+        workers,
         decision,
     })
 }
@@ -275,6 +279,9 @@ fn live_section(s: &Snapshot, readback: &Readback<'_>) -> Markup {
                         @if let Some(line) = &s.supervisor {
                             p { "Supervisor: " span data-testid="supervisor" { (line) } }
                         }
+                        @if let Some(w) = &s.workers {
+                            (workers_card(w))
+                        }
                         p class="muted" { "Next: " (s.decision.next_action) " (" (s.decision.scheduler_hint.reason_code) ")" }
                     }
                 }
@@ -382,6 +389,29 @@ fn refine_form(readback: &Readback<'_>) -> Markup {
 }
 
 /// A time as a person reads it at a glance, the exact instant on hover.
+/// A worker run: each host's driver, each worker's todo, the queue.
+fn workers_card(w: &loopx_app::workers::Overview) -> Markup {
+    let q = &w.queue;
+    html! {
+        div data-testid="workers" {
+            p { "Workers: " @for h in &w.hosts {
+                span data-host=(h.host) { (h.host) " " (state_tag(if h.running { "running" } else { "stopped" })) " " }
+            } }
+            ul {
+                @for x in &w.working {
+                    li data-worker=(x.worker) { (x.worker) ": " strong { (x.todo_id) } " " (x.title) }
+                }
+                @if w.more_working > 0 { li class="muted" { "and " (w.more_working) " more (loopx queue list)" } }
+            }
+            p data-testid="queue" {
+                "Merge queue: " (q.queued) " queued, " (q.merging) " merging"
+                @if let Some(todo) = &w.merging { " (" (todo) ")" }
+                ", " (q.needs_review) " needs review, " (q.landed) " landed, " (q.discarded) " discarded"
+            }
+        }
+    }
+}
+
 fn when(at: Timestamp, now: Timestamp) -> Markup {
     html! { time datetime=(at) title=(at) data-testid="relative" { (words::relative(at, now)) } }
 }
