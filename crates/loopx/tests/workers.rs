@@ -642,3 +642,49 @@ fn while_workers_run_status_and_the_dashboard_show_each_workers_todo_and_the_que
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("workers     hosts [box (stopped)]"), "{text}");
 }
+
+#[test]
+fn a_stop_request_stops_every_worker_from_taking_more_and_the_run_lands_what_was_running() {
+    let p = Project::new(4);
+    let go = p.f.temp.path().join("go");
+    let agent = p.agent(&format!(
+        "while [ ! -e '{}' ]; do sleep 0.05; done\necho done > \"out-$LOOPX_TODO_ID.txt\"",
+        go.display()
+    ));
+    let driver = p
+        .drive(&agent, &["--workers", "2"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while p.starts().len() < 2 {
+        assert!(Instant::now() < deadline, "both workers never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (ok, _, stderr) = p.f.run_in_dir(&["request-stop", "--reason", "enough"]);
+    assert!(ok, "{stderr}");
+    std::fs::write(&go, "").unwrap();
+    let output = driver.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("done arbiter"), "{stdout}");
+    assert_eq!(
+        p.starts().len(),
+        2,
+        "no worker took a todo after the stop: {:?}",
+        p.starts()
+    );
+    let queue = p.queue();
+    assert_eq!(
+        queue["counts"]["landed"], 2,
+        "what was running landed: {queue}"
+    );
+    let open: Vec<String> = ["t1", "t2", "t3", "t4"]
+        .iter()
+        .filter(|t| p.todo_status(t) == "open")
+        .map(|t| t.to_string())
+        .collect();
+    assert_eq!(open.len(), 2, "{open:?}");
+}
