@@ -2,7 +2,7 @@
 # Times `loopx drive --workers N` end to end with the real binary on a
 # real git repository (issue 34's numbers; see BENCHMARKS.md):
 #   - merge-queue throughput: TODOS todos, instant agents, 4 workers;
-#   - turn throughput at N = 2, 4, 8 with agents that sleep SLEEP seconds,
+#   - turn throughput at N = 1, 2, 4, 8 with agents that sleep SLEEP seconds,
 #     against the agents' own time one at a time.
 # Usage: scripts/bench-workers.sh [path/to/loopx] [TODOS] [SLEEP]
 set -eu
@@ -53,7 +53,7 @@ echo "merge queue: $landed of $TODOS todos landed in ${t}s with instant agents a
 sleeper=$(agent "$SLEEP")
 serial=$(echo "$TODOS * $SLEEP" | bc)
 echo "agent time alone: $TODOS todos x ${SLEEP}s = ${serial}s (one at a time)"
-for n in 2 4 8; do
+for n in 1 2 4 8; do
     project "n$n"
     t=$(cd "$WORK/n$n" && seconds "$LOOPX" drive --dir loop --cmd "$sleeper" --workers "$n")
     echo "N=$n: ${t}s (ideal $(echo "scale=2; $serial / $n" | bc)s; speed-up $(echo "scale=2; $serial / $t" | bc)x)"

@@ -688,3 +688,51 @@ fn a_stop_request_stops_every_worker_from_taking_more_and_the_run_lands_what_was
         .collect();
     assert_eq!(open.len(), 2, "{open:?}");
 }
+
+#[test]
+fn what_a_killed_run_left_of_finished_entries_is_pruned_when_the_next_run_starts() {
+    let p = Project::new(1);
+    let agent = p.agent("echo done > out.txt");
+    let output = p.drive(&agent, &["--workers", "1"]).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // What a run killed after a landing would leave: its worktree and
+    // branch, with no entry in flight owning them.
+    let branch = p.entry("t1")["branch"]
+        .as_str()
+        .unwrap()
+        .replace("/t1", "/gone");
+    let orphan = Path::new(p.f.d()).join("worktrees/gone");
+    git(
+        &p.root,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            &branch,
+            orphan.to_str().unwrap(),
+            "main",
+        ],
+    );
+    let stray = Path::new(p.f.d()).join("worktrees/half-made");
+    std::fs::create_dir_all(&stray).unwrap();
+    let output = p.drive(&agent, &["--workers", "2"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("pruned"), "{stderr}");
+    assert!(!orphan.exists() && !stray.exists());
+    assert!(p.loopx_branches().is_empty(), "{:?}", p.loopx_branches());
+    assert!(
+        Path::new(p.f.d()).join("worktrees/.merge").exists(),
+        "the queue's own is kept"
+    );
+    // A branch outside loopx's namespace is never touched.
+    git(&p.root, &["branch", "mine"]);
+    let output = p.drive(&agent, &["--workers", "2"]).output().unwrap();
+    assert!(output.status.success());
+    assert!(git(&p.root, &["branch", "--list", "mine"]).contains("mine"));
+}

@@ -50,7 +50,7 @@ pub struct Options {
     /// The `--formal-*` flags; once the run has started, the formal policy
     /// it resolved, every setting stated (`crate::formal::resolve`).
     pub formal: loopx_core::formal::Layer,
-    /// `--workers N` (N ≥ 2): parallel workers in worktrees and a merge
+    /// `--workers N`: parallel workers in worktrees and a merge
     /// queue (`crate::workers`); `None`: the loop's own turns.
     pub workers: Option<Workers>,
 }

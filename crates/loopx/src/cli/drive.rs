@@ -126,15 +126,16 @@ pub struct DriveArgs {
     pub accept_workspace: bool,
     #[command(flatten)]
     pub formal: super::ledger::FormalArgs,
-    /// Run N workers at once (2 to 32) on the goal's todos, each claiming
-    /// one todo through the goal's leases and working it in its own git
-    /// worktree (under <dir>/worktrees/) on the branch loopx/<run>/<todo>
-    /// made from the target branch; a finished todo lands through the
-    /// merge queue (`loopx queue --help`). Needs the project to be a git
-    /// repository with a commit; not in Goal Focus enforce mode. 1: the
-    /// loop's own turns in the project root.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=loopx_core::workers::MAX_WORKERS as i64))]
-    pub workers: u32,
+    /// Run N workers (1 to 32) on the goal's todos, each claiming one todo
+    /// through the goal's leases and working it in its own git worktree
+    /// (under <dir>/worktrees/) on the branch loopx/<run>/<todo> made from
+    /// the target branch; a finished todo lands through the merge queue
+    /// (`loopx queue --help`), so the project checkout only ever moves by
+    /// a landing. Needs the project to be a git repository with a commit;
+    /// not in Goal Focus enforce mode. Without it: the loop's own turns,
+    /// one at a time, in the project root.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=loopx_core::workers::MAX_WORKERS as i64))]
+    pub workers: Option<u32>,
     /// How the merge queue puts a worker's branch onto the target: merge
     /// (a merge commit) or rebase (the branch's commits replayed on the tip).
     #[arg(long, value_enum, default_value = "merge")]
@@ -317,8 +318,8 @@ pub fn drive(args: &DriveArgs, store: Option<&str>) -> Result<Reply> {
         git_snapshot: args.git_snapshot.into(),
         accept_workspace: args.accept_workspace,
         formal: args.formal.layer(),
-        workers: (args.workers > 1).then(|| Workers {
-            count: args.workers,
+        workers: args.workers.map(|count| Workers {
+            count,
             merge: match args.merge {
                 MergeSwitch::Merge => MergeMode::Merge,
                 MergeSwitch::Rebase => MergeMode::Rebase,
@@ -328,9 +329,9 @@ pub fn drive(args: &DriveArgs, store: Option<&str>) -> Result<Reply> {
             push: args.push.clone(),
         }),
     };
-    if args.workers < 2 && (args.push.is_some() || args.host_id.is_some()) {
+    if args.workers.is_none() && (args.push.is_some() || args.host_id.is_some()) {
         return Ok(bad_arguments(
-            "--push and --host-id are for a worker run: add --workers N (2 or more)".into(),
+            "--push and --host-id are for a worker run: add --workers N".into(),
         ));
     }
     let dir = match LoopDir::open(args.dir.at(store), Access::ReadWrite) {
