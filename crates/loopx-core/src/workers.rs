@@ -199,6 +199,10 @@ pub enum Rejection {
     /// The merged result could not be put on the target branch (it moved,
     /// or the checkout that has it out refused the fast-forward).
     LandFailed,
+    /// The merge review (`drive --panel on`) rejected the change.
+    ReviewRejected,
+    /// The merge review was asked for and no reviewer decided.
+    Unreviewed,
 }
 
 impl Rejection {
@@ -207,6 +211,8 @@ impl Rejection {
             Rejection::Conflict => "conflict",
             Rejection::CheckFailed => "check_failed",
             Rejection::LandFailed => "land_failed",
+            Rejection::ReviewRejected => "review_rejected",
+            Rejection::Unreviewed => "unreviewed",
         }
     }
 }

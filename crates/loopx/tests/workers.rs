@@ -736,3 +736,92 @@ fn what_a_killed_run_left_of_finished_entries_is_pruned_when_the_next_run_starts
     assert!(output.status.success());
     assert!(git(&p.root, &["branch", "--list", "mine"]).contains("mine"));
 }
+
+#[test]
+fn with_the_panel_on_a_reviewer_of_another_family_accepts_or_rejects_each_merged_change() {
+    let p = Project::new(2);
+    std::fs::write(p.f.dir.join("panel.json"), r#"{"providers": ["codex"]}"#).unwrap();
+    let bin = p.f.temp.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    // A stand-in codex: rejects todo t2's change, accepts anything else,
+    // answering for the merge its brief names.
+    let reviewer = bin.join("codex");
+    std::fs::write(
+        &reviewer,
+        r#"#!/bin/sh
+[ "$1" = --version ] && { echo '0.0.0 (stand-in)'; exit 0; }
+fp=$(printf '%s' "$*" | grep -o 'sha256:[0-9a-f]\{64\}' | head -n1)
+if printf '%s' "$*" | grep -q 'finished todo t2'; then v=reject; else v=accept; fi
+echo "{\"schema\":\"merge_review.v1\",\"merge_fingerprint\":\"$fp\",\"reviewer\":{\"provider\":\"codex\"},\"verdict\":\"$v\",\"reasoning\":\"read the diff\"}"
+"#,
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&reviewer, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let agent = p.agent("echo \"$LOOPX_TODO_ID\" > \"out-$LOOPX_TODO_ID.txt\"");
+    let output = p
+        .drive(
+            &agent,
+            &["--workers", "2", "--panel", "on", "--max-iterations", "2"],
+        )
+        .env("PATH", &path)
+        .env("LOOPX_INJECTED_PROVIDERS", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(p.entry("t1")["state"], "landed", "{stderr}");
+    let t2 = p.entry("t2");
+    assert_eq!(t2["state"], "needs-review", "{t2}");
+    assert_eq!(t2["rejection"], "review_rejected");
+    assert!(
+        t2["reason"]
+            .as_str()
+            .unwrap()
+            .contains("codex's merge review rejected it: read the diff"),
+        "{t2}"
+    );
+    assert_eq!(p.todo_status("t2"), "open");
+    assert!(git(&p.root, &["ls-tree", "--name-only", "main"]).contains("out-t1.txt"));
+    assert!(!git(&p.root, &["ls-tree", "--name-only", "main"]).contains("out-t2.txt"));
+    let outcomes: Vec<String> = common::journal_events(&p.f.dir, "panel.attempt_finished")
+        .iter()
+        .map(|e| e["outcome"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(outcomes.len(), 2, "{outcomes:?}");
+    assert!(
+        outcomes.contains(&"merge_accepted".to_owned()),
+        "{outcomes:?}"
+    );
+    assert!(
+        outcomes.contains(&"merge_rejected".to_owned()),
+        "{outcomes:?}"
+    );
+    // What the reviewer was sent: the change itself.
+    let prompts: Vec<String> = walk(&p.f.dir.join("panel"))
+        .into_iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "prompt"))
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect();
+    assert_eq!(prompts.len(), 2);
+    assert!(
+        prompts
+            .iter()
+            .any(|p| p.contains("+t1") && p.contains("out-t1.txt")),
+        "{prompts:?}"
+    );
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}

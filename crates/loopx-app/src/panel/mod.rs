@@ -32,6 +32,6 @@ mod smoke;
 
 pub use config::{configured, enabled, load_config, mode_for_new_loop};
 pub use launch::{Launch, Ran, OUTPUT_BYTES};
-pub use prepare::{budget, prepare, Prepared};
-pub use run::{AttemptView, PanelView, ARTIFACTS};
+pub use prepare::{budget, prepare, prepare_merge, Prepared};
+pub use run::{AttemptView, MergeDecision, PanelView, ARTIFACTS};
 pub use smoke::{ping, smoke, SmokeReviewer, SmokeView, SMOKE_PROMPT, SMOKE_TIMEOUT_S};

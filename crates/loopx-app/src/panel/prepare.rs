@@ -21,6 +21,7 @@ use loopx_core::focus::strategy::StrategyBrief;
 use loopx_core::ledger::vocabulary::GoalFocusMode;
 use loopx_core::panel::attempts::{AttemptOwner, Attempts, ATTEMPTS_STREAM};
 use loopx_core::panel::config;
+use loopx_core::panel::merge::MergeBrief;
 use loopx_core::panel::{
     brief, consent, PanelConfig, PanelProblem, Phase, EGRESS_ENV, PROVIDERS_ENV,
 };
@@ -87,6 +88,9 @@ pub(super) enum Subject {
     },
     /// The loop's state, on which target advice is asked before a turn.
     Target(Box<Target>),
+    /// A worker's merged change, before the merge queue lands it, and the
+    /// family of the worker's provider.
+    Merge(Box<MergeBrief>, Family),
 }
 
 impl Subject {
@@ -95,6 +99,7 @@ impl Subject {
             Subject::Candidate(held) => held.fingerprint.clone(),
             Subject::Direction { brief, .. } => brief.bind.current_plan.fingerprint.clone(),
             Subject::Target(target) => target.fingerprint(),
+            Subject::Merge(merge, _) => merge.fingerprint(),
         }
     }
 
@@ -103,6 +108,7 @@ impl Subject {
             Subject::Candidate(held) => held.candidate.executor_family,
             Subject::Direction { brief, .. } => brief.executor.family,
             Subject::Target(target) => target.executor,
+            Subject::Merge(_, executor) => *executor,
         }
     }
 
@@ -115,6 +121,7 @@ impl Subject {
             Subject::Direction { brief, .. } => brief::strategy_review(brief, reviewer),
             // One brief for every reviewer: it names the state, not them.
             Subject::Target(target) => target.brief.clone(),
+            Subject::Merge(merge, _) => loopx_core::panel::merge::brief(merge, reviewer),
         }
     }
 }
@@ -193,7 +200,37 @@ pub fn prepare(
             }
             Subject::Target(Box::new(Target::of(&dir, executor)?))
         }
+        Phase::MergeReview => {
+            return Err(AppError::refused(
+                "merge_review runs in the merge queue of `loopx drive --workers N --panel on`, on each merged change before it lands",
+            ))
+        }
     };
+    prepared(dir, mode, phase, subject, transport)
+}
+
+/// [`prepare`] for the merge queue: the review of `merge`, a change a
+/// worker on a provider of family `executor` made, merged and checked.
+pub fn prepare_merge(
+    root: Place<'_>,
+    merge: MergeBrief,
+    executor: Family,
+    transport: Option<&str>,
+) -> Result<Prepared, AppError> {
+    let dir = LoopDir::open(root, Access::ReadWrite)?;
+    let mode = dir.read()?.ledger.config.goal_focus_mode;
+    let subject = Subject::Merge(Box::new(merge), executor);
+    prepared(dir, mode, Phase::MergeReview, subject, transport)
+}
+
+/// Every check after the subject is known.
+fn prepared(
+    dir: LoopDir,
+    mode: GoalFocusMode,
+    phase: Phase,
+    subject: Subject,
+    transport: Option<&str>,
+) -> Result<Prepared, AppError> {
     let config = load_config(&dir)?.unwrap_or_default();
     consent(mode, std::env::var(EGRESS_ENV).ok().as_deref()).map_err(refused)?;
     let invitation = config::invite(

@@ -25,6 +25,7 @@ use loopx_core::panel::attempts::{
     self, AttemptOutcome, AttemptOwner, AttemptRequest, ATTEMPTS_STREAM,
 };
 use loopx_core::panel::config::{self, Skipped};
+use loopx_core::panel::merge::{MergeReview, MergeVerdict, SCHEMA as MERGE_SCHEMA};
 use loopx_core::panel::{brief, PanelProblem, Phase};
 use loopx_store::AuthorityError;
 use serde::Serialize;
@@ -83,11 +84,22 @@ pub struct PanelView {
     pub synthesis: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub advised: Option<u32>,
+    /// merge_review: the deciding reviewer's verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge: Option<MergeDecision>,
+}
+
+/// What a deciding merge review said.
+#[derive(Debug, Clone, Serialize)]
+pub struct MergeDecision {
+    pub accepted: bool,
+    pub reviewer: String,
+    pub reasoning: String,
 }
 
 impl PanelView {
     pub fn decided(&self) -> bool {
-        self.finalized.is_some() || self.committed.is_some()
+        self.finalized.is_some() || self.committed.is_some() || self.merge.is_some()
     }
 
     /// The run did what its phase is for: decided its subject, or (target
@@ -119,6 +131,7 @@ impl PanelView {
         let what = match self.phase {
             Phase::ResultReview => "candidate",
             Phase::StrategyReview => "plan",
+            Phase::MergeReview => "merge",
             Phase::TargetAdvice => {
                 text.push_str(&format!(
                     "target advice from {} of {} reviewers invited; synthesis for the primary at {}",
@@ -129,6 +142,16 @@ impl PanelView {
                 return text;
             }
         };
+        if let Some(m) = &self.merge {
+            text.push_str(&format!(
+                "merge {} {} by {}: {}",
+                self.subject,
+                if m.accepted { "accepted" } else { "rejected" },
+                m.reviewer,
+                m.reasoning
+            ));
+            return text;
+        }
         match (&self.finalized, &self.committed) {
             (Some(f), _) => text.push_str(&format!(
                 "candidate {} {} as iteration {} on {}'s review",
@@ -198,6 +221,7 @@ impl Prepared {
             warnings: Vec::new(),
             synthesis: None,
             advised: None,
+            merge: None,
         };
         let subject = self.subject.fingerprint();
         let mut tried: Vec<String> = (self.attempts.tried(self.phase, &subject))
@@ -253,12 +277,15 @@ impl Prepared {
                 view.state = match outcome {
                     AttemptOutcome::BankedAccepted => "banked_accepted",
                     AttemptOutcome::BankedRejected => "banked_rejected",
+                    AttemptOutcome::MergeAccepted => "merge_accepted",
+                    AttemptOutcome::MergeRejected => "merge_rejected",
                     _ => "committed",
                 };
                 view.status = "ok";
                 match reviewed.decided {
                     Some(Decided::Banked(f)) => view.finalized = Some(f),
                     Some(Decided::Committed(c)) => view.committed = Some(*c),
+                    Some(Decided::Merge(m)) => view.merge = Some(m),
                     None => {}
                 }
                 break;
@@ -512,6 +539,36 @@ impl Prepared {
                     },
                 )
             }
+            Subject::Merge(merge, _) => {
+                let review: MergeReview = match brief::extract(output, MERGE_SCHEMA) {
+                    Ok(review) => review,
+                    Err(problem) => return Ok(malformed(problem)),
+                };
+                if let Err(problem) = brief::attributed(&review.reviewer.provider, reviewer) {
+                    return Ok((AttemptOutcome::Refused, problem.to_string(), None));
+                }
+                if review.merge_fingerprint != merge.fingerprint() {
+                    let why = format!(
+                        "the answer is for merge {}, not {}",
+                        review.merge_fingerprint,
+                        merge.fingerprint()
+                    );
+                    return Ok((AttemptOutcome::Refused, why, None));
+                }
+                fsutil::write_private(file, serde_json::to_string_pretty(&review)?.as_bytes())?;
+                let accepted = review.verdict == MergeVerdict::Accept;
+                let outcome = match accepted {
+                    true => AttemptOutcome::MergeAccepted,
+                    false => AttemptOutcome::MergeRejected,
+                };
+                let reasoning = loopx_core::redact::redact_owned(review.reasoning.trim());
+                let decision = MergeDecision {
+                    accepted,
+                    reviewer: reviewer.to_owned(),
+                    reasoning: reasoning.clone(),
+                };
+                Ok((outcome, reasoning, Some(Decided::Merge(decision))))
+            }
             Subject::Direction { executor, .. } => {
                 let advice: StrategyAdvice = match brief::extract(output, ADVICE_SCHEMA) {
                     Ok(advice) => advice,
@@ -569,6 +626,7 @@ struct Reviewer<'a> {
 enum Decided {
     Banked(Finalized),
     Committed(Box<StrategyReviewView>),
+    Merge(MergeDecision),
 }
 
 type Judged = (AttemptOutcome, String, Option<Decided>);

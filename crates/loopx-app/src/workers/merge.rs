@@ -17,7 +17,9 @@ use crate::goal::GoalTarget;
 use crate::loop_dir::LoopDir;
 use crate::snapshot::git::Repo;
 use anyhow::Result;
+use loopx_core::driver::provider::Family;
 use loopx_core::goal::Actor;
+use loopx_core::panel::merge::MergeBrief;
 use loopx_core::workers::{self, Entry, MergeMode, QueueRequest, Rejection};
 use std::path::{Path, PathBuf};
 
@@ -35,6 +37,23 @@ pub struct Setup<'a> {
     pub remote: Option<&'a str>,
     pub runner: &'a dyn TurnRunner,
     pub say: &'a dyn Fn(&str),
+    /// `drive --panel on`: each merged change is reviewed before it lands.
+    pub review: Option<Review<'a>>,
+}
+
+/// How the merge review runs.
+pub struct Review<'a> {
+    /// The family of the workers' provider: reviewers are of another.
+    pub executor: Family,
+    /// `drive --transport`: how reviewer processes run.
+    pub transport: Option<&'a str>,
+}
+
+/// What the merge review came to.
+enum Reviewed {
+    Accepted,
+    Rejected(String),
+    Undecided(String),
 }
 
 /// What one step of the queue did.
@@ -134,6 +153,37 @@ pub fn next(dir: &LoopDir, setup: &Setup<'_>) -> Result<Merged> {
         );
         return reject(dir, setup, &entry, Rejection::CheckFailed, reason);
     }
+    if let Some(review) = &setup.review {
+        let passed: Vec<String> = (checks.criteria.iter())
+            .map(|c| format!("{} of {}", c.criterion_id, c.outcome_id))
+            .collect();
+        let brief = MergeBrief {
+            todo_id: todo_id.clone(),
+            title: entry.title.clone(),
+            worker: entry.worker.clone(),
+            branch: entry.branch.clone(),
+            target: setup.target.to_owned(),
+            tip: tip.clone(),
+            merged: merged.clone(),
+            stat: setup
+                .repo
+                .run(&scratch, &["diff", "--stat", &tip, &merged])?,
+            patch: setup.repo.run(
+                &scratch,
+                &["diff", "--no-ext-diff", "--no-textconv", &tip, &merged],
+            )?,
+            checks: passed,
+        };
+        match review_merge(dir, setup, review, brief)? {
+            Reviewed::Accepted => {}
+            Reviewed::Rejected(reason) => {
+                return reject(dir, setup, &entry, Rejection::ReviewRejected, reason)
+            }
+            Reviewed::Undecided(reason) => {
+                return reject(dir, setup, &entry, Rejection::Unreviewed, reason)
+            }
+        }
+    }
     super::write(
         dir,
         &super::fresh_op("merge-prepared")?,
@@ -156,6 +206,49 @@ pub fn next(dir: &LoopDir, setup: &Setup<'_>) -> Result<Merged> {
         return reject(dir, setup, &entry, Rejection::LandFailed, refused);
     }
     land(dir, setup, &entry, &merged)
+}
+
+/// The panel's merge review of `brief`: a reviewer of another family than
+/// the worker's reads the merged change and accepts or rejects it. A
+/// review that cannot run, or that no reviewer decides, is no acceptance.
+fn review_merge(
+    dir: &LoopDir,
+    setup: &Setup<'_>,
+    review: &Review<'_>,
+    brief: MergeBrief,
+) -> Result<Reviewed> {
+    let todo_id = brief.todo_id.clone();
+    let prepared =
+        crate::panel::prepare_merge(dir.place(), brief, review.executor, review.transport);
+    let prepared = match prepared {
+        Ok(prepared) => prepared,
+        Err(error) => {
+            return Ok(Reviewed::Undecided(format!(
+                "the merge review could not run: {error}"
+            )))
+        }
+    };
+    let announce = |line: &str| (setup.say)(&format!("merge queue: todo {todo_id}: {line}"));
+    let view = crate::driver::reviewer::review(prepared, None, setup.runner, &announce)?;
+    Ok(match view.merge {
+        Some(decision) if decision.accepted => {
+            (setup.say)(&format!(
+                "merge queue: todo {todo_id} accepted by {}'s merge review",
+                decision.reviewer
+            ));
+            Reviewed::Accepted
+        }
+        Some(decision) => Reviewed::Rejected(format!(
+            "{}'s merge review rejected it: {}",
+            decision.reviewer, decision.reasoning
+        )),
+        None => Reviewed::Undecided(format!(
+            "no reviewer decided the merge review ({} of {} attempts used; see {}/)",
+            view.attempts_used,
+            view.max_attempts,
+            crate::panel::ARTIFACTS
+        )),
+    })
 }
 
 /// The tip of the target branch now (the remote's, with one).

@@ -141,6 +141,10 @@ pub fn run(
         remote,
         runner,
         say: &say,
+        review: crate::panel::enabled(dir, options.panel)?.then(|| merge::Review {
+            executor: crate::focus::candidate::family_of(&executor_name(options)),
+            transport: options.transport.as_deref(),
+        }),
     };
     // A merge a killed run of this host left open is settled before
     // anything else (another host's is that host's, while it lives).
@@ -516,6 +520,14 @@ fn entry_as(entry: &Entry, worker: &str) -> Entry {
     Entry {
         worker: worker.to_owned(),
         ..entry.clone()
+    }
+}
+
+/// The name the workers' provider goes by: the first named, or `cmd`.
+fn executor_name(options: &Options) -> String {
+    match &options.target {
+        Target::Command(_) => "cmd".to_owned(),
+        Target::Providers(names) => names.first().cloned().unwrap_or_default(),
     }
 }
 

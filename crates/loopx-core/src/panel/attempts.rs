@@ -50,6 +50,10 @@ pub enum AttemptOutcome {
     Refused,
     /// A target-advice reviewer advised (advice decides nothing).
     Advised,
+    /// The merge review accepted the merged change: the queue lands it.
+    MergeAccepted,
+    /// The merge review rejected the merged change: the queue undoes it.
+    MergeRejected,
     /// No usable review document in the output.
     Malformed,
     /// Killed at its timeout.
@@ -67,6 +71,8 @@ impl AttemptOutcome {
             AttemptOutcome::Committed => "committed",
             AttemptOutcome::Refused => "refused",
             AttemptOutcome::Advised => "advised",
+            AttemptOutcome::MergeAccepted => "merge_accepted",
+            AttemptOutcome::MergeRejected => "merge_rejected",
             AttemptOutcome::Malformed => "malformed",
             AttemptOutcome::TimedOut => "timed_out",
             AttemptOutcome::Failed => "failed",
@@ -79,6 +85,8 @@ impl AttemptOutcome {
             AttemptOutcome::BankedAccepted
                 | AttemptOutcome::BankedRejected
                 | AttemptOutcome::Committed
+                | AttemptOutcome::MergeAccepted
+                | AttemptOutcome::MergeRejected
         )
     }
 

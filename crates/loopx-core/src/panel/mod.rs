@@ -18,6 +18,7 @@ pub mod advice;
 pub mod attempts;
 pub mod brief;
 pub mod config;
+pub mod merge;
 
 pub use config::PanelConfig;
 
@@ -49,6 +50,9 @@ pub enum Phase {
     /// Free-text advice on the next path before a turn, for loops Goal
     /// Focus does not enforce (the legacy flow; [`advice`]).
     TargetAdvice,
+    /// A worker's merged change before the merge queue lands it
+    /// (`merge_review.v1`; [`merge`]).
+    MergeReview,
 }
 
 impl Phase {
@@ -57,6 +61,7 @@ impl Phase {
             Phase::StrategyReview => "strategy_review",
             Phase::ResultReview => "result_review",
             Phase::TargetAdvice => "target_advice",
+            Phase::MergeReview => "merge_review",
         }
     }
 
@@ -64,7 +69,7 @@ impl Phase {
     pub fn default_timeout_s(self) -> u64 {
         match self {
             Phase::StrategyReview | Phase::TargetAdvice => 600,
-            Phase::ResultReview => 900,
+            Phase::ResultReview | Phase::MergeReview => 900,
         }
     }
 }
