@@ -825,3 +825,33 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     files
 }
+
+#[test]
+fn a_merge_driver_a_worker_configured_never_runs_when_the_queue_merges() {
+    let p = Project::new(2);
+    let ran = p.f.temp.path().join("merge-driver-ran");
+    // Each agent writes the same file differently and asks git to merge
+    // it with a program of its own, through the repository's shared config.
+    let agent = p.agent(&format!(
+        "sleep 0.3\ngit config merge.evil.driver \"touch '{}'; exit 1\"\necho '* merge=evil' > .gitattributes\necho \"$LOOPX_TODO_ID\" > shared.txt",
+        ran.display()
+    ));
+    let output = p
+        .drive(&agent, &["--workers", "2", "--max-iterations", "2"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let states: Vec<Value> = ["t1", "t2"]
+        .iter()
+        .map(|t| p.entry(t)["state"].clone())
+        .collect();
+    assert!(
+        states.contains(&json!("landed")) && states.contains(&json!("needs-review")),
+        "{states:?}"
+    );
+    assert!(!ran.exists(), "the worker's merge driver ran");
+}

@@ -56,11 +56,17 @@ pub fn probe(root: &Path) -> Repository {
 /// and git runs a filter for whoever adds or checks out a file: without
 /// this, loopx's own `git` would run the agent's command outside the
 /// turn's sandbox and scope. Snapshots are of the bytes as they are.
+/// So does a merge driver, for whoever merges (the merge queue).
 pub fn inert_filters(dir: &Path) -> Vec<String> {
     let listed = run(
         Workspace::at(
             dir,
-            &["config", "--name-only", "--get-regexp", r"^filter\."],
+            &[
+                "config",
+                "--name-only",
+                "--get-regexp",
+                r"^(filter|merge)\.",
+            ],
         ),
         None,
         STDERR_CAP,
@@ -69,16 +75,29 @@ pub fn inert_filters(dir: &Path) -> Vec<String> {
     let Ok(listed) = listed else {
         return Vec::new();
     };
-    let mut drivers: Vec<String> = text(listed)
-        .lines()
-        .filter_map(|key| {
-            let rest = key.strip_prefix("filter.")?;
-            Some(rest.rsplit_once('.')?.0.to_owned())
-        })
-        .collect();
-    drivers.sort();
-    drivers.dedup();
-    drivers
+    let keys = text(listed);
+    let named = |prefix: &str, suffix: Option<&str>| -> Vec<String> {
+        let mut names: Vec<String> = keys
+            .lines()
+            .filter_map(|key| {
+                let rest = key.strip_prefix(prefix)?;
+                let name = match suffix {
+                    Some(suffix) => rest.strip_suffix(suffix)?,
+                    None => rest.rsplit_once('.')?.0,
+                };
+                Some(name.to_owned())
+            })
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    };
+    let filters = named("filter.", None);
+    // A merge driver is a program git runs on a path both sides changed
+    // (the merge queue merges what a worker wrote): made one that only
+    // reports the conflict.
+    let mergers = named("merge.", Some(".driver"));
+    filters
         .iter()
         .flat_map(|driver| {
             ["clean", "smudge", "process"]
@@ -86,6 +105,11 @@ pub fn inert_filters(dir: &Path) -> Vec<String> {
                 .map(move |key| format!("filter.{driver}.{key}="))
                 .chain([format!("filter.{driver}.required=false")])
         })
+        .chain(
+            mergers
+                .iter()
+                .map(|name| format!("merge.{name}.driver=false")),
+        )
         .flat_map(|setting| ["-c".to_owned(), setting])
         .collect()
 }

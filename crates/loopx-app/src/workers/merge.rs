@@ -24,6 +24,7 @@ use loopx_core::workers::{self, Entry, MergeMode, QueueRequest, Rejection};
 use std::path::{Path, PathBuf};
 
 /// What the queue merges onto, and how.
+#[derive(Clone, Copy)]
 pub struct Setup<'a> {
     /// The project checkout (the main worktree).
     pub root: &'a Path,
@@ -42,6 +43,7 @@ pub struct Setup<'a> {
 }
 
 /// How the merge review runs.
+#[derive(Clone, Copy)]
 pub struct Review<'a> {
     /// The family of the workers' provider: reviewers are of another.
     pub executor: Family,
@@ -86,6 +88,13 @@ fn short(commit: &str) -> &str {
 /// settled first ([`recover`]); another host's merge in progress is waited
 /// for.
 pub fn next(dir: &LoopDir, setup: &Setup<'_>) -> Result<Merged> {
+    // The repository's config as it is now: a worker may have added a
+    // filter or a merge driver since the last merge, and none may run.
+    let repo = Repo::at(setup.root);
+    let setup = &Setup {
+        repo: &repo,
+        ..*setup
+    };
     let queue = dir.queue()?;
     if let Some(open) = queue.merging() {
         let ours = open.merger.as_deref().is_none_or(|m| m == setup.host);
@@ -165,9 +174,17 @@ pub fn next(dir: &LoopDir, setup: &Setup<'_>) -> Result<Merged> {
             target: setup.target.to_owned(),
             tip: tip.clone(),
             merged: merged.clone(),
-            stat: setup
-                .repo
-                .run(&scratch, &["diff", "--stat", &tip, &merged])?,
+            stat: setup.repo.run(
+                &scratch,
+                &[
+                    "diff",
+                    "--no-ext-diff",
+                    "--no-textconv",
+                    "--stat",
+                    &tip,
+                    &merged,
+                ],
+            )?,
             patch: setup.repo.run(
                 &scratch,
                 &["diff", "--no-ext-diff", "--no-textconv", &tip, &merged],

@@ -293,7 +293,6 @@ fn work(slots: &Slots<'_>, slot: u32, progress: &Relay) -> Result<()> {
     let dir = &dir;
     let agent_id = workers::agent_id(&slots.options.agent_id, slot, slots.host);
     let stream = workers::turn_stream(slot, slots.host);
-    let repo = Repo::at(slots.root);
     loop {
         if slots.shared.stopping() || platform::stop_signal().is_some() {
             return Ok(());
@@ -310,9 +309,7 @@ fn work(slots: &Slots<'_>, slot: u32, progress: &Relay) -> Result<()> {
             }
         };
         slots.shared.busy.fetch_add(1, Ordering::SeqCst);
-        let worked = work_on(
-            dir, slots, &repo, &agent_id, &stream, &todo_id, &title, progress,
-        );
+        let worked = work_on(dir, slots, &agent_id, &stream, &todo_id, &title, progress);
         slots.shared.busy.fetch_sub(1, Ordering::SeqCst);
         worked?;
     }
@@ -404,7 +401,6 @@ fn pick(dir: &LoopDir, slots: &Slots<'_>, agent_id: &str) -> Result<Pick> {
 fn work_on(
     dir: &LoopDir,
     slots: &Slots<'_>,
-    repo: &Repo,
     agent_id: &str,
     stream: &str,
     todo_id: &str,
@@ -412,6 +408,8 @@ fn work_on(
     progress: &Relay,
 ) -> Result<()> {
     let options = slots.options;
+    // The config as it is now (see `merge::next`).
+    let repo = &Repo::at(slots.root);
     let tip = worktree::tip(repo, slots.root, slots.target, slots.remote)?;
     let receipt = super::write(
         dir,
@@ -436,7 +434,7 @@ fn work_on(
     let reading = dir.read()?;
     let head_before = repo.run(&path, &["rev-parse", "HEAD"])?;
     let message = format!("loopx: todo {todo_id} ({title}), worked by {agent_id}");
-    let commit = || worktree::commit_left(repo, &path, agent_id, &message);
+    let commit = || worktree::commit_left(&path, agent_id, &message);
     let context = TurnContext {
         dir,
         options,

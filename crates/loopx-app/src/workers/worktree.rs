@@ -165,9 +165,12 @@ pub fn prepare(
 }
 
 /// Commit whatever the turn left uncommitted in `worktree` (the agent may
-/// have committed some or all of it itself), as `author`; the branch's
-/// head after.
-pub fn commit_left(repo: &Repo, worktree: &Path, author: &str, message: &str) -> Result<String> {
+/// have committed some or all of it itself), as `author`, its content
+/// filters inert; the branch's head after.
+pub fn commit_left(worktree: &Path, author: &str, message: &str) -> Result<String> {
+    // The worktree's own view of the config: a worktree may carry settings
+    // (`config.worktree`) the project checkout does not see.
+    let repo = &Repo::at(worktree);
     let status = repo.run(worktree, &["status", "--porcelain=v1", "-uall"])?;
     if !status.is_empty() {
         repo.run(worktree, &["add", "-A"])?;
