@@ -855,3 +855,29 @@ fn a_merge_driver_a_worker_configured_never_runs_when_the_queue_merges() {
     );
     assert!(!ran.exists(), "the worker's merge driver ran");
 }
+
+#[test]
+fn a_driver_killed_mid_merge_lands_the_change_exactly_once_on_restart() {
+    for failpoint in ["merge.after_prepared", "merge.after_advance"] {
+        let p = Project::new(1);
+        let agent = p.agent("echo done > out.txt");
+        common::kill_at_failpoint(p.drive(&agent, &["--workers", "2"]), failpoint);
+        assert_eq!(p.entry("t1")["state"], "merging", "{failpoint}");
+        let output = p.drive(&agent, &["--workers", "2"]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{failpoint}: {stderr}");
+        assert_eq!(p.entry("t1")["state"], "landed", "{failpoint}: {stderr}");
+        assert_eq!(p.todo_status("t1"), "done");
+        assert_eq!(
+            p.starts().len(),
+            1,
+            "{failpoint}: the work was not done again"
+        );
+        let landings = git(&p.root, &["log", "--oneline", "main"])
+            .lines()
+            .filter(|l| l.contains("land todo t1"))
+            .count();
+        assert_eq!(landings, 1, "{failpoint}: landed exactly once");
+        assert_eq!(git(&p.root, &["show", "main:out.txt"]).trim(), "done");
+    }
+}

@@ -21,6 +21,7 @@ use loopx_core::driver::provider::Family;
 use loopx_core::goal::Actor;
 use loopx_core::panel::merge::MergeBrief;
 use loopx_core::workers::{self, Entry, MergeMode, QueueRequest, Rejection};
+use loopx_store::failpoint;
 use std::path::{Path, PathBuf};
 
 /// What the queue merges onto, and how.
@@ -209,6 +210,7 @@ pub fn next(dir: &LoopDir, setup: &Setup<'_>) -> Result<Merged> {
             merge_commit: merged.clone(),
         },
     )?;
+    failpoint::reached("merge.after_prepared");
     if tip_of(setup)? != tip {
         return requeue(
             dir,
@@ -222,6 +224,7 @@ pub fn next(dir: &LoopDir, setup: &Setup<'_>) -> Result<Merged> {
     if let Err(refused) = advance(setup, &tip, &merged) {
         return reject(dir, setup, &entry, Rejection::LandFailed, refused);
     }
+    failpoint::reached("merge.after_advance");
     land(dir, setup, &entry, &merged)
 }
 
