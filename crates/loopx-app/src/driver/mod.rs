@@ -435,26 +435,28 @@ pub fn settle_claim(dir: &LoopDir, iteration: u64, check: CheckRun, name: &str) 
     Ok(verified)
 }
 
-/// What the project root looks like now.
+/// What the project root looks like now. Outside a git work tree this
+/// is one `git rev-parse`; inside, five git commands, none of which runs
+/// a program the work tree configures or writes the user's index.
 pub fn workspace(root: &Path) -> Workspace {
-    // A probe reads a copy of the user's index: `git diff` would write the
-    // stat data it refreshes into the user's own.
-    let index = crate::snapshot::git::index_copy(root);
-    // Nor may it run a filter or diff program the work tree configures.
-    let inert = crate::snapshot::git::inert_filters(root);
-    let git = |args: &[&str]| -> Option<String> {
+    let bare = Workspace {
+        root: root.display().to_string(),
+        head: None,
+        changes: None,
+    };
+    let git = |args: &[&str], inert: &[String], index: Option<&Path>| -> Option<String> {
         let mut command = Command::new("git");
         command
             .arg("-C")
             .arg(root)
             .args(["-c", "core.fsmonitor=false"])
-            .args(&inert)
+            .args(inert)
             .args(args)
             // A probe: `git status` must not take the index lock.
             .env("GIT_OPTIONAL_LOCKS", "0")
             .stderr(Stdio::null());
-        if let Some(index) = &index {
-            command.env("GIT_INDEX_FILE", index.path());
+        if let Some(index) = index {
+            command.env("GIT_INDEX_FILE", index);
         }
         let output = command.output().ok()?;
         output
@@ -462,20 +464,28 @@ pub fn workspace(root: &Path) -> Workspace {
             .success()
             .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
     };
-    let top = git(&["rev-parse", "--show-toplevel"]).map(|s| s.trim().to_owned());
-    let Some(top) = top else {
-        return Workspace {
-            root: root.display().to_string(),
-            head: None,
-            changes: None,
-        };
+    // Where the work tree and its git directory are, in one call.
+    let Some(located) = git(&["rev-parse", "--show-toplevel", "--absolute-git-dir"], &[], None)
+    else {
+        return bare;
     };
-    let head = git(&["rev-parse", "HEAD"]).map(|s| s.trim().to_owned());
-    let status = git(&["status", "--porcelain=v1", "-uall"]).unwrap_or_default();
-    let diff = git(&["diff", "--no-ext-diff", "--no-textconv", "HEAD"]).unwrap_or_default();
+    let mut lines = located.lines();
+    let (Some(top), Some(git_dir)) = (lines.next(), lines.next()) else {
+        return bare;
+    };
+    // A probe reads a copy of the user's index: `git diff` would write the
+    // stat data it refreshes into the user's own.
+    let index = crate::snapshot::git::index_copy_in(Path::new(git_dir.trim()));
+    let index = index.as_ref().map(|i| i.path());
+    // Nor may it run a filter or diff program the work tree configures.
+    let inert = crate::snapshot::git::inert_filters(root);
+    let head = git(&["rev-parse", "HEAD"], &inert, index).map(|s| s.trim().to_owned());
+    let status = git(&["status", "--porcelain=v1", "-uall"], &inert, index).unwrap_or_default();
+    let diff = git(&["diff", "--no-ext-diff", "--no-textconv", "HEAD"], &inert, index)
+        .unwrap_or_default();
     let changes = Digest::of_bytes(format!("{status}\n{diff}").as_bytes()).to_string();
     Workspace {
-        root: top,
+        root: top.trim().to_owned(),
         head,
         changes: Some(changes),
     }

@@ -235,7 +235,11 @@ pub fn index_copy(root: &Path) -> Option<TempIndex> {
         STDERR_CAP,
     )
     .ok()?;
-    let git_dir = PathBuf::from(text(out));
+    index_copy_in(&PathBuf::from(text(out)))
+}
+
+/// [`index_copy`] for a caller that knows the repository's git directory.
+pub fn index_copy_in(git_dir: &Path) -> Option<TempIndex> {
     let index = git_dir.join("index");
     let copy = TempIndex(git_dir.join(format!("{INDEX_PREFIX}{}", platform::nonce())));
     std::fs::copy(&index, &copy.0).ok()?;
