@@ -881,3 +881,30 @@ fn a_driver_killed_mid_merge_lands_the_change_exactly_once_on_restart() {
         assert_eq!(git(&p.root, &["show", "main:out.txt"]).trim(), "done");
     }
 }
+
+#[test]
+fn rebase_mode_lands_each_change_on_a_straight_line() {
+    let p = Project::new(3);
+    let agent = p.agent("sleep 0.2\necho \"$LOOPX_TODO_ID\" > \"out-$LOOPX_TODO_ID.txt\"\ngit add -A && git -c user.name=a -c user.email=a@a commit -qm \"agent: $LOOPX_TODO_ID\"");
+    let output = p
+        .drive(&agent, &["--workers", "2", "--merge", "rebase"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(p.queue()["counts"]["landed"], 3);
+    let merges = git(&p.root, &["rev-list", "--merges", "main"]);
+    assert!(merges.trim().is_empty(), "no merge commit: {merges}");
+    let log = git(&p.root, &["log", "--format=%s", "main"]);
+    for todo in ["t1", "t2", "t3"] {
+        assert!(
+            log.contains(&format!("agent: {todo}")),
+            "the agent's own commit is kept: {log}"
+        );
+        let landed = p.entry(todo)["merge_commit"].as_str().unwrap().to_owned();
+        git(&p.root, &["merge-base", "--is-ancestor", &landed, "main"]);
+    }
+}

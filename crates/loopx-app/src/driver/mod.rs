@@ -465,8 +465,11 @@ pub fn workspace(root: &Path) -> Workspace {
             .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
     };
     // Where the work tree and its git directory are, in one call.
-    let Some(located) = git(&["rev-parse", "--show-toplevel", "--absolute-git-dir"], &[], None)
-    else {
+    let Some(located) = git(
+        &["rev-parse", "--show-toplevel", "--absolute-git-dir"],
+        &[],
+        None,
+    ) else {
         return bare;
     };
     let mut lines = located.lines();
@@ -481,8 +484,12 @@ pub fn workspace(root: &Path) -> Workspace {
     let inert = crate::snapshot::git::inert_filters(root);
     let head = git(&["rev-parse", "HEAD"], &inert, index).map(|s| s.trim().to_owned());
     let status = git(&["status", "--porcelain=v1", "-uall"], &inert, index).unwrap_or_default();
-    let diff = git(&["diff", "--no-ext-diff", "--no-textconv", "HEAD"], &inert, index)
-        .unwrap_or_default();
+    let diff = git(
+        &["diff", "--no-ext-diff", "--no-textconv", "HEAD"],
+        &inert,
+        index,
+    )
+    .unwrap_or_default();
     let changes = Digest::of_bytes(format!("{status}\n{diff}").as_bytes()).to_string();
     Workspace {
         root: top.trim().to_owned(),
