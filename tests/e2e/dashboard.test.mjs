@@ -3,7 +3,8 @@
 // with an open draft, stale-write recovery with a concurrent CLI write,
 // applying a proposed revision, the iteration page, absent outcomes, a
 // browser without the session cookie refused, the all-loops page of
-// `loopx serve --all`, and desktop/narrow screenshots.
+// `loopx serve --all`, each worker's todo and the merge queue while
+// `drive --workers` runs, and desktop/narrow screenshots.
 //
 // Run by `cargo test` (crates/loopx/tests/dashboard_e2e.rs) with LOOPX_BIN
 // set to the built binary.
@@ -503,4 +504,45 @@ test('every verdict reads the same, in its colour, on its overview and on the al
     await context.close();
     server.child.kill();
   }
+});
+
+test('the Loop card shows each worker\'s todo while workers run, and the merge queue as they land', async () => {
+  const root = mkdtempSync(join(tmpdir(), 'loopx-e2e-'));
+  const dir = join(root, 'loop');
+  const project = join(root, 'project');
+  mkdirSync(project);
+  const identity = { GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t' };
+  const git = (...args) => execFileSync('git', ['-C', project, ...args], { env: { ...process.env, ...identity } });
+  git('init', '-q', '-b', 'main');
+  writeFileSync(join(project, 'README'), 'two parts\n');
+  git('add', '-A');
+  git('commit', '-qm', 'first');
+  loopx(dir, ['init', '--goal', 'Two parts', '--success-criteria', 'both landed', '--max-iterations', '10']);
+  loopx(dir, ['todo', 'add', '--title', 'Part one']);
+  loopx(dir, ['todo', 'add', '--title', 'Part two']);
+  // Each worker's agent holds its turn until the test lets it finish.
+  const go = join(root, 'go');
+  const agent = join(root, 'agent.sh');
+  writeFileSync(agent, `#!/bin/sh\ncat >/dev/null\nwhile [ ! -e '${go}' ]; do sleep 0.05; done\necho "$LOOPX_TODO_ID" > "out-$LOOPX_TODO_ID.txt"\n`, { mode: 0o755 });
+  await withServer({ root, dir }, async (page) => {
+    const driver = spawn(LOOPX, ['drive', '--dir', dir, '--cmd', agent, '--workers', '2', '--host-id', 'box', '--root', project], {
+      env: { ...process.env, LOOPX_REGISTRY_DIR: join(root, 'registry') },
+      stdio: 'ignore',
+    });
+    const ended = new Promise((resolve) => driver.on('exit', resolve));
+    // The live refresh brings the card in as the workers take their todos.
+    const workers = page.getByTestId('workers');
+    await workers.locator('[data-worker]').nth(1).waitFor({ timeout: 20000 });
+    const shown = await workers.locator('[data-worker]').evaluateAll((rows) => rows.map((r) => r.innerText));
+    assert.equal(shown.length, 2, shown.join(' | '));
+    assert.ok(shown.every((s) => /\.w[12]@box: t[12] Part (one|two)/.test(s)), shown.join(' | '));
+    assert.ok(shown.some((s) => s.includes('t1')) && shown.some((s) => s.includes('t2')), shown.join(' | '));
+    assert.match(await workers.locator('[data-host="box"]').innerText(), /box running/);
+    await page.screenshot({ path: join(SHOTS, 'workers-desktop.png'), fullPage: true });
+    writeFileSync(go, '');
+    assert.equal(await ended, 0);
+    await page.getByTestId('queue').filter({ hasText: '2 landed' }).waitFor({ timeout: 20000 });
+    assert.equal(await workers.locator('[data-worker]').count(), 0);
+    assert.match(await workers.locator('[data-host="box"]').innerText(), /box stopped/);
+  });
 });
