@@ -3,10 +3,14 @@
 //! and reports what it saw. It decides nothing and commits nothing; the
 //! protocol above it (`super::turn`, the panel, the success check) does.
 //!
-//! How a process runs varies (plain, contained, supervised, in a worker's
-//! worktree); what is asked of it does not, and is written here once:
-//! [`Process`] in, [`ProcessOutcome`] out. The binary provides the real
-//! implementation; tests may provide others.
+//! How a process runs varies (plain, contained, supervised); what is asked
+//! of it does not, and is written here once: [`Process`] in,
+//! [`ProcessOutcome`] out. The binary provides the real implementation;
+//! tests may provide others. A worker's turn (`drive --workers`) is not a
+//! runner of its own: its worktree changes what the turn is (its journal,
+//! its agent, its directory, what counts as done), which is the protocol's
+//! business (`super::turn::WorkerTurn`), not how its process runs; it runs
+//! through whichever runner the run has, contained or not.
 
 use loopx_core::driver::capture::OutputCap;
 use loopx_core::driver::session::StopSignal;
