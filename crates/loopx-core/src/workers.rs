@@ -84,8 +84,10 @@ pub fn host_id(hostname: &str, loop_dir: &str) -> String {
 }
 
 /// How long another host's merge may go without a word before the queue
-/// takes it for abandoned (its host died mid-merge) and merges it again.
-pub const ABANDONED_MERGE_SECONDS: i64 = 30 * 60;
+/// takes it for abandoned (its host died mid-merge) and merges it again:
+/// longer than a project's checks take. Sooner, `loopx queue retry` puts
+/// it back in line.
+pub const ABANDONED_MERGE_SECONDS: i64 = 2 * 3600;
 
 /// `id` as one component of a git ref and a directory name: ids may hold
 /// `:`, `@` and `..`, which a ref may not, so anything but letters,

@@ -908,3 +908,26 @@ fn rebase_mode_lands_each_change_on_a_straight_line() {
         git(&p.root, &["merge-base", "--is-ancestor", &landed, "main"]);
     }
 }
+
+#[test]
+fn a_merge_whose_driver_died_can_be_put_back_in_line_by_the_operator() {
+    let p = Project::new(1);
+    let agent = p.agent("echo done > out.txt");
+    common::kill_at_failpoint(p.drive(&agent, &["--workers", "1"]), "merge.after_prepared");
+    assert_eq!(p.entry("t1")["state"], "merging");
+    let (ok, receipt, stderr) = p.f.run_in_dir(&["queue", "retry", "t1"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(receipt["state"], "queued");
+    let output = p.drive(&agent, &["--workers", "1"]).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(p.entry("t1")["state"], "landed");
+    let landings = git(&p.root, &["log", "--oneline", "main"])
+        .lines()
+        .filter(|l| l.contains("land todo t1"))
+        .count();
+    assert_eq!(landings, 1);
+}

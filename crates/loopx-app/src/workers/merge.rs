@@ -202,14 +202,26 @@ pub fn next(dir: &LoopDir, setup: &Setup<'_>) -> Result<Merged> {
             }
         }
     }
-    super::write(
+    let prepared = super::write(
         dir,
         &super::fresh_op("merge-prepared")?,
         &QueueRequest::Prepared {
             todo_id: todo_id.clone(),
             merge_commit: merged.clone(),
         },
-    )?;
+    );
+    match prepared {
+        // Taken for abandoned meanwhile (another host, or the operator's
+        // `queue retry`): the target has not moved, and the merge is
+        // theirs now.
+        Err(error) if crate::error::class_of(&error) == crate::error::ErrorClass::Refused => {
+            (setup.say)(&format!(
+                "merge queue: todo {todo_id} was taken over while it was checked; this merge is dropped"
+            ));
+            return Ok(Merged::Idle);
+        }
+        prepared => prepared?,
+    };
     failpoint::reached("merge.after_prepared");
     if tip_of(setup)? != tip {
         return requeue(
@@ -404,14 +416,28 @@ fn advance(setup: &Setup<'_>, tip: &str, merged: &str) -> std::result::Result<()
 
 /// Record the landing, complete the todo and clean up after it.
 fn land(dir: &LoopDir, setup: &Setup<'_>, entry: &Entry, merged: &str) -> Result<Merged> {
-    super::write(
+    let landed = super::write(
         dir,
         &super::fresh_op("merge-land")?,
         &QueueRequest::Land {
             todo_id: entry.todo_id.clone(),
             merge_commit: merged.to_owned(),
         },
-    )?;
+    );
+    if let Err(error) = &landed {
+        if crate::error::class_of(error) == crate::error::ErrorClass::Refused {
+            // Put back in line meanwhile: its next merge finds the change
+            // already on the target, and records the landing then.
+            (setup.say)(&format!(
+                "merge queue: todo {} is on {} as {}, but was taken over before the landing was recorded; its next merge records it",
+                entry.todo_id,
+                setup.target,
+                short(merged)
+            ));
+            return Ok(Merged::Idle);
+        }
+    }
+    landed?;
     complete(dir, setup, entry, merged);
     worktree::remove(dir, setup.root, entry);
     if let Some(remote) = setup.remote {

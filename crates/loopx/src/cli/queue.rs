@@ -22,7 +22,8 @@ pub enum QueueCommand {
     /// order, needs-review, working), then the latest landed and
     /// discarded; with counts.
     List(ListArgs),
-    /// Put an entry that needs review back in line, as it is.
+    /// Put an entry that needs review back in line, as it is; or a merge
+    /// whose driver died (another host's, unreachable) to be merged again.
     Retry(TodoArgs),
     /// Throw an entry's work away: no merge, its worktree and branch
     /// removed, its todo back on the frontier for a fresh start.
