@@ -31,6 +31,14 @@ fn var(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
+/// What [`Containment::launcher_for`] found for a provider.
+pub struct Launch {
+    pub launcher: &'static Launcher,
+    /// Unconfined: the CLI PATH found, with its version's row (its
+    /// warning, its version).
+    pub installed: Option<crate::launchers::Installed>,
+}
+
 /// How a run's (or a panel's) provider processes are contained.
 pub enum Containment {
     /// A process group and a timeout: the documented default outside
@@ -52,6 +60,26 @@ impl Containment {
         match self {
             Containment::Unconfined => None,
             Containment::TrustedLocal(contained) => Some(&contained.limits),
+        }
+    }
+
+    /// What a turn of provider `name` launches: under trusted-local the
+    /// attested binary's launcher, never whatever PATH finds; unconfined,
+    /// the installed CLI with its version's row. `None`: not installed.
+    pub fn launcher_for(&self, name: &str) -> Option<Launch> {
+        match self {
+            Containment::TrustedLocal(contained) => {
+                contained.launcher(name).map(|launcher| Launch {
+                    launcher,
+                    installed: None,
+                })
+            }
+            Containment::Unconfined => {
+                crate::launchers::installed_named(name).map(|installed| Launch {
+                    launcher: installed.choice.launcher,
+                    installed: Some(installed),
+                })
+            }
         }
     }
 

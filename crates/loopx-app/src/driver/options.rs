@@ -61,7 +61,7 @@ pub struct Workers {
     pub count: u32,
     pub merge: loopx_core::workers::MergeMode,
     /// The branch the queue lands on; `None`: the one the project root
-    /// has checked out.
+    /// has checked out (resolved when the run starts).
     pub target_branch: Option<String>,
     /// This host's id (`crate::workers::host`): in its workers' agent
     /// ids, turn journals and registration.

@@ -124,12 +124,25 @@ pub fn drive(
         progress.say(&note);
     }
     // Workers need a branch with a commit to branch from: refused here,
-    // before the driver takes the loop.
-    if let Some(workers) = &options.workers {
-        let repo = crate::snapshot::git::Repo::at(&options.root);
-        crate::workers::worktree::target(&repo, &options.root, workers.target_branch.as_deref())
-            .context(Misdirected("workers"))?;
-    }
+    // before the driver takes the loop, and resolved once for the run.
+    let resolved;
+    let options = match &options.workers {
+        Some(workers) => {
+            let repo = crate::snapshot::git::Repo::at(&options.root);
+            let asked = workers.target_branch.as_deref();
+            let (branch, _) = crate::workers::worktree::target(&repo, &options.root, asked)
+                .context(Misdirected("workers"))?;
+            resolved = Options {
+                workers: Some(super::options::Workers {
+                    target_branch: Some(branch),
+                    ..workers.clone()
+                }),
+                ..options.clone()
+            };
+            &resolved
+        }
+        None => options,
+    };
     let _lock = super::take_lock(dir)?;
     let logs = super::log_dir(dir)?;
     crate::formal::start_drive(dir, &formal, &options.root, progress)?;
@@ -465,26 +478,18 @@ impl Run<'_> {
             let launcher = match &options.target {
                 Target::Command(_) => None,
                 Target::Providers(_) => {
-                    // Under trusted-local the pinned binary runs, not
-                    // whatever PATH finds.
-                    let found = match self.containment {
-                        Containment::TrustedLocal(contained) => contained.launcher(&provider_name),
-                        Containment::Unconfined => {
-                            match crate::launchers::installed_named(&provider_name) {
-                                Some(installed) => {
-                                    if let Some(warning) = installed.warning() {
-                                        if !self.warned.contains(&provider_name) {
-                                            progress.say(&format!("warning: {warning}"));
-                                            self.warned.push(provider_name.clone());
-                                        }
-                                    }
-                                    running = installed.choice.version.map(|v| v.to_string());
-                                    Some(installed.choice.launcher)
+                    let found = self.containment.launcher_for(&provider_name).map(|found| {
+                        if let Some(installed) = &found.installed {
+                            if let Some(warning) = installed.warning() {
+                                if !self.warned.contains(&provider_name) {
+                                    progress.say(&format!("warning: {warning}"));
+                                    self.warned.push(provider_name.clone());
                                 }
-                                None => None,
                             }
+                            running = installed.choice.version.map(|v| v.to_string());
                         }
-                    };
+                        found.launcher
+                    });
                     match found {
                         Some(launcher) => Some(launcher),
                         None => {

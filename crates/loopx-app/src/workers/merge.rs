@@ -89,25 +89,36 @@ fn short(commit: &str) -> &str {
 /// settled first ([`recover`]); another host's merge in progress is waited
 /// for.
 pub fn next(dir: &LoopDir, setup: &Setup<'_>) -> Result<Merged> {
+    // Asked every poll while idle: only the store is read until there is
+    // something to merge.
+    let queue = dir.queue()?;
     // The repository's config as it is now: a worker may have added a
     // filter or a merge driver since the last merge, and none may run.
-    let repo = Repo::at(setup.root);
-    let setup = &Setup {
-        repo: &repo,
-        ..*setup
-    };
-    let queue = dir.queue()?;
+    let fresh = || Repo::at(setup.root);
     if let Some(open) = queue.merging() {
         let ours = open.merger.as_deref().is_none_or(|m| m == setup.host);
         let quiet = crate::clock::now().duration_since(open.updated_at);
         let abandoned = quiet.as_secs() > workers::ABANDONED_MERGE_SECONDS;
-        return match ours || abandoned {
-            true => recover(dir, setup, open),
-            false => Ok(Merged::Idle),
-        };
+        if !(ours || abandoned) {
+            return Ok(Merged::Idle);
+        }
+        let repo = fresh();
+        return recover(
+            dir,
+            &Setup {
+                repo: &repo,
+                ..*setup
+            },
+            open,
+        );
     }
     let Some(entry) = queue.head().cloned() else {
         return Ok(Merged::Idle);
+    };
+    let repo = fresh();
+    let setup = &Setup {
+        repo: &repo,
+        ..*setup
     };
     let todo_id = entry.todo_id.clone();
     let began = super::write(

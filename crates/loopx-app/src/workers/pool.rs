@@ -34,7 +34,7 @@ use anyhow::{Context as _, Result};
 use loopx_core::driver::classify;
 use loopx_core::driver::provider::{self, Launcher};
 use loopx_core::driver::session::{Exit, TurnResult};
-use loopx_core::driver::{DriverOwner, Settlement, TurnOutcome};
+use loopx_core::driver::{DriverState, Settlement, TurnOutcome};
 use loopx_core::goal::todo::Availability;
 use loopx_core::goal::Actor;
 use loopx_core::ledger::arbiter::arbitrate;
@@ -120,10 +120,14 @@ pub fn run(
 ) -> Result<Ended> {
     let root = options.root.as_path();
     let repo = Repo::at(root);
-    let (target, tip) = worktree::target(&repo, root, workers.target_branch.as_deref())?;
+    let target = (workers.target_branch.clone())
+        .context("the target branch is resolved before the run starts")?;
     let run_id = dir.read()?.ledger.run_id;
     let host = workers.host.as_str();
     let remote = workers.push.as_deref();
+    // With a remote, its target: one that cannot be fetched stops the run
+    // here, before any worker starts.
+    let tip = worktree::tip(&repo, root, &target, remote)?;
     for slot in [1, workers.count] {
         Actor::agent(&workers::agent_id(&options.agent_id, slot, host)).map_err(|error| {
             anyhow::anyhow!("--agent-id and --host-id make worker ids that are not ids: {error}")
@@ -539,13 +543,8 @@ fn provider_for(slots: &Slots<'_>) -> Result<(String, Option<&'static Launcher>)
             .iter()
             .find_map(|name| {
                 let name = provider::find(name).map_or(name.as_str(), |p| p.name);
-                let launcher = match slots.containment {
-                    Containment::TrustedLocal(contained) => contained.launcher(name),
-                    Containment::Unconfined => {
-                        crate::launchers::installed_named(name).map(|i| i.choice.launcher)
-                    }
-                };
-                launcher.map(|launcher| (name.to_owned(), Some(launcher)))
+                let found = slots.containment.launcher_for(name)?;
+                Some((name.to_owned(), Some(found.launcher)))
             })
             .context("none of the providers asked for is installed"),
     }
@@ -571,10 +570,19 @@ pub fn release_to_frontier(dir: &LoopDir, entry: &Entry, reason: &str) {
 /// and the turn settled as interrupted, charged once under its dispatch's
 /// id. Its todo's lease lapses by itself; its worktree is kept.
 pub fn settle_left_turns(dir: &LoopDir, host: &str, progress: &dyn Progress) -> Result<()> {
-    for slot in 1..=workers::MAX_WORKERS {
-        let stream = workers::turn_stream(slot, host);
-        let loaded = dir.authority().load::<DriverOwner>(&stream)?;
-        let Some(intent) = loaded.state.and_then(|state| state.open) else {
+    // Every worker journal in one read; this host's are its own to settle.
+    let journals = dir
+        .authority()
+        .store()
+        .load_prefixed(workers::TURN_STREAMS)?;
+    for (stream, snapshot) in journals {
+        let Some(slot) =
+            (1..=workers::MAX_WORKERS).find(|n| stream == workers::turn_stream(*n, host))
+        else {
+            continue;
+        };
+        let state: DriverState = serde_json::from_str(&snapshot.state)?;
+        let Some(intent) = state.open else {
             continue;
         };
         // Its driver is gone, so nothing else ends an agent that still
