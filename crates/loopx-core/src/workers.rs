@@ -730,6 +730,13 @@ mod tests {
         }
     }
 
+    fn begin(todo: &str) -> QueueRequest {
+        QueueRequest::Begin {
+            todo_id: todo.into(),
+            merger: "h".into(),
+        }
+    }
+
     fn submitted(queue: Queue, todo: &str, worker: &str) -> Queue {
         let queue = apply(queue, assign(todo, worker)).unwrap();
         apply(
@@ -748,32 +755,13 @@ mod tests {
         let queue = submitted(Queue::default(), "b", "agent.w1");
         let queue = submitted(queue, "a", "agent.w2");
         assert_eq!(queue.head().unwrap().todo_id, "b", "first submitted first");
-        let refused = apply(
-            queue.clone(),
-            QueueRequest::Begin {
-                todo_id: "a".into(),
-                merger: "h".into(),
-            },
-        );
+        let refused = apply(queue.clone(), begin("a"));
         assert!(
             matches!(refused, Err(QueueError::NotHead { .. })),
             "{refused:?}"
         );
-        let queue = apply(
-            queue,
-            QueueRequest::Begin {
-                todo_id: "b".into(),
-                merger: "h".into(),
-            },
-        )
-        .unwrap();
-        let busy = apply(
-            queue.clone(),
-            QueueRequest::Begin {
-                todo_id: "a".into(),
-                merger: "h".into(),
-            },
-        );
+        let queue = apply(queue, begin("b")).unwrap();
+        let busy = apply(queue.clone(), begin("a"));
         assert!(matches!(busy, Err(QueueError::Busy { .. })), "{busy:?}");
         assert!(queue.holds("a") && queue.holds("b"));
     }
@@ -781,14 +769,7 @@ mod tests {
     #[test]
     fn a_landing_needs_the_commit_that_was_prepared_and_replays_once_landed() {
         let queue = submitted(Queue::default(), "a", "agent.w1");
-        let queue = apply(
-            queue,
-            QueueRequest::Begin {
-                todo_id: "a".into(),
-                merger: "h".into(),
-            },
-        )
-        .unwrap();
+        let queue = apply(queue, begin("a")).unwrap();
         let unprepared = apply(
             queue.clone(),
             QueueRequest::Land {
@@ -823,14 +804,7 @@ mod tests {
     #[test]
     fn an_undone_merge_needs_review_and_a_worker_takes_it_over_on_the_same_branch() {
         let queue = submitted(Queue::default(), "a", "agent.w1");
-        let queue = apply(
-            queue,
-            QueueRequest::Begin {
-                todo_id: "a".into(),
-                merger: "h".into(),
-            },
-        )
-        .unwrap();
+        let queue = apply(queue, begin("a")).unwrap();
         let queue = apply(
             queue,
             QueueRequest::Reject {
@@ -871,14 +845,7 @@ mod tests {
             "{other:?}"
         );
         let queue = submitted(Queue::default(), "a", "agent.w1");
-        let queue = apply(
-            queue,
-            QueueRequest::Begin {
-                todo_id: "a".into(),
-                merger: "h".into(),
-            },
-        )
-        .unwrap();
+        let queue = apply(queue, begin("a")).unwrap();
         let discard = apply(
             queue,
             QueueRequest::Discard {

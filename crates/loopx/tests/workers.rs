@@ -85,6 +85,22 @@ impl Project {
         command
     }
 
+    /// [`Project::drive`] to its end, which must be a success: its stderr.
+    fn drive_ok(&self, agent: &str, extra: &[&str]) -> String {
+        let output = self.drive(agent, extra).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(output.status.success(), "{stderr}");
+        stderr
+    }
+
+    /// How many times `main` says todo `todo` landed.
+    fn landings(&self, todo: &str) -> usize {
+        git(&self.root, &["log", "--oneline", "main"])
+            .lines()
+            .filter(|l| l.contains(&format!("land todo {todo}")))
+            .count()
+    }
+
     fn queue(&self) -> Value {
         self.f.json(&["queue", "list", "--dir", self.f.d()])
     }
@@ -130,9 +146,7 @@ impl Project {
 fn four_workers_land_eight_independent_todos_and_no_todo_is_worked_twice() {
     let p = Project::new(8);
     let agent = p.agent("sleep 0.3\necho \"by $LOOPX_AGENT_ID\" > \"out-$LOOPX_TODO_ID.txt\"");
-    let output = p.drive(&agent, &["--workers", "4"]).output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
+    p.drive_ok(&agent, &["--workers", "4"]);
     let starts = p.starts();
     assert_eq!(starts.len(), 8, "one turn per todo: {starts:?}");
     let mut todos: Vec<&str> = starts
@@ -176,12 +190,7 @@ fn of_two_conflicting_changes_one_lands_and_the_other_returns_to_the_frontier_wi
 ) {
     let p = Project::new(2);
     let agent = p.agent("sleep 0.5\necho \"$LOOPX_TODO_ID wrote this\" > shared.txt");
-    let output = p
-        .drive(&agent, &["--workers", "2", "--max-iterations", "2"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
+    p.drive_ok(&agent, &["--workers", "2", "--max-iterations", "2"]);
     let entries = [p.entry("t1"), p.entry("t2")];
     let landed: Vec<&Value> = entries.iter().filter(|e| e["state"] == "landed").collect();
     let undone: Vec<&Value> = entries
@@ -255,15 +264,7 @@ fn a_failing_check_on_the_merged_result_undoes_the_merge_and_retry_and_discard_a
     assert!(ok, "{stderr}");
     let before = p.main_tip();
     let agent = p.agent("echo oops > broken");
-    let output = p
-        .drive(&agent, &["--workers", "2", "--max-iterations", "1"])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    p.drive_ok(&agent, &["--workers", "2", "--max-iterations", "1"]);
     assert_eq!(
         p.main_tip(),
         before,
@@ -693,12 +694,7 @@ fn a_stop_request_stops_every_worker_from_taking_more_and_the_run_lands_what_was
 fn what_a_killed_run_left_of_finished_entries_is_pruned_when_the_next_run_starts() {
     let p = Project::new(1);
     let agent = p.agent("echo done > out.txt");
-    let output = p.drive(&agent, &["--workers", "1"]).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    p.drive_ok(&agent, &["--workers", "1"]);
     // What a run killed after a landing would leave: its worktree and
     // branch, with no entry in flight owning them.
     let branch = p.entry("t1")["branch"]
@@ -720,9 +716,7 @@ fn what_a_killed_run_left_of_finished_entries_is_pruned_when_the_next_run_starts
     );
     let stray = Path::new(p.f.d()).join("worktrees/half-made");
     std::fs::create_dir_all(&stray).unwrap();
-    let output = p.drive(&agent, &["--workers", "2"]).output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
+    let stderr = p.drive_ok(&agent, &["--workers", "2"]);
     assert!(stderr.contains("pruned"), "{stderr}");
     assert!(!orphan.exists() && !stray.exists());
     assert!(p.loopx_branches().is_empty(), "{:?}", p.loopx_branches());
@@ -836,15 +830,7 @@ fn a_merge_driver_a_worker_configured_never_runs_when_the_queue_merges() {
         "sleep 0.3\ngit config merge.evil.driver \"touch '{}'; exit 1\"\necho '* merge=evil' > .gitattributes\necho \"$LOOPX_TODO_ID\" > shared.txt",
         ran.display()
     ));
-    let output = p
-        .drive(&agent, &["--workers", "2", "--max-iterations", "2"])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    p.drive_ok(&agent, &["--workers", "2", "--max-iterations", "2"]);
     let states: Vec<Value> = ["t1", "t2"]
         .iter()
         .map(|t| p.entry(t)["state"].clone())
@@ -863,9 +849,7 @@ fn a_driver_killed_mid_merge_lands_the_change_exactly_once_on_restart() {
         let agent = p.agent("echo done > out.txt");
         common::kill_at_failpoint(p.drive(&agent, &["--workers", "2"]), failpoint);
         assert_eq!(p.entry("t1")["state"], "merging", "{failpoint}");
-        let output = p.drive(&agent, &["--workers", "2"]).output().unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "{failpoint}: {stderr}");
+        let stderr = p.drive_ok(&agent, &["--workers", "2"]);
         assert_eq!(p.entry("t1")["state"], "landed", "{failpoint}: {stderr}");
         assert_eq!(p.todo_status("t1"), "done");
         assert_eq!(
@@ -873,10 +857,7 @@ fn a_driver_killed_mid_merge_lands_the_change_exactly_once_on_restart() {
             1,
             "{failpoint}: the work was not done again"
         );
-        let landings = git(&p.root, &["log", "--oneline", "main"])
-            .lines()
-            .filter(|l| l.contains("land todo t1"))
-            .count();
+        let landings = p.landings("t1");
         assert_eq!(landings, 1, "{failpoint}: landed exactly once");
         assert_eq!(git(&p.root, &["show", "main:out.txt"]).trim(), "done");
     }
@@ -886,15 +867,7 @@ fn a_driver_killed_mid_merge_lands_the_change_exactly_once_on_restart() {
 fn rebase_mode_lands_each_change_on_a_straight_line() {
     let p = Project::new(3);
     let agent = p.agent("sleep 0.2\necho \"$LOOPX_TODO_ID\" > \"out-$LOOPX_TODO_ID.txt\"\ngit add -A && git -c user.name=a -c user.email=a@a commit -qm \"agent: $LOOPX_TODO_ID\"");
-    let output = p
-        .drive(&agent, &["--workers", "2", "--merge", "rebase"])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    p.drive_ok(&agent, &["--workers", "2", "--merge", "rebase"]);
     assert_eq!(p.queue()["counts"]["landed"], 3);
     let merges = git(&p.root, &["rev-list", "--merges", "main"]);
     assert!(merges.trim().is_empty(), "no merge commit: {merges}");
@@ -918,16 +891,8 @@ fn a_merge_whose_driver_died_can_be_put_back_in_line_by_the_operator() {
     let (ok, receipt, stderr) = p.f.run_in_dir(&["queue", "retry", "t1"]);
     assert!(ok, "{stderr}");
     assert_eq!(receipt["state"], "queued");
-    let output = p.drive(&agent, &["--workers", "1"]).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    p.drive_ok(&agent, &["--workers", "1"]);
     assert_eq!(p.entry("t1")["state"], "landed");
-    let landings = git(&p.root, &["log", "--oneline", "main"])
-        .lines()
-        .filter(|l| l.contains("land todo t1"))
-        .count();
+    let landings = p.landings("t1");
     assert_eq!(landings, 1);
 }
