@@ -23,6 +23,9 @@ use serde::Serialize;
 /// from (so a caller that shows them never reads twice).
 pub struct NextTurn {
     pub reading: Reading,
+    /// The goal as the decision read it: with at least the todos its
+    /// outcomes link, not necessarily its whole frontier (whose counts and
+    /// selected work are in `should_run`); [`LoopDir::goal`] reads that.
     pub goal: GoalReading,
     pub verdict: Verdict,
     pub should_run: ShouldRun,
@@ -57,12 +60,18 @@ impl LoopDir {
     /// store, with everything it was computed from.
     pub fn next_turn(&self, goal_id: &str, actor: &Actor) -> Result<NextTurn> {
         let reading = self.read()?;
-        let goal = self.goal(goal_id)?;
         let now = clock::now();
+        let (goal, frontier) = self.goal_for_decision(goal_id, actor, now)?;
         let sentinels = self.sentinels();
         let verdict = arbitrate(&reading.ledger, sentinels, now);
-        let should_run =
-            continuation::should_run(&reading.ledger, &verdict, sentinels, &goal.goal, actor, now);
+        let should_run = continuation::should_run(
+            &reading.ledger,
+            &verdict,
+            sentinels,
+            (&goal.goal, &frontier),
+            actor,
+            now,
+        );
         // Only an enforce-mode loop stages candidates and gates turns:
         // others read nothing more. One Goal Focus read serves both.
         let (candidate, direction) = match reading.ledger.config.goal_focus_mode {

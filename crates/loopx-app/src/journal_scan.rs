@@ -300,6 +300,7 @@ mod tests {
                     receipt: "{}",
                     state: "{}",
                     committed_at: "2026-01-01T00:00:00Z",
+                    facet: None,
                 })
                 .unwrap();
         }

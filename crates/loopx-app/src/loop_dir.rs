@@ -367,6 +367,7 @@ impl LoopDir {
                 );
                 audit.streams.push((stream, revision));
             }
+            audit.errors.extend(audit_facets(store, now)?);
             // In byte order of the names: backends list streams in their
             // own collation, and the digest must not depend on it.
             snapshots.sort();
@@ -533,6 +534,74 @@ fn audit_stream_by_name(
             ),
         }
     })
+}
+
+/// The store's index (its facets) against the snapshots it indexes: each
+/// facet must be what the todo's owner says of the todo's snapshot, and
+/// each family's counts must count its facets. A todo stream with no
+/// facet (last written before facets existed) is no problem: should-run
+/// then finds its family's index incomplete and reads the todos instead.
+fn audit_facets(
+    store: &(dyn Store + Send),
+    now: Timestamp,
+) -> Result<Vec<String>, loopx_store::StoreError> {
+    use loopx_core::operation::Owner as _;
+    use std::collections::BTreeMap;
+    let mut problems = Vec::new();
+    let mut counted: BTreeMap<String, BTreeMap<u8, u64>> = BTreeMap::new();
+    store.visit_facets(&mut |stream, facet| {
+        let todo = match frontier::is_todo_stream(stream) {
+            true => store
+                .load(stream)?
+                .and_then(|s| serde_json::from_str::<loopx_core::goal::todo::Todo>(&s.state).ok()),
+            false => None,
+        };
+        let expected = todo.and_then(|todo| TodoOwner::facet(stream, &todo));
+        if expected.as_ref() != Some(&facet) {
+            problems.push(format!(
+                "stream {stream}: the store's index row ({}) is not what its snapshot says ({}): should-run would decide on it; restore the loop from a backup",
+                describe_facet(Some(&facet)),
+                describe_facet(expected.as_ref())
+            ));
+        }
+        *counted
+            .entry(facet.family)
+            .or_default()
+            .entry(facet.class)
+            .or_default() += 1;
+        Ok(())
+    })?;
+    for (family, classes) in counted {
+        let query = loopx_store::FacetQuery {
+            family: &family,
+            now,
+            free_classes: &[],
+            holder: None,
+        };
+        let kept: BTreeMap<u8, u64> = store
+            .read_facets(&query)?
+            .map(|reading| reading.classes.iter().map(|c| (c.class, c.total)).collect())
+            .unwrap_or_default();
+        if kept != classes {
+            problems.push(format!(
+                "the store's counts of {family} ({kept:?} by class) are not its index rows' ({classes:?}): should-run would count the frontier wrong; restore the loop from a backup"
+            ));
+        }
+    }
+    Ok(problems)
+}
+
+fn describe_facet(facet: Option<&loopx_core::operation::Facet>) -> String {
+    match facet {
+        None => "none".to_owned(),
+        Some(f) => format!(
+            "position {}, class {}, due {}, holder {}",
+            f.position,
+            f.class,
+            f.due.map_or("none".to_owned(), |d| d.to_string()),
+            f.holder.as_deref().unwrap_or("none")
+        ),
+    }
 }
 
 /// A view that could not be refreshed after a commit: never an error (the

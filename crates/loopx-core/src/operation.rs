@@ -145,6 +145,36 @@ pub trait Owner {
     fn expected_revision(_request: &Self::Request) -> Option<u64> {
         None
     }
+
+    /// What the store keeps beside `state` (the snapshot of `stream`) so
+    /// that a family of many streams is queried without reading each
+    /// ([`Facet`]); `None` (the default) for a stream that is read alone.
+    fn facet(_stream: &str, _state: &Self::State) -> Option<Facet> {
+        None
+    }
+}
+
+/// A few typed columns a store keeps beside a stream's snapshot, written
+/// in the same transaction, so that a question about a whole family of
+/// streams (a goal's thousands of todos: which is the first runnable,
+/// how many are done) is answered from an index instead of by parsing
+/// every snapshot. Derived state: the snapshot is the truth, and the
+/// owner that writes the snapshot is the only one that says what its
+/// facet is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Facet {
+    /// The family the stream belongs to (a goal lifetime's todos).
+    pub family: String,
+    /// Its place in the family's order.
+    pub position: u64,
+    /// A code the owner gives its states (a todo's status); the store
+    /// counts each family's streams by it and never interprets it.
+    pub class: u8,
+    /// Until when the stream is *pending* (a lease's expiry, a deferral's
+    /// end): a query at `now` treats it as pending while `now < due`.
+    pub due: Option<Timestamp>,
+    /// Who holds it while it is pending (a lease's holder).
+    pub holder: Option<String>,
 }
 
 /// The digest under which a request is remembered for replay checks.

@@ -743,6 +743,7 @@ fn prepare_in<O: Owner>(
             // (readers compare parsed values, not bytes).
             state: serde_json::to_string(&next).expect("states serialize"),
             committed_at: now.to_string(),
+            facet: O::facet(step.stream, &next),
         }),
         next: Some(next),
         receipt,
@@ -910,6 +911,7 @@ struct Write {
     receipt: String,
     state: String,
     committed_at: String,
+    facet: Option<crate::Facet>,
 }
 
 impl<R, S> Prepared<R, S> {
@@ -929,6 +931,7 @@ impl<R, S> Prepared<R, S> {
             receipt: &write.receipt,
             state: &write.state,
             committed_at: &write.committed_at,
+            facet: write.facet.as_ref(),
         })
     }
 }

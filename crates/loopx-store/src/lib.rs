@@ -87,6 +87,159 @@ pub struct Commit<'a> {
     pub receipt: &'a str,
     pub state: &'a str,
     pub committed_at: &'a str,
+    /// The index row the new snapshot has (its owner's
+    /// [`Owner::facet`](loopx_core::operation::Owner::facet)), written in
+    /// the same transaction; `None` for a stream that has none.
+    pub facet: Option<&'a Facet>,
+}
+
+pub use loopx_core::operation::Facet;
+
+/// A question about one family of faceted streams, as of `now`: a stream
+/// is *pending* while `now` is before its facet's `due`.
+#[derive(Debug, Clone, Copy)]
+pub struct FacetQuery<'a> {
+    pub family: &'a str,
+    pub now: jiff::Timestamp,
+    /// Find the first stream in the family's order whose class is one of
+    /// these and which is not pending.
+    pub free_classes: &'a [u8],
+    /// Find the first stream in the family's order that this holder holds
+    /// and that is pending.
+    pub holder: Option<&'a str>,
+}
+
+/// What a family's facets say, read in one consistent state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FacetReading {
+    /// Per class with any stream: how many streams, how many of them are
+    /// pending, and the soonest due among those.
+    pub classes: Vec<ClassCount>,
+    /// The first free stream ([`FacetQuery::free_classes`]).
+    pub first_free: Option<String>,
+    /// The holder's first held stream ([`FacetQuery::holder`]).
+    pub first_held: Option<String>,
+}
+
+impl FacetReading {
+    /// How many streams the family has.
+    pub fn streams(&self) -> u64 {
+        self.classes.iter().map(|c| c.total).sum()
+    }
+
+    /// The count of `class`, added (empty) if there was none, the classes
+    /// kept in order.
+    fn class_mut(&mut self, class: u8) -> &mut ClassCount {
+        let index = match self.classes.binary_search_by_key(&class, |c| c.class) {
+            Ok(index) => index,
+            Err(index) => {
+                self.classes.insert(
+                    index,
+                    ClassCount {
+                        class,
+                        total: 0,
+                        pending: 0,
+                        first_due: None,
+                    },
+                );
+                index
+            }
+        };
+        &mut self.classes[index]
+    }
+}
+
+/// A facet's position as both stores keep it (a signed 64-bit integer).
+fn position_to_sql(position: u64) -> i64 {
+    i64::try_from(position).unwrap_or(i64::MAX)
+}
+
+fn position_from_sql(position: i64) -> u64 {
+    u64::try_from(position).unwrap_or(0)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClassCount {
+    pub class: u8,
+    pub total: u64,
+    pub pending: u64,
+    pub first_due: Option<jiff::Timestamp>,
+}
+
+/// What a transaction's facet writes add to and take from each family's
+/// counts, kept until the transaction's last write and then applied in
+/// key order (so that two transactions never wait on each other's count
+/// rows in a cycle). `shards` spreads a family's counts over that many
+/// rows, chosen by stream.
+struct CountDeltas {
+    shards: u16,
+    deltas: std::collections::BTreeMap<(String, u16, u8), i64>,
+}
+
+impl CountDeltas {
+    fn new(shards: u16) -> Self {
+        CountDeltas {
+            shards,
+            deltas: Default::default(),
+        }
+    }
+
+    /// `stream`'s facet moves from `old` (family and class) to `new`.
+    fn moved(&mut self, stream: &str, old: Option<(&str, u8)>, new: &Facet) {
+        if old == Some((new.family.as_str(), new.class)) {
+            return;
+        }
+        let shard = self.shard_of(stream);
+        if let Some((family, class)) = old {
+            *self
+                .deltas
+                .entry((family.to_owned(), shard, class))
+                .or_default() -= 1;
+        }
+        *self
+            .deltas
+            .entry((new.family.clone(), shard, new.class))
+            .or_default() += 1;
+    }
+
+    /// FNV-1a of the stream's name: stable across processes and builds.
+    fn shard_of(&self, stream: &str) -> u16 {
+        let hash = stream
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+                (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+            });
+        (hash % u64::from(self.shards)) as u16
+    }
+
+    /// The changed counts, in key order.
+    fn changes(&self) -> impl Iterator<Item = (&str, u16, u8, i64)> {
+        self.deltas
+            .iter()
+            .filter(|(_, delta)| **delta != 0)
+            .map(|((family, shard, class), delta)| (family.as_str(), *shard, *class, *delta))
+    }
+}
+
+/// A due time as the stores keep it: microseconds since the epoch,
+/// rounded up, so that for a `now` of whole microseconds (the clock
+/// gives milliseconds) `now < due` holds of the kept values exactly when
+/// it holds of the times.
+fn due_micros(due: jiff::Timestamp) -> i64 {
+    let nanos = due.as_nanosecond();
+    // jiff's range is ±10,000 years: microseconds fit an i64.
+    (nanos.div_euclid(1000) + i128::from(nanos.rem_euclid(1000) != 0)) as i64
+}
+
+/// `now` as the stores compare it with a kept due (rounded down).
+fn now_micros(now: jiff::Timestamp) -> i64 {
+    now.as_nanosecond().div_euclid(1000) as i64
+}
+
+/// A kept due time, back as a time.
+fn from_due_micros(micros: i64) -> Result<jiff::Timestamp, StoreError> {
+    jiff::Timestamp::from_microsecond(micros)
+        .map_err(|e| StoreError::Backend(format!("a facet's due time is out of range: {e}")))
 }
 
 /// A stream a grouped commit read and judged against but does not write:
@@ -307,6 +460,19 @@ pub trait Store {
     fn read_consistent(
         &self,
         read: &mut dyn FnMut() -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// What the facets of `query.family` say ([`FacetQuery`]), in one
+    /// consistent read whose cost grows with what is pending, not with
+    /// the family's size; `None` when this store keeps no facets (a
+    /// database of an older schema, read as it is).
+    fn read_facets(&self, query: &FacetQuery<'_>) -> Result<Option<FacetReading>, StoreError>;
+
+    /// Every stream's facet, in stream order (for copying a store and for
+    /// audits).
+    fn visit_facets(
+        &self,
+        visit: &mut dyn FnMut(&str, Facet) -> Result<(), StoreError>,
     ) -> Result<(), StoreError>;
 
     /// Visit the journal of `stream` in revision order, starting after

@@ -33,8 +33,8 @@ use loopx_core::ledger::{LedgerReceipt, STREAM};
 use loopx_core::operation::{Clock, OperationId};
 use loopx_store::sqlite::Access;
 use loopx_store::{
-    failpoint, Authority, AuthorityError, Classified, Commit, Either, Fence, Locator, Member, Step,
-    Store, StoreError, Window,
+    failpoint, Authority, AuthorityError, ClassCount, Classified, Commit, Either, Facet,
+    FacetQuery, FacetReading, Fence, Locator, Member, Step, Store, StoreError, Window,
 };
 
 type Boxed = Box<dyn Store + Send>;
@@ -75,6 +75,7 @@ conformance!(
     concurrent_connections_never_share_an_iteration,
     read_consistent_sees_one_state,
     load_prefixed_reads_exactly_one_family_of_streams,
+    facets_index_a_family_and_move_only_with_the_commits_that_land,
     a_lease_is_exclusive_until_it_expires_and_then_taken_over_once,
     racing_connections_admit_one_claim_per_todo_and_every_distinct_claim,
     the_adoption_fence_refuses_new_work_until_the_agent_adopts,
@@ -99,6 +100,7 @@ fn commit<'a>(stream: &'a str, expected: u64, op: &'a str, state: &'a str) -> Co
         receipt: "{}",
         state,
         committed_at: "2026-01-01T00:00:00Z",
+        facet: None,
     }
 }
 
@@ -570,6 +572,132 @@ fn load_prefixed_reads_exactly_one_family_of_streams(locator: &str) {
         })
         .unwrap();
     assert_eq!(visited, family, "a visit lends what a load returns");
+}
+
+fn facets_index_a_family_and_move_only_with_the_commits_that_land(locator: &str) {
+    let store = open(locator, Access::Create);
+    let second = |s: i64| Timestamp::from_second(s).unwrap();
+    let facet = |family: &str, position, class, due: Option<i64>, holder: Option<&str>| Facet {
+        family: family.to_owned(),
+        position,
+        class,
+        due: due.map(second),
+        holder: holder.map(str::to_owned),
+    };
+    let read = |now: i64, holder: Option<&str>| {
+        store
+            .read_facets(&FacetQuery {
+                family: "f/",
+                now: second(now),
+                free_classes: &[0, 1, 3],
+                holder,
+            })
+            .unwrap()
+            .expect("this schema keeps facets")
+    };
+    let count = |class, total, pending, first_due: Option<i64>| ClassCount {
+        class,
+        total,
+        pending,
+        first_due: first_due.map(second),
+    };
+    // Four open streams of family f/ (in one commit) and one of g/.
+    let open_facets: Vec<Facet> = (0..4).map(|p| facet("f/", p, 0, None, None)).collect();
+    let names: Vec<String> = (1..=4).map(|i| format!("f/{i}")).collect();
+    let ops: Vec<String> = (1..=4).map(|i| format!("add{i}")).collect();
+    let adds: Vec<Commit<'_>> = (0..4)
+        .map(|i| Commit {
+            facet: Some(&open_facets[i]),
+            ..commit(&names[i], 0, &ops[i], "{}")
+        })
+        .collect();
+    store.commit_all(&adds).unwrap();
+    let other = facet("g/", 0, 4, None, None);
+    store
+        .commit(&Commit {
+            facet: Some(&other),
+            ..commit("g/1", 0, "g", "{}")
+        })
+        .unwrap();
+    store.commit(&commit("plain", 0, "plain", "{}")).unwrap();
+    assert_eq!(
+        read(10, Some("a")),
+        FacetReading {
+            classes: vec![count(0, 4, 0, None)],
+            first_free: Some("f/1".into()),
+            first_held: None,
+        }
+    );
+    // f/1 claimed by a until 20 s, f/2 done, f/3 deferred until 5 s.
+    let moves = [
+        ("f/1", facet("f/", 0, 1, Some(20), Some("a"))),
+        ("f/2", facet("f/", 1, 4, None, None)),
+        ("f/3", facet("f/", 2, 3, Some(5), None)),
+    ];
+    for (stream, moved) in &moves {
+        store
+            .commit(&Commit {
+                facet: Some(moved),
+                ..commit(stream, 1, "move", "{}")
+            })
+            .unwrap();
+    }
+    let at_ten = read(10, Some("a"));
+    assert_eq!(
+        at_ten.classes,
+        [
+            count(0, 1, 0, None),
+            count(1, 1, 1, Some(20)),
+            count(3, 1, 0, None),
+            count(4, 1, 0, None)
+        ]
+    );
+    assert_eq!(
+        at_ten.first_free.as_deref(),
+        Some("f/3"),
+        "its deferral ended"
+    );
+    assert_eq!(at_ten.first_held.as_deref(), Some("f/1"));
+    assert_eq!(read(10, Some("b")).first_held, None);
+    let at_thirty = read(30, Some("a"));
+    assert_eq!(at_thirty.classes[1], count(1, 1, 0, None));
+    assert_eq!(
+        at_thirty.first_free.as_deref(),
+        Some("f/1"),
+        "its lease lapsed"
+    );
+    assert_eq!(at_thirty.first_held, None);
+    // A stale commit, alone or in a group, moves no facet.
+    let done = facet("f/", 3, 4, None, None);
+    let stale = Commit {
+        facet: Some(&done),
+        ..commit("f/4", 0, "stale", "{}")
+    };
+    assert!(store.commit(&stale).is_err());
+    let fresh = Commit {
+        facet: Some(&done),
+        ..commit("f/4", 1, "fresh", "{}")
+    };
+    assert!(store.commit_all(&[fresh, stale]).is_err());
+    assert_eq!(read(10, Some("a")), at_ten);
+    let mut kept = Vec::new();
+    store
+        .visit_facets(&mut |stream, facet| {
+            kept.push((stream.to_owned(), facet));
+            Ok(())
+        })
+        .unwrap();
+    let expected: Vec<(String, Facet)> = [
+        ("f/1", moves[0].1.clone()),
+        ("f/2", moves[1].1.clone()),
+        ("f/3", moves[2].1.clone()),
+        ("f/4", open_facets[3].clone()),
+        ("g/1", other.clone()),
+    ]
+    .into_iter()
+    .map(|(stream, facet)| (stream.to_owned(), facet))
+    .collect();
+    assert_eq!(kept, expected);
 }
 
 fn a_lease_is_exclusive_until_it_expires_and_then_taken_over_once(locator: &str) {

@@ -264,3 +264,88 @@ fn todo_list_is_a_bounded_page_with_a_cursor_at_ten_thousand_todos() {
     }
     assert_eq!(f.fingerprint(), before, "a read writes nothing");
 }
+
+/// `quota should-run` at `now` for `agent` (the owner when `None`).
+fn should_run_as(f: &Fixture, agent: Option<&str>) -> Value {
+    match agent {
+        Some(agent) => f.ok(&["quota", "should-run", "--agent-id", agent]),
+        None => f.ok(&["quota", "should-run"]),
+    }
+}
+
+#[test]
+fn should_run_reads_the_frontier_from_the_index_and_answers_as_a_scan_of_every_todo() {
+    let f = Fixture::new();
+    f.init(5, &[]);
+    f.large_goal(10_000, 2, 3);
+    f.ok(&["todo", "claim", "t1", "--agent-id", "a", "--ttl", "3600"]);
+    f.ok(&["todo", "claim", "t2", "--agent-id", "b", "--ttl", "3600"]);
+    f.ok(&["todo", "complete", "t2", "--agent-id", "b"]);
+    f.ok(&["todo", "defer", "t3", "--for", "1h"]);
+    f.ok(&["todo", "block", "t4", "--reason", "waits on the vendor"]);
+    f.ok(&["todo", "claim", "t9000", "--agent-id", "b", "--ttl", "3600"]);
+    let answers = |f: &Fixture| -> Vec<Value> {
+        [None, Some("a"), Some("b"), Some("c")]
+            .into_iter()
+            .map(|agent| should_run_as(f, agent))
+            .collect()
+    };
+    let indexed = answers(&f);
+    let owner = &indexed[0];
+    assert_eq!(owner["selected_todo"]["id"], "t5", "{owner}");
+    assert_eq!(
+        owner["counts"],
+        serde_json::json!({"todos": 10_000, "runnable": 9_995, "held": 2, "deferred": 1, "blocked": 1, "done": 1})
+    );
+    assert_eq!(
+        indexed[1]["selected_todo"]["id"], "t1",
+        "a resumes its own claim"
+    );
+    assert_eq!(
+        indexed[2]["selected_todo"]["id"], "t9000",
+        "b resumes its own claim"
+    );
+    assert_eq!(indexed[3]["selected_todo"]["id"], "t5");
+    f.assert_valid();
+
+    // Take one todo's index row away, as a loop written before the index
+    // would have it: the index no longer counts every todo, and should-run
+    // reads the todos themselves, to the same answers, byte for byte.
+    let conn = rusqlite::Connection::open(f.dir.join("loopx.sqlite")).unwrap();
+    let class: i64 = conn
+        .query_row(
+            "DELETE FROM facets WHERE stream = 'todo:main#1/t7' RETURNING class",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    conn.execute(
+        "UPDATE facet_counts SET n = n - 1 WHERE family = 'todo:main#1/' AND class = ?1",
+        [class],
+    )
+    .unwrap();
+    drop(conn);
+    assert_eq!(answers(&f), indexed);
+}
+
+#[test]
+fn validate_finds_an_index_row_that_disagrees_with_its_todo() {
+    let f = Fixture::new();
+    f.init(5, &[]);
+    f.large_goal(20, 0, 0);
+    f.ok(&["todo", "claim", "t2", "--agent-id", "a"]);
+    f.assert_valid();
+    let conn = rusqlite::Connection::open(f.dir.join("loopx.sqlite")).unwrap();
+    // Marked done in the index only: should-run would skip it.
+    let changed = conn
+        .execute(
+            "UPDATE facets SET class = 4, due = NULL, holder = NULL WHERE stream = 'todo:main#1/t2'",
+            [],
+        )
+        .unwrap();
+    assert_eq!(changed, 1, "each todo has its index row");
+    drop(conn);
+    let said = f.validate_refused();
+    assert!(said.contains("todo:main#1/t2"), "{said}");
+    assert!(said.contains("counts of todo:main#1/"), "{said}");
+}

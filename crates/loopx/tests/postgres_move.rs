@@ -151,6 +151,24 @@ fn a_sqlite_loop_moves_into_postgres_with_its_journal_and_receipts_and_validates
     assert_eq!(postgres["streams"], sqlite["streams"]);
     assert_eq!(postgres["state_digest"], sqlite["state_digest"]);
     assert!(postgres["streams"].as_array().unwrap().len() >= 2);
+    // The todo index came along, row for row.
+    let facets = |locator: &str| {
+        let store = loopx_store::Locator::parse(locator)
+            .unwrap()
+            .open(loopx_store::sqlite::Access::ReadOnly)
+            .unwrap();
+        let mut rows = Vec::new();
+        store
+            .visit_facets(&mut |stream, facet| {
+                rows.push((stream.to_owned(), facet));
+                Ok(())
+            })
+            .unwrap();
+        rows
+    };
+    let on_sqlite = facets(&format!("sqlite:{}", f.dir.join("loopx.sqlite").display()));
+    assert_eq!(on_sqlite.len(), 2, "each todo has its index row");
+    assert_eq!(facets(&url), on_sqlite);
 
     // A retried operation replays on PostgreSQL with its SQLite receipt.
     let replay = |store: Option<&str>| {

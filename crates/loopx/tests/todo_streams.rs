@@ -155,14 +155,7 @@ fn validate_audits_each_todo_stream_against_its_journal() {
         .unwrap();
     assert_eq!(changed, 1, "the todo's live state is in its own stream");
     drop(conn);
-    let output = f
-        .loopx()
-        .args(["validate", "--dir", f.d()])
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{said}");
+    let said = f.validate_refused();
     assert!(said.contains("todo:main#1/t1"), "{said}");
 }
 

@@ -100,16 +100,16 @@ pub fn next_step(
     replanned_since_turn: bool,
 ) -> Result<(Reading, Step)> {
     let reading = dir.read()?;
-    let goal = dir.goal(goal_id)?;
     let now = clock::now();
+    let actor = Actor::Agent(agent.to_owned());
+    let (goal, frontier) = dir.goal_for_decision(goal_id, &actor, now)?;
     let sentinels = dir.sentinels();
     let verdict = arbitrate(&reading.ledger, sentinels, now);
-    let actor = Actor::Agent(agent.to_owned());
     let should_run = should_run(
         &reading.ledger,
         &verdict,
         sentinels,
-        &goal.goal,
+        (&goal.goal, &frontier),
         &actor,
         now,
     );
@@ -155,8 +155,7 @@ pub fn next_step(
         ledger: &reading.ledger,
         verdict: &verdict,
         should_run: &should_run,
-        goal: &goal.goal,
-        agent,
+        frontier: &frontier,
         session,
         turns,
         max_turns,

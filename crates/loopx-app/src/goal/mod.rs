@@ -22,17 +22,19 @@ use crate::clock;
 use crate::error::AppError;
 use crate::loop_dir::LoopDir;
 use anyhow::Result;
+use jiff::Timestamp;
+use loopx_core::goal::continuation::{Frontier, Next, Tally};
 use loopx_core::goal::frontier::{
     self, ComposedContext, ComposedGoalOwner, TodoContext, TodoOwner,
 };
-use loopx_core::goal::todo::Todo;
+use loopx_core::goal::todo::{Todo, TodoStatus};
 use loopx_core::goal::{
     self, Actor, Goal, GoalCommand, GoalContext, GoalError, GoalOwner, GoalReceipt, GoalRequest,
 };
 use loopx_core::ledger::Ledger;
 use loopx_core::operation::{OperationId, Owner as _};
 use loopx_store::sqlite::Access;
-use loopx_store::{decide_at, AuthorityError, Loaded, Preview, Receipt, Step};
+use loopx_store::{decide_at, AuthorityError, FacetQuery, Loaded, Preview, Receipt, Step};
 use std::sync::Arc;
 
 /// A goal as read. `revision` 0 means the loop's default goal was never
@@ -157,6 +159,107 @@ impl LoopDir {
             }
             Loaded { state: None, .. } => Err(no_such_goal(goal_id)),
         }
+    }
+
+    /// The goal `goal_id` as the continuation decision reads it, and the
+    /// frontier's part in that decision for `actor` at `now`. A goal
+    /// whose todos are each in a stream with a facet is not read whole:
+    /// the store's index counts the frontier and finds the actor's work
+    /// ([`Self::indexed_decision`]), and the goal holds just the todos its
+    /// outcomes link (what its gaps look at). Any other goal is read
+    /// whole and scanned.
+    pub fn goal_for_decision(
+        &self,
+        goal_id: &str,
+        actor: &Actor,
+        now: Timestamp,
+    ) -> Result<(GoalReading, Frontier)> {
+        if let Some(indexed) = self.indexed_decision(goal_id, actor, now)? {
+            return Ok(indexed);
+        }
+        let reading = self.goal(goal_id)?;
+        let frontier = Frontier::scan(&reading.goal, actor, now);
+        Ok((reading, frontier))
+    }
+
+    /// [`Self::goal_for_decision`] from the store's index, or `None` when
+    /// the index cannot answer for this goal: a goal never written, one
+    /// whose snapshot lists its todos, a store of an older schema, or a
+    /// frontier whose facets do not count every todo the goal added (a
+    /// lifetime begun before facets, or a todo added since the goal was
+    /// read).
+    fn indexed_decision(
+        &self,
+        goal_id: &str,
+        actor: &Actor,
+        now: Timestamp,
+    ) -> Result<Option<(GoalReading, Frontier)>> {
+        let store = self.authority().store();
+        let Loaded {
+            revision,
+            state: Some(mut goal),
+        } = self.authority().load::<GoalOwner>(&goal::stream(goal_id))?
+        else {
+            return Ok(None);
+        };
+        let Some(added) = goal.streamed_todos.filter(|_| goal.todos.is_empty()) else {
+            return Ok(None);
+        };
+        let family = frontier::streams_of(&goal.instance_id);
+        let free: Vec<u8> = Frontier::runnable_statuses()
+            .map(TodoStatus::code)
+            .collect();
+        let query = FacetQuery {
+            family: &family,
+            now,
+            free_classes: &free,
+            holder: actor.agent_id(),
+        };
+        let Some(facets) = store.read_facets(&query)? else {
+            return Ok(None);
+        };
+        if facets.streams() != added {
+            return Ok(None);
+        }
+        let mut tallies = Vec::with_capacity(facets.classes.len());
+        for count in &facets.classes {
+            let status = TodoStatus::from_code(count.class).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "the store's index of {family} counts class {} that no todo status has: run `loopx validate`",
+                    count.class
+                )
+            })?;
+            tallies.push(Tally {
+                status,
+                total: count.total as usize,
+                pending: count.pending as usize,
+                first_due: count.first_due,
+            });
+        }
+        let own = facets.first_held.is_some();
+        let next = match facets.first_held.or(facets.first_free) {
+            Some(stream) => self.todo_of(&stream)?,
+            None => None,
+        };
+        // The todos the outcomes link, for the gaps: a few, read by id.
+        let mut linked: Vec<&str> = goal
+            .outcomes
+            .iter()
+            .flat_map(|outcome| outcome.linked_todos.iter().map(String::as_str))
+            .collect();
+        linked.sort_unstable();
+        linked.dedup();
+        let mut live = Vec::with_capacity(linked.len());
+        for todo_id in linked {
+            live.extend(self.todo_of(&frontier::stream(&goal.instance_id, todo_id))?);
+        }
+        frontier::overlay(&mut goal, live);
+        let next = next.as_ref().map(|todo| match own {
+            true => Next::Own(todo),
+            false => Next::Runnable(todo),
+        });
+        let frontier = Frontier::of_tallies(&tallies, next);
+        Ok(Some((GoalReading { revision, goal }, frontier)))
     }
 
     /// The goal `goal_id` as its stream holds it (no todo streams

@@ -22,8 +22,7 @@ use crate::driver::provider::Family;
 use crate::focus::candidate::Hold;
 use crate::focus::plan::Trigger;
 use crate::focus::signals::Signal;
-use crate::goal::continuation::{Action, ShouldRun};
-use crate::goal::Goal;
+use crate::goal::continuation::{Action, Frontier, ShouldRun};
 use crate::ledger::arbiter::Verdict;
 use crate::ledger::Ledger;
 use jiff::{SignedDuration, Timestamp};
@@ -34,9 +33,8 @@ pub struct Situation<'a> {
     pub verdict: &'a Verdict,
     /// should-run for the driving agent, from the same reads.
     pub should_run: &'a ShouldRun,
-    pub goal: &'a Goal,
-    /// The agent id the driver's turns act as.
-    pub agent: &'a str,
+    /// What should-run read of the frontier, for the driving agent.
+    pub frontier: &'a Frontier,
     pub session: &'a Session,
     /// Turns this run has started, and the most it may (`--max-iterations`).
     pub turns: u64,
@@ -123,8 +121,7 @@ pub fn next(situation: &Situation<'_>) -> Step {
         ledger,
         verdict,
         should_run,
-        goal,
-        agent,
+        frontier,
         session,
         turns,
         max_turns,
@@ -223,8 +220,7 @@ pub fn next(situation: &Situation<'_>) -> Step {
     let hint = &should_run.scheduler_hint;
     // A lease the driving agent holds is its own unfinished work, which
     // its next turn resumes: only other agents' leases hold it back.
-    let resumes_own_work = hint.action == Action::BackoffUntilStateChange
-        && goal.todos.iter().any(|t| t.holder(*now) == Some(*agent));
+    let resumes_own_work = hint.action == Action::BackoffUntilStateChange && frontier.next_is_own;
     if !should_run.should_run && !resumes_own_work {
         let continuation = &hint.goal_runtime_continuation;
         let recheck = SignedDuration::from_secs(
@@ -267,9 +263,11 @@ pub fn next(situation: &Situation<'_>) -> Step {
 mod tests {
     use super::*;
     use crate::driver::session::Limits;
-    use crate::goal::continuation::should_run;
+    use crate::goal::continuation::{should_run, Frontier};
     use crate::goal::todo::TodoAction;
-    use crate::goal::{Actor, GoalCommand, GoalContext, GoalOwner, GoalRequest, RootCommitments};
+    use crate::goal::{
+        Actor, Goal, GoalCommand, GoalContext, GoalOwner, GoalRequest, RootCommitments,
+    };
     use crate::ledger::arbiter::{arbitrate, Sentinels};
     use crate::ledger::budget::Budget;
     use crate::ledger::{InitLoop, LedgerEvent, LedgerOwner};
@@ -379,11 +377,12 @@ mod tests {
             let now = at(10);
             let verdict = arbitrate(&self.ledger, self.sentinels, now);
             let actor = Actor::Agent("agent".into());
+            let frontier = Frontier::scan(&self.goal, &actor, now);
             let should_run = should_run(
                 &self.ledger,
                 &verdict,
                 self.sentinels,
-                &self.goal,
+                (&self.goal, &frontier),
                 &actor,
                 now,
             );
@@ -391,8 +390,7 @@ mod tests {
                 ledger: &self.ledger,
                 verdict: &verdict,
                 should_run: &should_run,
-                goal: &self.goal,
-                agent: "agent",
+                frontier: &frontier,
                 session: &self.session,
                 turns: self.turns,
                 max_turns: self.max_turns,

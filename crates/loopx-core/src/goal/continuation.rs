@@ -15,7 +15,7 @@
 //! unresolved requirement) is the explicit detail read.
 
 use super::gap::{gaps, Gap, UnresolvedRequirement};
-use super::todo::{Availability, Todo};
+use super::todo::{Availability, Todo, TodoStatus};
 use super::{objective, Actor, Goal};
 use crate::digest::Digest;
 use crate::ledger::arbiter::{Sentinels, Verdict};
@@ -116,21 +116,131 @@ pub struct FrontierCounts {
 }
 
 impl FrontierCounts {
-    fn of(availability: &[Availability]) -> Self {
-        let mut counts = FrontierCounts {
-            todos: availability.len(),
-            ..FrontierCounts::default()
-        };
-        for a in availability {
-            *match a {
-                Availability::Runnable => &mut counts.runnable,
-                Availability::Held(_) => &mut counts.held,
-                Availability::Waiting(_) => &mut counts.deferred,
-                Availability::Blocked => &mut counts.blocked,
-                Availability::Done => &mut counts.done,
-            } += 1;
+    fn count(&mut self, availability: Availability, n: usize) {
+        self.todos += n;
+        *match availability {
+            Availability::Runnable => &mut self.runnable,
+            Availability::Held(_) => &mut self.held,
+            Availability::Waiting(_) => &mut self.deferred,
+            Availability::Blocked => &mut self.blocked,
+            Availability::Done => &mut self.done,
+        } += n;
+    }
+}
+
+/// What the decision reads of the frontier, as of `now`: the work the
+/// actor should do next, the counts, and the first lease to expire and
+/// the first deferral to end. A goal with thousands of todos is not read
+/// whole for this: the store's index answers it ([`Frontier::of_tallies`]);
+/// a goal whose todos are in memory is scanned ([`Frontier::scan`]), to
+/// the same result.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Frontier {
+    /// The first todo (in priority order) `actor` holds a live lease on (it
+    /// claimed it, so it is its to finish: a worker's turn is about its
+    /// claimed todo), else the first anyone may take.
+    pub next: Option<SelectedTodo>,
+    /// `next` is a todo the actor holds (its own unfinished work).
+    pub next_is_own: bool,
+    pub counts: FrontierCounts,
+    pub first_lease_expiry: Option<Timestamp>,
+    pub first_deferral_end: Option<Timestamp>,
+}
+
+/// The todo the store's index found for an actor.
+#[derive(Debug, Clone, Copy)]
+pub enum Next<'t> {
+    /// The first the actor holds a live lease on.
+    Own(&'t Todo),
+    /// The first anyone may take.
+    Runnable(&'t Todo),
+}
+
+/// How many todos of one status there are, and how many of them wait on
+/// something still ahead (a live lease, a deferral not yet over), with
+/// the soonest of those: what the store's index counts per status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    pub status: TodoStatus,
+    pub total: usize,
+    pub pending: usize,
+    pub first_due: Option<Timestamp>,
+}
+
+impl Frontier {
+    /// The frontier of `goal`'s todos (all of them in memory) for `actor`.
+    pub fn scan(goal: &Goal, actor: &Actor, now: Timestamp) -> Frontier {
+        let mut frontier = Frontier::default();
+        let mut runnable = None;
+        let mut own = None;
+        for todo in &goal.todos {
+            let availability = todo.availability(now);
+            frontier.note(availability, 1);
+            match availability {
+                Availability::Runnable => {
+                    runnable.get_or_insert(todo);
+                }
+                Availability::Held(_) if own.is_none() => {
+                    own = actor
+                        .agent_id()
+                        .filter(|agent| todo.claimant() == Some(*agent))
+                        .map(|_| todo);
+                }
+                _ => {}
+            }
         }
-        counts
+        frontier.next_is_own = own.is_some();
+        frontier.next = own.or(runnable).map(SelectedTodo::of);
+        frontier
+    }
+
+    /// The frontier from the store's index: one [`Tally`] per status, and
+    /// the todo the index found for the actor: its first held (`Own`), else
+    /// the first runnable.
+    pub fn of_tallies(tallies: &[Tally], next: Option<Next<'_>>) -> Frontier {
+        let mut frontier = Frontier {
+            next_is_own: matches!(next, Some(Next::Own(_))),
+            next: next.map(|(Next::Own(todo) | Next::Runnable(todo))| SelectedTodo::of(todo)),
+            ..Frontier::default()
+        };
+        for tally in tallies {
+            frontier.note(tally.status.availability(tally.first_due), tally.pending);
+            frontier.note(tally.status.availability(None), tally.total - tally.pending);
+        }
+        frontier
+    }
+
+    /// The statuses a todo may be runnable in (once what it waits on has
+    /// passed): where the index looks for the first runnable todo.
+    pub fn runnable_statuses() -> impl Iterator<Item = TodoStatus> {
+        TodoStatus::ALL
+            .into_iter()
+            .filter(|status| status.availability(None) == Availability::Runnable)
+    }
+
+    /// Count `n` todos of `availability`, keeping the soonest deadlines.
+    fn note(&mut self, availability: Availability, n: usize) {
+        if n == 0 {
+            return;
+        }
+        self.counts.count(availability, n);
+        let soonest = |kept: &mut Option<Timestamp>, at: Timestamp| {
+            *kept = Some(kept.map_or(at, |kept| kept.min(at)));
+        };
+        match availability {
+            Availability::Held(until) => soonest(&mut self.first_lease_expiry, until),
+            Availability::Waiting(until) => soonest(&mut self.first_deferral_end, until),
+            _ => {}
+        }
+    }
+}
+
+impl SelectedTodo {
+    fn of(todo: &Todo) -> SelectedTodo {
+        SelectedTodo {
+            id: todo.id.clone(),
+            title: todo.title.clone(),
+        }
     }
 }
 
@@ -217,6 +327,7 @@ struct Answer {
 fn identity(
     ledger: &Ledger,
     goal: &Goal,
+    frontier: &Frontier,
     sentinels: Sentinels,
     gaps: &[Gap],
     actor: &Actor,
@@ -225,7 +336,11 @@ fn identity(
         "run_id": ledger.run_id, "status": ledger.status, "spent": ledger.spent,
         "budget": ledger.config.budget, "stop_conditions": ledger.config.stop_conditions,
     }));
-    let frontier = frontier_digest(goal);
+    // Everything the decision reads of the frontier: the answer is a
+    // function of it, so it changes only when this digest does.
+    let frontier = Digest::of_json(&serde_json::json!({
+        "instance": goal.instance_id, "frontier": frontier,
+    }));
     let gaps_part = Digest::of_json(
         &gaps
             .iter()
@@ -255,76 +370,14 @@ fn identity(
     }
 }
 
-/// The frontier part of the reset identity: each todo's id, status, lease
-/// and deferral, in order. Written straight from the todos in canonical
-/// form (fields in key order, no maps), with no `Value` tree of the whole
-/// frontier in between: the same digest as the canonical JSON of
-/// `{"instance", "todos": [[id, status, lease, deferred_until], ...]}`.
-fn frontier_digest(goal: &Goal) -> Digest {
-    use super::todo::{Lease, TodoStatus};
-    #[derive(Serialize)]
-    struct SortedLease<'a> {
-        acquired_at: &'a Timestamp,
-        expires_at: &'a Timestamp,
-        holder: &'a str,
-    }
-    #[derive(Serialize)]
-    struct Frontier<'a> {
-        instance: &'a str,
-        todos: Vec<(
-            &'a str,
-            TodoStatus,
-            Option<SortedLease<'a>>,
-            &'a Option<Timestamp>,
-        )>,
-    }
-    fn sorted(lease: &Lease) -> SortedLease<'_> {
-        SortedLease {
-            acquired_at: &lease.acquired_at,
-            expires_at: &lease.expires_at,
-            holder: &lease.holder,
-        }
-    }
-    Digest::of_ordered_json(&Frontier {
-        instance: &goal.instance_id,
-        todos: goal
-            .todos
-            .iter()
-            .map(|t| {
-                (
-                    t.id.as_str(),
-                    t.status,
-                    t.lease.as_ref().map(sorted),
-                    &t.deferred_until,
-                )
-            })
-            .collect(),
-    })
-}
-
-/// The first todo anyone may take now, in priority order.
-pub fn next_runnable(goal: &Goal, now: Timestamp) -> Option<&Todo> {
-    goal.todos
-        .iter()
-        .find(|t| t.availability(now) == Availability::Runnable)
-}
-
-/// The work `actor` should do now: the first todo it holds a live lease
-/// on (it claimed it, so it is its to finish; a worker's turn is about its
-/// claimed todo), else the first anyone may take.
-pub fn next_for<'g>(goal: &'g Goal, actor: &Actor, now: Timestamp) -> Option<&'g Todo> {
-    let own = match actor {
-        Actor::Agent(agent) => goal.todos.iter().find(|t| t.holder(now) == Some(agent)),
-        Actor::Owner => None,
-    };
-    own.or_else(|| next_runnable(goal, now))
-}
-
+/// Should another turn run now, for `actor`? `goal` holds at least the
+/// todos its outcomes link (for the gaps); `frontier` is what the
+/// decision reads of all of them.
 pub fn should_run(
     ledger: &Ledger,
     verdict: &Verdict,
     sentinels: Sentinels,
-    goal: &Goal,
+    (goal, frontier): (&Goal, &Frontier),
     actor: &Actor,
     now: Timestamp,
 ) -> ShouldRun {
@@ -334,16 +387,7 @@ pub fn should_run(
         .filter(|g| !g.acknowledged)
         .cloned()
         .collect();
-    let runnable = next_for(goal, actor, now);
-    let availability: Vec<Availability> = goal.todos.iter().map(|t| t.availability(now)).collect();
-    let answer = decide(
-        ledger,
-        verdict,
-        goal,
-        actor,
-        (runnable, &availability),
-        &open_gaps,
-    );
+    let answer = decide(ledger, verdict, goal, frontier, actor, &open_gaps);
     let continuation = match answer.action {
         Action::RunNow => Continuation {
             schema: "goal_runtime_continuation_v0",
@@ -373,10 +417,7 @@ pub fn should_run(
             }
         }
     };
-    let selected_todo = answer.selected.and(runnable).map(|t| SelectedTodo {
-        id: t.id.clone(),
-        title: t.title.clone(),
-    });
+    let selected_todo = answer.selected.and(frontier.next.clone());
     let next_action = match (&selected_todo, answer.action) {
         (Some(todo), _) => format!("claim and work todo {}: {}", todo.id, todo.title),
         (None, Action::RunNow) => answer.reason.clone(),
@@ -391,12 +432,12 @@ pub fn should_run(
             action: answer.action,
             reason_code: answer.code.to_owned(),
             reason: answer.reason,
-            reset_identity: identity(ledger, goal, sentinels, &all_gaps, actor),
+            reset_identity: identity(ledger, goal, frontier, sentinels, &all_gaps, actor),
             goal_runtime_continuation: continuation,
         },
         selected_todo,
         next_action,
-        counts: FrontierCounts::of(&availability),
+        counts: frontier.counts.clone(),
         open_gaps,
     }
 }
@@ -405,8 +446,8 @@ fn decide(
     ledger: &Ledger,
     verdict: &Verdict,
     goal: &Goal,
+    frontier: &Frontier,
     actor: &Actor,
-    (runnable, availability): (Option<&Todo>, &[Availability]),
     open_gaps: &[Gap],
 ) -> Answer {
     let answer = |action, code, reason: String| Answer {
@@ -458,7 +499,7 @@ fn decide(
             );
         }
     }
-    if let Some(todo) = runnable {
+    if let Some(todo) = &frontier.next {
         return Answer {
             selected: Some("todo"),
             ..answer(
@@ -475,15 +516,7 @@ fn decide(
             format!("outcome {} has unresolved requirements and no open linked work: plan work for it or acknowledge checkpoint {}", gap.outcome_id, gap.checkpoint),
         );
     }
-    let earliest =
-        |pick: fn(&Availability) -> Option<Timestamp>| availability.iter().filter_map(pick).min();
-    if let Some(until) = earliest(|a| {
-        if let Availability::Held(t) = a {
-            Some(*t)
-        } else {
-            None
-        }
-    }) {
+    if let Some(until) = frontier.first_lease_expiry {
         return Answer {
             deadline: Some(until),
             ..answer(
@@ -493,13 +526,7 @@ fn decide(
             )
         };
     }
-    if let Some(until) = earliest(|a| {
-        if let Availability::Waiting(t) = a {
-            Some(*t)
-        } else {
-            None
-        }
-    }) {
+    if let Some(until) = frontier.first_deferral_end {
         return Answer {
             deadline: Some(until),
             ..answer(
@@ -509,14 +536,14 @@ fn decide(
             )
         };
     }
-    if availability.contains(&Availability::Blocked) {
+    if frontier.counts.blocked > 0 {
         return answer(
             Action::BackoffUntilFreshEvidence,
             "todos_blocked",
             "every open todo is blocked; unblock one with new evidence or add work".into(),
         );
     }
-    if goal.todos.is_empty() {
+    if frontier.counts.todos == 0 {
         return answer(
             Action::RunNow,
             "ledger_next_iteration",
@@ -533,29 +560,68 @@ fn decide(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::goal::todo::{Lease, Todo, TodoStatus};
+    use crate::goal::todo::Lease;
+    use proptest::prelude::*;
 
-    #[test]
-    fn the_frontier_digest_is_the_canonical_json_digest_of_the_frontier() {
-        let at = Timestamp::UNIX_EPOCH;
-        let todo = |id: &str, status, lease, deferred_until| Todo {
-            id: id.into(),
-            title: "work".into(),
+    /// A todo of `status` at position `position`; `due` seconds after the
+    /// epoch is its lease's expiry (held by `holder`) or its deferral's end.
+    fn todo(position: u64, status: TodoStatus, due: Option<i64>, holder: &str) -> Todo {
+        let at = |s: i64| Timestamp::from_second(s).unwrap();
+        Todo {
+            id: format!("t{position}"),
+            title: format!("work {position}"),
             status,
-            lease,
-            created_at: at,
+            lease: (status == TodoStatus::Claimed)
+                .then(|| {
+                    due.map(|s| Lease {
+                        holder: holder.into(),
+                        acquired_at: at(0),
+                        expires_at: at(s),
+                    })
+                })
+                .flatten(),
+            created_at: at(0),
             created_by: "owner".into(),
             blocked_reason: String::new(),
-            deferred_until,
+            deferred_until: (status == TodoStatus::Deferred)
+                .then(|| due.map(at))
+                .flatten(),
             completed_at: None,
             evidence: Vec::new(),
-            position: None,
-        };
-        let lease = Lease {
-            holder: "agent-a".into(),
-            acquired_at: at,
-            expires_at: at.checked_add(jiff::SignedDuration::from_secs(60)).unwrap(),
-        };
+            position: Some(position),
+        }
+    }
+
+    /// The frontier as the store's index answers it: per status, how many
+    /// todos and how many still wait (`now < due`) with the soonest due;
+    /// the actor's first held todo by position, else the first of the
+    /// runnable statuses whose wait is over.
+    fn indexed(todos: &[Todo], actor: &Actor, now: Timestamp) -> Frontier {
+        let pending = |t: &Todo| t.due().filter(|due| now < *due);
+        let tallies: Vec<Tally> = TodoStatus::ALL
+            .into_iter()
+            .map(|status| {
+                let of: Vec<&Todo> = todos.iter().filter(|t| t.status == status).collect();
+                Tally {
+                    status,
+                    total: of.len(),
+                    pending: of.iter().filter(|t| pending(t).is_some()).count(),
+                    first_due: of.iter().filter_map(|t| pending(t)).min(),
+                }
+            })
+            .collect();
+        let held = todos.iter().find(|t| {
+            pending(t).is_some() && t.claimant().is_some() && t.claimant() == actor.agent_id()
+        });
+        let free = todos
+            .iter()
+            .find(|t| Frontier::runnable_statuses().any(|s| s == t.status) && pending(t).is_none());
+        let next = held.map(Next::Own).or(free.map(Next::Runnable));
+        Frontier::of_tallies(&tallies, next)
+    }
+
+    fn goal_of(todos: Vec<Todo>) -> Goal {
+        let at = Timestamp::UNIX_EPOCH;
         let goal = crate::goal::event::fold(
             None,
             &crate::goal::GoalEvent {
@@ -567,25 +633,54 @@ mod tests {
                     instance_id: "main#1".into(),
                     objective: "o".into(),
                     commitments: Default::default(),
-                    todo_streams: false,
+                    todo_streams: true,
                 }],
             },
         );
-        let goal = Goal {
-            todos: vec![
-                todo("t1", TodoStatus::Claimed, Some(lease), None),
-                todo("t2", TodoStatus::Deferred, None, Some(at)),
-                todo("t3", TodoStatus::Open, None, None),
-            ],
-            ..goal
-        };
-        let todos: Vec<_> = goal
-            .todos
-            .iter()
-            .map(|t| (&t.id, t.status, &t.lease, &t.deferred_until))
-            .collect();
-        let canonical =
-            Digest::of_json(&serde_json::json!({"instance": goal.instance_id, "todos": todos}));
-        assert_eq!(frontier_digest(&goal), canonical);
+        Goal { todos, ..goal }
+    }
+
+    proptest! {
+        /// The index's tallies give the frontier a scan of every todo
+        /// gives: the same counts, deadlines and selected work.
+        #[test]
+        fn the_frontier_from_tallies_is_the_frontier_a_scan_finds(
+            shape in proptest::collection::vec((0usize..5, proptest::option::of(0i64..20), 0usize..2), 0..24),
+            now in 0i64..20,
+            as_agent in any::<bool>(),
+        ) {
+            let holders = ["agent-a", "agent-b"];
+            let todos: Vec<Todo> = shape
+                .iter()
+                .enumerate()
+                .map(|(i, (status, due, holder))| {
+                    todo(i as u64, TodoStatus::ALL[*status], *due, holders[*holder])
+                })
+                .collect();
+            let actor = match as_agent {
+                true => Actor::Agent("agent-a".into()),
+                false => Actor::Owner,
+            };
+            let now = Timestamp::from_second(now).unwrap();
+            let goal = goal_of(todos.clone());
+            prop_assert_eq!(Frontier::scan(&goal, &actor, now), indexed(&todos, &actor, now));
+        }
+    }
+
+    #[test]
+    fn an_actor_is_given_the_todo_it_holds_before_the_first_runnable_one() {
+        let now = Timestamp::from_second(5).unwrap();
+        let goal = goal_of(vec![
+            todo(0, TodoStatus::Open, None, ""),
+            todo(1, TodoStatus::Claimed, Some(10), "agent-b"),
+            todo(2, TodoStatus::Claimed, Some(10), "agent-a"),
+        ]);
+        let next = |actor: &Actor| Frontier::scan(&goal, actor, now).next.unwrap().id;
+        assert_eq!(next(&Actor::Agent("agent-a".into())), "t2");
+        assert_eq!(next(&Actor::Agent("agent-b".into())), "t1");
+        assert_eq!(next(&Actor::Owner), "t0");
+        let frontier = Frontier::scan(&goal, &Actor::Owner, now);
+        assert_eq!((frontier.counts.runnable, frontier.counts.held), (1, 2));
+        assert_eq!(frontier.first_lease_expiry, Timestamp::from_second(10).ok());
     }
 }

@@ -42,7 +42,7 @@ use super::{
     input, Actor, Goal, GoalCommand, GoalContext, GoalError, GoalEvent, GoalOwner, GoalReceipt,
     GoalRequest,
 };
-use crate::operation::{Decided, Owner};
+use crate::operation::{Decided, Facet, Owner};
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -311,5 +311,21 @@ impl Owner for TodoOwner {
             TodoTransition::Added => "todo.added",
             _ => "todo.changed",
         }
+    }
+
+    /// A todo kept in its stream from the start (it has a position) is
+    /// indexed by the store: its status, what it waits on and who holds
+    /// it, so that should-run finds the first runnable todo and counts
+    /// the frontier without reading every todo. A todo the goal snapshot
+    /// lists has none: its order is the listing's.
+    fn facet(stream: &str, todo: &Todo) -> Option<Facet> {
+        let family = &stream[..=stream.rfind('/')?];
+        Some(Facet {
+            family: family.to_owned(),
+            position: todo.position?,
+            class: todo.status.code(),
+            due: todo.due(),
+            holder: todo.claimant().map(str::to_owned),
+        })
     }
 }

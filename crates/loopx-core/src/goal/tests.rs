@@ -1,6 +1,6 @@
 //! The goal owner's rules, driven through decide/evolve in memory.
 
-use super::continuation::{should_run, Action, Disposition};
+use super::continuation::{should_run, Action, Disposition, Frontier};
 use super::gap::gaps;
 use super::objective::{current_digest, work_digest, ObjectiveDocument};
 use super::outcome::{Conclusion, OutcomeUpdate, RequirementInput, ReviewInput, SourceInput};
@@ -656,7 +656,7 @@ fn decide_now(h: &Harness, actor: &Actor, seconds: i64) -> continuation::ShouldR
         &ledger,
         &verdict,
         Sentinels::default(),
-        h.goal(),
+        (h.goal(), &Frontier::scan(h.goal(), actor, at(seconds))),
         actor,
         at(seconds),
     )
@@ -965,7 +965,7 @@ fn owners_decision(
         ledger,
         &verdict,
         Sentinels::default(),
-        h.goal(),
+        (h.goal(), &Frontier::scan(h.goal(), &Actor::Owner, at(now))),
         &Actor::Owner,
         at(now),
     )

@@ -33,6 +33,42 @@ impl TodoStatus {
     pub fn is_open_work(self) -> bool {
         self != TodoStatus::Done
     }
+
+    /// Every status, in the order of [`TodoStatus::code`].
+    pub const ALL: [TodoStatus; 5] = [
+        TodoStatus::Open,
+        TodoStatus::Claimed,
+        TodoStatus::Blocked,
+        TodoStatus::Deferred,
+        TodoStatus::Done,
+    ];
+
+    /// The status as the store's frontier index counts it
+    /// ([`crate::operation::Facet::class`]).
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The status a [`TodoStatus::code`] stands for.
+    pub fn from_code(code: u8) -> Option<TodoStatus> {
+        TodoStatus::ALL.get(usize::from(code)).copied()
+    }
+
+    /// What a todo of this status is, given whether what it waits on (its
+    /// lease's expiry, its deferral's end: [`Todo::due`]) is still ahead,
+    /// `pending_until`. The one rule of availability: a todo's own, and a
+    /// frontier counted from the store's index.
+    pub fn availability(self, pending_until: Option<Timestamp>) -> Availability {
+        match (self, pending_until) {
+            (TodoStatus::Done, _) => Availability::Done,
+            (TodoStatus::Blocked, _) => Availability::Blocked,
+            (TodoStatus::Claimed, Some(until)) => Availability::Held(until),
+            (TodoStatus::Deferred, Some(until)) => Availability::Waiting(until),
+            (TodoStatus::Open | TodoStatus::Claimed | TodoStatus::Deferred, _) => {
+                Availability::Runnable
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,12 +76,6 @@ pub struct Lease {
     pub holder: String,
     pub acquired_at: Timestamp,
     pub expires_at: Timestamp,
-}
-
-impl Lease {
-    pub fn is_live(&self, now: Timestamp) -> bool {
-        now < self.expires_at
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,25 +141,32 @@ pub enum Availability {
 
 impl Todo {
     pub fn availability(&self, now: Timestamp) -> Availability {
+        self.status
+            .availability(self.due().filter(|due| now < *due))
+    }
+
+    /// What the todo waits on, whether or not it has passed: a claim's
+    /// lease expiry, a deferral's end; `None` for any other status.
+    pub fn due(&self) -> Option<Timestamp> {
         match self.status {
-            TodoStatus::Done => Availability::Done,
-            TodoStatus::Blocked => Availability::Blocked,
-            TodoStatus::Deferred => match self.deferred_until {
-                Some(until) if now < until => Availability::Waiting(until),
-                _ => Availability::Runnable,
-            },
-            TodoStatus::Claimed => match &self.lease {
-                Some(lease) if lease.is_live(now) => Availability::Held(lease.expires_at),
-                _ => Availability::Runnable,
-            },
-            TodoStatus::Open => Availability::Runnable,
+            TodoStatus::Claimed => self.lease.as_ref().map(|lease| lease.expires_at),
+            TodoStatus::Deferred => self.deferred_until,
+            _ => None,
+        }
+    }
+
+    /// Who holds the claim, live or lapsed (`None` unless claimed).
+    pub fn claimant(&self) -> Option<&str> {
+        match (&self.status, &self.lease) {
+            (TodoStatus::Claimed, Some(lease)) => Some(&lease.holder),
+            _ => None,
         }
     }
 
     /// The live holder, if any.
     pub fn holder(&self, now: Timestamp) -> Option<&str> {
-        match (&self.status, &self.lease) {
-            (TodoStatus::Claimed, Some(lease)) if lease.is_live(now) => Some(&lease.holder),
+        match self.availability(now) {
+            Availability::Held(_) => self.claimant(),
             _ => None,
         }
     }

@@ -43,8 +43,9 @@
 
 use crate::sqlite::Access;
 use crate::{
-    failpoint, Commit, Fence, JournalEntry, JournalRow, Snapshot, Store, StoreError, StoredReceipt,
-    Stream, Window,
+    due_micros, failpoint, from_due_micros, now_micros, position_from_sql, position_to_sql,
+    ClassCount, Commit, CountDeltas, Facet, FacetQuery, FacetReading, Fence, JournalEntry,
+    JournalRow, Snapshot, Store, StoreError, StoredReceipt, Stream, Window,
 };
 use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::error::SqlState;
@@ -62,7 +63,13 @@ pub mod tls;
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_journal.sql"),
     include_str!("migrations/0002_todo_streams.sql"),
+    include_str!("migrations/0003_facets.sql"),
 ];
+
+/// How many rows a family's facet counts are spread over: commits to
+/// distinct streams of one family (claims of distinct todos) then rarely
+/// queue on the same count row.
+const COUNT_SHARDS: u16 = 16;
 
 /// The schema version this build writes and understands.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -364,7 +371,7 @@ impl PostgresStore {
         self.check_version(&mut client)?;
         let mut tx = client.transaction().map_err(|e| self.fail(e))?;
         // EXCLUSIVE: readers may read, no one else writes until we commit.
-        tx.batch_execute("LOCK TABLE snapshots, journal IN EXCLUSIVE MODE")
+        tx.batch_execute("LOCK TABLE snapshots, journal, facets, facet_counts IN EXCLUSIVE MODE")
             .map_err(|e| self.fail(e))?;
         let occupied = tx
             .query_opt(
@@ -436,6 +443,14 @@ impl PostgresStore {
                 .map_err(|e| self.fail(e))?;
                 imported.streams += 1;
             }
+            // The facets as they are, and their counts from them.
+            let mut counts = CountDeltas::new(COUNT_SHARDS);
+            source.visit_facets(&mut |stream, facet| {
+                self.put_facet(&mut tx, stream, &facet)?;
+                counts.moved(stream, None, &facet);
+                Ok(())
+            })?;
+            self.write_counts(&mut tx, &counts)?;
             Ok(())
         })?;
         failpoint::fail_here("postgres.import.before_commit")?;
@@ -529,6 +544,7 @@ impl PostgresStore {
         &self,
         tx: &mut postgres::Transaction<'_>,
         commit: &Commit<'_>,
+        counts: &mut CountDeltas,
     ) -> Result<u64, StoreError> {
         let revision = commit.expected_revision + 1;
         let new = to_sql(revision);
@@ -609,7 +625,165 @@ impl PostgresStore {
                 self.fail(e)
             }
         })?;
+        if let Some(facet) = commit.facet {
+            self.write_facet(tx, commit, facet, counts)?;
+        }
         Ok(revision)
+    }
+
+    /// The facet of the snapshot just written (its row is locked by the
+    /// CAS, so no other commit moves this facet meanwhile), and what it
+    /// moves in its family's counts.
+    fn write_facet(
+        &self,
+        tx: &mut postgres::Transaction<'_>,
+        commit: &Commit<'_>,
+        facet: &Facet,
+        counts: &mut CountDeltas,
+    ) -> Result<(), StoreError> {
+        let old: Option<(String, i16)> = match commit.expected_revision {
+            0 => None,
+            _ => {
+                let read =
+                    self.prepared(tx, "SELECT family, class FROM facets WHERE stream = $1")?;
+                tx.query_opt(&read, &[&commit.stream])
+                    .map_err(|e| self.fail(e))?
+                    .map(|row| (row.get(0), row.get(1)))
+            }
+        };
+        self.put_facet(tx, commit.stream, facet)?;
+        counts.moved(
+            commit.stream,
+            old.as_ref()
+                .map(|(family, class)| (family.as_str(), class_from_sql(*class))),
+            facet,
+        );
+        Ok(())
+    }
+
+    /// Write `stream`'s facet row, replacing the one it had.
+    fn put_facet(
+        &self,
+        tx: &mut postgres::Transaction<'_>,
+        stream: &str,
+        facet: &Facet,
+    ) -> Result<(), StoreError> {
+        let upsert = self.prepared(
+            tx,
+            "INSERT INTO facets (stream, family, position, class, due, holder)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (stream) DO UPDATE SET family = EXCLUDED.family,
+                 position = EXCLUDED.position, class = EXCLUDED.class,
+                 due = EXCLUDED.due, holder = EXCLUDED.holder",
+        )?;
+        tx.execute(
+            &upsert,
+            &[
+                &stream,
+                &facet.family,
+                &position_to_sql(facet.position),
+                &i16::from(facet.class),
+                &facet.due.map(due_micros),
+                &facet.holder,
+            ],
+        )
+        .map_err(|e| self.fail(e))?;
+        Ok(())
+    }
+
+    /// Apply a transaction's count changes, in key order, as its last
+    /// writes: it then holds every stream lock it takes before any count
+    /// row, and count rows in one order, so no two commits deadlock.
+    fn write_counts(
+        &self,
+        tx: &mut postgres::Transaction<'_>,
+        counts: &CountDeltas,
+    ) -> Result<(), StoreError> {
+        for (family, shard, class, delta) in counts.changes() {
+            // What a stream moves from has its row; an INSERT of a
+            // negative count would fail its CHECK.
+            let sql = match delta > 0 {
+                true => {
+                    "INSERT INTO facet_counts (family, shard, class, n) VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (family, shard, class) DO UPDATE SET n = facet_counts.n + EXCLUDED.n"
+                }
+                false => {
+                    "UPDATE facet_counts SET n = n + $4
+                     WHERE family = $1 AND shard = $2 AND class = $3"
+                }
+            };
+            let add = self.prepared(tx, sql)?;
+            tx.execute(&add, &[&family, &(shard as i16), &i16::from(class), &delta])
+                .map_err(|e| self.fail(e))?;
+        }
+        Ok(())
+    }
+
+    /// [`Store::read_facets`]'s queries, on `client`.
+    fn read_facets_in(
+        &self,
+        client: &mut impl GenericClient,
+        query: &FacetQuery<'_>,
+    ) -> Result<FacetReading, StoreError> {
+        let now = now_micros(query.now);
+        let mut reading = FacetReading::default();
+        let totals = self.prepared(
+            client,
+            "SELECT class, SUM(n)::BIGINT FROM facet_counts WHERE family = $1
+             GROUP BY class HAVING SUM(n) > 0 ORDER BY class",
+        )?;
+        for row in client
+            .query(&totals, &[&query.family])
+            .map_err(|e| self.fail(e))?
+        {
+            reading.classes.push(ClassCount {
+                class: class_from_sql(row.get(0)),
+                total: u64::try_from(row.get::<_, i64>(1)).unwrap_or(0),
+                pending: 0,
+                first_due: None,
+            });
+        }
+        let pending = self.prepared(
+            client,
+            "SELECT class, COUNT(*), MIN(due) FROM facets
+             WHERE family = $1 AND due > $2 GROUP BY class",
+        )?;
+        for row in client
+            .query(&pending, &[&query.family, &now])
+            .map_err(|e| self.fail(e))?
+        {
+            let count = reading.class_mut(class_from_sql(row.get(0)));
+            count.pending = u64::try_from(row.get::<_, i64>(1)).unwrap_or(0);
+            count.first_due = Some(from_due_micros(row.get(2))?);
+        }
+        let free = self.prepared(
+            client,
+            "SELECT position, stream FROM facets
+             WHERE family = $1 AND class = $2 AND (due IS NULL OR due <= $3)
+             ORDER BY position LIMIT 1",
+        )?;
+        let mut first = None::<(i64, String)>;
+        for class in query.free_classes {
+            let found = client
+                .query_opt(&free, &[&query.family, &i16::from(*class), &now])
+                .map_err(|e| self.fail(e))?
+                .map(|row| (row.get(0), row.get(1)));
+            first = first.into_iter().chain(found).min();
+        }
+        reading.first_free = first.map(|(_, stream)| stream);
+        if let Some(holder) = query.holder {
+            let held = self.prepared(
+                client,
+                "SELECT stream FROM facets
+                 WHERE family = $1 AND holder = $2 AND due > $3
+                 ORDER BY position LIMIT 1",
+            )?;
+            reading.first_held = client
+                .query_opt(&held, &[&query.family, &holder, &now])
+                .map_err(|e| self.fail(e))?
+                .map(|row| row.get(0));
+        }
+        Ok(reading)
     }
 
     /// Visit the journal page by page; each page is fetched, the client
@@ -684,6 +858,50 @@ impl Store for PostgresStore {
             .collect())
     }
 
+    fn read_facets(&self, query: &FacetQuery<'_>) -> Result<Option<FacetReading>, StoreError> {
+        let mut client = self.client()?;
+        // Inside a consistent read, its transaction is this read's.
+        if self.consistent_read.get() {
+            return self.read_facets_in(&mut *client, query).map(Some);
+        }
+        // One snapshot of the database for every query.
+        let mut tx = client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(|e| self.fail(e))?;
+        let reading = self.read_facets_in(&mut tx, query)?;
+        tx.commit().map_err(|e| self.fail(e))?;
+        Ok(Some(reading))
+    }
+
+    fn visit_facets(
+        &self,
+        visit: &mut dyn FnMut(&str, Facet) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let rows = self
+            .client()?
+            .query(
+                "SELECT stream, family, position, class, due, holder FROM facets
+                 ORDER BY stream COLLATE \"C\"",
+                &[],
+            )
+            .map_err(|e| self.fail(e))?;
+        for row in &rows {
+            let due: Option<i64> = row.get(4);
+            let facet = Facet {
+                family: row.get(1),
+                position: position_from_sql(row.get(2)),
+                class: class_from_sql(row.get(3)),
+                due: due.map(from_due_micros).transpose()?,
+                holder: row.get(5),
+            };
+            visit(row.get(0), facet)?;
+        }
+        Ok(())
+    }
+
     fn revision(&self, stream: &Stream) -> Result<u64, StoreError> {
         let mut client = self.client()?;
         let statement = self.prepared(
@@ -741,12 +959,14 @@ impl Store for PostgresStore {
             self.lock_in_name_order(&mut tx, commits, fences)?;
         }
         let mut revisions = Vec::with_capacity(commits.len());
+        let mut counts = CountDeltas::new(COUNT_SHARDS);
         for (index, commit) in commits.iter().enumerate() {
             if index > 0 {
                 failpoint::fail_here("postgres.commit_all.between")?;
             }
-            revisions.push(self.write(&mut tx, commit)?);
+            revisions.push(self.write(&mut tx, commit, &mut counts)?);
         }
+        self.write_counts(&mut tx, &counts)?;
         failpoint::reached("postgres.commit.before_commit");
         tx.commit().map_err(|e| self.fail(e))?;
         Ok(revisions)
@@ -900,6 +1120,12 @@ fn describe(error: &postgres::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// A facet's class as PostgreSQL keeps it (SMALLINT); the stores write
+/// only classes an owner gave, 0 to 255.
+fn class_from_sql(class: i16) -> u8 {
+    u8::try_from(class).unwrap_or(u8::MAX)
 }
 
 fn to_sql(revision: u64) -> i64 {

@@ -24,8 +24,9 @@
 //! changing a byte of the loop directory.
 
 use crate::{
-    failpoint, Commit, Fence, JournalEntry, JournalRow, Snapshot, Store, StoreError, StoredReceipt,
-    Stream, Window,
+    due_micros, failpoint, from_due_micros, now_micros, position_from_sql, position_to_sql,
+    ClassCount, Commit, CountDeltas, Facet, FacetQuery, FacetReading, Fence, JournalEntry,
+    JournalRow, Snapshot, Store, StoreError, StoredReceipt, Stream, Window,
 };
 use rusqlite::config::DbConfig;
 use rusqlite::{
@@ -39,7 +40,12 @@ use std::time::Duration;
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_journal.sql"),
     include_str!("migrations/0002_todo_streams.sql"),
+    include_str!("migrations/0003_facets.sql"),
 ];
+
+/// The first schema with facets: a reader of an older database (read as
+/// it is) finds none, and its callers read the streams themselves.
+const FACETS_FROM: u32 = 3;
 
 /// The oldest schema a reader of this build reads as it is, without a
 /// migration: every migration after it changes nothing a reader relies on
@@ -264,7 +270,12 @@ impl SqliteStore {
 
     /// One commit's writes inside an open transaction: the revision check,
     /// the operation-id check, the journal row and the snapshot.
-    fn write(conn: &Connection, commit: &Commit<'_>, display: &str) -> Result<u64, StoreError> {
+    fn write(
+        conn: &Connection,
+        commit: &Commit<'_>,
+        counts: &mut CountDeltas,
+        display: &str,
+    ) -> Result<u64, StoreError> {
         let fail = |e| classify(display, e);
         let actual = Self::current_revision(conn, commit.stream).map_err(fail)?;
         if actual != commit.expected_revision {
@@ -321,7 +332,70 @@ impl SqliteStore {
             ])
         })
         .map_err(fail)?;
+        if let Some(facet) = commit.facet {
+            Self::write_facet(conn, commit, facet, counts).map_err(fail)?;
+        }
         Ok(revision)
+    }
+
+    /// The facet of the snapshot just written, and what it moves in its
+    /// family's counts. A new stream has no facet to replace.
+    fn write_facet(
+        conn: &Connection,
+        commit: &Commit<'_>,
+        facet: &Facet,
+        counts: &mut CountDeltas,
+    ) -> rusqlite::Result<()> {
+        let old: Option<(String, u8)> = match commit.expected_revision {
+            0 => None,
+            _ => conn
+                .prepare_cached("SELECT family, class FROM facets WHERE stream = ?1")?
+                .query_row([commit.stream], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()?,
+        };
+        conn.prepare_cached(
+            "INSERT INTO facets (stream, family, position, class, due, holder)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (stream) DO UPDATE SET family = excluded.family,
+                 position = excluded.position, class = excluded.class,
+                 due = excluded.due, holder = excluded.holder",
+        )?
+        .execute(params![
+            commit.stream,
+            facet.family,
+            position_to_sql(facet.position),
+            facet.class,
+            facet.due.map(due_micros),
+            facet.holder
+        ])?;
+        counts.moved(
+            commit.stream,
+            old.as_ref()
+                .map(|(family, class)| (family.as_str(), *class)),
+            facet,
+        );
+        Ok(())
+    }
+
+    /// Apply a transaction's count changes, before it commits.
+    fn write_counts(conn: &Connection, counts: &CountDeltas) -> rusqlite::Result<()> {
+        for (family, shard, class, delta) in counts.changes() {
+            // What a stream moves from has its row; an INSERT of a
+            // negative count would fail its CHECK before its ON CONFLICT.
+            let sql = match delta > 0 {
+                true => {
+                    "INSERT INTO facet_counts (family, shard, class, n) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (family, shard, class) DO UPDATE SET n = n + excluded.n"
+                }
+                false => {
+                    "UPDATE facet_counts SET n = n + ?4
+                     WHERE family = ?1 AND shard = ?2 AND class = ?3"
+                }
+            };
+            conn.prepare_cached(sql)?
+                .execute(params![family, shard, class, delta])?;
+        }
+        Ok(())
     }
 }
 
@@ -393,6 +467,117 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    fn read_facets(&self, query: &FacetQuery<'_>) -> Result<Option<FacetReading>, StoreError> {
+        if self.user_version()? < FACETS_FROM {
+            return Ok(None);
+        }
+        let display = self.display();
+        let fail = |e| classify(&display, e);
+        // One read transaction: the counts and the rows are of one state
+        // (inside a consistent read, that read's).
+        let own_transaction = match self.conn.is_autocommit() {
+            true => Some(self.conn.unchecked_transaction().map_err(fail)?),
+            false => None,
+        };
+        let conn = &self.conn;
+        let now = now_micros(query.now);
+        let mut reading = FacetReading::default();
+        let mut totals = conn
+            .prepare_cached(
+                "SELECT class, SUM(n) FROM facet_counts WHERE family = ?1
+                 GROUP BY class HAVING SUM(n) > 0 ORDER BY class",
+            )
+            .map_err(fail)?;
+        let mut rows = totals.query([query.family]).map_err(fail)?;
+        while let Some(row) = rows.next().map_err(fail)? {
+            reading.classes.push(ClassCount {
+                class: row.get(0).map_err(fail)?,
+                total: row.get::<_, i64>(1).map_err(fail)?.max(0) as u64,
+                pending: 0,
+                first_due: None,
+            });
+        }
+        let mut pending = conn
+            .prepare_cached(
+                "SELECT class, COUNT(*), MIN(due) FROM facets
+                 WHERE family = ?1 AND due > ?2 GROUP BY class",
+            )
+            .map_err(fail)?;
+        let mut rows = pending.query(params![query.family, now]).map_err(fail)?;
+        while let Some(row) = rows.next().map_err(fail)? {
+            let class: u8 = row.get(0).map_err(fail)?;
+            let count = reading.class_mut(class);
+            count.pending = row.get::<_, i64>(1).map_err(fail)? as u64;
+            count.first_due = Some(from_due_micros(row.get(2).map_err(fail)?)?);
+        }
+        let mut first = None::<(i64, String)>;
+        for class in query.free_classes {
+            let found: Option<(i64, String)> = conn
+                .prepare_cached(
+                    "SELECT position, stream FROM facets
+                     WHERE family = ?1 AND class = ?2 AND (due IS NULL OR due <= ?3)
+                     ORDER BY position LIMIT 1",
+                )
+                .and_then(|mut statement| {
+                    statement
+                        .query_row(params![query.family, class, now], |row| {
+                            Ok((row.get(0)?, row.get(1)?))
+                        })
+                        .optional()
+                })
+                .map_err(fail)?;
+            first = first.into_iter().chain(found).min();
+        }
+        reading.first_free = first.map(|(_, stream)| stream);
+        if let Some(holder) = query.holder {
+            reading.first_held = conn
+                .prepare_cached(
+                    "SELECT stream FROM facets
+                     WHERE family = ?1 AND holder = ?2 AND due > ?3
+                     ORDER BY position LIMIT 1",
+                )
+                .and_then(|mut statement| {
+                    statement
+                        .query_row(params![query.family, holder, now], |row| row.get(0))
+                        .optional()
+                })
+                .map_err(fail)?;
+        }
+        drop(own_transaction);
+        Ok(Some(reading))
+    }
+
+    fn visit_facets(
+        &self,
+        visit: &mut dyn FnMut(&str, Facet) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        if self.user_version()? < FACETS_FROM {
+            return Ok(());
+        }
+        let display = self.display();
+        let fail = |e| classify(&display, e);
+        let mut statement = self
+            .conn
+            .prepare_cached(
+                "SELECT stream, family, position, class, due, holder FROM facets ORDER BY stream",
+            )
+            .map_err(fail)?;
+        let mut rows = statement.query([]).map_err(fail)?;
+        while let Some(row) = rows.next().map_err(fail)? {
+            let stream: String = row.get(0).map_err(fail)?;
+            let due: Option<i64> = row.get(4).map_err(fail)?;
+            let facet = Facet {
+                family: row.get(1).map_err(fail)?,
+                position: position_from_sql(row.get(2).map_err(fail)?),
+                class: row.get(3).map_err(fail)?,
+                due: due.map(from_due_micros).transpose()?,
+                holder: row.get(5).map_err(fail)?,
+            };
+            visit(&stream, facet)?;
+        }
+        Ok(())
+    }
+
     fn receipt(
         &self,
         stream: &Stream,
@@ -420,7 +605,9 @@ impl Store for SqliteStore {
         let fail = |e| classify(&display, e);
         let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .map_err(fail)?;
-        let revision = Self::write(&tx, commit, &display)?;
+        let mut counts = CountDeltas::new(1);
+        let revision = Self::write(&tx, commit, &mut counts, &display)?;
+        Self::write_counts(&tx, &counts).map_err(fail)?;
         failpoint::reached("sqlite.commit.before_commit");
         tx.commit().map_err(fail)?;
         failpoint::reached("sqlite.commit.after_commit");
@@ -446,12 +633,14 @@ impl Store for SqliteStore {
             fence.holds_at(Self::current_revision(&tx, fence.stream).map_err(fail)?)?;
         }
         let mut revisions = Vec::with_capacity(commits.len());
+        let mut counts = CountDeltas::new(1);
         for (index, commit) in commits.iter().enumerate() {
             if index > 0 {
                 failpoint::fail_here("sqlite.commit_all.between")?;
             }
-            revisions.push(Self::write(&tx, commit, &display)?);
+            revisions.push(Self::write(&tx, commit, &mut counts, &display)?);
         }
+        Self::write_counts(&tx, &counts).map_err(fail)?;
         failpoint::reached("sqlite.commit_all.before_commit");
         tx.commit().map_err(fail)?;
         failpoint::reached("sqlite.commit_all.after_commit");
@@ -828,6 +1017,7 @@ mod tests {
             receipt: "{\"ok\":true}",
             state,
             committed_at: "2026-12-02T00:00:00Z",
+            facet: None,
         }
     }
 
@@ -925,16 +1115,37 @@ mod tests {
         conn.pragma_update(None, "user_version", version).unwrap();
     }
 
+    /// A database as a build of schema 2 left it: without the tables of
+    /// version 3.
+    fn as_schema_2(path: &Path) {
+        let conn = Connection::open(path).unwrap();
+        conn.execute_batch("DROP TABLE facets; DROP TABLE facet_counts;")
+            .unwrap();
+        conn.pragma_update(None, "user_version", 2).unwrap();
+    }
+
     #[test]
     fn a_reader_reads_a_schema_readable_as_it_is_and_a_writer_migrates_it() {
         let (dir, store) = fresh();
         store.commit(&commit(0, "a", "{}")).unwrap();
         drop(store);
         let path = dir.path().join("loopx.sqlite");
+        as_schema_2(&path);
         claim_version(&path, READABLE_FROM);
         let before = std::fs::read(&path).unwrap();
         let reader = SqliteStore::open(&path, Access::ReadOnly).unwrap();
         assert_eq!(reader.load("ledger").unwrap().unwrap().revision, 1);
+        let query = FacetQuery {
+            family: "todo:main#1/",
+            now: jiff::Timestamp::UNIX_EPOCH,
+            free_classes: &[0],
+            holder: None,
+        };
+        assert_eq!(
+            reader.read_facets(&query).unwrap(),
+            None,
+            "an older schema keeps no index: its readers read the streams"
+        );
         drop(reader);
         assert_eq!(
             std::fs::read(&path).unwrap(),
@@ -943,6 +1154,10 @@ mod tests {
         );
         let writer = SqliteStore::open(&path, Access::ReadWrite).unwrap();
         assert_eq!(writer.user_version().unwrap(), SCHEMA_VERSION);
+        assert_eq!(
+            writer.read_facets(&query).unwrap(),
+            Some(FacetReading::default())
+        );
     }
 
     #[test]

@@ -73,11 +73,12 @@ fn snapshot(dir: &LoopDir) -> anyhow::Result<Snapshot> {
     let turns = turns::page(dir, None, LIVE_ROWS)?;
     let NextTurn {
         reading: ledger,
-        goal,
         verdict,
         should_run: decision,
         ..
     } = turn;
+    // The board shows todos of every column: the whole frontier.
+    let goal = dir.goal(goal::DEFAULT_GOAL_ID)?;
     Ok(Snapshot {
         health,
         cost,

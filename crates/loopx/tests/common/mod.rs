@@ -126,6 +126,19 @@ impl Fixture {
             .success();
     }
 
+    /// `validate` must fail: what it said, stdout then stderr.
+    pub fn validate_refused(&self) -> String {
+        let output = self
+            .loopx()
+            .args(["validate", "--dir", self.d()])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&output.stdout).into_owned()
+            + &String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "validate passed: {said}");
+        said
+    }
+
     pub fn json(&self, args: &[&str]) -> serde_json::Value {
         let output = self.loopx().args(args).arg("--json").output().unwrap();
         serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {

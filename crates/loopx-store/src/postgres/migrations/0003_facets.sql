@@ -1,0 +1,36 @@
+-- Version 3: facets, an index kept beside the snapshots of a family of
+-- streams (a goal lifetime's todos), written in the transaction of each
+-- commit that carries one, so that should-run reads a few index rows
+-- instead of every todo. Derived state: the snapshot is the truth.
+--
+-- One row per faceted stream: its family, place, class (a todo's status),
+-- until when it is pending (microseconds since the epoch, rounded up), and
+-- who holds it meanwhile.
+CREATE TABLE facets (
+    stream    TEXT     NOT NULL PRIMARY KEY,
+    family    TEXT     NOT NULL,
+    position  BIGINT   NOT NULL,
+    class     SMALLINT NOT NULL,
+    due       BIGINT,
+    holder    TEXT
+);
+-- The first stream of a class in the family's order.
+CREATE INDEX facets_in_order ON facets (family, class, position);
+-- What is still pending: counted and its soonest due found per class.
+CREATE INDEX facets_pending ON facets (family, due, class) WHERE due IS NOT NULL;
+-- A holder's own streams.
+CREATE INDEX facets_held ON facets (family, holder, position) WHERE holder IS NOT NULL;
+
+-- How many streams of each class a family has, kept by the same commits,
+-- so that counting a family reads a few rows. A family's counts are
+-- spread over 16 shards by stream: commits to distinct todos then rarely
+-- queue on one counter row (each holds the rows it adds to until it
+-- commits), and a transaction adds to its rows in key order, so two
+-- never wait on each other in a cycle.
+CREATE TABLE facet_counts (
+    family  TEXT     NOT NULL,
+    shard   SMALLINT NOT NULL,
+    class   SMALLINT NOT NULL,
+    n       BIGINT   NOT NULL CHECK (n >= 0),
+    PRIMARY KEY (family, shard, class)
+);
