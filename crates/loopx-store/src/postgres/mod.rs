@@ -775,7 +775,7 @@ impl PostgresStore {
             let held = self.prepared(
                 client,
                 "SELECT stream FROM facets
-                 WHERE family = $1 AND holder = $2 AND due > $3
+                 WHERE family = $1 AND due > $3 AND holder = $2
                  ORDER BY position LIMIT 1",
             )?;
             reading.first_held = client

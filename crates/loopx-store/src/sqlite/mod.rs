@@ -533,7 +533,7 @@ impl Store for SqliteStore {
             reading.first_held = conn
                 .prepare_cached(
                     "SELECT stream FROM facets
-                     WHERE family = ?1 AND holder = ?2 AND due > ?3
+                     WHERE family = ?1 AND due > ?3 AND holder = ?2
                      ORDER BY position LIMIT 1",
                 )
                 .and_then(|mut statement| {

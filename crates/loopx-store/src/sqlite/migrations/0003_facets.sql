@@ -16,10 +16,11 @@ CREATE TABLE facets (
 ) STRICT, WITHOUT ROWID;
 -- The first stream of a class in the family's order.
 CREATE INDEX facets_in_order ON facets (family, class, position);
--- What is still pending: counted and its soonest due found per class.
+-- What is still pending: counted, its soonest due found per class, and a
+-- holder's own streams found among it (a few rows: the live leases and
+-- unfinished deferrals). No more indexes: each is a page more that every
+-- commit of a todo writes.
 CREATE INDEX facets_pending ON facets (family, due, class) WHERE due IS NOT NULL;
--- A holder's own streams.
-CREATE INDEX facets_held ON facets (family, holder, position) WHERE holder IS NOT NULL;
 
 -- How many streams of each class a family has, kept by the same commits,
 -- so that counting a family reads one row per class. `shard` spreads a
