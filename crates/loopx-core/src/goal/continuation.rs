@@ -205,7 +205,10 @@ impl Frontier {
         };
         for tally in tallies {
             frontier.note(tally.status.availability(tally.first_due), tally.pending);
-            frontier.note(tally.status.availability(None), tally.total - tally.pending);
+            // Saturating: an index that counts more pending rows than rows
+            // (only a damaged one can; `validate` names it) never wraps.
+            let not_pending = tally.total.saturating_sub(tally.pending);
+            frontier.note(tally.status.availability(None), not_pending);
         }
         frontier
     }
