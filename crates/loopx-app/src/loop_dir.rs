@@ -354,11 +354,13 @@ impl LoopDir {
                 ledger,
                 state_digest: Digest::of_bytes(&[]),
             };
+            let mut index = FacetAudit::read(store)?;
             for stream in store.streams()? {
                 if stream == STREAM {
                     continue;
                 }
-                let (problems, revision, snapshot) = audit_stream_by_name(store, &stream)?;
+                let (problems, revision, snapshot) =
+                    audit_stream_by_name(store, &stream, &mut index)?;
                 snapshots.push(snapshot);
                 audit.errors.extend(
                     problems
@@ -367,7 +369,7 @@ impl LoopDir {
                 );
                 audit.streams.push((stream, revision));
             }
-            audit.errors.extend(audit_facets(store, now)?);
+            audit.errors.extend(index.finish(store, now)?);
             // In byte order of the names: backends list streams in their
             // own collation, and the digest must not depend on it.
             snapshots.sort();
@@ -464,6 +466,7 @@ where
 fn audit_stream_by_name(
     store: &(dyn Store + Send),
     stream: &str,
+    index: &mut FacetAudit,
 ) -> Result<(Vec<String>, u64, SnapshotDigest), loopx_store::StoreError> {
     use loopx_core::focus::{self, decisions::DecisionOwner, replan::PlanOwner};
     /// The journal folds to a state whose own id is not the stream's.
@@ -478,6 +481,7 @@ fn audit_stream_by_name(
         f.parts()
     } else if frontier::is_todo_stream(stream) {
         let mut f = audit_stream::<TodoOwner>(store, stream, "todo")?;
+        f.problems.extend(index.check(stream, f.state.as_ref()));
         if let Some(todo) = f
             .state
             .take()
@@ -536,63 +540,89 @@ fn audit_stream_by_name(
     })
 }
 
-/// The store's index (its facets) against the snapshots it indexes: each
-/// facet must be what the todo's owner says of the todo's snapshot, and
-/// each family's counts must count its facets. A todo stream with no
-/// facet (last written before facets existed) is no problem: should-run
-/// then finds its family's index incomplete and reads the todos instead.
-fn audit_facets(
-    store: &(dyn Store + Send),
-    now: Timestamp,
-) -> Result<Vec<String>, loopx_store::StoreError> {
-    use loopx_core::operation::Owner as _;
-    use std::collections::BTreeMap;
-    let mut problems = Vec::new();
-    let mut counted: BTreeMap<String, BTreeMap<u8, u64>> = BTreeMap::new();
-    store.visit_facets(&mut |stream, facet| {
-        let todo = match frontier::is_todo_stream(stream) {
-            true => store
-                .load(stream)?
-                .and_then(|s| serde_json::from_str::<loopx_core::goal::todo::Todo>(&s.state).ok()),
-            false => None,
-        };
-        let expected = todo.and_then(|todo| TodoOwner::facet(stream, &todo));
-        if expected.as_ref() != Some(&facet) {
-            problems.push(format!(
-                "stream {stream}: the store's index row ({}) is not what its snapshot says ({}): should-run would decide on it; restore the loop from a backup",
-                describe_facet(Some(&facet)),
-                describe_facet(expected.as_ref())
-            ));
-        }
-        *counted
-            .entry(facet.family)
-            .or_default()
-            .entry(facet.class)
-            .or_default() += 1;
-        Ok(())
-    })?;
-    for (family, classes) in counted {
-        let query = loopx_store::FacetQuery {
-            family: &family,
-            now,
-            free_classes: &[],
-            holder: None,
-        };
-        let kept: BTreeMap<u8, u64> = store
-            .read_facets(&query)?
-            .map(|reading| reading.classes.iter().map(|c| (c.class, c.total)).collect())
-            .unwrap_or_default();
-        if kept != classes {
-            problems.push(format!(
-                "the store's counts of {family} ({kept:?} by class) are not its index rows' ({classes:?}): should-run would count the frontier wrong; restore the loop from a backup"
-            ));
-        }
-    }
-    Ok(problems)
+/// The store's index (its facets) against the todos it indexes: each
+/// facet must be what the todo's owner says of the todo its journal folds
+/// to (checked as the audit refolds each todo stream), and each family's
+/// counts must count its facets. A todo stream with no facet (last
+/// written before facets existed) is no problem: should-run then finds
+/// its family's index incomplete and reads the todos instead.
+struct FacetAudit {
+    /// The facets not yet checked against a todo, by stream.
+    unchecked: std::collections::BTreeMap<String, loopx_core::operation::Facet>,
+    /// How many facets each family has per class.
+    counted: std::collections::BTreeMap<String, std::collections::BTreeMap<u8, u64>>,
 }
 
-fn describe_facet(facet: Option<&loopx_core::operation::Facet>) -> String {
-    match facet {
+impl FacetAudit {
+    fn read(store: &(dyn Store + Send)) -> Result<FacetAudit, loopx_store::StoreError> {
+        let mut audit = FacetAudit {
+            unchecked: Default::default(),
+            counted: Default::default(),
+        };
+        store.visit_facets(&mut |stream, facet| {
+            *audit
+                .counted
+                .entry(facet.family.clone())
+                .or_default()
+                .entry(facet.class)
+                .or_default() += 1;
+            audit.unchecked.insert(stream.to_owned(), facet);
+            Ok(())
+        })?;
+        Ok(audit)
+    }
+
+    /// The problem with todo stream `stream`'s facet, if it has one, given
+    /// the todo its journal folds to.
+    fn check(
+        &mut self,
+        stream: &str,
+        todo: Option<&loopx_core::goal::todo::Todo>,
+    ) -> Option<String> {
+        use loopx_core::operation::Owner as _;
+        let kept = self.unchecked.remove(stream)?;
+        let expected = todo.and_then(|todo| TodoOwner::facet(stream, todo));
+        (expected.as_ref() != Some(&kept)).then(|| mismatched_facet(&kept, expected.as_ref()))
+    }
+
+    /// The facets no todo stream has, and the counts that disagree with
+    /// the facets.
+    fn finish(
+        self,
+        store: &(dyn Store + Send),
+        now: Timestamp,
+    ) -> Result<Vec<String>, loopx_store::StoreError> {
+        let mut problems: Vec<String> = self
+            .unchecked
+            .iter()
+            .map(|(stream, kept)| format!("stream {stream}: {}", mismatched_facet(kept, None)))
+            .collect();
+        for (family, classes) in self.counted {
+            let query = loopx_store::FacetQuery {
+                family: &family,
+                now,
+                free_classes: &[],
+                holder: None,
+            };
+            let kept: std::collections::BTreeMap<u8, u64> = store
+                .read_facets(&query)?
+                .map(|reading| reading.classes.iter().map(|c| (c.class, c.total)).collect())
+                .unwrap_or_default();
+            if kept != classes {
+                problems.push(format!(
+                    "the store's counts of {family} ({kept:?} by class) are not its index rows' ({classes:?}): should-run would count the frontier wrong; restore the loop from a backup"
+                ));
+            }
+        }
+        Ok(problems)
+    }
+}
+
+fn mismatched_facet(
+    kept: &loopx_core::operation::Facet,
+    expected: Option<&loopx_core::operation::Facet>,
+) -> String {
+    let describe = |facet: Option<&loopx_core::operation::Facet>| match facet {
         None => "none".to_owned(),
         Some(f) => format!(
             "position {}, class {}, due {}, holder {}",
@@ -601,7 +631,12 @@ fn describe_facet(facet: Option<&loopx_core::operation::Facet>) -> String {
             f.due.map_or("none".to_owned(), |d| d.to_string()),
             f.holder.as_deref().unwrap_or("none")
         ),
-    }
+    };
+    format!(
+        "the store's index row ({}) is not what its todo says ({}): should-run would decide on it; restore the loop from a backup",
+        describe(Some(kept)),
+        describe(expected)
+    )
 }
 
 /// A view that could not be refreshed after a commit: never an error (the

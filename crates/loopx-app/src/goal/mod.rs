@@ -144,8 +144,7 @@ impl LoopDir {
                 // meanwhile is listed, as a read a moment later would;
                 // in a goal without, one added meanwhile is not listed and
                 // its stream is ignored.
-                let live = self.live_todos(&goal.instance_id)?;
-                frontier::overlay(&mut goal, live);
+                self.overlay_live_todos(&mut goal)?;
                 Ok(GoalReading { revision, goal })
             }
             Loaded { state: None, .. } if goal_id == goal::DEFAULT_GOAL_ID => {
@@ -165,7 +164,7 @@ impl LoopDir {
     /// frontier's part in that decision for `actor` at `now`. A goal
     /// whose todos are each in a stream with a facet is not read whole:
     /// the store's index counts the frontier and finds the actor's work
-    /// ([`Self::indexed_decision`]), and the goal holds just the todos its
+    /// ([`Self::indexed_frontier`]), and the goal holds just the todos its
     /// outcomes link (what its gaps look at). Any other goal is read
     /// whole and scanned.
     pub fn goal_for_decision(
@@ -174,34 +173,51 @@ impl LoopDir {
         actor: &Actor,
         now: Timestamp,
     ) -> Result<(GoalReading, Frontier)> {
-        if let Some(indexed) = self.indexed_decision(goal_id, actor, now)? {
-            return Ok(indexed);
-        }
-        let reading = self.goal(goal_id)?;
-        let frontier = Frontier::scan(&reading.goal, actor, now);
-        Ok((reading, frontier))
+        let Loaded { revision, state } =
+            self.authority().load::<GoalOwner>(&goal::stream(goal_id))?;
+        let Some(mut goal) = state else {
+            // Never written: what its first write will create, if it is
+            // the loop's default goal.
+            let reading = self.goal(goal_id)?;
+            let frontier = Frontier::scan(&reading.goal, actor, now);
+            return Ok((reading, frontier));
+        };
+        let frontier = match self.indexed_frontier(&goal, actor, now)? {
+            Some(frontier) => {
+                // The todos the outcomes link, for the gaps: a few, by id.
+                let mut linked: Vec<&str> = goal
+                    .outcomes
+                    .iter()
+                    .flat_map(|outcome| outcome.linked_todos.iter().map(String::as_str))
+                    .collect();
+                linked.sort_unstable();
+                linked.dedup();
+                let mut live = Vec::with_capacity(linked.len());
+                for todo_id in linked {
+                    live.extend(self.todo_of(&frontier::stream(&goal.instance_id, todo_id))?);
+                }
+                frontier::overlay(&mut goal, live);
+                frontier
+            }
+            None => {
+                self.overlay_live_todos(&mut goal)?;
+                Frontier::scan(&goal, actor, now)
+            }
+        };
+        Ok((GoalReading { revision, goal }, frontier))
     }
 
-    /// [`Self::goal_for_decision`] from the store's index, or `None` when
-    /// the index cannot answer for this goal: a goal never written, one
-    /// whose snapshot lists its todos, a store of an older schema, or a
-    /// frontier whose facets do not count every todo the goal added (a
-    /// lifetime begun before facets, or a todo added since the goal was
-    /// read).
-    fn indexed_decision(
+    /// The frontier of `goal` for `actor` at `now` from the store's index,
+    /// or `None` when the index cannot answer for it: a goal whose
+    /// snapshot lists its todos, a store of an older schema, or a frontier
+    /// whose facets do not count every todo the goal added (a lifetime
+    /// begun before facets, or a todo added since the goal was read).
+    fn indexed_frontier(
         &self,
-        goal_id: &str,
+        goal: &Goal,
         actor: &Actor,
         now: Timestamp,
-    ) -> Result<Option<(GoalReading, Frontier)>> {
-        let store = self.authority().store();
-        let Loaded {
-            revision,
-            state: Some(mut goal),
-        } = self.authority().load::<GoalOwner>(&goal::stream(goal_id))?
-        else {
-            return Ok(None);
-        };
+    ) -> Result<Option<Frontier>> {
         let Some(added) = goal.streamed_todos.filter(|_| goal.todos.is_empty()) else {
             return Ok(None);
         };
@@ -215,7 +231,7 @@ impl LoopDir {
             free_classes: &free,
             holder: actor.agent_id(),
         };
-        let Some(facets) = store.read_facets(&query)? else {
+        let Some(facets) = self.authority().store().read_facets(&query)? else {
             return Ok(None);
         };
         if facets.streams() != added {
@@ -241,25 +257,18 @@ impl LoopDir {
             Some(stream) => self.todo_of(&stream)?,
             None => None,
         };
-        // The todos the outcomes link, for the gaps: a few, read by id.
-        let mut linked: Vec<&str> = goal
-            .outcomes
-            .iter()
-            .flat_map(|outcome| outcome.linked_todos.iter().map(String::as_str))
-            .collect();
-        linked.sort_unstable();
-        linked.dedup();
-        let mut live = Vec::with_capacity(linked.len());
-        for todo_id in linked {
-            live.extend(self.todo_of(&frontier::stream(&goal.instance_id, todo_id))?);
-        }
-        frontier::overlay(&mut goal, live);
         let next = next.as_ref().map(|todo| match own {
             true => Next::Own(todo),
             false => Next::Runnable(todo),
         });
-        let frontier = Frontier::of_tallies(&tallies, next);
-        Ok(Some((GoalReading { revision, goal }, frontier)))
+        Ok(Some(Frontier::of_tallies(&tallies, next)))
+    }
+
+    /// Compose `goal` with its todos' streams ([`frontier::overlay`]).
+    fn overlay_live_todos(&self, goal: &mut Goal) -> Result<()> {
+        let live = self.live_todos(&goal.instance_id)?;
+        frontier::overlay(goal, live);
+        Ok(())
     }
 
     /// The goal `goal_id` as its stream holds it (no todo streams

@@ -89,6 +89,10 @@ pub enum Durability {
 pub struct SqliteStore {
     conn: Connection,
     path: PathBuf,
+    /// The schema has the facet tables (from [`FACETS_FROM`] on), as read
+    /// at open: a writer has migrated to this build's schema, a reader may
+    /// read an older one as it is.
+    keeps_facets: bool,
 }
 
 impl SqliteStore {
@@ -112,7 +116,7 @@ impl SqliteStore {
             // as good as none: SQLite would discard the log beside it.
             refuse_orphaned_log(path)?;
         }
-        let store = match access {
+        let mut store = match access {
             Access::ReadOnly => Self::open_reader(path)?,
             Access::Create | Access::ReadWrite => Self::connect(
                 path,
@@ -154,6 +158,10 @@ impl SqliteStore {
                 restrict_files(path)?;
             }
         }
+        store.keeps_facets = match access {
+            Access::ReadOnly => version >= FACETS_FROM,
+            Access::Create | Access::ReadWrite => true,
+        };
         Ok(store)
     }
 
@@ -165,6 +173,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             conn,
             path: path.to_owned(),
+            keeps_facets: false,
         })
     }
 
@@ -203,6 +212,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             conn,
             path: path.to_owned(),
+            keeps_facets: false,
         })
     }
 
@@ -468,7 +478,7 @@ impl Store for SqliteStore {
     }
 
     fn read_facets(&self, query: &FacetQuery<'_>) -> Result<Option<FacetReading>, StoreError> {
-        if self.user_version()? < FACETS_FROM {
+        if !self.keeps_facets {
             return Ok(None);
         }
         let display = self.display();
@@ -551,7 +561,7 @@ impl Store for SqliteStore {
         &self,
         visit: &mut dyn FnMut(&str, Facet) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        if self.user_version()? < FACETS_FROM {
+        if !self.keeps_facets {
             return Ok(());
         }
         let display = self.display();
